@@ -1,0 +1,190 @@
+"""Configuration: one YAML file, environment variables and flags, validated once.
+
+Fields are spelled in camelCase in the file (``hostRoot``, ``evictionHard``), like the
+kubelet's own configuration, so an operator's knowledge carries over. Each field is also
+an environment variable (``NODEAGENT_HOST_ROOT``) and a flag (``--host-root``).
+Precedence, highest first: flags, environment, file, defaults.
+
+Loading either yields a frozen :class:`NodeAgentConfiguration` or raises
+:class:`~nodeagent.errors.ConfigError` naming the field (as the user spells it), the
+value and what is allowed; the CLI turns that into exit code 2 before anything is
+applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from nodeagent.errors import ConfigError
+
+ENV_PREFIX = "NODEAGENT_"
+
+
+def camel_to_snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def snake_to_camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+_file_values: ContextVar[Mapping[str, Any] | None] = ContextVar("_file_values", default=None)
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """Values read from the configuration file, already snake_cased."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return (_file_values.get() or {}).get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_file_values.get() or {})
+
+
+class NodeAgentConfiguration(BaseSettings):
+    """The agent's whole configuration.
+
+    Every field documents its unit and default; the CLI generates a flag for each.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        frozen=True,
+        extra="forbid",
+        validate_default=True,
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Flags (init kwargs) beat the environment, which beats the file."""
+        return (init_settings, env_settings, _FileSource(settings_cls))
+
+    # --- where the signals come from -------------------------------------------------
+    host_root: Path = Path("/")
+    """The host's root as this process sees it: ``/`` on bare metal, ``/host`` in a
+    DaemonSet that mounts the host's /proc, /sys and kubelet dirs under /host. Every
+    reader resolves its paths below it."""
+    node_cgroup: str | None = None
+    """The cgroup treated as "the node", relative to the cgroup mount (``/`` or
+    ``/mynode.slice``). With a memory limit, that limit is the capacity of
+    ``memory.available``, so an operator can guard one slice. Default: the root."""
+    kubepods_cgroup: str | None = None
+    """The node-allocatable cgroup holding the pods (``/kubepods`` or
+    ``/kubepods.slice``). Default: auto-detected."""
+    nodefs_path: Path = Path("/var/lib/kubelet")
+    """A path on the filesystem the kubelet root dir lives on (nodefs)."""
+    imagefs_path: Path = Path("/var/lib/containerd")
+    """A path on the container runtime's image filesystem (imagefs)."""
+    containerfs_path: Path | None = None
+    """A path on the writable-layer filesystem when the runtime splits it from images
+    (containerfs). Default: the same as imagefs."""
+    pod_logs_path: Path = Path("/var/log/pods")
+    """Where the kubelet keeps pod logs (``<ns>_<name>_<uid>/``)."""
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    """The file's fields, snake_cased; unknown fields are left for validation to name."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise ConfigError(
+            f"config file {path}: expected a mapping of fields, got {type(document).__name__}"
+        )
+    document = {k: v for k, v in document.items() if k not in ("apiVersion", "kind")}
+    return {camel_to_snake(str(key)): value for key, value in document.items()}
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line per problem: field (as the user spells it), value, and what is allowed."""
+    lines = []
+    for error in exc.errors():
+        location = ".".join(
+            snake_to_camel(part) if isinstance(part, str) else str(part) for part in error["loc"]
+        )
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            allowed = ", ".join(
+                sorted(snake_to_camel(name) for name in NodeAgentConfiguration.model_fields)
+            )
+            message = f"unknown field; allowed fields: {allowed}"
+        value = error.get("input")
+        lines.append(f"config field {location!r} (value {value!r}): {message}")
+    return "\n".join(lines)
+
+
+def load_config(
+    file: Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> NodeAgentConfiguration:
+    """Merge defaults < file < environment < ``overrides`` (flags, snake_case keys)."""
+    file_values = _read_file(file) if file is not None else {}
+    flags = {key: value for key, value in (overrides or {}).items() if value is not None}
+    token = _file_values.set(file_values)
+    saved_environ = None
+    if environ is not None:
+        saved_environ = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(environ)
+    try:
+        return NodeAgentConfiguration(**flags)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from exc
+    finally:
+        _file_values.reset(token)
+        if saved_environ is not None:
+            os.environ.clear()
+            os.environ.update(saved_environ)
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE`` and one ``--kebab-case`` flag per configuration field."""
+    parser.add_argument("--config", type=Path, metavar="FILE", help="YAML configuration file")
+    group = parser.add_argument_group("configuration fields (also NODEAGENT_* variables)")
+    for name in NodeAgentConfiguration.model_fields:
+        group.add_argument(
+            "--" + name.replace("_", "-"),
+            dest=f"cfg_{name}",
+            metavar="VALUE",
+            default=None,
+            help=f"config field {snake_to_camel(name)}",
+        )
+
+
+def config_from_args(args: argparse.Namespace) -> NodeAgentConfiguration:
+    overrides = {
+        name: getattr(args, f"cfg_{name}", None) for name in NodeAgentConfiguration.model_fields
+    }
+    return load_config(getattr(args, "config", None), overrides=overrides)

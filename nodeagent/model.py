@@ -1,0 +1,293 @@
+"""The agent's shared vocabulary: what is observed, about whom, and what is decided.
+
+Every stage of the agent speaks in these values, which is what lets each stage be
+tested alone:
+
+    signals (readers)  ->  NodeObservations  ->  eviction engine  ->  Decision  ->  actuators
+
+The readers in :mod:`nodeagent.signals` produce a :class:`NodeObservations` (one per
+collection); a trace line replayed by ``nodeagent simulate`` produces the same value;
+the engine turns it, together with the pods' specs (:class:`PodInfo`), prior state and
+``now``, into a :class:`Decision` that the actuators apply.
+
+Names follow the kubelet so that an operator's vocabulary carries over: signal names are
+spelled exactly as in ``--eviction-hard`` and the KubeletConfiguration, usage keys as in
+the kubelet Summary API.
+
+All values are frozen: a collection is a snapshot, and nothing downstream may edit it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NewType
+
+PodUID = NewType("PodUID", str)
+"""A pod's ``metadata.uid``; the join key between cgroup usage and API objects."""
+
+
+class Signal(StrEnum):
+    """Eviction signals, spelled as the kubelet spells them.
+
+    Every signal is an amount *available* with a *capacity*; thresholds on them fire
+    when available drops below the threshold.
+    """
+
+    MEMORY_AVAILABLE = "memory.available"
+    ALLOCATABLE_MEMORY_AVAILABLE = "allocatableMemory.available"
+    NODEFS_AVAILABLE = "nodefs.available"
+    NODEFS_INODES_FREE = "nodefs.inodesFree"
+    IMAGEFS_AVAILABLE = "imagefs.available"
+    IMAGEFS_INODES_FREE = "imagefs.inodesFree"
+    CONTAINERFS_AVAILABLE = "containerfs.available"
+    CONTAINERFS_INODES_FREE = "containerfs.inodesFree"
+    PID_AVAILABLE = "pid.available"
+
+
+class Resource(StrEnum):
+    """The resource a signal starves; used in eviction messages (``The node was low on
+    resource: memory.``) and to pick the ranking."""
+
+    MEMORY = "memory"
+    EPHEMERAL_STORAGE = "ephemeral-storage"
+    INODES = "inodes"
+    PIDS = "pids"
+
+
+class Pressure(StrEnum):
+    """The node pressures the kubelet reports as conditions."""
+
+    MEMORY = "memory"
+    DISK = "disk"
+    PID = "pid"
+
+
+SIGNAL_RESOURCE: Mapping[Signal, Resource] = {
+    Signal.MEMORY_AVAILABLE: Resource.MEMORY,
+    Signal.ALLOCATABLE_MEMORY_AVAILABLE: Resource.MEMORY,
+    Signal.NODEFS_AVAILABLE: Resource.EPHEMERAL_STORAGE,
+    Signal.NODEFS_INODES_FREE: Resource.INODES,
+    Signal.IMAGEFS_AVAILABLE: Resource.EPHEMERAL_STORAGE,
+    Signal.IMAGEFS_INODES_FREE: Resource.INODES,
+    Signal.CONTAINERFS_AVAILABLE: Resource.EPHEMERAL_STORAGE,
+    Signal.CONTAINERFS_INODES_FREE: Resource.INODES,
+    Signal.PID_AVAILABLE: Resource.PIDS,
+}
+
+SIGNAL_PRESSURE: Mapping[Signal, Pressure] = {
+    Signal.MEMORY_AVAILABLE: Pressure.MEMORY,
+    Signal.ALLOCATABLE_MEMORY_AVAILABLE: Pressure.MEMORY,
+    Signal.NODEFS_AVAILABLE: Pressure.DISK,
+    Signal.NODEFS_INODES_FREE: Pressure.DISK,
+    Signal.IMAGEFS_AVAILABLE: Pressure.DISK,
+    Signal.IMAGEFS_INODES_FREE: Pressure.DISK,
+    Signal.CONTAINERFS_AVAILABLE: Pressure.DISK,
+    Signal.CONTAINERFS_INODES_FREE: Pressure.DISK,
+    Signal.PID_AVAILABLE: Pressure.PID,
+}
+
+
+class FsLayout(StrEnum):
+    """How the node's filesystems are arranged (kubelet reference §2.3)."""
+
+    SINGLE = "single"
+    """nodefs = imagefs = containerfs."""
+    DEDICATED_IMAGEFS = "dedicated-imagefs"
+    """Images and writable layers on imagefs; containerfs = imagefs."""
+    SPLIT = "split"
+    """Writable layers with nodefs (containerfs = nodefs), images alone on imagefs."""
+
+
+class QOSClass(StrEnum):
+    GUARANTEED = "Guaranteed"
+    BURSTABLE = "Burstable"
+    BEST_EFFORT = "BestEffort"
+
+
+@dataclass(frozen=True, slots=True)
+class SignalValue:
+    """One observation of a signal: bytes, inodes or PIDs available out of capacity."""
+
+    available: int
+    capacity: int
+    source: str = ""
+    """Where the figures came from (a file path, ``statvfs(/var/lib/kubelet)``...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    """A signal that could not be observed this collection, and why.
+
+    The engine treats it as "no observation": thresholds on it are never met.
+    """
+
+    reason: str
+
+
+Observation = SignalValue | Unavailable
+
+
+@dataclass(frozen=True, slots=True)
+class PsiLine:
+    """One line of a PSI file: the share of wall time stalled, in percent, and the
+    cumulative stall time in microseconds."""
+
+    avg10: float
+    avg60: float
+    avg300: float
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class PsiStats:
+    """``some`` and ``full`` lines of one pressure file (``full`` is absent for the
+    system-wide ``cpu`` file on older kernels)."""
+
+    some: PsiLine
+    full: PsiLine | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodUsage:
+    """What one pod uses on this node, keyed by UID, as the kubelet Summary API names it.
+
+    ``None`` means "no stats" for that figure, which the kubelet's ranking treats
+    specially (a pod without stats is evicted first).
+    """
+
+    uid: PodUID
+    memory: int | None = None
+    """Working set of the pod cgroup, in bytes (usage - inactive_file, never below 0)."""
+    rootfs: int | None = None
+    """Bytes of the containers' writable layers."""
+    logs: int | None = None
+    """Bytes of the containers' logs."""
+    local_volumes: int | None = None
+    """Bytes of the pod's local volumes (disk-backed emptyDir, hostPath)."""
+    rootfs_inodes: int | None = None
+    logs_inodes: int | None = None
+    local_volumes_inodes: int | None = None
+    processes: int | None = None
+    """Number of tasks (threads) in the pod cgroup."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeObservations:
+    """One collection of every signal on the node, at one instant.
+
+    ``time`` is seconds on the agent's clock (monotonic in the agent, trace time in a
+    replay); the engine uses it for grace and transition periods.
+    """
+
+    time: float
+    signals: Mapping[Signal, Observation]
+    pods: Mapping[PodUID, PodUsage] = field(default_factory=dict)
+    psi: Mapping[str, PsiStats] = field(default_factory=dict)
+    """PSI by scope: ``"memory"``, ``"io"``, ``"cpu"`` for the system files in
+    /proc/pressure, ``"node/memory"`` etc. for the node cgroup's files."""
+    fs_layout: FsLayout = FsLayout.SINGLE
+    swap: SignalValue | None = None
+    """Swap free and total, when the node has swap."""
+
+    def value(self, signal: Signal) -> SignalValue | None:
+        """The observation of ``signal``, or ``None`` when it was unavailable."""
+        observed = self.signals.get(signal)
+        return observed if isinstance(observed, SignalValue) else None
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """What the engine needs to know about a pod from its spec and status.
+
+    Built from a Pod object by the agent, or from a trace line by ``simulate``.
+    Resource maps use the Kubernetes resource names (``memory``, ``cpu``,
+    ``ephemeral-storage``) with values in base units (bytes, millicores).
+    """
+
+    namespace: str
+    name: str
+    uid: PodUID
+    priority: int = 0
+    qos: QOSClass = QOSClass.BEST_EFFORT
+    critical: bool = False
+    """Priority >= 2e9 or marked critical; never evicted."""
+    static: bool = False
+    """A static pod (config source not the API server) or its mirror; never evicted."""
+    mirror: bool = False
+    daemonset: bool = False
+    """Owned by a DaemonSet (evicting it only makes it come back)."""
+    termination_grace_period_seconds: int = 30
+    requests: Mapping[str, int] = field(default_factory=dict)
+    """Effective pod requests, overhead included where the kubelet counts it."""
+    limits: Mapping[str, int] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, as events and logs name the pod."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCondition:
+    """A node condition the agent wants on its Node object."""
+
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    effect: str
+    value: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdMet:
+    """A threshold whose comparison holds this cycle."""
+
+    signal: Signal
+    hard: bool
+    grace_satisfied: bool
+    threshold_quantity: int
+    """The threshold resolved against the observed capacity."""
+    available: int
+    """The observed available amount."""
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """The engine's verdict that one pod must go, and why."""
+
+    pod: PodInfo
+    signal: Signal
+    grace_period_seconds: int
+    message: str
+    reclaim_estimate: int = 0
+    """Bytes (or inodes, PIDs) this eviction is expected to free for ``signal``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Everything one evaluation cycle decided, and enough to explain it.
+
+    ``conditions`` and ``taints`` are the *desired* state the actuators converge to;
+    ``evictions`` are actions to take now. ``ranked`` keeps the candidates in eviction
+    order for the signal acted on, so a log line can show why a pod was chosen.
+    """
+
+    time: float
+    thresholds_met: tuple[ThresholdMet, ...]
+    pressure: Mapping[Pressure, bool]
+    conditions: tuple[NodeCondition, ...]
+    taints: tuple[Taint, ...]
+    evictions: tuple[Eviction, ...]
+    ranked: tuple[str, ...] = ()
+    """``namespace/name`` of the candidates considered, in eviction order."""
+    node_reclaim: tuple[str, ...] = ()
+    """Node-level reclaim the engine asks for before evicting (e.g. ``images``)."""

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs on a fresh Debian machine, then runs the
+# linters and the tests. Used by README ("install and test") and by CI (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages for real-component tests: Prometheus + promtool (metrics lint,
+# alert-rule unit tests, a real scrape), systemd-analyze (unit verification).
+need_apt=()
+command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+if [ "${#need_apt[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  else
+    echo "note: not root, cannot apt-get install ${need_apt[*]}; tests that need them will skip" >&2
+  fi
+fi
+
+python3 -m pip install -q --disable-pip-version-check -e '.[test]'
+
+echo "== ruff"
+python3 -m ruff check .
+python3 -m ruff format --check .
+echo "== mypy --strict"
+python3 -m mypy
+echo "== pytest"
+python3 -m pytest -q -p no:cacheprovider "$@"
