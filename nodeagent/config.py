@@ -30,7 +30,13 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from nodeagent.actuators.settings import ActuationSettings
+from nodeagent.agent.settings import AgentSettings
 from nodeagent.errors import ConfigError
+from nodeagent.eviction.settings import EvictionSettings
+from nodeagent.observability.settings import ObservabilitySettings
+from nodeagent.signals.settings import SignalSourceSettings
+from nodeagent.triggers.settings import TriggerSettings
 
 ENV_PREFIX = "NODEAGENT_"
 
@@ -57,10 +63,21 @@ class _FileSource(PydanticBaseSettingsSource):
         return dict(_file_values.get() or {})
 
 
-class NodeAgentConfiguration(BaseSettings):
-    """The agent's whole configuration.
+class NodeAgentConfiguration(
+    BaseSettings,
+    SignalSourceSettings,
+    EvictionSettings,
+    ActuationSettings,
+    AgentSettings,
+    TriggerSettings,
+    ObservabilitySettings,
+):
+    """The agent's whole configuration, one flat document.
 
-    Every field documents its unit and default; the CLI generates a flag for each.
+    Each area of the agent declares its own fields in a mixin beside its code (for
+    example :class:`nodeagent.signals.settings.SignalSourceSettings`); this class only
+    combines them and decides where values come from. Every field documents its unit and
+    default; the CLI generates a flag for each.
     """
 
     model_config = SettingsConfigDict(
@@ -81,28 +98,6 @@ class NodeAgentConfiguration(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Flags (init kwargs) beat the environment, which beats the file."""
         return (init_settings, env_settings, _FileSource(settings_cls))
-
-    # --- where the signals come from -------------------------------------------------
-    host_root: Path = Path("/")
-    """The host's root as this process sees it: ``/`` on bare metal, ``/host`` in a
-    DaemonSet that mounts the host's /proc, /sys and kubelet dirs under /host. Every
-    reader resolves its paths below it."""
-    node_cgroup: str | None = None
-    """The cgroup treated as "the node", relative to the cgroup mount (``/`` or
-    ``/mynode.slice``). With a memory limit, that limit is the capacity of
-    ``memory.available``, so an operator can guard one slice. Default: the root."""
-    kubepods_cgroup: str | None = None
-    """The node-allocatable cgroup holding the pods (``/kubepods`` or
-    ``/kubepods.slice``). Default: auto-detected."""
-    nodefs_path: Path = Path("/var/lib/kubelet")
-    """A path on the filesystem the kubelet root dir lives on (nodefs)."""
-    imagefs_path: Path = Path("/var/lib/containerd")
-    """A path on the container runtime's image filesystem (imagefs)."""
-    containerfs_path: Path | None = None
-    """A path on the writable-layer filesystem when the runtime splits it from images
-    (containerfs). Default: the same as imagefs."""
-    pod_logs_path: Path = Path("/var/log/pods")
-    """Where the kubelet keeps pod logs (``<ns>_<name>_<uid>/``)."""
 
 
 def _read_file(path: Path) -> dict[str, Any]:
