@@ -89,6 +89,35 @@ SIGNAL_PRESSURE: Mapping[Signal, Pressure] = {
 }
 
 
+# --- What the agent publishes on its Node ------------------------------------------------
+# The kubelet rewrites the standard MemoryPressure/DiskPressure/PIDPressure conditions on
+# every status update and the node lifecycle controller owns node.kubernetes.io/*-pressure
+# taints, so the agent writes under its own names (configurable) and never fights them.
+
+DEFAULT_CONDITION_TYPES: Mapping[Pressure, str] = {
+    Pressure.MEMORY: "NodeAgentMemoryPressure",
+    Pressure.DISK: "NodeAgentDiskPressure",
+    Pressure.PID: "NodeAgentPIDPressure",
+}
+"""Node condition type per pressure."""
+
+DEFAULT_TAINT_KEYS: Mapping[Pressure, str] = {
+    Pressure.MEMORY: "nodeagent.io/memory-pressure",
+    Pressure.DISK: "nodeagent.io/disk-pressure",
+    Pressure.PID: "nodeagent.io/pid-pressure",
+}
+"""Taint key per pressure: ``NoSchedule`` while pressure holds, ``PreferNoSchedule`` from
+the onset of a soft threshold (an early warning) when enabled."""
+
+PRESSURE_ANNOTATION = "nodeagent.io/pressure"
+"""Node annotation carrying the agent's headroom per signal, as compact JSON:
+``{"time": "<RFC 3339>", "signals": {"memory.available": {"available": N, "capacity": N,
+"threshold": N}, ...}}``, where ``threshold`` is the lowest (most lenient) threshold the
+agent enforces for that signal, resolved to an amount. The scheduler's NodePressure
+plugin scores nodes by headroom ``(available - threshold) / capacity``. The agent
+refreshes it with its condition heartbeat and at once when headroom changes materially."""
+
+
 class FsLayout(StrEnum):
     """How the node's filesystems are arranged (kubelet reference §2.3)."""
 
@@ -287,6 +316,10 @@ class Decision:
     conditions: tuple[NodeCondition, ...]
     taints: tuple[Taint, ...]
     evictions: tuple[Eviction, ...]
+    candidates: tuple[Eviction, ...] = ()
+    """Every evictable pod for the signal acted on, in eviction order (``evictions`` is
+    a prefix of it). When an eviction is refused (a PodDisruptionBudget answers 429), the
+    actuator replaces that pod with the next candidate not already chosen."""
     ranked: tuple[str, ...] = ()
     """``namespace/name`` of the candidates considered, in eviction order."""
     node_reclaim: tuple[str, ...] = ()
