@@ -44,6 +44,21 @@ class Signal(StrEnum):
     CONTAINERFS_AVAILABLE = "containerfs.available"
     CONTAINERFS_INODES_FREE = "containerfs.inodesFree"
     PID_AVAILABLE = "pid.available"
+    # Beyond the kubelet: PSI stall shares (percent of wall time, from the node cgroup's
+    # *.pressure file when present, else /proc/pressure). Thresholds on them fire when the
+    # stall rises *above* the threshold; see docs/eviction.md.
+    MEMORY_PRESSURE_SOME_AVG10 = "memory.pressure.some.avg10"
+    MEMORY_PRESSURE_SOME_AVG60 = "memory.pressure.some.avg60"
+    MEMORY_PRESSURE_SOME_AVG300 = "memory.pressure.some.avg300"
+    MEMORY_PRESSURE_FULL_AVG10 = "memory.pressure.full.avg10"
+    MEMORY_PRESSURE_FULL_AVG60 = "memory.pressure.full.avg60"
+    MEMORY_PRESSURE_FULL_AVG300 = "memory.pressure.full.avg300"
+    IO_PRESSURE_SOME_AVG10 = "io.pressure.some.avg10"
+    IO_PRESSURE_SOME_AVG60 = "io.pressure.some.avg60"
+    IO_PRESSURE_SOME_AVG300 = "io.pressure.some.avg300"
+    IO_PRESSURE_FULL_AVG10 = "io.pressure.full.avg10"
+    IO_PRESSURE_FULL_AVG60 = "io.pressure.full.avg60"
+    IO_PRESSURE_FULL_AVG300 = "io.pressure.full.avg300"
 
 
 class Resource(StrEnum):
@@ -74,6 +89,8 @@ SIGNAL_RESOURCE: Mapping[Signal, Resource] = {
     Signal.CONTAINERFS_AVAILABLE: Resource.EPHEMERAL_STORAGE,
     Signal.CONTAINERFS_INODES_FREE: Resource.INODES,
     Signal.PID_AVAILABLE: Resource.PIDS,
+    **{s: Resource.MEMORY for s in Signal if s.startswith("memory.pressure.")},
+    **{s: Resource.EPHEMERAL_STORAGE for s in Signal if s.startswith("io.pressure.")},
 }
 
 SIGNAL_PRESSURE: Mapping[Signal, Pressure] = {
@@ -86,6 +103,8 @@ SIGNAL_PRESSURE: Mapping[Signal, Pressure] = {
     Signal.CONTAINERFS_AVAILABLE: Pressure.DISK,
     Signal.CONTAINERFS_INODES_FREE: Pressure.DISK,
     Signal.PID_AVAILABLE: Pressure.PID,
+    **{s: Pressure.MEMORY for s in Signal if s.startswith("memory.pressure.")},
+    **{s: Pressure.DISK for s in Signal if s.startswith("io.pressure.")},
 }
 
 
@@ -219,6 +238,10 @@ class NodeObservations:
     fs_layout: FsLayout = FsLayout.SINGLE
     swap: SignalValue | None = None
     """Swap free and total, when the node has swap."""
+    reclaimable: Mapping[str, int] = field(default_factory=dict)
+    """What node-level reclaim could free, when known: ``"containers"`` / ``"images"``
+    (bytes held by dead containers / unused images) and ``"containersInodes"`` /
+    ``"imagesInodes"``. The engine skips pod eviction when these would end the pressure."""
 
     def value(self, signal: Signal) -> SignalValue | None:
         """The observation of ``signal``, or ``None`` when it was unavailable."""
