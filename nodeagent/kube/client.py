@@ -1,0 +1,153 @@
+"""The agent's narrow view of the Kubernetes API.
+
+Everything the agent does to the cluster goes through :class:`KubeClient`: read its
+Node, patch the Node's status (conditions) and the Node itself (taints, the pressure
+annotation), list and watch the pods bound to the node, evict or delete a pod, and
+record events. Two implementations sit side by side:
+
+* :class:`nodeagent.kube.http.HTTPKubeClient`: the official ``kubernetes`` client over
+  HTTP, with bounded QPS, retries with backoff and jitter, and errors translated;
+* :class:`nodeagent.kube.fake.FakeKubeClient`: in memory, with kube-apiserver semantics,
+  a call log and error injection, for tests and for standalone runs.
+
+Objects cross this seam as plain JSON-shaped dicts (what the API server sends), not as
+the client library's generated models: the agent reads a handful of fields, and
+deserializing every pod into models costs far more than the rest of a cycle.
+
+Contract for every method:
+
+* it raises only :class:`nodeagent.errors.KubeAPIError` subclasses (see
+  :mod:`nodeagent.kube.errors`), after the client's own retries have been spent;
+* patches are idempotent: applying the same patch twice leaves the same object;
+* nothing is cached: each call reflects the server at the time of the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+KubeObject = dict[str, Any]
+"""One API object as JSON (``{"apiVersion": ..., "metadata": {...}, ...}``)."""
+
+
+class WatchEventType(StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    BOOKMARK = "BOOKMARK"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: WatchEventType
+    object: KubeObject
+
+    @property
+    def resource_version(self) -> str:
+        return str((self.object.get("metadata") or {}).get("resourceVersion", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectList:
+    """A list answer: the items and the resourceVersion to watch from."""
+
+    items: tuple[KubeObject, ...]
+    resource_version: str
+
+
+class WatchStream(Protocol):
+    """An open watch. Iterating yields events until the server ends the watch (its
+    ``timeoutSeconds``), and raises :class:`nodeagent.kube.errors.Gone` when the
+    resourceVersion has expired. ``close`` may be called from another thread and makes
+    the iteration end promptly (how the agent stops within a few seconds)."""
+
+    def __iter__(self) -> Iterator[WatchEvent]: ...
+
+    def close(self) -> None: ...
+
+
+class KubeClient(Protocol):
+    def get_node(self, name: str) -> KubeObject:
+        """The Node object (``nodes get``)."""
+        ...
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> KubeObject:
+        """Strategic merge patch of the Node (``nodes patch``). A
+        ``metadata.resourceVersion`` in the patch is a precondition: a stale one raises
+        :class:`nodeagent.errors.Conflict`. Status changes are ignored here."""
+        ...
+
+    def patch_node_status(self, name: str, patch: Mapping[str, Any]) -> KubeObject:
+        """Strategic merge patch of the ``nodes/status`` subresource: conditions are merged
+        by ``type``, so other writers' conditions survive. Spec changes are ignored."""
+        ...
+
+    def list_pods(self, *, field_selector: str = "", label_selector: str = "") -> ObjectList:
+        """Pods in every namespace matching the selectors (``pods list``)."""
+        ...
+
+    def watch_pods(
+        self,
+        *,
+        resource_version: str,
+        field_selector: str = "",
+        label_selector: str = "",
+        timeout_seconds: int = 1800,
+    ) -> WatchStream:
+        """Changes to matching pods after ``resource_version`` (``pods watch``), with
+        bookmarks requested."""
+        ...
+
+    def evict_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        grace_period_seconds: int | None,
+        uid: str | None = None,
+    ) -> None:
+        """POST a policy/v1 Eviction (``pods/eviction create``). ``uid`` is a precondition
+        so a pod recreated under the same name is never hit. A PodDisruptionBudget
+        refusal raises :class:`nodeagent.kube.errors.EvictionBlocked` and is never
+        retried."""
+        ...
+
+    def delete_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        grace_period_seconds: int | None,
+        uid: str | None = None,
+    ) -> None:
+        """DELETE the pod (``pods delete``), bypassing disruption budgets."""
+        ...
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> KubeObject:
+        """Create a core/v1 Event (``events create``)."""
+        ...
+
+    def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> KubeObject:
+        """Patch a core/v1 Event, to bump ``count`` and ``lastTimestamp`` (``events patch``)."""
+        ...
+
+
+class ApiCallObserver(Protocol):
+    """Where a client reports each request and retry (the metrics layer implements it)."""
+
+    def api_request(self, verb: str, resource: str, code: str) -> None:
+        """One HTTP exchange finished; ``code`` is the status or ``"error"`` (no answer)."""
+        ...
+
+    def api_retry(self, verb: str, resource: str, reason: str) -> None: ...
+
+
+class NullObserver:
+    def api_request(self, verb: str, resource: str, code: str) -> None:
+        pass
+
+    def api_retry(self, verb: str, resource: str, reason: str) -> None:
+        pass

@@ -1,0 +1,751 @@
+"""An in-memory Kubernetes API with kube-apiserver's semantics, and a client over it.
+
+:class:`FakeCluster` is the object store: nodes, pods and events with a cluster-wide
+resourceVersion bumped on every write, strategic merge / JSON merge / JSON patches as
+the server applies them (:mod:`nodeagent.kube.merge`), ``/status`` and main-resource
+separation, resourceVersion preconditions (409), field and label selectors, watches
+with bookmarks and 410 expiry, the Eviction subresource with PodDisruptionBudgets
+(429), and pods that terminate after a configurable delay.
+
+Two front doors use the same store, so they cannot disagree:
+
+* :class:`FakeKubeClient` implements :class:`nodeagent.kube.client.KubeClient` in
+  process, records every call and injects errors (unit tests, standalone runs);
+* the HTTP fake in ``tests/fakeapi`` serves it to the real ``kubernetes`` client.
+
+Deliberately *not* modelled: admission, RBAC, defaulting, validation beyond what the
+agent's requests can trip, and any kind the agent does not touch.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from nodeagent import errors
+from nodeagent.kube import client, merge, selectors
+from nodeagent.kube import errors as kube_errors
+
+Key = tuple[str, str]
+"""``(namespace, name)``; the namespace is ``""`` for cluster-scoped kinds."""
+
+CLUSTER_SCOPED = frozenset({"nodes"})
+KIND_NAMES: Mapping[str, tuple[str, str]] = {
+    "nodes": ("v1", "Node"),
+    "pods": ("v1", "Pod"),
+    "events": ("v1", "Event"),
+}
+
+
+class PatchType(StrEnum):
+    STRATEGIC = "application/strategic-merge-patch+json"
+    MERGE = "application/merge-patch+json"
+    JSON = "application/json-patch+json"
+
+
+def rfc3339(wall: float) -> str:
+    """A ``metav1.Time`` string (second precision, UTC)."""
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRecord:
+    namespace: str
+    name: str
+    grace_period_seconds: int | None
+    uid: str | None
+    dry_run: bool
+    outcome: int
+    """HTTP status answered: 201, 404, 409, 429..."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeletionRecord:
+    namespace: str
+    name: str
+    grace_period_seconds: int | None
+
+
+@dataclass(slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget reduced to what an Eviction consults."""
+
+    namespace: str
+    name: str
+    selector: selectors.LabelSelector
+    disruptions_allowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    resource_version: int
+    kind: str
+    old: client.KubeObject | None
+    new: client.KubeObject | None
+
+
+class _Expired(Exception):
+    """Raised inside a running watch when the test expires all watches."""
+
+
+class FakeCluster:
+    """The store. Thread-safe; every read returns a deep copy."""
+
+    def __init__(
+        self,
+        *,
+        history_limit: int = 10_000,
+        wall: Callable[[], float] = time.time,
+        termination_delay: float = 0.0,
+        bookmark_interval: float | None = None,
+    ) -> None:
+        self._lock = threading.Condition()
+        self._objects: dict[str, dict[Key, client.KubeObject]] = {k: {} for k in KIND_NAMES}
+        self._rv = 1000
+        self._history: deque[_Change] = deque(maxlen=history_limit)
+        self._compacted_rv = self._rv
+        self._expiry_epoch = 0
+        self._bookmark_epoch = 0
+        self._wall = wall
+        self.termination_delay = termination_delay
+        """Seconds a pod stays terminating (deletionTimestamp set) after a graceful delete
+        or eviction before it disappears; 0 removes it at once."""
+        self.bookmark_interval = bookmark_interval
+        """Seconds between BOOKMARK events on watches that asked for them (None: only
+        when :meth:`send_bookmarks` is called)."""
+        self.disruption_budgets: list[DisruptionBudget] = []
+        self.eviction_status: dict[Key, int] = {}
+        """Injected answer per pod for the next evictions (e.g. 500), consulted first."""
+        self.evictions: list[EvictionRecord] = []
+        self.deletions: list[DeletionRecord] = []
+        self._timers: list[threading.Timer] = []
+
+    # --- setup helpers ------------------------------------------------------------------
+    def add_pdb(
+        self, namespace: str, name: str, *, selector: str, disruptions_allowed: int = 0
+    ) -> DisruptionBudget:
+        budget = DisruptionBudget(
+            namespace, name, selectors.parse_label_selector(selector), disruptions_allowed
+        )
+        with self._lock:
+            self.disruption_budgets.append(budget)
+        return budget
+
+    @property
+    def resource_version(self) -> int:
+        with self._lock:
+            return self._rv
+
+    # --- reads --------------------------------------------------------------------------
+    def get(self, kind: str, namespace: str, name: str) -> client.KubeObject:
+        with self._lock:
+            obj = self._objects[kind].get((namespace, name))
+            if obj is None:
+                raise errors.NotFound(f'{kind} "{name}" not found', status=404)
+            return copy.deepcopy(obj)
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        field_selector: str = "",
+        label_selector: str = "",
+    ) -> client.ObjectList:
+        matches = _matcher(field_selector, label_selector)
+        with self._lock:
+            items = tuple(
+                copy.deepcopy(obj)
+                for (ns, _), obj in sorted(self._objects[kind].items())
+                if (namespace is None or ns == namespace) and matches(obj)
+            )
+            return client.ObjectList(items, str(self._rv))
+
+    # --- writes -------------------------------------------------------------------------
+    def create(self, kind: str, obj: Mapping[str, Any], namespace: str = "") -> client.KubeObject:
+        new = copy.deepcopy(dict(obj))
+        meta = new.setdefault("metadata", {})
+        if kind in CLUSTER_SCOPED:
+            namespace = ""
+        else:
+            namespace = namespace or meta.get("namespace") or "default"
+            meta["namespace"] = namespace
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise kube_errors.Invalid(f"{kind}: metadata.name is required", status=422)
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        api_version, kind_name = KIND_NAMES[kind]
+        new.setdefault("apiVersion", api_version)
+        new.setdefault("kind", kind_name)
+        with self._lock:
+            key = (namespace, meta["name"])
+            if key in self._objects[kind]:
+                raise errors.Conflict(f'{kind} "{meta["name"]}" already exists', status=409)
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta["creationTimestamp"] = rfc3339(self._wall())
+            self._write(kind, key, None, new)
+            return copy.deepcopy(new)
+
+    def patch(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        patch_type: PatchType = PatchType.STRATEGIC,
+        subresource: str = "",
+        dry_run: bool = False,
+    ) -> client.KubeObject:
+        with self._lock:
+            current = self._objects[kind].get((namespace, name))
+            if current is None:
+                raise errors.NotFound(f'{kind} "{name}" not found', status=404)
+            patched = _apply_patch(kind, current, body, patch_type)
+            requested_rv = (patched.get("metadata") or {}).get("resourceVersion")
+            current_rv = current["metadata"]["resourceVersion"]
+            if requested_rv not in (None, "", current_rv):
+                raise errors.Conflict(
+                    f'Operation cannot be fulfilled on {kind} "{name}": the object has been '
+                    "modified; please apply your changes to the latest version and try again",
+                    status=409,
+                )
+            if subresource == "status":
+                result = copy.deepcopy(current)
+                if "status" in patched:
+                    result["status"] = patched["status"]
+                else:
+                    result.pop("status", None)
+            elif subresource:
+                raise errors.NotFound(f"{kind}/{subresource}: no such subresource", status=404)
+            else:
+                result = patched
+                result.setdefault("metadata", {})
+                if "status" in current:
+                    result["status"] = copy.deepcopy(current["status"])
+                else:
+                    result.pop("status", None)
+            # identity is immutable whatever the patch said
+            for immutable in ("name", "namespace", "uid", "creationTimestamp"):
+                if immutable in current["metadata"]:
+                    result["metadata"][immutable] = current["metadata"][immutable]
+            result["metadata"]["resourceVersion"] = current_rv
+            if result == current or dry_run:
+                return copy.deepcopy(result)
+            self._write(kind, (namespace, name), current, result)
+            return copy.deepcopy(result)
+
+    def delete(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        *,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+        dry_run: bool = False,
+    ) -> client.KubeObject:
+        with self._lock:
+            current = self._objects[kind].get((namespace, name))
+            if current is None:
+                raise errors.NotFound(f'{kind} "{name}" not found', status=404)
+            if uid is not None and current["metadata"].get("uid") != uid:
+                raise errors.Conflict(
+                    f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                    f"{current['metadata'].get('uid')}",
+                    status=409,
+                )
+            if dry_run:
+                return copy.deepcopy(current)
+            if kind == "pods":
+                self.deletions.append(DeletionRecord(namespace, name, grace_period_seconds))
+            graceful = kind == "pods" and grace_period_seconds != 0 and self.termination_delay > 0
+            if not graceful:
+                self._write(kind, (namespace, name), current, None)
+                return copy.deepcopy(current)
+            if current["metadata"].get("deletionTimestamp"):
+                return copy.deepcopy(current)  # already terminating
+            terminating = copy.deepcopy(current)
+            terminating["metadata"]["deletionTimestamp"] = rfc3339(self._wall())
+            grace = grace_period_seconds
+            if grace is None:
+                grace = int((current.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
+            terminating["metadata"]["deletionGracePeriodSeconds"] = grace
+            self._write(kind, (namespace, name), current, terminating)
+            timer = threading.Timer(
+                self.termination_delay, self._finish_termination, (namespace, name)
+            )
+            timer.daemon = True
+            self._timers.append(timer)
+            timer.start()
+            return copy.deepcopy(terminating)
+
+    def _finish_termination(self, namespace: str, name: str) -> None:
+        with self._lock:
+            current = self._objects["pods"].get((namespace, name))
+            if current is not None and current["metadata"].get("deletionTimestamp"):
+                self._write("pods", (namespace, name), current, None)
+
+    def evict(
+        self,
+        namespace: str,
+        name: str,
+        body: Mapping[str, Any],
+        *,
+        dry_run: bool = False,
+    ) -> None:
+        """POST pods/NAME/eviction with a policy/v1 Eviction ``body``."""
+        options = body.get("deleteOptions") or {}
+        grace = options.get("gracePeriodSeconds")
+        uid = (options.get("preconditions") or {}).get("uid")
+
+        def record(outcome: int) -> None:
+            self.evictions.append(EvictionRecord(namespace, name, grace, uid, dry_run, outcome))
+
+        with self._lock:
+            injected = self.eviction_status.get((namespace, name))
+            if injected is not None:
+                record(injected)
+                message = "injected eviction failure"
+                if injected == 429:
+                    message = kube_errors.PDB_REFUSAL_MESSAGE
+                raise kube_errors.from_status(
+                    injected,
+                    message,
+                    what=f"evict {namespace}/{name}",
+                    eviction=True,
+                )
+            pod = self._objects["pods"].get((namespace, name))
+            if pod is None:
+                record(404)
+                raise errors.NotFound(f'pods "{name}" not found', status=404)
+            if uid is not None and pod["metadata"].get("uid") != uid:
+                record(409)
+                raise errors.Conflict(
+                    f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {pod['metadata'].get('uid')}",
+                    status=409,
+                )
+            terminating = bool(pod["metadata"].get("deletionTimestamp"))
+            labels = pod["metadata"].get("labels") or {}
+            if not terminating:
+                budgets = [
+                    b
+                    for b in self.disruption_budgets
+                    if b.namespace == namespace and b.selector.matches(labels)
+                ]
+                if any(b.disruptions_allowed <= 0 for b in budgets):
+                    record(429)
+                    raise kube_errors.EvictionBlocked(
+                        f"evict {namespace}/{name}: 429 TooManyRequests: "
+                        f"{kube_errors.PDB_REFUSAL_MESSAGE}",
+                        status=429,
+                    )
+                if not dry_run:
+                    for budget in budgets:
+                        budget.disruptions_allowed -= 1
+            record(201)
+            if not dry_run:
+                self.delete("pods", namespace, name, grace_period_seconds=grace, uid=uid)
+
+    # --- watch --------------------------------------------------------------------------
+    def watch(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        resource_version: str = "",
+        field_selector: str = "",
+        label_selector: str = "",
+        timeout_seconds: float | None = None,
+        allow_bookmarks: bool = False,
+        stop: threading.Event | None = None,
+    ) -> Iterator[client.WatchEvent]:
+        """Events after ``resource_version`` as kube-apiserver's watch cache sends them.
+
+        Raises :class:`nodeagent.kube.errors.Gone` at once when the version has been
+        compacted, or mid-stream after :meth:`expire_watches`. An object that stops
+        matching the selectors is reported DELETED, one that starts matching ADDED.
+        """
+        matches = _matcher(field_selector, label_selector)
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        stop = stop or threading.Event()
+        with self._lock:
+            expiry_epoch, bookmark_epoch = self._expiry_epoch, self._bookmark_epoch
+            if resource_version in ("", "0"):
+                position = self._rv
+                initial = [
+                    client.WatchEvent(client.WatchEventType.ADDED, copy.deepcopy(obj))
+                    for (ns, _), obj in sorted(self._objects[kind].items())
+                    if (namespace is None or ns == namespace) and matches(obj)
+                ]
+            else:
+                try:
+                    position = int(resource_version)
+                except ValueError as exc:
+                    raise kube_errors.Invalid(
+                        f"invalid resourceVersion {resource_version!r}", status=400
+                    ) from exc
+                if position < self._compacted_rv:
+                    raise kube_errors.Gone(
+                        f"too old resource version: {position} ({self._compacted_rv})",
+                        status=410,
+                    )
+                initial = []
+        yield from initial
+        last_bookmark = time.monotonic()
+        while not stop.is_set():
+            with self._lock:
+                if self._expiry_epoch != expiry_epoch or position < self._compacted_rv:
+                    raise kube_errors.Gone(
+                        f"too old resource version: {position} ({self._compacted_rv})",
+                        status=410,
+                    )
+                pending = [c for c in self._history if c.resource_version > position]
+                send_bookmark = allow_bookmarks and (
+                    self._bookmark_epoch != bookmark_epoch
+                    or (
+                        self.bookmark_interval is not None
+                        and time.monotonic() - last_bookmark >= self.bookmark_interval
+                    )
+                )
+                bookmark_epoch = self._bookmark_epoch
+                if not pending and not send_bookmark:
+                    wait = 0.05
+                    if deadline is not None:
+                        wait = min(wait, max(0.0, deadline - time.monotonic()))
+                    self._lock.wait(wait)
+                    pending = [c for c in self._history if c.resource_version > position]
+                current_rv = self._rv
+            for change in pending:
+                if change.kind != kind:
+                    position = change.resource_version
+                    continue
+                event = _watch_event(change, namespace, matches)
+                position = change.resource_version
+                if event is not None:
+                    yield event
+            if send_bookmark:
+                position = max(position, current_rv)
+                last_bookmark = time.monotonic()
+                api_version, kind_name = KIND_NAMES[kind]
+                yield client.WatchEvent(
+                    client.WatchEventType.BOOKMARK,
+                    {
+                        "apiVersion": api_version,
+                        "kind": kind_name,
+                        "metadata": {"resourceVersion": str(position)},
+                    },
+                )
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+
+    def send_bookmarks(self) -> None:
+        """Make every watch that allows bookmarks send one now."""
+        with self._lock:
+            self._bookmark_epoch += 1
+            self._lock.notify_all()
+
+    def compact(self) -> None:
+        """Forget all history: watching from any earlier resourceVersion answers 410."""
+        with self._lock:
+            self._history.clear()
+            self._compacted_rv = self._rv
+
+    def expire_watches(self) -> None:
+        """Compact and end every open watch with an ERROR event of code 410."""
+        with self._lock:
+            self._history.clear()
+            self._compacted_rv = self._rv
+            self._expiry_epoch += 1
+            self._lock.notify_all()
+
+    def close(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+
+    # --- internals ----------------------------------------------------------------------
+    def _write(
+        self,
+        kind: str,
+        key: Key,
+        old: client.KubeObject | None,
+        new: client.KubeObject | None,
+    ) -> None:
+        """Store ``new`` (None deletes) under a fresh resourceVersion; lock held."""
+        self._rv += 1
+        if new is None:
+            self._objects[kind].pop(key, None)
+            deleted = copy.deepcopy(old) if old is not None else None
+            if deleted is not None:
+                deleted["metadata"]["resourceVersion"] = str(self._rv)
+            change = _Change(self._rv, kind, deleted, None)
+        else:
+            new["metadata"]["resourceVersion"] = str(self._rv)
+            self._objects[kind][key] = new
+            change = _Change(self._rv, kind, copy.deepcopy(old), copy.deepcopy(new))
+        if len(self._history) == self._history.maxlen and self._history:
+            self._compacted_rv = self._history[0].resource_version
+        self._history.append(change)
+        self._lock.notify_all()
+
+
+def _matcher(field_selector: str, label_selector: str) -> Callable[[Mapping[str, Any]], bool]:
+    try:
+        return selectors.matcher(field_selector=field_selector, label_selector=label_selector)
+    except selectors.SelectorError as exc:
+        raise kube_errors.Invalid(str(exc), status=400) from exc
+
+
+def _watch_event(
+    change: _Change, namespace: str | None, matches: Callable[[Mapping[str, Any]], bool]
+) -> client.WatchEvent | None:
+    def visible(obj: client.KubeObject | None) -> bool:
+        if obj is None:
+            return False
+        in_namespace = namespace is None or obj["metadata"].get("namespace", "") == namespace
+        return in_namespace and matches(obj)
+
+    was, now = visible(change.old), visible(change.new)
+    if change.new is None and was and change.old is not None:
+        return client.WatchEvent(client.WatchEventType.DELETED, copy.deepcopy(change.old))
+    if change.new is None:
+        return None
+    if now and not was:
+        return client.WatchEvent(client.WatchEventType.ADDED, copy.deepcopy(change.new))
+    if now and was:
+        return client.WatchEvent(client.WatchEventType.MODIFIED, copy.deepcopy(change.new))
+    if was and not now:
+        gone = copy.deepcopy(change.new)  # the new state, at the new resourceVersion
+        return client.WatchEvent(client.WatchEventType.DELETED, gone)
+    return None
+
+
+def _apply_patch(kind: str, current: client.KubeObject, body: Any, patch_type: PatchType) -> Any:
+    try:
+        if patch_type is PatchType.STRATEGIC:
+            return merge.strategic_merge_patch(kind, current, body)
+        if patch_type is PatchType.MERGE:
+            return merge.json_merge_patch(current, body)
+        return _json_patch(current, body)
+    except merge.PatchError as exc:
+        raise kube_errors.Invalid(str(exc), status=422) from exc
+
+
+def _json_patch(current: client.KubeObject, operations: Any) -> Any:
+    try:
+        # the fake's only optional dependency: the agent itself never sends a JSON patch
+        import jsonpatch  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - jsonpatch ships with the test extra
+        raise kube_errors.Invalid("JSON patch needs the jsonpatch package", status=415) from exc
+    if not isinstance(operations, list):
+        raise kube_errors.Invalid("a JSON patch must be a list of operations", status=400)
+    try:
+        return jsonpatch.JsonPatch(operations).apply(current)
+    except jsonpatch.JsonPatchTestFailed as exc:
+        # kube-apiserver answers a failed "test" operation with 422 Invalid
+        raise kube_errors.Invalid(
+            f"the server rejected our request due to an error in our request: {exc}", status=422
+        ) from exc
+    except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+        raise kube_errors.Invalid(f"invalid JSON patch: {exc}", status=422) from exc
+
+
+def status_body(exc: errors.KubeAPIError) -> dict[str, Any]:
+    """The ``Status`` object kube-apiserver would send for ``exc``."""
+    code = exc.status or 500
+    reasons = {
+        400: "BadRequest",
+        401: "Unauthorized",
+        403: "Forbidden",
+        404: "NotFound",
+        409: "Conflict",
+        410: "Expired",
+        415: "UnsupportedMediaType",
+        422: "Invalid",
+        429: "TooManyRequests",
+        500: "InternalError",
+        503: "ServiceUnavailable",
+    }
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": str(exc),
+        "reason": reasons.get(code, "Unknown"),
+        "code": code,
+    }
+    if isinstance(exc, kube_errors.EvictionBlocked):
+        body["message"] = kube_errors.PDB_REFUSAL_MESSAGE
+        body["details"] = {
+            "causes": [
+                {
+                    "reason": "DisruptionBudget",
+                    "message": "The disruption budget needs more healthy pods than are running",
+                }
+            ]
+        }
+    return body
+
+
+# --- the in-process client --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One recorded client call."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+class _FakeWatch:
+    def __init__(self, events: Callable[[threading.Event], Iterator[client.WatchEvent]]) -> None:
+        self._stop = threading.Event()
+        self._events = events
+
+    def __iter__(self) -> Iterator[client.WatchEvent]:
+        return self._events(self._stop)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+class FakeKubeClient:
+    """:class:`~nodeagent.kube.client.KubeClient` over a :class:`FakeCluster`, in process.
+
+    ``calls`` records every call in order; :meth:`fail_next` makes the next ``times``
+    calls of a method raise a given error (before touching the store), which is how tests
+    simulate outages, conflicts and throttling without a network.
+    """
+
+    def __init__(self, cluster: FakeCluster | None = None) -> None:
+        self.cluster = cluster or FakeCluster()
+        self.calls: list[Call] = []
+        self._failures: dict[str, deque[errors.KubeAPIError]] = {}
+        self._lock = threading.Lock()
+
+    def fail_next(self, method: str, error: errors.KubeAPIError, times: int = 1) -> None:
+        with self._lock:
+            self._failures.setdefault(method, deque()).extend(itertools.repeat(error, times))
+
+    def calls_to(self, method: str) -> list[Call]:
+        return [call for call in self.calls if call.method == method]
+
+    def _enter(self, method: str, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            self.calls.append(Call(method, args, dict(kwargs)))
+            queue = self._failures.get(method)
+            error = queue.popleft() if queue else None
+        if error is not None:
+            raise error
+
+    def get_node(self, name: str) -> client.KubeObject:
+        self._enter("get_node", name)
+        return self.cluster.get("nodes", "", name)
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
+        self._enter("patch_node", name, copy.deepcopy(dict(patch)))
+        return self.cluster.patch("nodes", "", name, patch)
+
+    def patch_node_status(self, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
+        self._enter("patch_node_status", name, copy.deepcopy(dict(patch)))
+        return self.cluster.patch("nodes", "", name, patch, subresource="status")
+
+    def list_pods(self, *, field_selector: str = "", label_selector: str = "") -> client.ObjectList:
+        self._enter("list_pods", field_selector=field_selector, label_selector=label_selector)
+        return self.cluster.list(
+            "pods", field_selector=field_selector, label_selector=label_selector
+        )
+
+    def watch_pods(
+        self,
+        *,
+        resource_version: str,
+        field_selector: str = "",
+        label_selector: str = "",
+        timeout_seconds: int = 1800,
+    ) -> client.WatchStream:
+        self._enter(
+            "watch_pods",
+            resource_version=resource_version,
+            field_selector=field_selector,
+            timeout_seconds=timeout_seconds,
+        )
+        cluster = self.cluster
+
+        def events(stop: threading.Event) -> Iterator[client.WatchEvent]:
+            return cluster.watch(
+                "pods",
+                resource_version=resource_version,
+                field_selector=field_selector,
+                label_selector=label_selector,
+                timeout_seconds=timeout_seconds,
+                allow_bookmarks=True,
+                stop=stop,
+            )
+
+        return _FakeWatch(events)
+
+    def evict_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        grace_period_seconds: int | None,
+        uid: str | None = None,
+    ) -> None:
+        self._enter("evict_pod", namespace, name, grace_period_seconds=grace_period_seconds)
+        body = eviction_body(namespace, name, grace_period_seconds, uid)
+        self.cluster.evict(namespace, name, body)
+
+    def delete_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        grace_period_seconds: int | None,
+        uid: str | None = None,
+    ) -> None:
+        self._enter("delete_pod", namespace, name, grace_period_seconds=grace_period_seconds)
+        self.cluster.delete(
+            "pods", namespace, name, grace_period_seconds=grace_period_seconds, uid=uid
+        )
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> client.KubeObject:
+        self._enter("create_event", namespace, copy.deepcopy(dict(event)))
+        return self.cluster.create("events", event, namespace)
+
+    def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
+        self._enter("patch_event", namespace, name, copy.deepcopy(dict(patch)))
+        return self.cluster.patch("events", namespace, name, patch)
+
+
+def eviction_body(
+    namespace: str, name: str, grace_period_seconds: int | None, uid: str | None
+) -> dict[str, Any]:
+    """A policy/v1 Eviction as the agent posts it."""
+    options: dict[str, Any] = {}
+    if grace_period_seconds is not None:
+        options["gracePeriodSeconds"] = grace_period_seconds
+    if uid is not None:
+        options["preconditions"] = {"uid": uid}
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+    if options:
+        body["deleteOptions"] = options
+    return body

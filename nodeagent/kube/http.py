@@ -1,0 +1,433 @@
+"""The real :class:`~nodeagent.kube.client.KubeClient`, over the official ``kubernetes``
+client.
+
+Requests are built by ``kubernetes.client.CoreV1Api`` (URLs, query parameters, auth,
+TLS, content types) but answers are read raw (``_preload_content=False``) and parsed as
+plain JSON: turning each pod into generated models is the slowest thing the library
+does, and the agent reads a dozen fields.
+
+Every call goes through one path (:meth:`HTTPKubeClient._call`):
+
+1. take a token from the client-side bucket (bounded QPS/burst);
+2. send, with connect/read timeouts;
+3. translate ``ApiException`` and urllib3/socket failures into
+   :mod:`nodeagent.kube.errors` (``raise ... from`` keeps the cause);
+4. retry faults with backoff and jitter (:mod:`nodeagent.kube.retry`), reporting each
+   request and retry to an :class:`~nodeagent.kube.client.ApiCallObserver`.
+
+Watches are not retried here: the pod cache owns reconnection, because only it knows
+the resourceVersion to resume from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kubernetes.client
+import kubernetes.config
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from nodeagent import errors
+from nodeagent.clock import Clock, RealClock
+from nodeagent.kube import client, ratelimit, retry
+from nodeagent.kube import errors as kube_errors
+
+T = TypeVar("T")
+
+DEFAULT_RETRY = retry.RetryPolicy()
+
+DEFAULT_TIMEOUT = (5.0, 30.0)
+"""(connect, read) seconds for ordinary requests."""
+
+
+def load_configuration(
+    kubeconfig: Path | None = None, *, context: str | None = None
+) -> kubernetes.client.Configuration:
+    """Cluster access: ``kubeconfig`` if given, else the in-cluster service account when
+    running in a pod, else ``$KUBECONFIG`` / ``~/.kube/config``.
+
+    Raises :class:`nodeagent.errors.ConfigError` naming what was tried."""
+    configuration = kubernetes.client.Configuration()
+    try:
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        else:
+            kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(kubeconfig) if kubeconfig is not None else None,
+                context=context,
+                client_configuration=configuration,
+            )
+    except (kubernetes.config.ConfigException, OSError, ValueError, TypeError) as exc:
+        source = str(kubeconfig) if kubeconfig else "in-cluster config or ~/.kube/config"
+        raise errors.ConfigError(
+            f"cannot load Kubernetes client configuration from {source}: {exc}",
+            field="kubeconfig",
+        ) from exc
+    return configuration
+
+
+def cluster_configured(kubeconfig: Path | None = None) -> bool:
+    """Whether a cluster can be reached by configuration at all (for standalone mode)."""
+    if kubeconfig is not None or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    default = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    return any(Path(p).is_file() for p in default.split(os.pathsep) if p)
+
+
+class HTTPKubeClient:
+    """:class:`~nodeagent.kube.client.KubeClient` over HTTP. Thread-safe."""
+
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        *,
+        limiter: ratelimit.TokenBucket | None = None,
+        retry_policy: retry.RetryPolicy = DEFAULT_RETRY,
+        observer: client.ApiCallObserver | None = None,
+        clock: Clock | None = None,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._api = api_client
+        self._core = kubernetes.client.CoreV1Api(api_client)
+        self._clock = clock or RealClock()
+        self._limiter = limiter or ratelimit.TokenBucket(5.0, 10, clock=self._clock)
+        self._retry = retry_policy
+        self._observer = observer or client.NullObserver()
+        self._timeout = timeout
+
+    @classmethod
+    def connect(
+        cls,
+        configuration: kubernetes.client.Configuration,
+        *,
+        qps: float = 5.0,
+        burst: int = 10,
+        retry_policy: retry.RetryPolicy = DEFAULT_RETRY,
+        observer: client.ApiCallObserver | None = None,
+        clock: Clock | None = None,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    ) -> HTTPKubeClient:
+        clock = clock or RealClock()
+        # the library's own urllib3 retries would hide faults from our policy and metrics
+        configuration.retries = False
+        api_client = kubernetes.client.ApiClient(configuration)
+        api_client.user_agent = "nodeagent"
+        return cls(
+            api_client,
+            limiter=ratelimit.TokenBucket(qps, burst, clock=clock),
+            retry_policy=retry_policy,
+            observer=observer,
+            clock=clock,
+            timeout=timeout,
+        )
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    # --- the one request path ------------------------------------------------------------
+    def _send(
+        self,
+        verb: str,
+        resource: str,
+        what: str,
+        request: Any,
+        *,
+        eviction: bool = False,
+    ) -> urllib3.BaseHTTPResponse:
+        """One attempt: token, request, translation. Returns the unread response."""
+        self._limiter.acquire()
+        try:
+            response: urllib3.BaseHTTPResponse = request()
+        except ApiException as exc:
+            self._observer.api_request(verb, resource, str(exc.status))
+            headers = exc.headers or {}
+            raise kube_errors.from_status(
+                int(exc.status or 0) or 500,
+                exc.body,
+                what=what,
+                retry_after_header=headers.get("Retry-After"),
+                eviction=eviction,
+            ) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self._observer.api_request(verb, resource, "error")
+            raise kube_errors.Unavailable(f"{what}: no answer: {exc}") from exc
+        self._observer.api_request(verb, resource, str(response.status))
+        return response
+
+    def _call(
+        self,
+        verb: str,
+        resource: str,
+        what: str,
+        request: Any,
+        *,
+        eviction: bool = False,
+    ) -> client.KubeObject:
+        def attempt() -> client.KubeObject:
+            response = self._send(verb, resource, what, request, eviction=eviction)
+            try:
+                data = response.data
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise kube_errors.Unavailable(f"{what}: answer cut short: {exc}") from exc
+            finally:
+                response.release_conn()
+            if not data:
+                return {}
+            try:
+                document = json.loads(data)
+            except ValueError as exc:
+                raise kube_errors.Unavailable(f"{what}: answer is not JSON") from exc
+            return document if isinstance(document, dict) else {}
+
+        def on_retry(error: BaseException, delay: float) -> None:
+            self._observer.api_retry(verb, resource, type(error).__name__)
+
+        return retry.call(attempt, self._retry, sleep=self._clock.sleep, on_retry=on_retry)
+
+    # --- KubeClient -----------------------------------------------------------------------
+    def get_node(self, name: str) -> client.KubeObject:
+        return self._call(
+            "get",
+            "nodes",
+            f"get node {name}",
+            lambda: self._core.read_node(
+                name, _preload_content=False, _request_timeout=self._timeout
+            ),
+        )
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
+        return self._call(
+            "patch",
+            "nodes",
+            f"patch node {name}",
+            lambda: self._core.patch_node(
+                name,
+                dict(patch),
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+    def patch_node_status(self, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
+        return self._call(
+            "patch",
+            "nodes/status",
+            f"patch node {name} status",
+            lambda: self._core.patch_node_status(
+                name,
+                dict(patch),
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+    def list_pods(self, *, field_selector: str = "", label_selector: str = "") -> client.ObjectList:
+        document = self._call(
+            "list",
+            "pods",
+            f"list pods {field_selector}".strip(),
+            lambda: self._core.list_pod_for_all_namespaces(
+                field_selector=field_selector or None,
+                label_selector=label_selector or None,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+        return client.ObjectList(
+            tuple(document.get("items") or ()),
+            str((document.get("metadata") or {}).get("resourceVersion", "")),
+        )
+
+    def watch_pods(
+        self,
+        *,
+        resource_version: str,
+        field_selector: str = "",
+        label_selector: str = "",
+        timeout_seconds: int = 1800,
+    ) -> client.WatchStream:
+        what = f"watch pods {field_selector} from {resource_version}".strip()
+        response = self._send(
+            "watch",
+            "pods",
+            what,
+            lambda: self._core.list_pod_for_all_namespaces(
+                watch=True,
+                allow_watch_bookmarks=True,
+                resource_version=resource_version or None,
+                field_selector=field_selector or None,
+                label_selector=label_selector or None,
+                timeout_seconds=timeout_seconds,
+                _preload_content=False,
+                # the server ends the watch; the read timeout only catches a dead peer
+                _request_timeout=(self._timeout[0], timeout_seconds + 30.0),
+            ),
+        )
+        return _HTTPWatch(response, what)
+
+    def evict_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        grace_period_seconds: int | None,
+        uid: str | None = None,
+    ) -> None:
+        options: dict[str, Any] = {}
+        if grace_period_seconds is not None:
+            options["grace_period_seconds"] = grace_period_seconds
+        if uid is not None:
+            options["preconditions"] = kubernetes.client.V1Preconditions(uid=uid)
+        body = kubernetes.client.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=kubernetes.client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=kubernetes.client.V1DeleteOptions(**options) if options else None,
+        )
+        self._call(
+            "create",
+            "pods/eviction",
+            f"evict pod {namespace}/{name}",
+            lambda: self._core.create_namespaced_pod_eviction(
+                name, namespace, body, _preload_content=False, _request_timeout=self._timeout
+            ),
+            eviction=True,
+        )
+
+    def delete_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        grace_period_seconds: int | None,
+        uid: str | None = None,
+    ) -> None:
+        options: dict[str, Any] = {}
+        if grace_period_seconds is not None:
+            options["grace_period_seconds"] = grace_period_seconds
+        if uid is not None:
+            options["preconditions"] = kubernetes.client.V1Preconditions(uid=uid)
+        self._call(
+            "delete",
+            "pods",
+            f"delete pod {namespace}/{name}",
+            lambda: self._core.delete_namespaced_pod(
+                name,
+                namespace,
+                body=kubernetes.client.V1DeleteOptions(**options),
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+    def create_event(self, namespace: str, event: Mapping[str, Any]) -> client.KubeObject:
+        return self._call(
+            "create",
+            "events",
+            f"create event in {namespace}",
+            lambda: self._core.create_namespaced_event(
+                namespace,
+                _event_model(event),
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+    def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
+        return self._call(
+            "patch",
+            "events",
+            f"patch event {namespace}/{name}",
+            lambda: self._core.patch_namespaced_event(
+                name,
+                namespace,
+                dict(patch),
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+
+class _HTTPWatch:
+    """A watch response read line by line; :meth:`close` interrupts a blocked read."""
+
+    def __init__(self, response: urllib3.BaseHTTPResponse, what: str) -> None:
+        self._response = response
+        self._what = what
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[client.WatchEvent]:
+        buffer = b""
+        try:
+            while not self._closed.is_set():
+                try:
+                    chunk = self._response.read1(65536)
+                except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as exc:
+                    if self._closed.is_set():
+                        return
+                    raise kube_errors.Unavailable(f"{self._what}: stream broke: {exc}") from exc
+                if not chunk:
+                    return  # the server ended the watch (timeoutSeconds)
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield self._event(line)
+        finally:
+            self._release()
+
+    def _event(self, line: bytes) -> client.WatchEvent:
+        try:
+            document = json.loads(line)
+            kind = document["type"]
+            obj = document["object"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise kube_errors.Unavailable(f"{self._what}: malformed event {line[:200]!r}") from exc
+        if kind == "ERROR":
+            status = int(obj.get("code") or 500) if isinstance(obj, dict) else 500
+            raise kube_errors.from_status(status, json.dumps(obj), what=self._what)
+        try:
+            event_type = client.WatchEventType(kind)
+        except ValueError as exc:
+            raise kube_errors.Unavailable(f"{self._what}: unknown event type {kind!r}") from exc
+        return client.WatchEvent(event_type, obj)
+
+    def close(self) -> None:
+        self._closed.set()
+        sock = _socket_of(self._response)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _release(self) -> None:
+        try:
+            self._response.close()
+            self._response.release_conn()
+        except (OSError, urllib3.exceptions.HTTPError):
+            pass
+
+
+def _socket_of(response: urllib3.BaseHTTPResponse) -> socket.socket | None:
+    connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _event_model(event: Mapping[str, Any]) -> kubernetes.client.CoreV1Event:
+    model = kubernetes.client.CoreV1Event.from_dict(dict(event))
+    if model is None:
+        raise kube_errors.Invalid("an event must be a JSON object", status=400)
+    return model

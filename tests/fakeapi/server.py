@@ -1,0 +1,515 @@
+"""A fake kube-apiserver over HTTP, for the real ``kubernetes`` client.
+
+It serves a :class:`nodeagent.kube.fake.FakeCluster` (the store with kube-apiserver's
+semantics) on ``127.0.0.1:<random port>`` from a daemon thread, so tests drive the agent's
+real HTTP client end to end: URL building, content types, query parameters, error
+bodies, watch streaming, retries and timeouts.
+
+Routes (core/v1 and policy/v1 only, what the agent calls):
+
+    GET    /api/v1/nodes[/NAME]                      (?watch=true streams)
+    POST   /api/v1/nodes
+    PATCH  /api/v1/nodes/NAME[/status]               strategic, merge or JSON patch
+    GET    /api/v1/pods, /api/v1/namespaces/NS/pods  (?fieldSelector, labelSelector, watch)
+    GET    /api/v1/namespaces/NS/pods/NAME
+    POST   /api/v1/namespaces/NS/pods
+    DELETE /api/v1/namespaces/NS/pods/NAME           DeleteOptions body or query
+    POST   /api/v1/namespaces/NS/pods/NAME/eviction  policy/v1 Eviction
+    GET    /api/v1/events, /api/v1/namespaces/NS/events
+    POST   /api/v1/namespaces/NS/events
+    PATCH  /api/v1/namespaces/NS/events/NAME
+
+Faults, all optionally limited to a method and a path pattern: the next N answers with a
+given status (``fail_next``), added latency (``add_latency``), a full outage answering 503
+(``outage(status=503)``) or refusing connections (``outage(refuse=True)``: the listening
+socket is closed and reopened on the same port afterwards).
+
+Every request is logged (:attr:`FakeAPIServer.requests`) with method, path, query, content
+type and decoded body, so tests assert on what was *sent* as well as on the stored state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from nodeagent import errors
+from nodeagent.kube import errors as kube_errors
+from nodeagent.kube import fake
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    content_type: str
+    body: Any
+
+    def param(self, name: str) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else None
+
+
+@dataclass
+class _Fault:
+    status: int
+    remaining: int
+    method: str | None
+    path: re.Pattern[str] | None
+    retry_after: float | None = None
+
+    def applies(self, method: str, path: str) -> bool:
+        return (self.method is None or self.method == method) and (
+            self.path is None or self.path.search(path) is not None
+        )
+
+
+@dataclass
+class _Latency:
+    seconds: float
+    method: str | None
+    path: re.Pattern[str] | None
+
+
+@dataclass
+class _FaultState:
+    faults: list[_Fault] = field(default_factory=list)
+    latencies: list[_Latency] = field(default_factory=list)
+    outage_status: int | None = None
+
+
+_NODE = re.compile(r"^/api/v1/nodes(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$")
+_PODS = re.compile(
+    r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/pods"
+    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>eviction|status))?)?$"
+)
+_EVENTS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/events(?:/(?P<name>[^/]+))?$")
+
+
+class FakeAPIServer:
+    """The HTTP front of a :class:`FakeCluster`; use :func:`running` to start one."""
+
+    def __init__(self, cluster: fake.FakeCluster | None = None) -> None:
+        self.cluster = cluster or fake.FakeCluster()
+        self.requests: list[Request] = []
+        self.watch_gone_as_status = False
+        """Answer a watch from an expired resourceVersion with HTTP 410 instead of the
+        usual 200 + ERROR event (both happen with real servers, depending on the path)."""
+        self._faults = _FaultState()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # --- lifecycle ----------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        handler = _make_handler(self)
+        httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        httpd.daemon_threads = True
+        self.port = httpd.server_address[1]
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._stopping.clear()
+
+    def close(self) -> None:
+        self.stop()
+        self.cluster.close()
+
+    # --- faults -------------------------------------------------------------------------
+    def fail_next(
+        self,
+        times: int,
+        *,
+        status: int = 503,
+        method: str | None = None,
+        path: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        """Answer the next ``times`` matching requests with ``status`` (a Status body)."""
+        with self._lock:
+            self._faults.faults.append(
+                _Fault(status, times, method, re.compile(path) if path else None, retry_after)
+            )
+
+    def add_latency(
+        self, seconds: float, *, method: str | None = None, path: str | None = None
+    ) -> None:
+        with self._lock:
+            self._faults.latencies.append(
+                _Latency(seconds, method, re.compile(path) if path else None)
+            )
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults = _FaultState()
+
+    @contextlib.contextmanager
+    def outage(self, *, status: int = 503, refuse: bool = False) -> Iterator[None]:
+        """The API is down inside the block: every request gets ``status``, or with
+        ``refuse`` the port stops listening (connection refused) and comes back after."""
+        if refuse:
+            self.stop()
+            try:
+                yield
+            finally:
+                self.start()
+            return
+        with self._lock:
+            self._faults.outage_status = status
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._faults.outage_status = None
+
+    def _fault_for(self, method: str, path: str) -> tuple[int | None, float | None, float]:
+        with self._lock:
+            delay = sum(
+                lat.seconds
+                for lat in self._faults.latencies
+                if (lat.method is None or lat.method == method)
+                and (lat.path is None or lat.path.search(path))
+            )
+            if self._faults.outage_status is not None:
+                return self._faults.outage_status, None, delay
+            for fault in self._faults.faults:
+                if fault.remaining > 0 and fault.applies(method, path):
+                    fault.remaining -= 1
+                    return fault.status, fault.retry_after, delay
+        return None, None, delay
+
+    # --- assertions -----------------------------------------------------------------------
+    def requests_to(self, method: str, path_pattern: str) -> list[Request]:
+        pattern = re.compile(path_pattern)
+        with self._lock:
+            return [r for r in self.requests if r.method == method and pattern.search(r.path)]
+
+    def log(self, request: Request) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def writes(self) -> list[Request]:
+        """Every request that could change state (not GET)."""
+        with self._lock:
+            return [r for r in self.requests if r.method != "GET"]
+
+
+@contextlib.contextmanager
+def running(cluster: fake.FakeCluster | None = None) -> Iterator[FakeAPIServer]:
+    server = FakeAPIServer(cluster)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+# --- request handling -----------------------------------------------------------------------
+
+
+class _Reply(Exception):
+    def __init__(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.body = body
+        self.headers = headers or {}
+
+
+def _make_handler(server: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(_Handler):
+        api = server
+
+    return Handler
+
+
+class _Handler(BaseHTTPRequestHandler):
+    api: FakeAPIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # tests read FakeAPIServer.requests instead of stderr
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def _handle(self, method: str) -> None:
+        split = urlsplit(self.path)
+        query = parse_qs(split.query, keep_blank_values=True)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        request = Request(method, split.path, query, content_type, body)
+        self.api.log(request)
+        status, retry_after, delay = self.api._fault_for(method, split.path)
+        if delay:
+            time.sleep(delay)
+        try:
+            if status is not None:
+                headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+                error = kube_errors.from_status(
+                    status, "injected fault", what=f"{method} {split.path}"
+                )
+                raise _Reply(status, fake.status_body(error), headers)
+            self._route(request)
+        except _Reply as reply:
+            self._send(reply.status, reply.body, reply.headers)
+        except errors.KubeAPIError as exc:
+            self._send(exc.status or 500, fake.status_body(exc))
+
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    # --- routing ------------------------------------------------------------------------
+    def _route(self, request: Request) -> None:
+        cluster = self.api.cluster
+        if match := _NODE.match(request.path):
+            name, sub = match.group("name"), match.group("sub") or ""
+            if request.method == "GET" and name is None:
+                self._list_or_watch(request, "nodes", None, "NodeList")
+            elif request.method == "GET":
+                raise _Reply(200, cluster.get("nodes", "", name))
+            elif request.method == "POST" and name is None:
+                raise _Reply(201, cluster.create("nodes", _object_body(request)))
+            elif request.method == "PATCH" and name is not None:
+                raise _Reply(200, self._patch(request, "nodes", "", name, sub))
+            else:
+                raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
+            return
+        if match := _PODS.match(request.path):
+            ns, name, sub = match.group("ns"), match.group("name"), match.group("sub") or ""
+            if request.method == "GET" and name is None:
+                self._list_or_watch(request, "pods", ns, "PodList")
+            elif request.method == "GET" and not sub:
+                raise _Reply(200, cluster.get("pods", ns or "", name))
+            elif request.method == "POST" and name is None and ns:
+                raise _Reply(201, cluster.create("pods", _object_body(request), ns))
+            elif request.method == "POST" and sub == "eviction" and ns:
+                self._evict(request, ns, name)
+            elif request.method == "DELETE" and name and ns and not sub:
+                raise _Reply(200, self._delete(request, ns, name))
+            elif request.method == "PATCH" and name and ns:
+                raise _Reply(200, self._patch(request, "pods", ns, name, sub))
+            else:
+                raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
+            return
+        if match := _EVENTS.match(request.path):
+            ns, name = match.group("ns"), match.group("name")
+            if request.method == "GET" and name is None:
+                self._list_or_watch(request, "events", ns, "EventList")
+            elif request.method == "GET":
+                raise _Reply(200, cluster.get("events", ns or "", name))
+            elif request.method == "POST" and ns and name is None:
+                raise _Reply(201, cluster.create("events", _object_body(request), ns))
+            elif request.method == "PATCH" and ns and name:
+                raise _Reply(200, self._patch(request, "events", ns, name, ""))
+            else:
+                raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
+            return
+        raise _Reply(404, _status(404, "NotFound", f"the server could not find {request.path}"))
+
+    def _patch(self, request: Request, kind: str, ns: str, name: str, sub: str) -> Any:
+        try:
+            patch_type = fake.PatchType(request.content_type)
+        except ValueError:
+            raise _Reply(
+                415,
+                _status(415, "UnsupportedMediaType", f"unsupported patch {request.content_type}"),
+            ) from None
+        return self.api.cluster.patch(
+            kind,
+            ns,
+            name,
+            request.body,
+            patch_type=patch_type,
+            subresource=sub,
+            dry_run=request.param("dryRun") == "All",
+        )
+
+    def _delete(self, request: Request, ns: str, name: str) -> Any:
+        options = request.body if isinstance(request.body, dict) else {}
+        grace = options.get("gracePeriodSeconds")
+        if grace is None and request.param("gracePeriodSeconds") is not None:
+            grace = int(request.param("gracePeriodSeconds") or 0)
+        uid = (options.get("preconditions") or {}).get("uid")
+        return self.api.cluster.delete(
+            "pods",
+            ns,
+            name,
+            grace_period_seconds=grace,
+            uid=uid,
+            dry_run=request.param("dryRun") == "All",
+        )
+
+    def _evict(self, request: Request, ns: str, name: str) -> None:
+        body = request.body if isinstance(request.body, dict) else {}
+        if body.get("kind") != "Eviction":
+            raise _Reply(400, _status(400, "BadRequest", "expected an Eviction body"))
+        if (body.get("metadata") or {}).get("name", name) != name:
+            raise _Reply(400, _status(400, "BadRequest", "name in URL and body differ"))
+        self.api.cluster.evict(ns, name, body, dry_run=request.param("dryRun") == "All")
+        raise _Reply(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+
+    def _list_or_watch(self, request: Request, kind: str, ns: str | None, list_kind: str) -> None:
+        field_selector = request.param("fieldSelector") or ""
+        label_selector = request.param("labelSelector") or ""
+        if request.param("watch") in ("true", "1"):
+            self._watch(request, kind, ns, field_selector, label_selector)
+            return
+        listed = self.api.cluster.list(
+            kind, ns, field_selector=field_selector, label_selector=label_selector
+        )
+        raise _Reply(
+            200,
+            {
+                "kind": list_kind,
+                "apiVersion": "v1",
+                "metadata": {"resourceVersion": listed.resource_version},
+                "items": list(listed.items),
+            },
+        )
+
+    def _watch(
+        self, request: Request, kind: str, ns: str | None, field_selector: str, label_selector: str
+    ) -> None:
+        timeout = request.param("timeoutSeconds")
+        stop = threading.Event()
+        events = self.api.cluster.watch(
+            kind,
+            ns,
+            resource_version=request.param("resourceVersion") or "",
+            field_selector=field_selector,
+            label_selector=label_selector,
+            timeout_seconds=float(timeout) if timeout else None,
+            allow_bookmarks=request.param("allowWatchBookmarks") == "true",
+            stop=stop,
+        )
+        try:
+            first = next(events, None)
+        except kube_errors.Gone as exc:
+            if self.api.watch_gone_as_status:
+                raise _Reply(410, fake.status_body(exc)) from None
+            self._start_stream()
+            self._chunk({"type": "ERROR", "object": fake.status_body(exc)})
+            self._end_stream()
+            return
+        self._start_stream()
+        watcher = threading.Thread(target=self._watch_peer, args=(stop,), daemon=True)
+        watcher.start()
+        try:
+            if first is not None:
+                self._chunk({"type": first.type.value, "object": first.object})
+            for event in events:
+                self._chunk({"type": event.type.value, "object": event.object})
+        except kube_errors.Gone as exc:
+            self._chunk({"type": "ERROR", "object": fake.status_body(exc)})
+        except OSError:
+            stop.set()
+            self.close_connection = True
+            return
+        finally:
+            stop.set()
+        with contextlib.suppress(OSError):
+            self._end_stream()
+
+    def _watch_peer(self, stop: threading.Event) -> None:
+        """End the watch when the client hangs up or the server stops."""
+        sock = self.connection
+        while not stop.is_set():
+            if self.api._stopping.is_set():
+                stop.set()
+                return
+            try:
+                readable, _, _ = select.select([sock], [], [], 0.05)
+                if readable and not sock.recv(1, socket.MSG_PEEK):
+                    stop.set()
+                    return
+            except (OSError, ValueError):
+                stop.set()
+                return
+
+    def _start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def _chunk(self, event: Any) -> None:
+        data = json.dumps(event).encode() + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def _object_body(request: Request) -> dict[str, Any]:
+    if not isinstance(request.body, dict):
+        raise _Reply(400, _status(400, "BadRequest", "expected a JSON object"))
+    return request.body
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+
+
+__all__ = ["FakeAPIServer", "Request", "running"]
