@@ -1,1 +1,15 @@
-"""triggers."""
+"""Event-driven triggers: kernel notifications that wake the loop before its next poll.
+
+The kubelet looks every 10 s; the kernel can say within milliseconds that memory use
+crossed a threshold (cgroup v1 memcg thresholds), that a cgroup hit memory.high or
+memory.max (cgroup v2 ``memory.events``), or that tasks are stalling (PSI triggers).
+:class:`~nodeagent.triggers.triggerset.TriggerSet` arms those notifications and
+multiplexes them; the loop calls its ``wait`` instead of sleeping and re-reads the
+signals on every wake. Where a mechanism is missing, the trigger's status says why and
+the periodic poll (:mod:`nodeagent.triggers.schedule`) is the detector.
+
+Modules: :mod:`.api` (Wake, statuses, the Triggers protocol), :mod:`.triggerset` (the
+epoll loop), :mod:`.kernel` (system calls), :mod:`.psi` and :mod:`.memcg` (pure rules),
+:mod:`.setup` (arming from configuration), :mod:`.schedule` (poll timing),
+:mod:`.fake` (for loop tests), :mod:`.settings` (configuration fields).
+"""

@@ -1,0 +1,59 @@
+"""Where to arm a cgroup v1 memory-usage threshold, and when to move it.
+
+The kernel can notify when a memcg's ``memory.usage_in_bytes`` crosses a value, in
+either direction. Eviction thresholds are on *available* memory, and the kernel counts
+reclaimable page cache (inactive_file) as usage, so the kubelet arms at
+``capacity - threshold + inactive_file`` (kubelet-eviction.md §12). With
+``inactive_file = usage - working_set`` and ``working_set = capacity - available`` that is
+``usage + available - threshold``: the usage at which available would reach the
+threshold if the page cache stayed as it is now.
+
+The page cache does not stay. Under pressure the kernel reclaims it, which lowers the
+right value while usage stays flat: an armed value that is now too high would notify
+late, or never. So the value is re-armed after each collection, by this policy: always
+when the armed value is above the wanted one by more than the kernel's own resolution
+(it checks thresholds every 128 page charges), and only past a hysteresis when below
+(notifying early costs one spare evaluation). The periodic poll covers the rest.
+
+Pure; :mod:`nodeagent.triggers.kernel` registers the thresholds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KERNEL_CHECK_PAGES = 128
+"""The memcg event ratelimit: thresholds are compared every 128 page charge/uncharge
+events (THRESHOLDS_EVENTS_TARGET), so a crossing is seen up to 512 KiB late."""
+
+
+def usage_threshold(*, usage: int, available: int, threshold: int) -> int:
+    """The ``memory.usage_in_bytes`` value at which ``available`` reaches ``threshold``.
+
+    ``usage`` and ``available`` must come from the same collection. Equals the kubelet's
+    ``capacity - threshold + inactive_file``: with available 3Gi, working set 1Gi,
+    usage 2Gi and threshold 1Gi, it is 4Gi. Never below 0.
+    """
+    return max(0, usage + available - threshold)
+
+
+@dataclass(frozen=True, slots=True)
+class RearmPolicy:
+    """When an armed usage threshold is far enough from the wanted one to re-arm."""
+
+    late_tolerance_bytes: int
+    """Armed above the wanted value by more than this: re-arm (it would notify late)."""
+    early_tolerance_bytes: int
+    """Armed below the wanted value by more than this: re-arm (it would notify early)."""
+
+    @classmethod
+    def for_page_size(cls, page_size: int, *, hysteresis_bytes: int) -> RearmPolicy:
+        return cls(
+            late_tolerance_bytes=KERNEL_CHECK_PAGES * page_size,
+            early_tolerance_bytes=max(hysteresis_bytes, KERNEL_CHECK_PAGES * page_size),
+        )
+
+    def needs_rearm(self, armed: int, wanted: int) -> bool:
+        if armed > wanted:
+            return armed - wanted > self.late_tolerance_bytes
+        return wanted - armed > self.early_tolerance_bytes

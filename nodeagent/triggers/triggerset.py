@@ -1,0 +1,498 @@
+"""One epoll loop over every kernel notification the agent arms.
+
+:class:`TriggerSet` is the real :class:`~nodeagent.triggers.api.Triggers`. Each armed
+trigger is one descriptor in one epoll instance:
+
+==================  ==========================================  ==================
+mechanism           descriptor                                  ready when
+==================  ==========================================  ==================
+memcg-threshold     eventfd registered in ``cgroup.event_control``  POLLIN
+memory-events       one shared inotify instance, a watch per file   POLLIN
+psi                 the pressure file, opened O_RDWR, trigger written  POLLPRI
+wake                an eventfd :meth:`TriggerSet.wake` writes to     POLLIN
+==================  ==========================================  ==================
+
+A PSI trigger the kernel refuses is emulated by reading the pressure file at the poll
+interval (:class:`~nodeagent.triggers.psi.StallTracker`); :meth:`TriggerSet.wait` wakes
+for those reads itself and returns only when something fired or the caller's timeout
+ran out.
+
+Failures never raise out of arming: a missing file, a refusing kernel or a removed
+cgroup becomes the trigger's status, logged once when it changes, and the loop's poll
+carries on. A descriptor the kernel reports as broken (EPOLLERR: the cgroup or its
+pressure file went away) is dropped at once, so a dead trigger cannot spin the loop.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import select
+import time
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from nodeagent.triggers import durations, kernel, memcg, psi
+from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus, Wake
+
+WAKE_TRIGGER = "wake"
+"""The trigger name of wakes caused by :meth:`TriggerSet.wake`."""
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _MemcgThreshold:
+    cgroup_dir: str
+    usage_bytes: int
+    fd: int
+
+
+@dataclass(slots=True)
+class _KernelPsi:
+    path: str
+    spec: psi.TriggerSpec
+    fd: int
+
+
+@dataclass(slots=True)
+class _PolledPsi:
+    path: str
+    spec: psi.TriggerSpec
+    tracker: psi.StallTracker
+    due: float
+
+
+@dataclass(slots=True)
+class _MemoryEvents:
+    path: str
+    wd: int
+
+
+@dataclass(slots=True)
+class _Unarmed:
+    """A trigger that could not be armed; kept to answer idempotent re-arming."""
+
+    key: tuple[object, ...]
+
+
+_Entry = _MemcgThreshold | _KernelPsi | _PolledPsi | _MemoryEvents | _Unarmed
+
+
+@dataclass(slots=True)
+class _Named:
+    name: str
+    entry: _Entry
+    key: tuple[object, ...] = field(default=())
+
+
+class TriggerSet:
+    """Kernel notifications, multiplexed; see the module docstring and
+    :class:`~nodeagent.triggers.api.Triggers` for the contract.
+
+    ``poll_interval`` is how often emulated PSI triggers read their file (the loop's
+    poll interval). With ``psi_kernel_triggers=False`` every PSI trigger is emulated.
+    """
+
+    def __init__(
+        self,
+        *,
+        poll_interval: float = 1.0,
+        psi_kernel_triggers: bool = True,
+        rearm_policy: memcg.RearmPolicy | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        self._poll_interval = poll_interval
+        self._psi_kernel_triggers = psi_kernel_triggers
+        self._rearm = rearm_policy or memcg.RearmPolicy.for_page_size(
+            os.sysconf("SC_PAGE_SIZE"), hysteresis_bytes=16 << 20
+        )
+        self._log = logger or _log
+        self._epoll = select.epoll()
+        self._waker = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._epoll.register(self._waker, select.EPOLLIN)
+        self._inotify: kernel.Inotify | None = None
+        self._named: dict[str, _Named] = {}
+        self._by_fd: dict[int, str] = {}
+        self._by_wd: dict[int, list[str]] = {}
+        self._statuses: dict[str, MechanismStatus] = {}
+        self._closed = False
+
+    # --- arming -----------------------------------------------------------------------
+
+    def arm_memory_threshold(self, name: str, cgroup_dir: str, usage_bytes: int) -> MechanismStatus:
+        """Notify when the cgroup v1 memcg in ``cgroup_dir`` crosses ``usage_bytes`` of
+        ``memory.usage_in_bytes``, in either direction.
+
+        Re-arming the same name in the same cgroup is a no-op while the armed value is
+        within the :class:`~nodeagent.triggers.memcg.RearmPolicy` of ``usage_bytes``.
+        """
+        current = self._named.get(name)
+        if (
+            current is not None
+            and isinstance(current.entry, _MemcgThreshold)
+            and current.entry.cgroup_dir == cgroup_dir
+            and not self._rearm.needs_rearm(current.entry.usage_bytes, usage_bytes)
+        ):
+            return self._statuses[name]
+        path = os.path.join(cgroup_dir, "memory.usage_in_bytes")
+        try:
+            fd = kernel.register_memcg_threshold(cgroup_dir, usage_bytes)
+        except OSError as exc:
+            self._release(name)
+            return self._unarmed(
+                name, ("memcg", cgroup_dir), Mechanism.MEMCG_THRESHOLD, path,
+                _memcg_refusal(cgroup_dir, exc),
+            )  # fmt: skip
+        entry = _MemcgThreshold(cgroup_dir, usage_bytes, fd)
+        self._replace(name, entry, fd=fd, events=select.EPOLLIN)
+        return self._set_status(
+            name,
+            MechanismStatus(
+                Mechanism.MEMCG_THRESHOLD, MechanismState.ACTIVE, path, f"crosses {usage_bytes}"
+            ),
+        )
+
+    def watch_memory_events(self, name: str, cgroup_dir: str) -> MechanismStatus:
+        """Notify when the cgroup v2 ``memory.events`` in ``cgroup_dir`` changes (the
+        kernel bumps it on every memory.high, memory.max and OOM event)."""
+        path = os.path.join(cgroup_dir, "memory.events")
+        current = self._named.get(name)
+        if (
+            current is not None
+            and isinstance(current.entry, _MemoryEvents)
+            and current.entry.path == path
+        ):
+            return self._statuses[name]
+        try:
+            if self._inotify is None:
+                self._inotify = kernel.Inotify()
+                self._epoll.register(self._inotify.fd, select.EPOLLIN)
+            # IN_MODIFY is what kernfs' cgroup_file_notify() raises; IN_DELETE_SELF
+            # and the IN_IGNORED that follows tell us the cgroup went away.
+            wd = self._inotify.add_watch(path, kernel.IN_MODIFY | kernel.IN_DELETE_SELF)
+        except OSError as exc:
+            self._release(name)
+            reason = (
+                f"no memory.events in {cgroup_dir} (a root cgroup, cgroup v1, or the memory "
+                f"controller not enabled for it)"
+                if exc.errno == errno.ENOENT
+                else f"cannot watch {path}: {exc.strerror}"
+            )
+            return self._unarmed(name, ("events", path), Mechanism.MEMORY_EVENTS, path, reason)
+        self._replace(name, _MemoryEvents(path, wd))
+        self._by_wd.setdefault(wd, []).append(name)
+        return self._set_status(
+            name,
+            MechanismStatus(
+                Mechanism.MEMORY_EVENTS, MechanismState.ACTIVE, path, "inotify IN_MODIFY"
+            ),
+        )
+
+    def arm_psi(self, name: str, pressure_file: str, spec: psi.TriggerSpec) -> MechanismStatus:
+        """Notify when ``spec``'s stall is reached on ``pressure_file``.
+
+        Falls back, saying so in the status and the log, to the nearest window an
+        unprivileged process may use when the kernel answers EINVAL, and to polling
+        the file's ``total`` when the kernel refuses triggers altogether.
+        """
+        current = self._named.get(name)
+        key: tuple[object, ...] = ("psi", pressure_file, spec)
+        if current is not None and current.key == key and not isinstance(current.entry, _Unarmed):
+            return self._statuses[name]
+        refusal: OSError | None = None
+        if self._psi_kernel_triggers:
+            armed = spec
+            try:
+                fd = kernel.open_psi_trigger(pressure_file, spec.kernel_request())
+            except OSError as exc:
+                refusal = exc
+                wider = psi.unprivileged_equivalent(spec)
+                if exc.errno == errno.EINVAL and wider is not None:
+                    try:
+                        fd = kernel.open_psi_trigger(pressure_file, wider.kernel_request())
+                        armed, refusal = wider, None
+                    except OSError as wider_exc:
+                        refusal = wider_exc
+            if refusal is None:
+                entry = _KernelPsi(pressure_file, armed, fd)
+                self._replace(name, entry, key=key, fd=fd, events=select.EPOLLPRI)
+                if armed == spec:
+                    status = MechanismStatus(
+                        Mechanism.PSI, MechanismState.ACTIVE, pressure_file, str(spec)
+                    )
+                else:
+                    status = MechanismStatus(
+                        Mechanism.PSI,
+                        MechanismState.FALLBACK,
+                        pressure_file,
+                        f"armed {armed} instead of {spec}: the kernel refused a "
+                        f"{durations.format_duration(spec.window_s)} window (EINVAL); "
+                        f"without CAP_SYS_RESOURCE it accepts only multiples of 2s",
+                    )
+                return self._set_status(name, status)
+        return self._arm_polled_psi(name, pressure_file, spec, key, refusal)
+
+    def _arm_polled_psi(
+        self,
+        name: str,
+        pressure_file: str,
+        spec: psi.TriggerSpec,
+        key: tuple[object, ...],
+        refusal: OSError | None,
+    ) -> MechanismStatus:
+        why = (
+            "kernel triggers disabled by configuration"
+            if refusal is None
+            else f"the kernel refused the trigger ({_describe(refusal)})"
+        )
+        now = time.monotonic()
+        try:
+            total = psi.parse_total(kernel.read_small_file(pressure_file), spec.line)
+        except (OSError, ValueError) as exc:
+            self._release(name)
+            return self._unarmed(
+                name, key, Mechanism.PSI, pressure_file,
+                f"{why}, and the file cannot be polled either: {_describe(exc)}",
+            )  # fmt: skip
+        _, tracker = psi.StallTracker(spec).observe(now, total)
+        self._replace(
+            name, _PolledPsi(pressure_file, spec, tracker, now + self._poll_interval), key=key
+        )
+        return self._set_status(
+            name,
+            MechanismStatus(
+                Mechanism.PSI,
+                MechanismState.FALLBACK,
+                pressure_file,
+                f"{spec} emulated by reading the stall total every "
+                f"{durations.format_duration(self._poll_interval)}: {why}",
+            ),
+        )
+
+    def disarm(self, name: str) -> None:
+        """Release the trigger ``name`` and forget its status; unknown names are fine."""
+        self._release(name)
+        self._statuses.pop(name, None)
+
+    # --- waiting ----------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Make the current or next :meth:`wait` return at once. Thread- and
+        signal-handler-safe (one write to an eventfd)."""
+        os.eventfd_write(self._waker, 1)
+
+    def wait(self, timeout_s: float | None) -> list[Wake]:
+        """Wakes since the last call, waiting up to ``timeout_s`` for the first one."""
+        deadline = None if timeout_s is None else time.monotonic() + max(0.0, timeout_s)
+        while True:
+            now = time.monotonic()
+            wakes = self._poll_emulated(now)
+            limit = deadline
+            for named in self._named.values():
+                if isinstance(named.entry, _PolledPsi):
+                    limit = named.entry.due if limit is None else min(limit, named.entry.due)
+            block = -1.0 if limit is None else max(0.0, limit - now)
+            events = self._epoll.poll(0.0 if wakes else block)
+            stamp = time.monotonic()
+            for fd, mask in events:
+                wakes.extend(self._on_ready(fd, mask, stamp))
+            if wakes:
+                return _coalesce(wakes)
+            if deadline is not None and stamp >= deadline:
+                return []
+
+    def _poll_emulated(self, now: float) -> list[Wake]:
+        wakes: list[Wake] = []
+        for name, named in list(self._named.items()):
+            entry = named.entry
+            if not isinstance(entry, _PolledPsi) or now < entry.due:
+                continue
+            entry.due = now + self._poll_interval
+            try:
+                total = psi.parse_total(kernel.read_small_file(entry.path), entry.spec.line)
+            except (OSError, ValueError) as exc:
+                self._release(name)
+                self._unarmed(
+                    name, named.key, Mechanism.PSI, entry.path,
+                    f"polling stopped: {_describe(exc)}",
+                )  # fmt: skip
+                continue
+            fired, entry.tracker = entry.tracker.observe(now, total)
+            if fired:
+                wakes.append(Wake(name, Mechanism.PSI, time.monotonic()))
+        return wakes
+
+    def _on_ready(self, fd: int, mask: int, stamp: float) -> list[Wake]:
+        if fd == self._waker:
+            return [Wake(WAKE_TRIGGER, Mechanism.WAKE, stamp, kernel.drain_eventfd(fd))]
+        if self._inotify is not None and fd == self._inotify.fd:
+            return self._on_inotify(stamp)
+        name = self._by_fd.get(fd)
+        if name is None:  # released earlier in this batch
+            return []
+        entry = self._named[name].entry
+        if isinstance(entry, _MemcgThreshold):
+            count = kernel.drain_eventfd(fd)
+            if not os.path.exists(os.path.join(entry.cgroup_dir, "cgroup.event_control")):
+                # The kernel signals the eventfd one last time when the cgroup goes.
+                self._lost(name, Mechanism.MEMCG_THRESHOLD, entry.cgroup_dir, "cgroup removed")
+            return [Wake(name, Mechanism.MEMCG_THRESHOLD, stamp, max(count, 1))]
+        if isinstance(entry, _KernelPsi):
+            if mask & select.EPOLLERR:
+                self._lost(
+                    name, Mechanism.PSI, entry.path,
+                    "the pressure file went away (cgroup removed, or its PSI disabled)",
+                )  # fmt: skip
+                return []
+            return [Wake(name, Mechanism.PSI, stamp)]
+        return []
+
+    def _on_inotify(self, stamp: float) -> list[Wake]:
+        assert self._inotify is not None
+        wakes: list[Wake] = []
+        for wd, mask in self._inotify.read_events():
+            if mask & kernel.IN_Q_OVERFLOW:
+                names = [name for names in self._by_wd.values() for name in names]
+            else:
+                names = list(self._by_wd.get(wd, ()))
+            for name in names:
+                wakes.append(Wake(name, Mechanism.MEMORY_EVENTS, stamp))
+                if mask & (kernel.IN_IGNORED | kernel.IN_DELETE_SELF):
+                    entry = self._named[name].entry
+                    path = entry.path if isinstance(entry, _MemoryEvents) else ""
+                    self._lost(name, Mechanism.MEMORY_EVENTS, path, "memory.events removed")
+        return wakes
+
+    # --- status -----------------------------------------------------------------------
+
+    def status(self) -> Mapping[str, MechanismStatus]:
+        """Every armed name's current status (a snapshot)."""
+        return types.MappingProxyType(dict(self._statuses))
+
+    def _set_status(self, name: str, status: MechanismStatus) -> MechanismStatus:
+        previous = self._statuses.get(name)
+        self._statuses[name] = status
+        if previous == status:
+            return status
+        if status.state is MechanismState.ACTIVE:
+            # Re-arming a memory threshold changes the detail every collection or so.
+            level = logging.DEBUG if previous and previous.state is status.state else logging.INFO
+        else:
+            level = logging.WARNING
+            if previous and previous.state is status.state and previous.detail == status.detail:
+                level = logging.DEBUG
+        self._log.log(
+            level,
+            "trigger %s (%s on %s): %s: %s",
+            name,
+            status.mechanism,
+            status.path,
+            status.state,
+            status.detail,
+        )
+        return status
+
+    def _unarmed(
+        self, name: str, key: tuple[object, ...], mechanism: Mechanism, path: str, reason: str
+    ) -> MechanismStatus:
+        self._named[name] = _Named(name, _Unarmed(key), key)
+        return self._set_status(
+            name, MechanismStatus(mechanism, MechanismState.UNAVAILABLE, path, reason)
+        )
+
+    def _lost(self, name: str, mechanism: Mechanism, path: str, reason: str) -> None:
+        key = self._named[name].key
+        self._release(name)
+        self._unarmed(name, key, mechanism, path, reason)
+
+    # --- bookkeeping ------------------------------------------------------------------
+
+    def _replace(
+        self,
+        name: str,
+        entry: _Entry,
+        *,
+        key: tuple[object, ...] = (),
+        fd: int | None = None,
+        events: int = 0,
+    ) -> None:
+        """Install ``entry`` under ``name`` (polling ``fd`` for ``events``); the previous
+        entry is released afterwards, so a re-armed trigger has no gap."""
+        previous = self._named.get(name)
+        self._named[name] = _Named(name, entry, key)
+        if fd is not None:
+            self._by_fd[fd] = name
+            self._epoll.register(fd, events)
+        if previous is not None:
+            self._release_entry(name, previous.entry)
+
+    def _release(self, name: str) -> None:
+        named = self._named.pop(name, None)
+        if named is not None:
+            self._release_entry(name, named.entry)
+
+    def _release_entry(self, name: str, entry: _Entry) -> None:
+        if isinstance(entry, _MemcgThreshold | _KernelPsi):
+            self._by_fd.pop(entry.fd, None)
+            self._epoll.unregister(entry.fd)
+            os.close(entry.fd)  # closing the eventfd also unregisters the memcg threshold
+        elif isinstance(entry, _MemoryEvents):
+            names = self._by_wd.get(entry.wd, [])
+            if name in names:
+                names.remove(name)
+            if not names:
+                self._by_wd.pop(entry.wd, None)
+                if self._inotify is not None:
+                    self._inotify.rm_watch(entry.wd)
+
+    def close(self) -> None:
+        """Release every trigger and the epoll instance. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for name in list(self._named):
+            self._release(name)
+        if self._inotify is not None:
+            self._inotify.close()
+        self._epoll.close()
+        os.close(self._waker)
+
+    def __enter__(self) -> TriggerSet:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _coalesce(wakes: list[Wake]) -> list[Wake]:
+    merged: dict[str, Wake] = {}
+    for wake in wakes:
+        earlier = merged.get(wake.trigger)
+        merged[wake.trigger] = (
+            wake
+            if earlier is None
+            else Wake(wake.trigger, wake.mechanism, earlier.time, earlier.count + wake.count)
+        )
+    return list(merged.values())
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return f"{errno.errorcode.get(exc.errno, exc.errno)}: {exc.strerror}"
+    return str(exc)
+
+
+def _memcg_refusal(cgroup_dir: str, exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        if not os.path.isdir(cgroup_dir):
+            return f"cgroup {cgroup_dir} does not exist"
+        return (
+            f"no cgroup.event_control or memory.usage_in_bytes in {cgroup_dir}: not a cgroup "
+            f"v1 memory cgroup (on cgroup v2, memory.events and PSI triggers take its place)"
+        )
+    return f"the kernel refused the threshold: {_describe(exc)}"
