@@ -1,9 +1,137 @@
-"""Configuration fields of metrics and health endpoints."""
+"""Configuration fields of the metrics and health endpoints.
+
+One small HTTP server serves ``/metrics``, ``/healthz`` and ``/readyz`` on
+``metricsAddress``; the probes share it so a DaemonSet needs one port and one
+Service port, and so a wedged server fails the liveness probe too.
+
+The default port, 9813, was chosen to stay clear of what already listens on a
+Kubernetes node. Prometheus' registry of exporter ports (9100-9999) is fully
+allocated, so no free number exists there; 9813 belongs to an ocserv VPN exporter that
+has no business on a Kubernetes node. The brief's first idea, 9808, is the default
+``/healthz`` port of the kubernetes-csi ``livenessprobe`` sidecar, which runs in the
+node plugin of nearly every CSI driver, often with ``hostNetwork``; node_exporter
+(9100), kubelet (10248/10250/10255), kube-proxy (10249/10256), Calico (9091/9099),
+Cilium (9962-9965), NVIDIA DCGM (9400) and node-problem-detector (20256/20257) keep
+theirs.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, field_validator
+
+DEFAULT_METRICS_PORT = 9813
+"""The port of ``/metrics``, ``/healthz`` and ``/readyz`` (see the module docstring)."""
+
+DEFAULT_METRICS_ADDRESS = f"0.0.0.0:{DEFAULT_METRICS_PORT}"
+
+
+@dataclass(frozen=True, slots=True)
+class ListenAddress:
+    """A TCP address to listen on. ``host`` is an IP literal (brackets stripped) or a
+    name; port 0 asks the kernel for a free port (tests)."""
+
+    host: str
+    port: int
+
+    @property
+    def is_ipv6(self) -> bool:
+        return ":" in self.host
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if self.is_ipv6 else f"{self.host}:{self.port}"
+
+
+_ADDRESS_HELP = (
+    "expected HOST:PORT with PORT in 0-65535, e.g. '0.0.0.0:9813', '127.0.0.1:9813', "
+    "'[::]:9813' or ':9813' (all interfaces)"
+)
+
+
+def parse_listen_address(text: str) -> ListenAddress:
+    """``HOST:PORT``, ``[IPv6]:PORT`` or ``:PORT`` (all IPv4 interfaces).
+
+    Raises ValueError saying what is allowed.
+    """
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(_ADDRESS_HELP)
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(_ADDRESS_HELP)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} is not an IPv6 address; {_ADDRESS_HELP}") from None
+    elif ":" in host:
+        raise ValueError(f"an IPv6 host must be in brackets; {_ADDRESS_HELP}")
+    return ListenAddress(host=host or "0.0.0.0", port=port)
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_seconds(value: Any) -> float:
+    """A duration as a number of seconds or a Go-style string (``30s``, ``1m30s``,
+    ``500ms``), as the kubelet's configuration spells durations."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30, '30s' or '1m30s'")
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError("expected a duration such as 30, '30s' or '1m30s'")
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    position, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        position = match.end()
+    if position == 0 or position != len(text):
+        raise ValueError("expected a duration such as 30, '30s', '1m30s' or '500ms'")
+    return total
 
 
 class ObservabilitySettings(BaseModel):
     """Metrics and health endpoints."""
+
+    metrics_address: str = DEFAULT_METRICS_ADDRESS
+    """Where ``/metrics``, ``/healthz`` and ``/readyz`` listen, as ``HOST:PORT``
+    (``[::]:PORT`` for IPv6, port 0 for any free port). Default ``0.0.0.0:9813``: every
+    interface, so Prometheus can scrape the pod IP and the kubelet can probe it."""
+
+    liveness_timeout: float = 30.0
+    """Seconds without an evaluation cycle after which ``/healthz`` fails and the
+    systemd watchdog stops being fed. Default 30 s: a 1 s loop misses thirty ticks
+    before the agent is declared wedged, and the probe (3 failures 10 s apart) restarts
+    it about a minute after it stopped. Keep it well above the poll interval."""
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _valid_address(cls, value: str) -> str:
+        parse_listen_address(value)
+        return value
+
+    @field_validator("liveness_timeout", mode="before")
+    @classmethod
+    def _positive_duration(cls, value: Any) -> float:
+        seconds = parse_seconds(value)
+        if seconds <= 0:
+            raise ValueError("must be a positive duration")
+        return seconds
+
+    @property
+    def metrics_listen_address(self) -> ListenAddress:
+        """``metrics_address``, parsed."""
+        return parse_listen_address(self.metrics_address)

@@ -1,0 +1,181 @@
+"""One small HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``.
+
+A WSGI app on the standard library's threading server, in a daemon thread: scrapes and
+probes never wait for the evaluation loop, and the loop never waits for them. The
+``/metrics`` handler is prometheus_client's own WSGI app, so content negotiation
+(the classic text format by default, OpenMetrics when Prometheus asks for it) and gzip
+come from the library.
+
+Endpoints:
+
+=============  ==============================================================
+``/metrics``   every metric of :class:`~nodeagent.observability.metrics.AgentMetrics`
+``/healthz``   200 while the loop turns, 503 when it stalled (liveness probe)
+``/readyz``    200 once the agent evaluates and reaches the API (readiness probe)
+=============  ==============================================================
+"""
+
+from __future__ import annotations
+
+import socket
+import socketserver
+import threading
+from collections.abc import Callable, Iterable
+from types import TracebackType
+from typing import Any
+from wsgiref import simple_server
+
+import prometheus_client
+
+from nodeagent.errors import ConfigError
+from nodeagent.observability.health import Health, ProbeResult
+from nodeagent.observability.settings import ListenAddress
+
+StartResponse = Callable[..., Any]
+WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
+
+_TEXT = [("Content-Type", "text/plain; charset=utf-8")]
+
+
+def _respond(start_response: StartResponse, status: str, body: str) -> list[bytes]:
+    data = (body + "\n").encode()
+    start_response(status, [*_TEXT, ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def _probe(start_response: StartResponse, result: ProbeResult) -> list[bytes]:
+    status = "200 OK" if result.ok else "503 Service Unavailable"
+    return _respond(start_response, status, ("ok: " if result.ok else "failed: ") + result.detail)
+
+
+def make_app(registry: prometheus_client.CollectorRegistry, health: Health) -> WSGIApp:
+    """The WSGI application behind the server (usable without sockets in tests)."""
+    metrics_app = prometheus_client.make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if path == "/metrics":
+            result: Iterable[bytes] = metrics_app(environ, start_response)
+            return result
+        if path == "/healthz":
+            return _probe(start_response, health.liveness())
+        if path == "/readyz":
+            return _probe(start_response, health.readiness())
+        if path == "/":
+            return _respond(start_response, "200 OK", "nodeagent: /metrics /healthz /readyz")
+        return _respond(start_response, "404 Not Found", f"no such endpoint: {path}")
+
+    return app
+
+
+class _QuietHandler(simple_server.WSGIRequestHandler):
+    timeout = 10.0
+    """Seconds a client may take to send its request: a stuck scraper cannot pin a thread."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes and probes arrive every few seconds: not worth a log line each."""
+
+
+class _ThreadingWSGIServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind resolves its own name with socket.getfqdn(), a reverse
+        # DNS lookup that can take seconds on a node with a broken resolver. WSGI only
+        # needs the literal address.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+        self.setup_environ()
+
+
+class _ThreadingWSGIServer6(_ThreadingWSGIServer):
+    address_family = socket.AF_INET6
+
+
+class ObservabilityServer:
+    """Serves the agent's metrics and probes until stopped.
+
+    ::
+
+        with ObservabilityServer(address, registry=metrics.registry, health=health) as server:
+            print(server.url)   # http://127.0.0.1:9813
+            ...                 # the loop runs
+    """
+
+    def __init__(
+        self,
+        address: ListenAddress,
+        *,
+        registry: prometheus_client.CollectorRegistry,
+        health: Health,
+    ) -> None:
+        self._address = address
+        self._app = make_app(registry, health)
+        self._server: _ThreadingWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Bind and serve in a daemon thread. A bind failure (address in use, no such
+        interface) raises :class:`~nodeagent.errors.ConfigError` naming
+        ``metricsAddress``."""
+        server_class = _ThreadingWSGIServer6 if self._address.is_ipv6 else _ThreadingWSGIServer
+        try:
+            server = server_class(
+                (self._address.host, self._address.port), _QuietHandler, bind_and_activate=True
+            )
+        except OSError as exc:
+            raise ConfigError(
+                f"config field 'metricsAddress' (value {str(self._address)!r}): cannot listen: "
+                f"{exc.strerror or exc}",
+                field="metricsAddress",
+            ) from exc
+        server.set_app(self._app)
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="nodeagent-http",
+            daemon=True,
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        """The bound port (the kernel's choice when the address asked for port 0)."""
+        if self._server is None:
+            raise RuntimeError("server not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` of the server, with a loopback host for a wildcard."""
+        host = self._address.host
+        if host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        return f"http://{ListenAddress(host, self.port)}"
+
+    def stop(self) -> None:
+        """Stop serving and release the port; idempotent."""
+        server, thread = self._server, self._thread
+        self._server, self._thread = None, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> ObservabilityServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
