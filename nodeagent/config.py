@@ -33,7 +33,7 @@ from pydantic_settings import (
 from nodeagent.actuators.settings import ActuationSettings
 from nodeagent.agent.settings import AgentSettings
 from nodeagent.errors import ConfigError
-from nodeagent.eviction.settings import EvictionSettings
+from nodeagent.eviction.settings import EvictionSettings, kubelet_eviction_fields
 from nodeagent.observability.settings import ObservabilitySettings
 from nodeagent.signals.settings import SignalSourceSettings
 from nodeagent.triggers.settings import TriggerSettings
@@ -116,6 +116,10 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError(
             f"config file {path}: expected a mapping of fields, got {type(document).__name__}"
         )
+    if document.get("kind") == "KubeletConfiguration":
+        # The node's own kubelet config: the agent follows its eviction fields, read as the
+        # kubelet reads them, and ignores the rest (see docs/eviction.md).
+        document = kubelet_eviction_fields(document)
     document = {k: v for k, v in document.items() if k not in ("apiVersion", "kind")}
     return {camel_to_snake(str(key)): value for key, value in document.items()}
 

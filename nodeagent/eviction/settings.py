@@ -1,9 +1,306 @@
-"""Configuration fields of the eviction engine."""
+"""Configuration fields of the eviction engine, spelled and shaped like the kubelet's.
+
+An operator can copy the eviction part of a KubeletConfiguration (or the kubelet's flags)
+unchanged: the threshold maps accept the YAML map form (``memory.available: 500Mi``) and
+the kubelet's flag form (``memory.available<500Mi,nodefs.available<10%``; grace periods and
+minimum reclaims as ``memory.available=1m30s``), whichever the source gives: YAML maps
+from the file, strings from flags and ``NODEAGENT_*`` variables (which may also hold a
+JSON object).
+
+Every value is validated here, once, by the same parser the engine uses
+(:mod:`nodeagent.eviction.thresholds`), so a bad threshold fails the configuration load
+with the field, the value and the rule it breaks, before anything is applied.
+:class:`~nodeagent.eviction.policy.EvictionPolicy` then resolves the fields into the
+immutable policy the engine runs.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import json
+import re
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+from pydantic_settings import NoDecode
+
+from nodeagent.eviction import thresholds, units
+from nodeagent.model import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure
+
+__all__ = [
+    "KUBELET_CONFIGURATION_FIELDS",
+    "EvictionSettings",
+    "EvictionStrategy",
+    "kubelet_eviction_fields",
+]
+
+
+class EvictionStrategy(StrEnum):
+    KUBELET = "kubelet"
+    """One pod per cycle, as the kubelet evicts."""
+    RELIEF = "relief"
+    """In one cycle, the shortest prefix of the ranked pods whose usage brings the signal
+    back to threshold + minimum reclaim."""
+
+
+KUBELET_CONFIGURATION_FIELDS = (
+    "evictionHard",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionMaxPodGracePeriod",
+    "evictionMinimumReclaim",
+    "evictionPressureTransitionPeriod",
+    "enforceNodeAllocatable",
+    "mergeDefaultEvictionSettings",
+)
+"""The KubeletConfiguration fields the agent reads from a ``kind: KubeletConfiguration``
+document; every other kubelet field is ignored."""
+
+
+def kubelet_eviction_fields(document: Mapping[str, Any]) -> dict[str, Any]:
+    """The eviction fields of a KubeletConfiguration document, as they are."""
+    return {key: document[key] for key in KUBELET_CONFIGURATION_FIELDS if key in document}
+
+
+def _invalid(reason: str) -> PydanticCustomError:
+    return PydanticCustomError("eviction_config", "{reason}", {"reason": reason})
+
+
+def _signal_map(field: str, separator: str) -> Callable[[Any], Any]:
+    """Before-validator: a YAML/JSON map, or the kubelet's flag string, to ``{str: str}``."""
+
+    def normalise(value: Any) -> Any:
+        if isinstance(value, str):
+            if value.lstrip().startswith("{"):
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError as exc:
+                    raise _invalid(f"not a valid JSON object: {exc}") from None
+            else:
+                try:
+                    return thresholds.parse_flag_map(value, field=field, separator=separator)
+                except thresholds.ThresholdError as exc:
+                    raise _invalid(exc.message) from None
+        if isinstance(value, Mapping):
+            entries = {}
+            for key, entry in value.items():
+                if isinstance(entry, bool) or not isinstance(entry, str | int | float):
+                    raise _invalid(f"{key}: expected a string such as '500Mi', got {entry!r}")
+                entries[str(key)] = str(entry)
+            return entries
+        return value
+
+    return normalise
+
+
+def _comma_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+def _pressure_map(value: Any) -> Any:
+    """``memory=X,disk=Y`` or a map; missing pressures keep their defaults (applied later)."""
+    if isinstance(value, str):
+        if value.lstrip().startswith("{"):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise _invalid(f"not a valid JSON object: {exc}") from None
+        entries = {}
+        for item in value.split(","):
+            if not item.strip():
+                continue
+            name, sep, entry = item.partition("=")
+            if not sep:
+                raise _invalid(f"malformed pair {item.strip()!r}, expect pressure=name")
+            entries[name.strip()] = entry.strip()
+        return entries
+    return value
+
+
+_ALLOCATABLE_ENFORCEMENT = (
+    "pods",
+    "system-reserved",
+    "kube-reserved",
+    "system-reserved-compressible",
+    "kube-reserved-compressible",
+    "none",
+)
+_CONDITION_TYPE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?")
+_TAINT_KEY = re.compile(
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
 
 
 class EvictionSettings(BaseModel):
     """Eviction thresholds and policy, with the kubelet's field names."""
+
+    eviction_hard: Annotated[
+        dict[str, str] | None,
+        NoDecode,
+        BeforeValidator(_signal_map("evictionHard", "<")),
+    ] = Field(default=None, validate_default=True)
+    """Hard thresholds, acted on at once: ``{memory.available: 500Mi, nodefs.available:
+    10%}`` or ``memory.available<500Mi,nodefs.available<10%``. Unset: the kubelet's
+    defaults (``memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
+    imagefs.available<15%, imagefs.inodesFree<5%``). Set at all: only what is given (as
+    the kubelet does) unless mergeDefaultEvictionSettings. ``0%``/``100%`` disable a
+    signal. PSI signals take ``>``: ``memory.pressure.some.avg10>20`` (percent stalled)."""
+    eviction_soft: Annotated[
+        dict[str, str],
+        NoDecode,
+        BeforeValidator(_signal_map("evictionSoft", "<")),
+    ] = Field(default_factory=dict, validate_default=True)
+    """Soft thresholds, acted on once they have held for their grace period. Default none."""
+    eviction_soft_grace_period: Annotated[
+        dict[str, str],
+        NoDecode,
+        BeforeValidator(_signal_map("evictionSoftGracePeriod", "=")),
+    ] = Field(default_factory=dict, validate_default=True)
+    """Grace period per soft threshold, Go durations: ``{memory.available: 1m30s}`` or
+    ``memory.available=1m30s``. Every soft threshold needs one."""
+    eviction_max_pod_grace_period: int = 0
+    """Seconds: the most termination grace a pod gets when evicted for a *soft* threshold
+    (it gets ``min(this, its terminationGracePeriodSeconds)``; hard evictions give 1 s).
+    Default 0 (the kubelet's: soft evictions are immediate). Negative: the pod's own grace
+    period (what the kubelet's flag help promises; the kubelet itself kills at once)."""
+    eviction_minimum_reclaim: Annotated[
+        dict[str, str],
+        NoDecode,
+        BeforeValidator(_signal_map("evictionMinimumReclaim", "=")),
+    ] = Field(default_factory=dict, validate_default=True)
+    """Per signal, how far past its threshold the signal must recover before the threshold
+    stops being acted on (quantity, or percent of capacity): ``{nodefs.available: 500Mi}``.
+    Default none."""
+    eviction_pressure_transition_period: str = "5m0s"
+    """Go duration a pressure condition stays on after its last threshold stopped being
+    met (anti-flapping). Default 5m0s; ``0s`` means the default, as in the kubelet."""
+    enforce_node_allocatable: Annotated[list[str], NoDecode, BeforeValidator(_comma_list)] = Field(
+        default_factory=lambda: ["pods"], validate_default=True
+    )
+    """The kubelet's enforceNodeAllocatable. When it holds ``pods`` (the default), every
+    hard ``memory.available`` threshold is also enforced on
+    ``allocatableMemory.available`` (the kubepods cgroup)."""
+    merge_default_eviction_settings: bool = False
+    """Fill the signals evictionHard leaves out with the kubelet's defaults (instead of
+    dropping them). Default false, as in the kubelet."""
+    eviction_strategy: EvictionStrategy = EvictionStrategy.KUBELET
+    """``kubelet``: one pod per cycle. ``relief``: in one cycle, as many ranked pods as it
+    takes to bring the signal back to threshold + minimum reclaim."""
+    condition_types: Annotated[dict[Pressure, str], NoDecode, BeforeValidator(_pressure_map)] = (
+        Field(default_factory=lambda: dict(DEFAULT_CONDITION_TYPES), validate_default=True)
+    )
+    """Node condition type the agent writes per pressure (``memory``, ``disk``, ``pid``),
+    e.g. ``memory=NodeAgentMemoryPressure``. Defaults: NodeAgent{Memory,Disk,PID}Pressure,
+    distinct from the kubelet's own so neither overwrites the other."""
+    taint_keys: Annotated[dict[Pressure, str], NoDecode, BeforeValidator(_pressure_map)] = Field(
+        default_factory=lambda: dict(DEFAULT_TAINT_KEYS), validate_default=True
+    )
+    """Taint key the agent sets per pressure. Defaults: nodeagent.io/{memory,disk,pid}-pressure."""
+    soft_pressure_taint: bool = False
+    """When true, pressure that so far comes only from soft thresholds still inside their
+    grace period taints ``PreferNoSchedule`` instead of ``NoSchedule`` (an early warning
+    that steers new pods away without refusing them); ``NoSchedule`` from the moment a
+    threshold is acted on. Default false: ``NoSchedule`` whenever the condition is on,
+    as the node lifecycle controller does for the kubelet's conditions."""
+
+    @field_validator("eviction_hard", "eviction_soft")
+    @classmethod
+    def _statements_parse(cls, value: dict[str, str] | None, info: ValidationInfo) -> Any:
+        field = "evictionHard" if info.field_name == "eviction_hard" else "evictionSoft"
+        for name, text in (value or {}).items():
+            try:
+                thresholds.parse_threshold_statement(name, text, field=field)
+            except thresholds.ThresholdError as exc:
+                raise _invalid(exc.message) from None
+        return value
+
+    @field_validator("eviction_soft_grace_period")
+    @classmethod
+    def _every_soft_threshold_has_a_grace_period(
+        cls, value: dict[str, str], info: ValidationInfo
+    ) -> dict[str, str]:
+        try:
+            periods = thresholds.parse_grace_periods(value)
+        except thresholds.ThresholdError as exc:
+            raise _invalid(exc.message) from None
+        for name, text in info.data.get("eviction_soft", {}).items():
+            threshold = thresholds.parse_threshold_statement(name, text, field="evictionSoft")
+            if threshold is not None and threshold.signal not in periods:
+                raise _invalid(
+                    f"grace period must be specified for the soft eviction threshold "
+                    f"{threshold.signal} (evictionSoft sets it, evictionSoftGracePeriod does not)"
+                )
+        return value
+
+    @field_validator("eviction_minimum_reclaim")
+    @classmethod
+    def _minimum_reclaims_parse(cls, value: dict[str, str], info: ValidationInfo) -> Any:
+        try:
+            thresholds.parse_threshold_config(
+                hard=info.data.get("eviction_hard") or {},
+                soft=info.data.get("eviction_soft", {}),
+                grace_periods=info.data.get("eviction_soft_grace_period", {}),
+                minimum_reclaims=value,
+                enforce_pods_allocatable=False,
+            )
+        except thresholds.ThresholdError as exc:
+            if exc.field != "evictionMinimumReclaim":
+                return value  # reported on its own field
+            raise _invalid(exc.message) from None
+        return value
+
+    @field_validator("eviction_pressure_transition_period")
+    @classmethod
+    def _transition_period_parses(cls, value: str) -> str:
+        try:
+            seconds = units.parse_duration(value.strip())
+        except units.UnitError as exc:
+            raise _invalid(f"{exc} (durations look like 30s, 5m, 1h)") from None
+        if seconds < 0:
+            raise _invalid("must not be negative")
+        return value.strip()
+
+    @field_validator("enforce_node_allocatable")
+    @classmethod
+    def _known_enforcement_keys(cls, value: list[str]) -> list[str]:
+        for key in value:
+            if key not in _ALLOCATABLE_ENFORCEMENT:
+                raise _invalid(
+                    f"unknown value {key!r} (allowed: {', '.join(_ALLOCATABLE_ENFORCEMENT)})"
+                )
+        if "none" in value and len(value) > 1:
+            raise _invalid("'none' cannot be combined with other values")
+        return value
+
+    @field_validator("condition_types")
+    @classmethod
+    def _condition_types_complete(cls, value: dict[Pressure, str]) -> dict[Pressure, str]:
+        merged = {**DEFAULT_CONDITION_TYPES, **value}
+        for pressure, name in merged.items():
+            if _CONDITION_TYPE.fullmatch(name) is None:
+                raise _invalid(f"{pressure}: {name!r} is not a valid condition type")
+        _distinct(merged)
+        return merged
+
+    @field_validator("taint_keys")
+    @classmethod
+    def _taint_keys_complete(cls, value: dict[Pressure, str]) -> dict[Pressure, str]:
+        merged = {**DEFAULT_TAINT_KEYS, **value}
+        for pressure, key in merged.items():
+            if _TAINT_KEY.fullmatch(key) is None:
+                raise _invalid(
+                    f"{pressure}: {key!r} is not a valid taint key ([prefix/]name, "
+                    f"alphanumerics, '-', '_', '.', name at most 63 characters)"
+                )
+        _distinct(merged)
+        return merged
+
+
+def _distinct(names: Mapping[Pressure, str]) -> None:
+    if len(set(names.values())) != len(names):
+        raise _invalid("each pressure needs its own name")

@@ -1,0 +1,207 @@
+"""Kubernetes quantities, Go durations and kubelet percentages, parsed and printed exactly.
+
+Thresholds are written the way the kubelet reads them (``100Mi``, ``1.5Gi``, ``10%``,
+``1m30s``), so parsing must accept and reject the same strings, and printing must give
+the same canonical text the kubelet writes into eviction messages (1.5 GiB prints as
+``1536Mi``, one byte over 1 GiB as ``1073741825``).
+
+* Quantities: the grammar of ``k8s.io/apimachinery`` ``resource.Quantity`` is checked
+  with a regular expression, then the value is computed by
+  :func:`kubernetes.utils.parse_quantity`. Counts are whole units (bytes, inodes, PIDs),
+  so a fractional quantity rounds *up*: for an integer observation ``available < q``
+  holds exactly when ``available < ceil(q)``.
+* Percentages: the kubelet parses them as float32 and divides by 100 in float32, then
+  multiplies the capacity in float64 and truncates. Those float32 artefacts are kept on
+  purpose (10% of 10 GiB is 1 073 741 840, not ...824) so that the agent and the kubelet
+  agree to the byte on the same node.
+* Durations: Go's ``time.ParseDuration`` grammar (``300ms``, ``1m30s``, ``2h``); a bare
+  number other than ``0`` is an error, as in Go.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+
+import numpy
+from kubernetes.utils import quantity as k8s_quantity
+
+__all__ = [
+    "ParsedQuantity",
+    "QuantityFormat",
+    "UnitError",
+    "format_duration",
+    "format_quantity",
+    "parse_duration",
+    "parse_percentage",
+    "parse_quantity",
+]
+
+
+class UnitError(ValueError):
+    """A quantity, percentage or duration that does not parse; the message says why."""
+
+
+class QuantityFormat(StrEnum):
+    """How a quantity prints, as ``resource.Quantity`` remembers from its input."""
+
+    BINARY_SI = "BinarySI"
+    """``Ki``, ``Mi``... (and every amount the kubelet computes itself, e.g. ``available``)."""
+    DECIMAL_SI = "DecimalSI"
+    """``k``, ``M``, ``G``... or no suffix."""
+    DECIMAL_EXPONENT = "DecimalExponent"
+    """``1e3``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedQuantity:
+    value: int
+    """Whole units, rounded up from any fraction."""
+    format: QuantityFormat
+
+
+_QUANTITY = re.compile(
+    r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?"
+)
+_QUANTITY_HELP = (
+    "expected a number with an optional suffix: Ki, Mi, Gi, Ti, Pi, Ei (powers of 1024), "
+    "n, u, m, k, M, G, T, P, E (powers of 1000) or an exponent such as e6"
+)
+
+
+def parse_quantity(text: str) -> ParsedQuantity:
+    """Parse a Kubernetes quantity (``100Mi``, ``1.5G``, ``1e3``, ``1200``)."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise UnitError(f"invalid quantity {text!r}: {_QUANTITY_HELP}")
+    suffix = match.group("suffix") or ""
+    if suffix.endswith("i"):
+        quantity_format = QuantityFormat.BINARY_SI
+    elif len(suffix) > 1:  # e3, E-2: an exponent, not the exa suffix E
+        quantity_format = QuantityFormat.DECIMAL_EXPONENT
+    else:
+        quantity_format = QuantityFormat.DECIMAL_SI
+    try:
+        exact: Decimal = k8s_quantity.parse_quantity(text)  # type: ignore[no-untyped-call]
+    except ValueError as exc:  # the regex admits only what the library parses
+        raise UnitError(f"invalid quantity {text!r}: {exc}") from exc
+    return ParsedQuantity(value=math.ceil(exact), format=quantity_format)
+
+
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_DECIMAL_SUFFIXES = ("", "k", "M", "G", "T", "P", "E")
+
+
+def format_quantity(value: int, quantity_format: QuantityFormat = QuantityFormat.BINARY_SI) -> str:
+    """The canonical text ``resource.Quantity.String()`` gives for a whole number.
+
+    Binary amounts use the largest power-of-1024 suffix that divides them exactly, and
+    fall back to decimal below 1024 (``1536Mi``, ``1073741825``, ``512``); decimal ones
+    the largest power of 1000 (``1G``, ``1500M``, ``1k``).
+    """
+    sign = "-" if value < 0 else ""
+    magnitude = -value if value < 0 else value
+    if magnitude == 0:
+        return "0"
+    if quantity_format is QuantityFormat.BINARY_SI and magnitude >= 1024:
+        exponent = 0
+        while magnitude % 1024 == 0 and exponent < len(_BINARY_SUFFIXES) - 1:
+            magnitude //= 1024
+            exponent += 1
+        return f"{sign}{magnitude}{_BINARY_SUFFIXES[exponent]}"
+    exponent = 0
+    while magnitude % 1000 == 0 and exponent < len(_DECIMAL_SUFFIXES) - 1:
+        magnitude //= 1000
+        exponent += 1
+    if quantity_format is QuantityFormat.DECIMAL_EXPONENT:
+        return f"{sign}{magnitude}e{3 * exponent}" if exponent else f"{sign}{magnitude}"
+    return f"{sign}{magnitude}{_DECIMAL_SUFFIXES[exponent]}"
+
+
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_percentage(text: str) -> float:
+    """``"10%"`` -> 0.1 as the kubelet stores it: the number parsed as float32, divided
+    by 100 in float32 (so 10% is 0.100000001490116...).
+
+    Range checks are the caller's: the kubelet's messages for them depend on the field.
+    """
+    number = text.rstrip("%")
+    if not text.endswith("%") or _NUMBER.fullmatch(number) is None:
+        raise UnitError(f"invalid percentage {text!r}: expected a number followed by %")
+    return float(numpy.float32(float(number)) / numpy.float32(100))
+
+
+_DURATION_UNITS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,  # U+00B5 micro sign
+    "μs": 1e-6,  # U+03BC Greek mu
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+_DURATION_TERM = re.compile(r"([0-9]*(?:\.[0-9]*)?)([^0-9.]*)")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration string (``1m30s`` -> 90.0, ``300ms`` -> 0.3, ``-5s``)."""
+    body = text
+    sign = 1.0
+    if body[:1] in ("+", "-"):
+        sign = -1.0 if body[0] == "-" else 1.0
+        body = body[1:]
+    if body == "0":
+        return 0.0
+    if not body:
+        raise UnitError(f'time: invalid duration "{text}"')
+    seconds = 0.0
+    position = 0
+    while position < len(body):
+        term = _DURATION_TERM.match(body, position)
+        assert term is not None  # the pattern matches the empty string
+        number, unit = term.groups()
+        if number in ("", "."):
+            raise UnitError(f'time: invalid duration "{text}"')
+        if not unit:
+            raise UnitError(f'time: missing unit in duration "{text}"')
+        if unit not in _DURATION_UNITS:
+            raise UnitError(f'time: unknown unit "{unit}" in duration "{text}"')
+        seconds += float(number) * _DURATION_UNITS[unit]
+        position = term.end()
+    return sign * seconds
+
+
+def format_duration(seconds: float) -> str:
+    """Go's ``Duration.String()``: ``1m30s``, ``5m0s``, ``300ms``, ``0s``."""
+    nanoseconds = round(seconds * 1e9)
+    if nanoseconds == 0:
+        return "0s"
+    sign = "-" if nanoseconds < 0 else ""
+    nanoseconds = abs(nanoseconds)
+    if nanoseconds < 1_000_000_000:
+        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
+            if nanoseconds >= size or unit == "ns":
+                return sign + _trim_fraction(nanoseconds, size) + unit
+    hours, rest = divmod(nanoseconds, 3_600_000_000_000)
+    minutes, rest = divmod(rest, 60_000_000_000)
+    text = _trim_fraction(rest, 1_000_000_000) + "s"
+    if hours or minutes:
+        text = f"{minutes}m{text}"
+    if hours:
+        text = f"{hours}h{text}"
+    return sign + text
+
+
+def _trim_fraction(amount: int, unit: int) -> str:
+    whole, fraction = divmod(amount, unit)
+    if not fraction:
+        return str(whole)
+    digits = len(str(unit)) - 1
+    return f"{whole}.{fraction:0{digits}d}".rstrip("0")
