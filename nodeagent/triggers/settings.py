@@ -53,8 +53,18 @@ def _parse_bytes(value: Any) -> int:
     return int(Decimal(amount))
 
 
-Duration = Annotated[float, BeforeValidator(durations.parse_duration)]
-"""Seconds, written as ``500ms``, ``2s``, ``1m30s`` or a number."""
+def _parse_interval(value: Any) -> float:
+    seconds = durations.parse_duration(value)
+    if not 0 < seconds <= MAX_INTERVAL_S:
+        raise ValueError(f"expected an interval above 0s and at most 1h, got {value!r}")
+    return seconds
+
+
+MAX_INTERVAL_S = 3600.0
+
+Interval = Annotated[float, BeforeValidator(_parse_interval)]
+"""Seconds above 0 and at most an hour, written as ``500ms``, ``2s``, ``1m30s`` or a
+number."""
 
 PsiTriggerList = Annotated[
     tuple[psi.TriggerSpec, ...],
@@ -71,13 +81,13 @@ DEFAULT_PSI_TRIGGERS = ("memory some 150ms 1s", "io full 150ms 1s")
 class TriggerSettings(BaseModel):
     """How often the loop polls, and which kernel notifications wake it sooner."""
 
-    poll_interval: Duration = Field(default=1.0, gt=0, le=3600)
+    poll_interval: Interval = 1.0
     """Seconds between two collections when no trigger fires (default 1s). The safety
     net under the triggers: a threshold crossed while the kernel stays silent (cgroup v2
     without memory.high, a memcg threshold that moved with the page cache) is seen
     within this interval. Set 10s to poll at the kubelet's cadence."""
 
-    filesystem_poll_interval: Duration = Field(default=0.5, gt=0, le=3600)
+    filesystem_poll_interval: Interval = 0.5
     """Seconds between two statvfs reads of nodefs/imagefs/containerfs (default 500ms).
     The kernel has no notification for free space, so this poll is the only detector;
     a statvfs costs microseconds, so a short interval is cheap."""
