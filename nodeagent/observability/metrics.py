@@ -73,9 +73,9 @@ class EvictionOutcome(StrEnum):
     """Decided and counted, but nothing was sent (``--dry-run``)."""
 
 
-API_ERROR_CODE = "<error>"
+API_ERROR_CODE = "error"
 """The ``code`` label of a request that got no HTTP answer (connection refused,
-timeout), as client-go's ``rest_client_requests_total`` spells it."""
+timeout), as :class:`nodeagent.kube.client.ApiCallObserver` reports it."""
 
 MAX_REASON_LENGTH = 160
 """Longer reasons are cut: a label value is for reading, the log has the rest."""
@@ -328,9 +328,10 @@ class AgentMetrics:
         metrics.record_eviction(signal, EvictionOutcome.EVICTED, qos, reclaimed=reclaim)
         metrics.observe_decision(decision, cycle_seconds=0.012)
 
-    and by the Kubernetes client on each request: :meth:`record_api_request`,
-    :meth:`record_api_retry`. Every method is cheap and thread-safe; none raises on
-    values the agent can produce.
+    and by the Kubernetes client on each request, as its
+    :class:`~nodeagent.kube.client.ApiCallObserver`: :meth:`api_request`,
+    :meth:`api_retry`. Every method is cheap and thread-safe; none raises on values the
+    agent can produce.
     """
 
     def __init__(self, *, process_metrics: bool = True) -> None:
@@ -473,19 +474,17 @@ class AgentMetrics:
         """Time from a completed collection to the decision."""
         self._decision_latency.observe(seconds)
 
-    def record_api_request(
-        self, verb: str, resource: str, code: int | None, seconds: float | None = None
+    def api_request(
+        self, verb: str, resource: str, code: str | int, seconds: float | None = None
     ) -> None:
         """One request to the API: ``verb`` as in RBAC (``get``, ``patch``, ``create``),
         ``resource`` with its subresource (``nodes/status``, ``pods/eviction``), ``code``
-        the HTTP status or None when none came, ``seconds`` its duration if timed."""
-        self._api_requests.labels(
-            verb, resource, API_ERROR_CODE if code is None else str(code)
-        ).inc()
+        the HTTP status or ``"error"`` when none came, ``seconds`` its duration if timed."""
+        self._api_requests.labels(verb, resource, str(code)).inc()
         if seconds is not None:
             self._api_duration.labels(verb, resource).observe(seconds)
 
-    def record_api_retry(self, verb: str, resource: str, reason: str) -> None:
+    def api_retry(self, verb: str, resource: str, reason: str) -> None:
         """One retry of a request; ``reason`` is a status code or an error kind
         (``429``, ``503``, ``connection``, ``timeout``)."""
         self._api_retries.labels(verb, resource, reason).inc()

@@ -116,9 +116,9 @@ def fed_metrics() -> metrics.AgentMetrics:
         model.QOSClass.BEST_EFFORT,
         reclaimed=40_000,
     )
-    agent.record_api_request("patch", "nodes/status", 200, seconds=0.02)
-    agent.record_api_request("create", "pods/eviction", 429, seconds=0.03)
-    agent.record_api_request("get", "nodes", None, seconds=5.0)
-    agent.record_api_retry("get", "nodes", "connection")
+    agent.api_request("patch", "nodes/status", 200, seconds=0.02)
+    agent.api_request("create", "pods/eviction", 429, seconds=0.03)
+    agent.api_request("get", "nodes", "error", seconds=5.0)
+    agent.api_retry("get", "nodes", "connection")
     agent.set_degraded("trigger/psi-memory", "EINVAL for a 1 s window: using 2 s")
     return agent

@@ -221,15 +221,15 @@ def test_evictions_count_by_outcome_and_reclaim_only_when_memory_is_freed() -> N
 
 def test_api_requests_retries_and_durations() -> None:
     agent = metrics.AgentMetrics(process_metrics=False)
-    agent.record_api_request("create", "pods/eviction", 429, seconds=0.02)
-    agent.record_api_request("create", "pods/eviction", 201)
-    agent.record_api_request("patch", "nodes/status", None, seconds=3.0)
-    agent.record_api_retry("patch", "nodes/status", "connection")
+    agent.api_request("create", "pods/eviction", 429, seconds=0.02)
+    agent.api_request("create", "pods/eviction", 201)
+    agent.api_request("patch", "nodes/status", "error", seconds=3.0)
+    agent.api_retry("patch", "nodes/status", "connection")
     eviction = {"verb": "create", "resource": "pods/eviction"}
     assert value(agent, "nodeagent_api_requests_total", **eviction, code="429") == 1
     assert value(agent, "nodeagent_api_requests_total", **eviction, code="201") == 1
     status = {"verb": "patch", "resource": "nodes/status"}
-    assert value(agent, "nodeagent_api_requests_total", **status, code="<error>") == 1
+    assert value(agent, "nodeagent_api_requests_total", **status, code="error") == 1
     assert value(agent, "nodeagent_api_request_duration_seconds_count", **eviction) == 1
     assert value(agent, "nodeagent_api_request_duration_seconds_sum", **status) == 3.0
     assert value(agent, "nodeagent_api_retries_total", **status, reason="connection") == 1
@@ -271,7 +271,7 @@ def test_build_info_and_process_metrics() -> None:
 
 def test_registries_are_independent() -> None:
     first, second = metrics.AgentMetrics(), metrics.AgentMetrics()
-    first.record_api_retry("get", "nodes", "503")
+    first.api_retry("get", "nodes", "503")
     assert first.registry.get_sample_value(
         "nodeagent_api_retries_total", {"verb": "get", "resource": "nodes", "reason": "503"}
     )
@@ -319,3 +319,16 @@ def test_exposition_is_parseable_and_says_exactly_what_was_observed(
     assert sorted(unavailable) == sorted(
         name for name, o in expected.items() if isinstance(o, model.Unavailable)
     )
+
+
+def test_agent_metrics_is_the_kubernetes_clients_call_observer() -> None:
+    from nodeagent.kube import client
+
+    observer: client.ApiCallObserver = metrics.AgentMetrics(process_metrics=False)
+    observer.api_request("get", "nodes", "200")
+    observer.api_request("get", "nodes", "error")
+    observer.api_retry("get", "nodes", "connection")
+    assert isinstance(observer, metrics.AgentMetrics)
+    labels = {"verb": "get", "resource": "nodes"}
+    assert value(observer, "nodeagent_api_requests_total", **labels, code="error") == 1
+    assert value(observer, "nodeagent_api_retries_total", **labels, reason="connection") == 1
