@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
+
+from nodeagent.signals.cgroups import normalize_cgroup
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration_seconds(value: object) -> object:
+    """Seconds from a number or a Go-style duration (``30s``, ``1m30s``, ``500ms``).
+
+    Anything else is returned unchanged for pydantic to reject with its own message.
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    position, seconds = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != position:
+            break
+        seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        position = match.end()
+    if position != len(text) or not text:
+        raise ValueError(f"expected seconds or a duration like 30s, 1m30s, 500ms; got {value!r}")
+    return seconds
 
 
 class SignalSourceSettings(BaseModel):
@@ -12,19 +41,60 @@ class SignalSourceSettings(BaseModel):
     """The host's root as this process sees it: ``/`` on bare metal, ``/host`` in a
     DaemonSet that mounts the host's /proc, /sys and kubelet dirs under /host. Every
     reader resolves its paths below it."""
-    node_cgroup: str | None = None
+    node_cgroup: str = "/"
     """The cgroup treated as "the node", relative to the cgroup mount (``/`` or
     ``/mynode.slice``). With a memory limit, that limit is the capacity of
     ``memory.available``, so an operator can guard one slice. Default: the root."""
     kubepods_cgroup: str | None = None
     """The node-allocatable cgroup holding the pods (``/kubepods`` or
-    ``/kubepods.slice``). Default: auto-detected."""
+    ``/kubepods.slice``). Default: auto-detected, under the node cgroup first, then at
+    the root."""
     nodefs_path: Path = Path("/var/lib/kubelet")
     """A path on the filesystem the kubelet root dir lives on (nodefs)."""
     imagefs_path: Path = Path("/var/lib/containerd")
-    """A path on the container runtime's image filesystem (imagefs)."""
+    """A path on the container runtime's image filesystem (imagefs):
+    ``/var/lib/containerd`` for containerd, ``/var/lib/containers`` for CRI-O."""
     containerfs_path: Path | None = None
     """A path on the writable-layer filesystem when the runtime splits it from images
-    (containerfs). Default: the same as imagefs."""
+    (containerfs). Default: unset, and containerfs follows the detected layout (nodefs
+    on a single filesystem, imagefs with a dedicated imagefs)."""
     pod_logs_path: Path = Path("/var/log/pods")
     """Where the kubelet keeps pod logs (``<ns>_<name>_<uid>/``)."""
+    kubelet_root_dir: Path = Path("/var/lib/kubelet")
+    """The kubelet's ``--root-dir``; pod volumes are under ``pods/<uid>/volumes``."""
+    pod_storage_scan_interval: float = 30.0
+    """Seconds between walks of the pods' logs, emptyDir volumes and writable layers
+    (also accepts ``30s``, ``1m``). The walks cost far more than the per-second cgroup
+    reads, and disk fills slowly; the kubelet's cAdvisor rescans about every minute.
+    ``0`` disables per-pod ephemeral-storage usage."""
+
+    @field_validator("node_cgroup", "kubepods_cgroup")
+    @classmethod
+    def _cgroup_path(cls, value: str | None) -> str | None:
+        return None if value is None else normalize_cgroup(value)
+
+    @field_validator(
+        "host_root",
+        "nodefs_path",
+        "imagefs_path",
+        "containerfs_path",
+        "pod_logs_path",
+        "kubelet_root_dir",
+    )
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError("must be an absolute path")
+        return value
+
+    @field_validator("pod_storage_scan_interval", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        return parse_duration_seconds(value)
+
+    @field_validator("pod_storage_scan_interval")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError("must be >= 0 (0 disables the scan)")
+        return value

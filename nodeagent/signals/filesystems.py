@@ -1,0 +1,141 @@
+"""``nodefs.*``, ``imagefs.*`` and ``containerfs.*`` from ``statvfs``, and the fs layout.
+
+As the kubelet does (kubelet-eviction.md §2.3): available bytes are the blocks free to
+unprivileged users (``f_bavail``, not ``f_bfree``), capacity is ``f_blocks``, inodes
+free ``f_ffree`` out of ``f_files``. Blocks are counted in ``f_frsize`` units, the
+POSIX unit of ``f_blocks``; the kubelet multiplies by ``f_bsize``, which Linux
+filesystems report equal.
+
+The layout follows from the devices the configured paths live on:
+
+* imagefs on the nodefs device: **single** filesystem; containerfs = nodefs.
+* imagefs elsewhere: **dedicated imagefs**, containerfs = imagefs, unless a
+  ``containerfsPath`` on the nodefs device says writable layers stayed behind:
+  **split** image filesystem, containerfs = nodefs.
+
+A path that does not exist (no kubelet on this machine yet) makes its signals
+unavailable with that reason: the kubelet would have no observation either, and an
+operator learns exactly which path to configure.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from nodeagent.model import FsLayout, Observation, Signal, SignalValue, Unavailable
+
+
+@dataclass(frozen=True, slots=True)
+class FsStat:
+    """What one ``statvfs`` (and ``stat`` for the device) said about a path."""
+
+    device: int
+    bytes: SignalValue
+    inodes: Observation
+
+
+def stat_filesystem(path: str, label: str) -> FsStat | Unavailable:
+    """``statvfs`` of ``path``; ``label`` names it in the ``source`` of the values."""
+    try:
+        device = os.stat(path).st_dev
+        vfs = os.statvfs(path)
+    except FileNotFoundError:
+        return Unavailable(f"path {path} does not exist")
+    except OSError as exc:
+        return Unavailable(f"cannot statvfs {path}: {exc.strerror or exc}")
+    source = f"statvfs({label})"
+    inodes: Observation
+    if vfs.f_files > 0:
+        inodes = SignalValue(available=vfs.f_ffree, capacity=vfs.f_files, source=source)
+    else:
+        # btrfs and some network filesystems do not count inodes.
+        inodes = Unavailable(f"{path}: the filesystem reports no inode counts")
+    return FsStat(
+        device=device,
+        bytes=SignalValue(
+            available=vfs.f_bavail * vfs.f_frsize,
+            capacity=vfs.f_blocks * vfs.f_frsize,
+            source=source,
+        ),
+        inodes=inodes,
+    )
+
+
+def detect_layout(
+    nodefs: FsStat | Unavailable,
+    imagefs: FsStat | Unavailable,
+    containerfs: FsStat | Unavailable | None,
+) -> FsLayout:
+    """The kubelet's three layouts, from the devices of the configured paths."""
+    if not isinstance(nodefs, FsStat) or not isinstance(imagefs, FsStat):
+        return FsLayout.SINGLE
+    if imagefs.device == nodefs.device:
+        return FsLayout.SINGLE
+    if isinstance(containerfs, FsStat) and containerfs.device == nodefs.device:
+        return FsLayout.SPLIT
+    return FsLayout.DEDICATED_IMAGEFS
+
+
+def _relabel(stat: FsStat | Unavailable, note: str) -> FsStat | Unavailable:
+    if isinstance(stat, Unavailable):
+        return Unavailable(f"{stat.reason} {note}")
+    inodes = stat.inodes
+    return FsStat(
+        device=stat.device,
+        bytes=SignalValue(stat.bytes.available, stat.bytes.capacity, f"{stat.bytes.source} {note}"),
+        inodes=(
+            SignalValue(inodes.available, inodes.capacity, f"{inodes.source} {note}")
+            if isinstance(inodes, SignalValue)
+            else inodes
+        ),
+    )
+
+
+class FilesystemReader:
+    """Reads the six filesystem signals from the configured paths.
+
+    ``*_path`` are paths as this process sees them (below the host root); ``*_label``
+    are the paths as the operator configured them, used in sources and messages.
+    """
+
+    def __init__(
+        self,
+        *,
+        nodefs_path: str,
+        imagefs_path: str,
+        containerfs_path: str | None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        self._nodefs = nodefs_path
+        self._imagefs = imagefs_path
+        self._containerfs = containerfs_path
+        self._labels = labels or {}
+
+    def _stat(self, path: str) -> FsStat | Unavailable:
+        return stat_filesystem(path, self._labels.get(path, path))
+
+    def read(self) -> tuple[dict[Signal, Observation], FsLayout]:
+        nodefs = self._stat(self._nodefs)
+        imagefs = self._stat(self._imagefs)
+        configured = None if self._containerfs is None else self._stat(self._containerfs)
+        layout = detect_layout(nodefs, imagefs, configured)
+        if configured is not None:
+            containerfs = configured
+        elif layout is FsLayout.DEDICATED_IMAGEFS:
+            containerfs = _relabel(imagefs, "(containerfs = imagefs: dedicated imagefs)")
+        else:
+            containerfs = _relabel(nodefs, "(containerfs = nodefs: single filesystem)")
+        signals: dict[Signal, Observation] = {}
+        for stat, available, inodes_free in (
+            (nodefs, Signal.NODEFS_AVAILABLE, Signal.NODEFS_INODES_FREE),
+            (imagefs, Signal.IMAGEFS_AVAILABLE, Signal.IMAGEFS_INODES_FREE),
+            (containerfs, Signal.CONTAINERFS_AVAILABLE, Signal.CONTAINERFS_INODES_FREE),
+        ):
+            if isinstance(stat, Unavailable):
+                signals[available] = stat
+                signals[inodes_free] = stat
+            else:
+                signals[available] = stat.bytes
+                signals[inodes_free] = stat.inodes
+        return signals, layout

@@ -1,0 +1,266 @@
+"""``memory.available``, ``allocatableMemory.available``, swap, and pod working sets.
+
+The arithmetic is the kubelet's (kubelet-eviction.md §2.1, §2.2), so our numbers can
+be compared with its Summary API:
+
+    working set = usage - inactive_file            (never below 0)
+    available   = capacity - working set            (never below 0)
+
+=====================  ====================================  =========================
+cgroup                 usage                                 inactive_file
+=====================  ====================================  =========================
+v1 (any, root too)     ``memory.usage_in_bytes``             ``total_inactive_file``
+v2 non-root            ``memory.current``                    ``inactive_file``
+v2 root                ``anon + file`` of ``memory.stat``    ``inactive_file``
+no memory cgroup       ``AnonPages + Buffers + Cached +      ``Inactive(file)``
+                       SwapCached`` of /proc/meminfo
+=====================  ====================================  =========================
+
+The v2 root has no ``memory.current``; runc emulates the v1 root usage as
+``anon + file`` from the root ``memory.stat`` and so do we. The meminfo row is our
+fallback for kernels without cgroup memory files at the root; it is the same
+quantity (anonymous pages plus the page cache, ``NR_FILE_PAGES``).
+
+Capacity of ``memory.available`` is ``MemTotal``, unless the operator chose a node
+cgroup with a memory limit: then that limit (v1 ``hierarchical_memory_limit``, v2 the
+smallest ``memory.max`` on the way up), capped at ``MemTotal``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from nodeagent.errors import SignalReadError
+from nodeagent.model import Observation, SignalValue, Unavailable
+from nodeagent.signals import parse
+from nodeagent.signals.cgroups import (
+    CgroupPaths,
+    CgroupVersion,
+    PodCgroup,
+    missing_kubepods_reason,
+)
+from nodeagent.signals.files import FileReader, read_checked
+
+MEMINFO_KEYS = (
+    "MemTotal",
+    "Buffers",
+    "Cached",
+    "SwapCached",
+    "Inactive(file)",
+    "SwapTotal",
+    "SwapFree",
+    "AnonPages",
+)
+
+_V1_INACTIVE = b"total_inactive_file "
+_V2_INACTIVE = b"inactive_file "
+
+
+def working_set(usage: int, inactive_file: int | None) -> int:
+    """``usage - inactive_file``, clamped at 0; unchanged when the key is absent."""
+    if inactive_file is None:
+        return usage
+    return usage - inactive_file if usage > inactive_file else 0
+
+
+def _stat_key(data: bytes, key: bytes, path: str) -> int:
+    try:
+        value = parse.stat_value(data, key)
+    except ValueError as exc:
+        raise SignalReadError(f"cannot parse {path}: {exc}") from exc
+    if value is None:
+        raise SignalReadError(f"{path} has no {key.decode().strip()!r} line")
+    return value
+
+
+def _read_int(reader: FileReader, path: str) -> int:
+    data = read_checked(reader, path)
+    try:
+        return parse.parse_int(data)
+    except ValueError as exc:
+        raise SignalReadError(
+            f"cannot parse {path}: expected an integer, got {data[:40]!r}"
+        ) from exc
+
+
+def _read_limit(reader: FileReader, path: str) -> int | None:
+    data = read_checked(reader, path)
+    try:
+        return parse.parse_limit(data)
+    except ValueError as exc:
+        raise SignalReadError(
+            f"cannot parse {path}: expected bytes or 'max', got {data[:40]!r}"
+        ) from exc
+
+
+class MemoryReader:
+    """Reads the memory signals for one resolved cgroup layout.
+
+    Paths and source descriptions are computed once here, so a collection only reads
+    and subtracts. Every method raises :class:`SignalReadError` with the file's path.
+    """
+
+    def __init__(self, paths: CgroupPaths, *, proc_dir: str) -> None:
+        self.paths = paths
+        self.meminfo_path = f"{proc_dir}/meminfo"
+        self._v2 = paths.version is CgroupVersion.V2
+        self._inactive_key = _V2_INACTIVE if self._v2 else _V1_INACTIVE
+        self._usage_name = "memory.current" if self._v2 else "memory.usage_in_bytes"
+        self._limit_name = "memory.max" if self._v2 else "memory.limit_in_bytes"
+        inactive_name = self._inactive_key.decode().strip()
+
+        self._node_dir = paths.node_memory_dir
+        self._node_is_root = paths.node_cgroup == "/"
+        self._node_mode, self.node_source, self.node_source_limited = self._describe_node(
+            inactive_name
+        )
+        # v2 has no hierarchical limit file: the effective limit is the smallest
+        # memory.max from the node cgroup up to (not including) the root.
+        self._v2_limit_files: tuple[str, ...] = ()
+        if self._v2 and not self._node_is_root and paths.memory_root is not None:
+            parts = paths.node_cgroup.strip("/").split("/")
+            self._v2_limit_files = tuple(
+                f"{paths.memory_root}/{'/'.join(parts[:depth])}/memory.max"
+                for depth in range(len(parts), 0, -1)
+            )
+
+        kubepods_dir = paths.kubepods_memory_dir
+        self._kubepods_dir = kubepods_dir
+        if kubepods_dir is not None:
+            version = "v2" if self._v2 else "v1"
+            self.allocatable_source = (
+                f"cgroup {version} {kubepods_dir}: {self._usage_name} - {inactive_name}; "
+                f"capacity {self._limit_name}"
+            )
+        else:
+            self.allocatable_source = ""
+
+    def _describe_node(self, inactive_name: str) -> tuple[str, str, str]:
+        """How the node's working set is read: (mode, source, source when the cgroup's
+        own limit is the capacity)."""
+        node_dir = self._node_dir
+        meminfo_formula = (
+            f"{self.meminfo_path}: AnonPages + Buffers + Cached + SwapCached - Inactive(file)"
+        )
+        if node_dir is None:
+            mode = "meminfo" if self._node_is_root else "missing"
+            source = f"{meminfo_formula} (no cgroup memory controller); capacity MemTotal"
+            return mode, source, source
+        if self._node_is_root and self._v2:
+            if os.path.exists(f"{node_dir}/memory.stat"):
+                source = (
+                    f"cgroup v2 {node_dir}/memory.stat: anon + file - inactive_file; "
+                    "capacity MemTotal"
+                )
+                return "v2-root", source, source
+            source = f"{meminfo_formula} (the cgroup v2 root has no memory.stat); capacity MemTotal"
+            return "meminfo", source, source
+        version = "v2" if self._v2 else "v1"
+        formula = f"cgroup {version} {node_dir}: {self._usage_name} - {inactive_name}"
+        if self._node_is_root:
+            return "cgroup", f"{formula}; capacity MemTotal", f"{formula}; capacity MemTotal"
+        return (
+            "cgroup",
+            f"{formula}; capacity MemTotal (the cgroup has no lower memory limit)",
+            f"{formula}; capacity the cgroup's memory limit",
+        )
+
+    # -- /proc/meminfo --------------------------------------------------------------------
+
+    def meminfo(self, reader: FileReader) -> dict[str, int]:
+        data = read_checked(reader, self.meminfo_path)
+        try:
+            values = parse.parse_meminfo(data, MEMINFO_KEYS)
+        except ValueError as exc:
+            raise SignalReadError(f"cannot parse {self.meminfo_path}: {exc}") from exc
+        if "MemTotal" not in values:
+            raise SignalReadError(f"{self.meminfo_path} has no MemTotal line")
+        return values
+
+    @staticmethod
+    def swap(meminfo: dict[str, int]) -> SignalValue | None:
+        """Swap free out of total, or ``None`` when the node has no swap."""
+        total = meminfo.get("SwapTotal", 0)
+        if total <= 0:
+            return None
+        return SignalValue(
+            available=meminfo.get("SwapFree", 0), capacity=total, source="/proc/meminfo"
+        )
+
+    # -- memory.available -------------------------------------------------------------------
+
+    def node(self, reader: FileReader, meminfo: dict[str, int]) -> SignalValue:
+        mem_total = meminfo["MemTotal"]
+        mode = self._node_mode
+        if mode == "cgroup":
+            assert self._node_dir is not None
+            usage = _read_int(reader, f"{self._node_dir}/{self._usage_name}")
+            stat_path = f"{self._node_dir}/memory.stat"
+            stat = read_checked(reader, stat_path)
+            inactive = parse.stat_value(stat, self._inactive_key)
+            limit = None if self._node_is_root else self._node_limit(reader, stat)
+            ws = working_set(usage, inactive)
+            if limit is None or limit >= mem_total:
+                capacity, source = mem_total, self.node_source
+            else:
+                capacity, source = limit, self.node_source_limited
+        elif mode == "v2-root":
+            assert self._node_dir is not None
+            stat_path = f"{self._node_dir}/memory.stat"
+            stat = read_checked(reader, stat_path)
+            usage = _stat_key(stat, b"anon ", stat_path) + _stat_key(stat, b"file ", stat_path)
+            ws = working_set(usage, parse.stat_value(stat, _V2_INACTIVE))
+            capacity, source = mem_total, self.node_source
+        elif mode == "meminfo":
+            missing = [key for key in MEMINFO_KEYS[:5] if key not in meminfo]
+            if missing:
+                raise SignalReadError(f"{self.meminfo_path} lacks {', '.join(missing)}")
+            usage = (
+                meminfo.get("AnonPages", 0)
+                + meminfo["Buffers"]
+                + meminfo["Cached"]
+                + meminfo["SwapCached"]
+            )
+            ws = working_set(usage, meminfo["Inactive(file)"])
+            capacity, source = mem_total, self.node_source
+        else:
+            raise SignalReadError(
+                f"node cgroup {self.paths.node_cgroup} needs a cgroup memory controller, "
+                f"and none was found under {self.paths.mount}"
+            )
+        return SignalValue(available=max(capacity - ws, 0), capacity=capacity, source=source)
+
+    def _node_limit(self, reader: FileReader, stat: bytes) -> int | None:
+        if not self._v2:
+            # Includes the ancestors' limits, which bound this cgroup too.
+            limit = parse.stat_value(stat, b"hierarchical_memory_limit ")
+            return None if limit is None or limit > parse.UNLIMITED_THRESHOLD else limit
+        limits = [_read_limit(reader, path) for path in self._v2_limit_files]
+        finite = [limit for limit in limits if limit is not None]
+        return min(finite) if finite else None
+
+    # -- allocatableMemory.available ------------------------------------------------------
+
+    def allocatable(self, reader: FileReader) -> Observation:
+        directory = self._kubepods_dir
+        if directory is None:
+            return Unavailable(missing_kubepods_reason(self.paths))
+        limit = _read_limit(reader, f"{directory}/{self._limit_name}")
+        if limit is None:
+            # The kubelet makes no observation either (kubelet-eviction.md §2.2).
+            return Unavailable(f"{directory} has no memory limit ({self._limit_name} unlimited)")
+        usage = _read_int(reader, f"{directory}/{self._usage_name}")
+        stat = read_checked(reader, f"{directory}/memory.stat")
+        ws = working_set(usage, parse.stat_value(stat, self._inactive_key))
+        return SignalValue(
+            available=max(limit - ws, 0), capacity=limit, source=self.allocatable_source
+        )
+
+    # -- pods -------------------------------------------------------------------------------
+
+    def pod_working_set(self, reader: FileReader, pod: PodCgroup) -> int:
+        """The pod cgroup's working set. Raises :class:`OSError`/:class:`ValueError`
+        untranslated: this is the hot path, and a vanished pod is routine."""
+        usage = int(reader.read(pod.usage_file))
+        inactive = parse.stat_value(reader.read(pod.stat_file), self._inactive_key)
+        return working_set(usage, inactive)

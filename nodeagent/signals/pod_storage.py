@@ -1,0 +1,245 @@
+"""Per-pod ephemeral storage: logs, disk-backed emptyDir volumes, writable layers.
+
+These are directory walks, thousands of ``lstat`` calls where the rest of a collection
+makes a few hundred reads, so they run on their own interval (``podStorageScanInterval``)
+and the per-second collection reuses the last scan. Like the kubelet's ``du``-based
+volume metrics, a walk counts ``st_blocks`` (space actually allocated) once per inode,
+never crosses into another filesystem, and counts every entry, the top directory
+included, as one inode.
+
+Where each part is found, without asking the API server:
+
+* **logs**: ``<podLogsPath>/<namespace>_<name>_<uid>/`` (the kubelet's layout).
+* **local volumes**: ``<kubeletRootDir>/pods/<uid>/volumes/kubernetes.io~empty-dir/*``.
+  A memory-backed emptyDir is a tmpfs mount, on another device than the directory
+  holding it: its usage is memory (already in the pod's working set) and is skipped.
+  hostPath volumes are not attributed: which host paths a pod mounts is only in its
+  spec.
+* **writable layers**: the root of a container is an overlay mount whose ``upperdir``
+  is the layer on the host. We take one process of each container cgroup and read its
+  ``/proc/<pid>/mountinfo``. That needs the host's PID namespace (``hostPID`` in a
+  DaemonSet; always true on bare metal): from another namespace the kernel shows no
+  PIDs in ``cgroup.procs``, and the layers are reported unreachable.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from nodeagent.model import PodUID
+from nodeagent.signals import parse
+from nodeagent.signals.cgroups import PodCgroup
+from nodeagent.signals.files import read_once
+
+EMPTY_DIR_PLUGIN = "kubernetes.io~empty-dir"
+
+
+@dataclass(frozen=True, slots=True)
+class DiskUsage:
+    bytes: int
+    inodes: int
+
+    def __add__(self, other: DiskUsage) -> DiskUsage:
+        return DiskUsage(self.bytes + other.bytes, self.inodes + other.inodes)
+
+
+NO_USAGE = DiskUsage(0, 0)
+
+
+def disk_usage(path: str) -> DiskUsage:
+    """Space and inodes used under ``path`` (``du -x`` semantics, hard links once).
+
+    Entries that vanish or cannot be read during the walk are skipped: a pod writing
+    logs while we walk is normal. Raises :class:`OSError` only if ``path`` itself
+    cannot be examined.
+    """
+    top = os.lstat(path)
+    device = top.st_dev
+    used = top.st_blocks * 512
+    inodes = 1
+    linked: set[int] = set()
+    pending = [path] if stat.S_ISDIR(top.st_mode) else []
+    while pending:
+        try:
+            entries = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if info.st_dev != device:
+                    continue  # a mount point: another filesystem's usage
+                if stat.S_ISDIR(info.st_mode):
+                    pending.append(entry.path)
+                elif info.st_nlink > 1:
+                    if info.st_ino in linked:
+                        continue
+                    linked.add(info.st_ino)
+                used += info.st_blocks * 512
+                inodes += 1
+    return DiskUsage(used, inodes)
+
+
+@dataclass(frozen=True, slots=True)
+class PodStorage:
+    """One pod's ephemeral storage; ``None`` where the part could not be found."""
+
+    rootfs: DiskUsage | None = None
+    logs: DiskUsage | None = None
+    local_volumes: DiskUsage | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StorageScan:
+    """The result of one scan: usage by pod, what could not be read, and its cost."""
+
+    time: float
+    pods: Mapping[PodUID, PodStorage]
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    """Reason by part (``logs``, ``local-volumes``, ``rootfs``) when a whole part is
+    unreachable."""
+    seconds: float = 0.0
+    """Wall time the scan took."""
+
+
+class PodStorageScanner:
+    """Walks the pods' logs, emptyDir volumes and writable layers.
+
+    Paths are as this process sees them (below the host root). Safe to run in another
+    thread than the collection: it reads only its own files.
+    """
+
+    def __init__(
+        self,
+        *,
+        host_root: str,
+        proc_dir: str,
+        kubelet_root_dir: str,
+        pod_logs_dir: str,
+    ) -> None:
+        self._host_root = host_root.rstrip("/")
+        self._proc_dir = proc_dir
+        self._pods_dir = os.path.join(kubelet_root_dir, "pods")
+        self._logs_dir = pod_logs_dir
+
+    def scan(self, pods: Mapping[PodUID, PodCgroup], *, now: float) -> StorageScan:
+        started = time.perf_counter()
+        unavailable: dict[str, str] = {}
+        logs = self._logs(unavailable)
+        volumes = self._local_volumes(unavailable)
+        rootfs = self._writable_layers(pods, unavailable)
+        uids = logs.keys() | volumes.keys() | rootfs.keys() | pods.keys()
+        storage = {
+            uid: PodStorage(
+                rootfs=rootfs.get(uid), logs=logs.get(uid), local_volumes=volumes.get(uid)
+            )
+            for uid in uids
+        }
+        return StorageScan(
+            time=now,
+            pods=storage,
+            unavailable=unavailable,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _logs(self, unavailable: dict[str, str]) -> dict[PodUID, DiskUsage]:
+        try:
+            names = os.listdir(self._logs_dir)
+        except OSError as exc:
+            unavailable["logs"] = f"cannot list {self._logs_dir}: {exc.strerror or exc}"
+            return {}
+        usage: dict[PodUID, DiskUsage] = {}
+        for name in names:
+            uid = parse.pod_uid_from_log_dir(name)
+            if uid is None:
+                continue
+            try:
+                usage[PodUID(uid)] = disk_usage(os.path.join(self._logs_dir, name))
+            except OSError:
+                continue  # the pod's logs were removed while we listed them
+        return usage
+
+    def _local_volumes(self, unavailable: dict[str, str]) -> dict[PodUID, DiskUsage]:
+        try:
+            uids = os.listdir(self._pods_dir)
+        except OSError as exc:
+            unavailable["local-volumes"] = f"cannot list {self._pods_dir}: {exc.strerror or exc}"
+            return {}
+        usage: dict[PodUID, DiskUsage] = {}
+        for uid in uids:
+            volumes = os.path.join(self._pods_dir, uid, "volumes", EMPTY_DIR_PLUGIN)
+            total = NO_USAGE
+            try:
+                parent_device = os.stat(volumes).st_dev
+                names = os.listdir(volumes)
+            except OSError:
+                usage[PodUID(uid)] = total  # no emptyDir volume
+                continue
+            for name in names:
+                volume = os.path.join(volumes, name)
+                try:
+                    if os.lstat(volume).st_dev != parent_device:
+                        continue  # memory-backed (tmpfs): counted as memory, not disk
+                    total += disk_usage(volume)
+                except OSError:
+                    continue
+            usage[PodUID(uid)] = total
+        return usage
+
+    def _writable_layers(
+        self, pods: Mapping[PodUID, PodCgroup], unavailable: dict[str, str]
+    ) -> dict[PodUID, DiskUsage]:
+        usage: dict[PodUID, DiskUsage] = {}
+        containers_seen = 0
+        for uid, pod in pods.items():
+            total: DiskUsage | None = None
+            for container_dir in _child_dirs(pod.memory_dir):
+                containers_seen += 1
+                upper = self._upperdir(container_dir)
+                if upper is None:
+                    continue
+                try:
+                    layer = disk_usage(self._host_root + upper)
+                except OSError:
+                    continue
+                total = layer if total is None else total + layer
+            if total is not None:
+                usage[uid] = total
+        if containers_seen and not usage:
+            unavailable["rootfs"] = (
+                "no container's root filesystem was reachable: their processes are not "
+                f"visible in {self._proc_dir} (run in the host PID namespace) or they do "
+                "not run on overlay"
+            )
+        return usage
+
+    def _upperdir(self, container_dir: str) -> str | None:
+        """The writable layer of the container whose cgroup is ``container_dir``."""
+        try:
+            procs = read_once(os.path.join(container_dir, "cgroup.procs")).split()
+        except OSError:
+            return None
+        for pid in procs:
+            if pid == b"0":
+                continue  # a process outside our PID namespace
+            try:
+                mountinfo = read_once(f"{self._proc_dir}/{int(pid)}/mountinfo")
+            except OSError:
+                continue  # it exited: try the next one
+            return parse.overlay_upperdir(mountinfo.decode("utf-8", "surrogateescape"))
+        return None
+
+
+def _child_dirs(directory: str) -> list[str]:
+    try:
+        with os.scandir(directory) as entries:
+            return [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
