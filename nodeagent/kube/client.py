@@ -26,11 +26,27 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
 KubeObject = dict[str, Any]
 """One API object as JSON (``{"apiVersion": ..., "metadata": {...}, ...}``)."""
+
+
+def api_time(wall: float) -> str:
+    """A ``metav1.Time`` string: RFC 3339, UTC, second precision."""
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_api_time(text: object) -> float | None:
+    """Unix seconds of a ``metav1.Time`` (or RFC 3339 with fractions); None if invalid."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 class WatchEventType(StrEnum):

@@ -27,7 +27,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -50,11 +49,6 @@ class PatchType(StrEnum):
     STRATEGIC = "application/strategic-merge-patch+json"
     MERGE = "application/merge-patch+json"
     JSON = "application/json-patch+json"
-
-
-def rfc3339(wall: float) -> str:
-    """A ``metav1.Time`` string (second precision, UTC)."""
-    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,7 +185,7 @@ class FakeCluster:
             if key in self._objects[kind]:
                 raise errors.Conflict(f'{kind} "{meta["name"]}" already exists', status=409)
             meta.setdefault("uid", str(uuid.uuid4()))
-            meta["creationTimestamp"] = rfc3339(self._wall())
+            meta["creationTimestamp"] = client.api_time(self._wall())
             self._write(kind, key, None, new)
             return copy.deepcopy(new)
 
@@ -275,7 +269,7 @@ class FakeCluster:
             if current["metadata"].get("deletionTimestamp"):
                 return copy.deepcopy(current)  # already terminating
             terminating = copy.deepcopy(current)
-            terminating["metadata"]["deletionTimestamp"] = rfc3339(self._wall())
+            terminating["metadata"]["deletionTimestamp"] = client.api_time(self._wall())
             grace = grace_period_seconds
             if grace is None:
                 grace = int((current.get("spec") or {}).get("terminationGracePeriodSeconds", 30))

@@ -1,0 +1,200 @@
+"""Kubernetes Events for what the agent does, de-duplicated like the kubelet's recorder.
+
+The agent records two events, with the kubelet's reasons so existing dashboards and
+``kubectl get events --field-selector reason=Evicted`` keep working:
+
+* ``EvictionThresholdMet`` (Warning) on the Node: ``Attempting to reclaim <resource>``;
+* ``Evicted`` (Warning) on the pod, with the kubelet-style eviction message.
+
+A held pressure repeats the same event every cycle; sending each would flood the API
+(one agent per node). Like client-go's event correlator, a repeat of the same object,
+reason, type and message within ``eventAggregationWindow`` bumps the existing Event's
+``count`` and ``lastTimestamp`` instead of creating another, and such patches are sent at
+most every ``eventRefreshInterval`` (repeats in between are counted locally and carried
+by the next write or :meth:`EventRecorder.flush`).
+
+In dry-run, events are still recorded, marked: the message starts with ``[dry-run]``,
+the Event carries the annotation ``nodeagent.io/dry-run: "true"``, and the pod event's
+reason is ``EvictedDryRun`` so alerts on ``Evicted`` do not fire for evictions that
+did not happen.
+
+Events are best effort: a failure is logged and never stops an eviction.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from nodeagent import errors
+from nodeagent.clock import Clock
+from nodeagent.kube import client
+from nodeagent.model import PodInfo
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "nodeagent"
+NODE_EVENT_NAMESPACE = "default"
+"""Where Node events go, as the kubelet records them."""
+DRY_RUN_ANNOTATION = "nodeagent.io/dry-run"
+REASON_THRESHOLD_MET = "EvictionThresholdMet"
+REASON_EVICTED = "Evicted"
+REASON_EVICTED_DRY_RUN = "EvictedDryRun"
+WARNING = "Warning"
+NORMAL = "Normal"
+
+
+@dataclass(frozen=True, slots=True)
+class InvolvedObject:
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""
+
+    def to_api(self) -> dict[str, Any]:
+        ref: dict[str, Any] = {"apiVersion": "v1", "kind": self.kind, "name": self.name}
+        if self.namespace:
+            ref["namespace"] = self.namespace
+        if self.uid:
+            ref["uid"] = self.uid
+        return ref
+
+
+@dataclass(slots=True)
+class _Series:
+    namespace: str
+    name: str
+    count: int
+    first_seen: float
+    last_seen: float
+    last_written: float
+    written_count: int
+
+
+_Key = tuple[InvolvedObject, str, str, str]
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        kube: client.KubeClient,
+        *,
+        node_name: str,
+        clock: Clock,
+        aggregation_window: float = 600.0,
+        refresh_interval: float = 60.0,
+        dry_run: bool = False,
+    ) -> None:
+        self._kube = kube
+        self.node_name = node_name
+        self._clock = clock
+        self._window = aggregation_window
+        self._refresh = refresh_interval
+        self.dry_run = dry_run
+        self._series: dict[_Key, _Series] = {}
+        self._lock = threading.Lock()
+        self.node_uid = ""
+
+    def node(self) -> InvolvedObject:
+        return InvolvedObject("Node", self.node_name, uid=self.node_uid)
+
+    @staticmethod
+    def pod(pod: PodInfo) -> InvolvedObject:
+        return InvolvedObject("Pod", pod.name, pod.namespace, str(pod.uid))
+
+    def threshold_met(self, resource: str) -> None:
+        self.record(self.node(), REASON_THRESHOLD_MET, f"Attempting to reclaim {resource}")
+
+    def evicted(self, pod: PodInfo, message: str) -> None:
+        reason = REASON_EVICTED_DRY_RUN if self.dry_run else REASON_EVICTED
+        self.record(self.pod(pod), reason, message)
+
+    def record(
+        self, involved: InvolvedObject, reason: str, message: str, event_type: str = WARNING
+    ) -> None:
+        """Record one occurrence; creates, bumps or defers as the module docstring says."""
+        if self.dry_run:
+            message = f"[dry-run] {message}"
+        now = self._clock.now()
+        key = (involved, reason, event_type, message)
+        with self._lock:
+            self._expire(now)
+            series = self._series.get(key)
+            if series is not None and now - series.first_seen <= self._window:
+                series.count += 1
+                series.last_seen = now
+                if now - series.last_written < self._refresh:
+                    return
+                self._write_count(key, series)
+                return
+        self._create(key, now)
+
+    def flush(self) -> None:
+        """Write the counts of repeats not yet sent (call once per cycle, and on exit)."""
+        now = self._clock.now()
+        with self._lock:
+            due = [
+                (key, s)
+                for key, s in self._series.items()
+                if s.count > s.written_count and now - s.last_written >= self._refresh
+            ]
+            for key, series in due:
+                self._write_count(key, series)
+
+    def _expire(self, now: float) -> None:
+        for key in [k for k, s in self._series.items() if now - s.first_seen > self._window]:
+            series = self._series.pop(key)
+            if series.count > series.written_count:
+                self._write_count(key, series)
+
+    def _create(self, key: _Key, now: float) -> None:
+        involved, reason, event_type, message = key
+        namespace = involved.namespace or NODE_EVENT_NAMESPACE
+        stamp = client.api_time(self._clock.wall())
+        metadata: dict[str, Any] = {
+            "name": f"{involved.name}.{uuid.uuid4().hex[:16]}",
+            "namespace": namespace,
+        }
+        if self.dry_run:
+            metadata["annotations"] = {DRY_RUN_ANNOTATION: "true"}
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": metadata,
+            "involvedObject": involved.to_api(),
+            "reason": reason,
+            "message": message,
+            "type": event_type,
+            "count": 1,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "source": {"component": COMPONENT, "host": self.node_name},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.node_name,
+        }
+        try:
+            created = self._kube.create_event(namespace, event)
+        except errors.KubeAPIError as exc:
+            log.warning("could not record event %s on %s: %s", reason, involved.name, exc)
+            return
+        name = str((created.get("metadata") or {}).get("name") or metadata["name"])
+        with self._lock:
+            self._series[key] = _Series(namespace, name, 1, now, now, now, 1)
+
+    def _write_count(self, key: _Key, series: _Series) -> None:
+        """Patch count and lastTimestamp; lock held (one small request)."""
+        series.last_written = self._clock.now()
+        patch = {"count": series.count, "lastTimestamp": client.api_time(self._clock.wall())}
+        try:
+            self._kube.patch_event(series.namespace, series.name, patch)
+        except errors.NotFound:
+            # the Event expired (the API server's event TTL): start a new series next time
+            self._series.pop(key, None)
+            return
+        except errors.KubeAPIError as exc:
+            log.warning("could not update event %s: %s", series.name, exc)
+            return
+        series.written_count = series.count

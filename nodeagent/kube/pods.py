@@ -1,0 +1,188 @@
+"""From a Pod object (JSON, as the API sends it) to :class:`nodeagent.model.PodInfo`.
+
+Pure functions with the kubelet's rules, so the engine ranks and protects pods exactly
+as the kubelet would:
+
+* **QoS**: ``status.qosClass`` when the API server has set it, else derived from the
+  containers' (and init containers') cpu/memory requests and limits like the kubelet's
+  ``GetPodQOS``: no request or limit anywhere is BestEffort; limits for cpu and memory on
+  every container with requests equal to limits is Guaranteed; anything else Burstable.
+* **critical**: a static or mirror pod, or priority >= 2 000 000 000
+  (``system-cluster-critical``); a pod naming one of the two system priority classes
+  counts even if admission has not filled ``spec.priority`` in.
+* **static / mirror**: the ``kubernetes.io/config.mirror`` annotation marks the mirror
+  of a static pod; ``kubernetes.io/config.source`` other than ``api`` a static pod.
+* **effective requests and limits**, as ``resourcehelper.PodRequests`` counts them:
+  app containers and restartable init containers (sidecars) add up; each regular init
+  container needs its own request plus the sidecars started before it; the pod needs
+  the larger of the two; pod-level ``spec.resources`` replace the container sums for the
+  resources they set; ``spec.overhead`` (RuntimeClass) is added. Values in base units:
+  bytes, and millicores for cpu.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+from nodeagent.model import PodInfo, PodUID, QOSClass
+
+CRITICAL_PRIORITY = 2_000_000_000
+"""``scheduling.SystemCriticalPriority``: system-cluster-critical and above."""
+SYSTEM_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+SOURCE_ANNOTATION = "kubernetes.io/config.source"
+QOS_RESOURCES = ("cpu", "memory")
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def quantity(value: Any, resource: str = "") -> int:
+    """A resource quantity in base units (millicores for ``cpu``), rounded up.
+    Unparseable values count as 0: a pod the API server admitted cannot have them."""
+    try:
+        amount: Decimal = (
+            value if isinstance(value, Decimal) else parse_quantity(value)  # type: ignore[no-untyped-call]
+        )
+    except (ValueError, TypeError, InvalidOperation):
+        return 0
+    if resource == "cpu":
+        amount = amount * 1000
+    return math.ceil(amount)
+
+
+def _resources(container: Mapping[str, Any], which: str) -> dict[str, int]:
+    values = ((container.get("resources") or {}).get(which)) or {}
+    return {name: quantity(value, name) for name, value in values.items()}
+
+
+def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
+    for name, value in extra.items():
+        total[name] = total.get(name, 0) + value
+
+
+def _max(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, value in other.items():
+        total[name] = max(total.get(name, 0), value)
+
+
+def _is_sidecar(container: Mapping[str, Any]) -> bool:
+    return container.get("restartPolicy") == "Always"
+
+
+def effective_resources(spec: Mapping[str, Any], which: str) -> dict[str, int]:
+    """Pod-level ``requests`` or ``limits`` (``which``) as the scheduler and kubelet count
+    them; see the module docstring."""
+    containers: Iterable[Mapping[str, Any]] = spec.get("containers") or ()
+    total: dict[str, int] = {}
+    for container in containers:
+        _add(total, _resources(container, which))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for init in spec.get("initContainers") or ():
+        own = _resources(init, which)
+        if _is_sidecar(init):
+            _add(sidecars, own)
+            _max(init_peak, sidecars)
+        else:
+            need = dict(sidecars)
+            _add(need, own)
+            _max(init_peak, need)
+    _add(total, sidecars)
+    _max(total, init_peak)
+    pod_level = ((spec.get("resources") or {}).get(which)) or {}
+    for name in QOS_RESOURCES:
+        if name in pod_level:
+            total[name] = quantity(pod_level[name], name)
+    overhead = {name: quantity(v, name) for name, v in (spec.get("overhead") or {}).items()}
+    if which == "limits":
+        # overhead only raises limits that exist; an absent limit stays unlimited
+        overhead = {name: v for name, v in overhead.items() if name in total}
+    _add(total, overhead)
+    return {name: value for name, value in total.items() if value}
+
+
+def derive_qos(spec: Mapping[str, Any]) -> QOSClass:
+    """The kubelet's ``GetPodQOS`` over app and init containers (pod-level resources, when
+    set, stand for the containers)."""
+    pod_level = spec.get("resources") or {}
+    if pod_level.get("requests") or pod_level.get("limits"):
+        groups: list[Mapping[str, Any]] = [{"resources": pod_level}]
+    else:
+        groups = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    guaranteed = True
+    for container in groups:
+        container_limits = {
+            name: value
+            for name, value in _resources(container, "limits").items()
+            if name in QOS_RESOURCES and value
+        }
+        # the API server defaults a missing request to the limit; raw specs may predate that
+        container_requests = {**container_limits, **_resources(container, "requests")}
+        for name, value in container_requests.items():
+            if name in QOS_RESOURCES and value:
+                requests[name] = requests.get(name, 0) + value
+        _add(limits, container_limits)
+        if set(container_limits) != set(QOS_RESOURCES):
+            guaranteed = False
+    if not requests and not limits:
+        return QOSClass.BEST_EFFORT
+    if guaranteed and all(limits.get(name) == value for name, value in requests.items()):
+        return QOSClass.GUARANTEED if len(requests) == len(limits) else QOSClass.BURSTABLE
+    return QOSClass.BURSTABLE
+
+
+def pod_info(pod: Mapping[str, Any]) -> PodInfo:
+    """The engine's view of one pod."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    priority = spec.get("priority")
+    priority = int(priority) if isinstance(priority, int) else 0
+    mirror = MIRROR_ANNOTATION in annotations
+    source = annotations.get(SOURCE_ANNOTATION)
+    static = mirror or (source is not None and source != "api")
+    critical = (
+        static
+        or priority >= CRITICAL_PRIORITY
+        or spec.get("priorityClassName") in SYSTEM_PRIORITY_CLASSES
+    )
+    daemonset = any(
+        ref.get("kind") == "DaemonSet" and ref.get("controller", False)
+        for ref in meta.get("ownerReferences") or ()
+    )
+    try:
+        qos = QOSClass(status["qosClass"])
+    except (KeyError, ValueError):
+        qos = derive_qos(spec)
+    grace = spec.get("terminationGracePeriodSeconds")
+    return PodInfo(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        uid=PodUID(str(meta.get("uid", ""))),
+        priority=priority,
+        qos=qos,
+        critical=critical,
+        static=static,
+        mirror=mirror,
+        daemonset=daemonset,
+        termination_grace_period_seconds=int(grace) if isinstance(grace, int) else 30,
+        requests=effective_resources(spec, "requests"),
+        limits=effective_resources(spec, "limits"),
+        labels=dict(meta.get("labels") or {}),
+    )
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    """Succeeded or Failed: the pod holds no resources and cannot be evicted."""
+    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def is_terminating(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
