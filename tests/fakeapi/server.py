@@ -393,7 +393,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _evict(self, request: Request, ns: str, name: str) -> None:
         body = request.body if isinstance(request.body, dict) else {}
-        if body.get("kind") != "Eviction":
+        if body.get("kind", "Eviction") != "Eviction":
             raise _Reply(400, _status(400, "BadRequest", "expected an Eviction body"))
         if (body.get("metadata") or {}).get("name", name) != name:
             raise _Reply(400, _status(400, "BadRequest", "name in URL and body differ"))
