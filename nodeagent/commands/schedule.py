@@ -1,17 +1,95 @@
-"""`nodeagent schedule` (placeholder until its issue lands)."""
+"""`nodeagent schedule`: plan where pending pods would go on a cluster snapshot, and why.
+
+    kubectl get nodes,pods,priorityclasses -A -o yaml > cluster.yaml
+    nodeagent schedule --cluster cluster.yaml --explain --output table
+
+Exit codes: 0 when the plan was made (whether or not every pod fits: the plan says),
+2 for an unreadable cluster file or an invalid scheduler configuration.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import time
+from datetime import datetime
+from pathlib import Path
 from typing import Any
+
+from nodeagent.errors import ConfigError
+from nodeagent.scheduler import config, objects, planner, registry
+
+
+def _time(text: str) -> float:
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an RFC 3339 time such as 2024-05-01T10:00:00Z"
+        ) from exc
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = subparsers.add_parser("schedule", help="not implemented yet")
+    parser = subparsers.add_parser(
+        "schedule",
+        help="plan where pending pods would be scheduled, and why not elsewhere",
+        description=(
+            "Schedule the pending pods of a cluster snapshot (kubectl get nodes,pods -o yaml)"
+            " with kube-scheduler's framework and nodeagent's NodePressure plugin."
+        ),
+    )
+    parser.add_argument(
+        "--cluster",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="Nodes and Pods (and optionally PriorityClasses, PodDisruptionBudgets) as a"
+        " List, multi-document YAML or JSON",
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="a KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1); default:"
+        " kube-scheduler's default profile plus NodePressure",
+    )
+    parser.add_argument(
+        "--seed", type=int, help="seed for tie-breaking among equal scores (default: random)"
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="include every node's verdict, reasons, scores"
+    )
+    parser.add_argument("--output", choices=("json", "table"), default="json")
+    parser.add_argument(
+        "--now",
+        type=_time,
+        metavar="TIME",
+        help="plan as of this RFC 3339 time (judges the freshness of the nodes' pressure"
+        " annotations; default: now)",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("not implemented yet", file=sys.stderr)
-    return 1
+    plugins = registry.in_tree_registry()
+    configuration = config.load_configuration(args.config, plugins)
+    try:
+        text = args.cluster.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read cluster file {args.cluster}: {exc.strerror}") from exc
+    cluster = objects.load_cluster(text, str(args.cluster))
+    result = planner.plan(
+        cluster,
+        configuration,
+        plugins=plugins,
+        seed=args.seed,
+        explain_nodes=args.explain,
+        now=time.time() if args.now is None else args.now,
+    )
+    if args.output == "table":
+        print(planner.render_table(result))
+    else:
+        json.dump(result.to_dict(), sys.stdout, indent=2)
+        print()
+    return 0

@@ -1,0 +1,243 @@
+"""The scheduler's vocabulary: statuses, and the parts of Pods and Nodes it reads.
+
+Plugins never see raw Kubernetes objects. :mod:`nodeagent.scheduler.objects` turns a
+listed Pod or Node into the frozen values below once, resolving quantities to integers
+(milli-CPU, bytes, counts) and precomputing what every cycle would otherwise recompute
+(the pod's effective requests, its host ports, its normalized image names). That keeps
+the per-cycle work to arithmetic, and keeps the API's quirks (defaulting, quantity
+rounding) in one place.
+
+Statuses follow kube-scheduler's codes and their consequences exactly; an expected
+rejection is a value, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from nodeagent import model
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""Milli-CPU the scoring strategies assume for a container without a cpu request."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""Bytes the scoring strategies assume for a container without a memory request."""
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+
+
+class Code(StrEnum):
+    """What a plugin's verdict means for the pod."""
+
+    SUCCESS = "Success"
+    ERROR = "Error"
+    """Something broke (not the pod's fault): the cycle fails and the pod backs off."""
+    UNSCHEDULABLE = "Unschedulable"
+    """The node does not fit now; preempting lower-priority pods might make it fit."""
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    """The node can never fit this pod: preemption skips it."""
+    WAIT = "Wait"
+    """Permit only: hold the pod until allowed or timed out."""
+    SKIP = "Skip"
+    """PreFilter/PreScore: this plugin has nothing to do for the pod; its Filter/Score
+    is skipped this cycle. Bind: let the next binder try."""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+    """The plugin that produced a failure, filled in by the framework."""
+
+    @property
+    def is_success(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    @property
+    def is_skip(self) -> bool:
+        return self.code is Code.SKIP
+
+    @property
+    def is_rejection(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    @property
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return Status(self.code, self.reasons, plugin)
+
+
+SUCCESS = Status()
+SKIP = Status(Code.SKIP)
+
+
+def unschedulable(*reasons: str, unresolvable: bool = False) -> Status:
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, reasons)
+
+
+def error(message: str) -> Status:
+    return Status(Code.ERROR, (message,))
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+Taint = model.Taint
+"""A node taint (``key``, ``effect``, ``value``), shared with the agent that writes them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """kube-scheduler's ``ToleratesTaint``: effect, then key, then operator."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+
+def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
+    return any(toleration.tolerates(taint) for toleration in tolerations)
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One ``matchExpressions``/``matchFields`` entry, as written in the pod."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SelectorTerm:
+    """A ``nodeSelectorTerm``: its expressions and fields are ANDed."""
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.match_expressions and not self.match_fields
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredTerm:
+    weight: int
+    preference: SelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAffinity:
+    required: tuple[SelectorTerm, ...] | None = None
+    """``requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`` (ORed);
+    ``None`` when the pod states no requirement."""
+    preferred: tuple[PreferredTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port bound on the host; ``0.0.0.0`` and TCP when unspecified."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """What the scheduler reads from a Pod.
+
+    ``requests`` is the effective request the Filter compares with free resources
+    (containers, init containers, sidecars, overhead; no defaults for missing values).
+    ``nonzero_cpu``/``nonzero_memory`` are the same with kube-scheduler's defaults for
+    containers that omit them, which is what the scoring strategies use.
+    """
+
+    namespace: str
+    name: str
+    uid: str = ""
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    node_name: str = ""
+    nominated_node_name: str = ""
+    priority: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: NodeAffinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    scheduling_gates: tuple[str, ...] = ()
+    requests: Mapping[str, int] = field(default_factory=dict)
+    nonzero_cpu: int = 0
+    nonzero_memory: int = 0
+    host_ports: tuple[HostPort, ...] = ()
+    images: tuple[str, ...] = ()
+    """Normalized image names of init containers then containers."""
+    container_count: int = 0
+    """Init containers plus containers (ImageLocality's threshold scales with it)."""
+    created: float = 0.0
+    """``metadata.creationTimestamp`` as Unix seconds (queue order among equals)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeImage:
+    names: tuple[str, ...]
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """What the scheduler reads from a Node."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    allocatable: Mapping[str, int] = field(default_factory=dict)
+    """``status.allocatable`` in base units (milli-CPU for cpu)."""
+    images: tuple[NodeImage, ...] = ()
+    conditions: Mapping[str, str] = field(default_factory=dict)
+    """Condition type to status (``"True"``, ``"False"``, ``"Unknown"``)."""
+
+
+def is_extended_resource(name: str) -> bool:
+    """A vendor resource (``example.com/gpu``): has a domain that is not kubernetes.io."""
+    if "/" not in name or name.startswith("requests."):
+        return False
+    domain = name.split("/", 1)[0]
+    return not (domain == "kubernetes.io" or domain.endswith(".kubernetes.io"))
+
+
+def is_scalar_resource(name: str) -> bool:
+    """Anything beyond cpu, memory, ephemeral-storage and pods (extended, hugepages...)."""
+    return name not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)

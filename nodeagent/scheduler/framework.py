@@ -1,0 +1,565 @@
+"""The scheduling framework: extension points, cycle state, and the plugin runtime.
+
+One Protocol per extension point, in kube-scheduler's order and with its semantics
+(reference §1). A plugin implements only the points it needs; the framework finds them
+by structural checks when it builds a profile.
+
+The one departure from kube-scheduler's interfaces is for speed and changes no result:
+Filter and Score take an *array of node indices* into a
+:class:`~nodeagent.scheduler.snapshot.ClusterSnapshot` and answer for all of them at once
+(a mask, an int64 score array). Each Filter plugin also keeps the per-node form,
+:meth:`FilterPlugin.filter_node`, which returns the full :class:`~api.Status` with
+kube-scheduler's reasons; the framework calls it only to explain a rejection, and the
+tests check that both forms agree.
+
+Contracts:
+
+* Filter plugins run in configured order and a node stops at its first rejection.
+* A plugin whose PreFilter returned Skip has its Filter skipped this cycle; likewise
+  PreScore/Score.
+* Scores after NormalizeScore must lie in ``[0, 100]``; they are multiplied by the
+  plugin's weight and summed.
+* Unreserve runs in reverse order and must be idempotent.
+* Plugin instances live as long as their profile: per-pod data goes into the
+  :class:`CycleState`, never into the plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+from pydantic import BaseModel
+
+from nodeagent.errors import ConfigError
+from nodeagent.scheduler import api, config
+from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
+
+T = TypeVar("T")
+
+
+class PluginError(Exception):
+    """A plugin could not do its work (not a verdict on the pod): the cycle errors."""
+
+
+class CycleState:
+    """Per-pod scratch space shared by the plugins of one scheduling cycle."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, object] = {}
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+    def write(self, key: str, value: object) -> None:
+        self._data[key] = value
+
+    def read(self, key: str, kind: type[T]) -> T | None:
+        value = self._data.get(key)
+        return value if isinstance(value, kind) else None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedPod:
+    """A pod waiting in the queue: when it (re)entered and in which order."""
+
+    pod: api.Pod
+    timestamp: float
+    sequence: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """The only nodes worth filtering (``None`` as a result means all of them)."""
+
+    node_names: frozenset[str]
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        return self if other is None else PreFilterResult(self.node_names & other.node_names)
+
+
+class Binder(Protocol):
+    """Writes the binding (live: a ``pods/binding`` POST; offline: a record)."""
+
+    def bind(self, pod: api.Pod, node_name: str) -> api.Status: ...
+
+
+class RecordingBinder:
+    """The offline binder: remembers bindings, never fails."""
+
+    def __init__(self) -> None:
+        self.bindings: dict[str, str] = {}
+
+    def bind(self, pod: api.Pod, node_name: str) -> api.Status:
+        self.bindings[pod.key] = node_name
+        return api.SUCCESS
+
+
+@dataclass(slots=True)
+class Handle:
+    """What plugins may use besides the pod and snapshot they are handed."""
+
+    now: float = 0.0
+    """Wall-clock Unix seconds of this plan (freshness of published node data)."""
+    binder: Binder = field(default_factory=RecordingBinder)
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Protocol):
+    name: str
+
+    def pre_enqueue(self, pod: api.Pod) -> api.Status: ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Protocol):
+    name: str
+
+    def less(self, a: QueuedPod, b: QueuedPod) -> bool: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    name: str
+
+    def pre_filter(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
+    ) -> tuple[PreFilterResult | None, api.Status]: ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    name: str
+
+    def filter(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Which of ``nodes`` pass; must agree with :meth:`filter_node` on every node."""
+        ...
+
+    def filter_node(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, node: int
+    ) -> api.Status:
+        """The verdict on one node, with kube-scheduler's code and reasons."""
+        ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    name: str
+
+    def post_filter(
+        self,
+        state: CycleState,
+        pod: api.Pod,
+        snapshot: ClusterSnapshot,
+        statuses: Mapping[int, api.Status],
+    ) -> tuple[str | None, api.Status]:
+        """Runs when no node is feasible; may nominate a node (preemption)."""
+        ...
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    name: str
+
+    def pre_score(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> api.Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    name: str
+
+    def score(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Int64s: ...
+
+
+@runtime_checkable
+class ScoreNormalizer(Protocol):
+    """kube-scheduler's ScoreExtensions: rescale one plugin's scores over all nodes."""
+
+    def normalize_score(self, state: CycleState, pod: api.Pod, scores: Int64s) -> Int64s: ...
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    name: str
+
+    def reserve(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status: ...
+
+    def unreserve(self, state: CycleState, pod: api.Pod, node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Protocol):
+    name: str
+
+    def permit(
+        self, state: CycleState, pod: api.Pod, node_name: str
+    ) -> tuple[api.Status, float]: ...
+
+
+@runtime_checkable
+class PreBindPlugin(Protocol):
+    name: str
+
+    def pre_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status: ...
+
+
+@runtime_checkable
+class BindPlugin(Protocol):
+    name: str
+
+    def bind(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status: ...
+
+
+@runtime_checkable
+class PostBindPlugin(Protocol):
+    name: str
+
+    def post_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> None: ...
+
+
+EXTENSION_PROTOCOLS: Mapping[config.ExtensionPoint, type] = {
+    config.ExtensionPoint.PRE_ENQUEUE: PreEnqueuePlugin,
+    config.ExtensionPoint.QUEUE_SORT: QueueSortPlugin,
+    config.ExtensionPoint.PRE_FILTER: PreFilterPlugin,
+    config.ExtensionPoint.FILTER: FilterPlugin,
+    config.ExtensionPoint.POST_FILTER: PostFilterPlugin,
+    config.ExtensionPoint.PRE_SCORE: PreScorePlugin,
+    config.ExtensionPoint.SCORE: ScorePlugin,
+    config.ExtensionPoint.RESERVE: ReservePlugin,
+    config.ExtensionPoint.PERMIT: PermitPlugin,
+    config.ExtensionPoint.PRE_BIND: PreBindPlugin,
+    config.ExtensionPoint.BIND: BindPlugin,
+    config.ExtensionPoint.POST_BIND: PostBindPlugin,
+}
+
+Factory = Callable[[Any, Handle], object]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    """How to build a plugin, and the model of its ``pluginConfig`` args, if any."""
+
+    factory: Factory
+    args: type[BaseModel] | None = None
+
+
+Registry = Mapping[str, PluginSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginScores:
+    """One score plugin's scores over the scored nodes, at each stage."""
+
+    plugin: str
+    raw: Int64s
+    normalized: Int64s
+    weighted: Int64s
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreOutcome:
+    totals: Int64s
+    plugins: tuple[PluginScores, ...]
+    status: api.Status = api.SUCCESS
+
+
+MAX_TOTAL_SCORE = 2**63 - 1
+
+
+class Framework:
+    """One profile's plugins, instantiated and ordered per extension point."""
+
+    def __init__(
+        self, profile: config.Profile, registry: Registry, handle: Handle | None = None
+    ) -> None:
+        self.profile = profile
+        self.handle = handle or Handle()
+        where = f"profiles[{profile.index}] (schedulerName {profile.scheduler_name!r})"
+        self._where = where
+        self.plugins: dict[str, object] = {}
+        for name in profile.needed_plugins():
+            spec = registry.get(name)
+            if spec is None:
+                raise ConfigError(f"{where}: {config.unknown_plugin_message(name, registry)}")
+            args = profile.plugin_args.get(name)
+            if args is None and spec.args is not None:
+                args = spec.args()
+            self.plugins[name] = spec.factory(args, self.handle)
+
+        lists: dict[config.ExtensionPoint, list[str]] = {}
+        for point in config.ExtensionPoint:
+            lists[point] = self._explicit(point)
+        if profile.plugins.multi_point.enabled:
+            for point in config.ExtensionPoint:
+                lists[point] = self._expand_multi_point(point, lists[point])
+
+        def instances(point: config.ExtensionPoint) -> list[Any]:
+            return [self.plugins[name] for name in lists[point]]
+
+        self.pre_enqueue: list[PreEnqueuePlugin] = instances(config.ExtensionPoint.PRE_ENQUEUE)
+        self.queue_sort: list[QueueSortPlugin] = instances(config.ExtensionPoint.QUEUE_SORT)
+        self.pre_filter: list[PreFilterPlugin] = instances(config.ExtensionPoint.PRE_FILTER)
+        self.filter: list[FilterPlugin] = instances(config.ExtensionPoint.FILTER)
+        self.post_filter: list[PostFilterPlugin] = instances(config.ExtensionPoint.POST_FILTER)
+        self.pre_score: list[PreScorePlugin] = instances(config.ExtensionPoint.PRE_SCORE)
+        self.score: list[ScorePlugin] = instances(config.ExtensionPoint.SCORE)
+        self.reserve: list[ReservePlugin] = instances(config.ExtensionPoint.RESERVE)
+        self.permit: list[PermitPlugin] = instances(config.ExtensionPoint.PERMIT)
+        self.pre_bind: list[PreBindPlugin] = instances(config.ExtensionPoint.PRE_BIND)
+        self.bind: list[BindPlugin] = instances(config.ExtensionPoint.BIND)
+        self.post_bind: list[PostBindPlugin] = instances(config.ExtensionPoint.POST_BIND)
+
+        if len(self.queue_sort) != 1:
+            raise ConfigError(
+                f"{where}: exactly one queueSort plugin is required, got {len(self.queue_sort)}"
+                f" ({', '.join(p.name for p in self.queue_sort) or 'none'})"
+            )
+        if not self.bind:
+            raise ConfigError(f"{where}: at least one bind plugin is required")
+        self.weights = self._score_weights()
+
+    @property
+    def scheduler_name(self) -> str:
+        return self.profile.scheduler_name
+
+    @property
+    def percentage_of_nodes_to_score(self) -> int | None:
+        return self.profile.percentage_of_nodes_to_score
+
+    def _implements(self, name: str, point: config.ExtensionPoint) -> bool:
+        return isinstance(self.plugins[name], EXTENSION_PROTOCOLS[point])
+
+    def _explicit(self, point: config.ExtensionPoint) -> list[str]:
+        names: list[str] = []
+        for i, ref in enumerate(self.profile.plugins.for_point(point).enabled):
+            if not self._implements(ref.name, point):
+                raise ConfigError(
+                    f"{self._where}: plugins.{point}.enabled[{i}]: plugin {ref.name!r} does not"
+                    f" extend the {point} extension point"
+                )
+            if ref.name in names:
+                raise ConfigError(
+                    f"{self._where}: plugins.{point}.enabled[{i}]: plugin {ref.name!r} is"
+                    f" already enabled for {point}"
+                )
+            names.append(ref.name)
+        return names
+
+    def _expand_multi_point(self, point: config.ExtensionPoint, explicit: list[str]) -> list[str]:
+        """kube-scheduler's MultiPoint expansion: plugins named at the point itself come
+        first (overrides keep their place), then MultiPoint ones, then the rest."""
+        disabled = {ref.name for ref in self.profile.plugins.for_point(point).disabled}
+        if "*" in disabled:
+            return explicit
+        overrides: list[str] = []
+        multi: list[str] = []
+        for i, ref in enumerate(self.profile.plugins.multi_point.enabled):
+            if not self._implements(ref.name, point) or ref.name in disabled:
+                continue
+            if ref.name in explicit:
+                overrides.append(ref.name)
+                continue
+            if ref.name in multi:
+                raise ConfigError(
+                    f"{self._where}: plugins.multiPoint.enabled[{i}]: plugin {ref.name!r} is"
+                    f" already enabled for {point}"
+                )
+            multi.append(ref.name)
+        ordered = list(dict.fromkeys([*overrides, *multi, *explicit]))
+        return ordered
+
+    def _score_weights(self) -> dict[str, int]:
+        weights: dict[str, int] = {}
+        total = 0
+        refs = [*self.profile.plugins.score.enabled, *self.profile.plugins.multi_point.enabled]
+        for ref in refs:
+            if ref.name in weights or not self._implements(ref.name, config.ExtensionPoint.SCORE):
+                continue
+            weight = ref.weight or 1
+            if weight * api.MAX_NODE_SCORE > MAX_TOTAL_SCORE - total:
+                raise ConfigError(f"{self._where}: total score of Score plugins could overflow")
+            weights[ref.name] = weight
+            total += weight * api.MAX_NODE_SCORE
+        return weights
+
+    # --- running the extension points -------------------------------------------------
+
+    def less(self, a: QueuedPod, b: QueuedPod) -> bool:
+        return self.queue_sort[0].less(a, b)
+
+    def run_pre_enqueue(self, pod: api.Pod) -> api.Status:
+        for plugin in self.pre_enqueue:
+            status = plugin.pre_enqueue(pod)
+            if not status.is_success:
+                return status.with_plugin(plugin.name)
+        return api.SUCCESS
+
+    def run_pre_filter(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
+    ) -> tuple[PreFilterResult | None, api.Status, tuple[str, ...]]:
+        """The merged node-name restriction, the status, and the restricting plugins."""
+        result: PreFilterResult | None = None
+        restricting: list[str] = []
+        for plugin in self.pre_filter:
+            partial, status = plugin.pre_filter(state, pod, snapshot)
+            if status.is_skip:
+                state.skip_filter.add(plugin.name)
+                continue
+            if not status.is_success:
+                if status.is_rejection:
+                    return None, status.with_plugin(plugin.name), tuple(restricting)
+                message = f"running PreFilter plugin {plugin.name!r}: {status.message}"
+                return None, api.error(message).with_plugin(plugin.name), ()
+            if partial is not None:
+                restricting.append(plugin.name)
+                result = partial.merge(result)
+                if not result.node_names:
+                    if len(restricting) == 1:
+                        message = f"node(s) didn't satisfy plugin {restricting[0]}"
+                    else:
+                        message = (
+                            f"node(s) didn't satisfy plugin(s) [{' '.join(restricting)}]"
+                            " simultaneously"
+                        )
+                    status = api.unschedulable(message, unresolvable=True)
+                    return result, status, tuple(restricting)
+        return result, api.SUCCESS, tuple(restricting)
+
+    def active_filters(self, state: CycleState) -> list[FilterPlugin]:
+        return [p for p in self.filter if p.name not in state.skip_filter]
+
+    def run_filter_node(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, node: int
+    ) -> api.Status:
+        """Per-node Filter, stopping at the first rejection (used to explain)."""
+        for plugin in self.active_filters(state):
+            status = plugin.filter_node(state, pod, snapshot, node)
+            if not status.is_success:
+                return status.with_plugin(plugin.name)
+        return api.SUCCESS
+
+    def run_post_filter(
+        self,
+        state: CycleState,
+        pod: api.Pod,
+        snapshot: ClusterSnapshot,
+        statuses: Mapping[int, api.Status],
+    ) -> tuple[str | None, api.Status]:
+        last = api.unschedulable()
+        for plugin in self.post_filter:
+            nominated, status = plugin.post_filter(state, pod, snapshot, statuses)
+            if status.is_success:
+                return nominated, status
+            if not status.is_rejection:
+                return None, status.with_plugin(plugin.name)
+            last = status.with_plugin(plugin.name)
+        return None, last
+
+    def run_pre_score(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> api.Status:
+        for plugin in self.pre_score:
+            status = plugin.pre_score(state, pod, snapshot, nodes)
+            if status.is_skip:
+                state.skip_score.add(plugin.name)
+            elif not status.is_success:
+                message = f"running PreScore plugin {plugin.name!r}: {status.message}"
+                return api.error(message).with_plugin(plugin.name)
+        return api.SUCCESS
+
+    def run_score(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> ScoreOutcome:
+        totals = np.zeros(len(nodes), dtype=np.int64)
+        details: list[PluginScores] = []
+        for plugin in self.score:
+            if plugin.name in state.skip_score:
+                continue
+            raw = np.asarray(plugin.score(state, pod, snapshot, nodes), dtype=np.int64)
+            normalized = raw
+            if isinstance(plugin, ScoreNormalizer):
+                normalized = plugin.normalize_score(state, pod, raw.copy())
+            if normalized.size and (
+                normalized.min() < api.MIN_NODE_SCORE or normalized.max() > api.MAX_NODE_SCORE
+            ):
+                bad = normalized[(normalized < 0) | (normalized > api.MAX_NODE_SCORE)][0]
+                message = (
+                    f"plugin {plugin.name!r} returns an invalid score {bad}, it should be in"
+                    f" the range of [{api.MIN_NODE_SCORE}, {api.MAX_NODE_SCORE}] after"
+                    " normalizing"
+                )
+                return ScoreOutcome(totals, tuple(details), api.error(message))
+            weighted = normalized * self.weights[plugin.name]
+            totals += weighted
+            details.append(PluginScores(plugin.name, raw, normalized, weighted))
+        return ScoreOutcome(totals, tuple(details))
+
+    def has_score_plugins(self) -> bool:
+        return bool(self.score)
+
+    def run_reserve(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
+        for plugin in self.reserve:
+            status = plugin.reserve(state, pod, node_name)
+            if not status.is_success:
+                return status.with_plugin(plugin.name)
+        return api.SUCCESS
+
+    def run_unreserve(self, state: CycleState, pod: api.Pod, node_name: str) -> None:
+        for plugin in reversed(self.reserve):
+            plugin.unreserve(state, pod, node_name)
+
+    def run_permit(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
+        for plugin in self.permit:
+            status, _timeout = plugin.permit(state, pod, node_name)
+            if status.code is api.Code.WAIT:
+                # Offline there is nobody to allow a waiting pod: report it, don't hang.
+                reason = f"pod is waiting at Permit plugin {plugin.name}"
+                return api.unschedulable(reason).with_plugin(plugin.name)
+            if not status.is_success:
+                return status.with_plugin(plugin.name)
+        return api.SUCCESS
+
+    def run_pre_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
+        for plugin in self.pre_bind:
+            status = plugin.pre_bind(state, pod, node_name)
+            if not status.is_success:
+                return status.with_plugin(plugin.name)
+        return api.SUCCESS
+
+    def run_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
+        for plugin in self.bind:
+            status = plugin.bind(state, pod, node_name)
+            if status.is_skip:
+                continue
+            return status if status.is_success else status.with_plugin(plugin.name)
+        return api.error("no bind plugin bound the pod")
+
+    def run_post_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> None:
+        for plugin in self.post_bind:
+            plugin.post_bind(state, pod, node_name)
+
+
+def build_frameworks(
+    configuration: config.SchedulerConfiguration,
+    registry: Registry,
+    handle: Handle | None = None,
+) -> dict[str, Framework]:
+    """One framework per profile, keyed by scheduler name; all must sort the queue alike."""
+    shared = handle or Handle()
+    frameworks = {
+        profile.scheduler_name: Framework(profile, registry, shared)
+        for profile in configuration.profiles
+    }
+    sorts: Sequence[str] = sorted({fw.queue_sort[0].name for fw in frameworks.values()})
+    if len(sorts) > 1:
+        raise ConfigError(
+            f"profiles: queueSort must be the same for all profiles, got {', '.join(sorts)}"
+        )
+    return frameworks

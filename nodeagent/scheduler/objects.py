@@ -1,0 +1,401 @@
+"""Kubernetes objects (as ``kubectl get -o yaml|json`` prints them) to scheduler values.
+
+Accepted input: a ``List`` (or ``NodeList``/``PodList``...) with ``items``, several YAML
+documents, or a single object; JSON is YAML. Nodes and Pods are required reading,
+PriorityClasses resolve ``priorityClassName`` and PodDisruptionBudgets are kept for
+preemption; other kinds are skipped.
+
+What the API server would have defaulted is defaulted here too, so hand-written
+fixtures behave like listed objects: a container request missing but a limit present
+takes the limit; a Node without ``status.allocatable`` uses ``status.capacity``; a pod
+without ``spec.priority`` takes its PriorityClass (or the global default) value.
+
+Bad input raises :class:`~nodeagent.errors.ConfigError` naming the object, the field
+path, the value and what was expected.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import yaml
+from kubernetes.utils import quantity
+
+from nodeagent.errors import ConfigError
+from nodeagent.scheduler import api, resources
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    namespace: str
+    name: str
+    selector: Mapping[str, Any]
+    disruptions_allowed: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterObjects:
+    """Everything read from a cluster file, in input order."""
+
+    nodes: tuple[api.Node, ...]
+    pods: tuple[api.Pod, ...]
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+    disruption_budgets: tuple[DisruptionBudget, ...] = ()
+
+    def bound_pods(self) -> Iterator[api.Pod]:
+        return (pod for pod in self.pods if pod.node_name)
+
+
+class FieldPath:
+    """A field path for error messages: ``Pod default/web: spec.containers[0]...``."""
+
+    def __init__(self, what: str, path: str = "") -> None:
+        self.what = what
+        self.path = path
+
+    def __truediv__(self, part: str | int) -> FieldPath:
+        if isinstance(part, int):
+            return FieldPath(self.what, f"{self.path}[{part}]")
+        return FieldPath(self.what, f"{self.path}.{part}" if self.path else part)
+
+    def fail(self, value: object, expected: str) -> ConfigError:
+        return ConfigError(f"{self.what}: {self.path} = {value!r}: {expected}", field=self.path)
+
+
+def _mapping(value: Any, where: FieldPath) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise where.fail(value, "expected a mapping")
+    return value
+
+
+def _sequence(value: Any, where: FieldPath) -> Sequence[Any]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise where.fail(value, "expected a list")
+    return value
+
+
+def _string_map(value: Any, where: FieldPath) -> dict[str, str]:
+    return {str(k): "" if v is None else str(v) for k, v in _mapping(value, where).items()}
+
+
+def parse_quantity(name: str, value: Any, where: FieldPath) -> int:
+    """A quantity in base units, rounded up as the API does (cpu in milli-CPU)."""
+    try:
+        amount: Decimal = quantity.parse_quantity(value)  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, InvalidOperation) as exc:
+        raise where.fail(value, "expected a Kubernetes quantity such as 500m, 2, 1Gi") from exc
+    if name == api.CPU:
+        amount *= 1000
+    return math.ceil(amount)
+
+
+def parse_resource_list(value: Any, where: FieldPath) -> dict[str, int]:
+    return {
+        str(name): parse_quantity(str(name), amount, where / str(name))
+        for name, amount in _mapping(value, where).items()
+    }
+
+
+def _timestamp(value: Any, where: FieldPath) -> float:
+    if value is None or value == "":
+        return 0.0
+    if isinstance(value, datetime):  # YAML may already have parsed it
+        return value.timestamp()
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError as exc:
+        raise where.fail(value, "expected an RFC 3339 time such as 2024-05-01T10:00:00Z") from exc
+
+
+def _int(value: Any, where: FieldPath) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise where.fail(value, "expected an integer")
+    return value
+
+
+def normalized_image_name(name: str) -> str:
+    """kube-scheduler's image key: a name without a tag gets ``:latest``."""
+    return name + ":latest" if name.rfind(":") <= name.rfind("/") else name
+
+
+def _requirements(value: Any, where: FieldPath) -> tuple[api.Requirement, ...]:
+    out = []
+    for i, raw in enumerate(_sequence(value, where)):
+        item = _mapping(raw, where / i)
+        values = tuple(str(v) for v in _sequence(item.get("values"), where / i / "values"))
+        out.append(api.Requirement(str(item.get("key", "")), str(item.get("operator", "")), values))
+    return tuple(out)
+
+
+def parse_selector_term(value: Any, where: FieldPath) -> api.SelectorTerm:
+    term = _mapping(value, where)
+    return api.SelectorTerm(
+        _requirements(term.get("matchExpressions"), where / "matchExpressions"),
+        _requirements(term.get("matchFields"), where / "matchFields"),
+    )
+
+
+def parse_node_affinity(value: Any, where: FieldPath) -> api.NodeAffinity | None:
+    """A ``NodeAffinity`` object (the pod's, or a plugin's ``addedAffinity``)."""
+    if value is None:
+        return None
+    affinity = _mapping(value, where)
+    required_raw = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = None
+    if required_raw is not None:
+        rwhere = where / "requiredDuringSchedulingIgnoredDuringExecution" / "nodeSelectorTerms"
+        terms = _mapping(required_raw, rwhere).get("nodeSelectorTerms")
+        required = tuple(
+            parse_selector_term(t, rwhere / i) for i, t in enumerate(_sequence(terms, rwhere))
+        )
+    preferred = []
+    pwhere = where / "preferredDuringSchedulingIgnoredDuringExecution"
+    for i, raw in enumerate(
+        _sequence(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pwhere)
+    ):
+        item = _mapping(raw, pwhere / i)
+        weight = _int(item.get("weight", 0), pwhere / i / "weight")
+        term = parse_selector_term(item.get("preference"), pwhere / i / "preference")
+        preferred.append(api.PreferredTerm(weight, term))
+    return api.NodeAffinity(required, tuple(preferred))
+
+
+def parse_tolerations(value: Any, where: FieldPath) -> tuple[api.Toleration, ...]:
+    out = []
+    for i, raw in enumerate(_sequence(value, where)):
+        item = _mapping(raw, where / i)
+        out.append(
+            api.Toleration(
+                key=str(item.get("key") or ""),
+                operator=str(item.get("operator") or "Equal"),
+                value=str(item.get("value") or ""),
+                effect=str(item.get("effect") or ""),
+            )
+        )
+    return tuple(out)
+
+
+def _container_requests(
+    container: Mapping[str, Any], where: FieldPath, *, init: bool
+) -> resources.ContainerRequests:
+    res = _mapping(container.get("resources"), where / "resources")
+    requests = parse_resource_list(res.get("requests"), where / "resources" / "requests")
+    limits = parse_resource_list(res.get("limits"), where / "resources" / "limits")
+    for name, amount in limits.items():  # API defaulting: requests default to limits
+        requests.setdefault(name, amount)
+    sidecar = init and container.get("restartPolicy") == "Always"
+    return resources.ContainerRequests(requests, sidecar)
+
+
+def _host_ports(container: Mapping[str, Any], where: FieldPath) -> list[api.HostPort]:
+    out = []
+    for i, raw in enumerate(_sequence(container.get("ports"), where / "ports")):
+        port = _mapping(raw, where / "ports" / i)
+        host_port = port.get("hostPort") or 0
+        if _int(host_port, where / "ports" / i / "hostPort") > 0:
+            out.append(
+                api.HostPort(
+                    host_port,
+                    str(port.get("protocol") or "TCP"),
+                    str(port.get("hostIP") or "0.0.0.0"),
+                )
+            )
+    return out
+
+
+def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> api.Pod:
+    meta = _mapping(obj.get("metadata"), FieldPath("Pod", "metadata"))
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name") or "")
+    where = FieldPath(f"Pod {namespace}/{name}")
+    if not name:
+        raise (where / "metadata" / "name").fail(name, "a pod needs a name")
+    spec = _mapping(obj.get("spec"), where / "spec")
+    status = _mapping(obj.get("status"), where / "status")
+    swhere = where / "spec"
+
+    containers, init_containers = [], []
+    images: list[str] = []
+    ports: list[api.HostPort] = []
+    raw_init = _sequence(spec.get("initContainers"), swhere / "initContainers")
+    raw_containers = _sequence(spec.get("containers"), swhere / "containers")
+    for i, raw in enumerate(raw_init):
+        c = _mapping(raw, swhere / "initContainers" / i)
+        init_containers.append(_container_requests(c, swhere / "initContainers" / i, init=True))
+        images.append(normalized_image_name(str(c.get("image") or "")))
+    for i, raw in enumerate(raw_containers):
+        c = _mapping(raw, swhere / "containers" / i)
+        containers.append(_container_requests(c, swhere / "containers" / i, init=False))
+        images.append(normalized_image_name(str(c.get("image") or "")))
+        ports.extend(_host_ports(c, swhere / "containers" / i))
+    overhead = parse_resource_list(spec.get("overhead"), swhere / "overhead")
+    pod_level_raw = _mapping(spec.get("resources"), swhere / "resources")
+    pod_level = parse_resource_list(pod_level_raw.get("requests"), swhere / "resources")
+    requests = resources.pod_requests(
+        containers, init_containers, overhead=overhead, pod_level=pod_level
+    )
+    nonzero = resources.pod_requests(
+        containers,
+        init_containers,
+        overhead=overhead,
+        pod_level=pod_level,
+        non_missing=resources.NON_ZERO_DEFAULTS if (containers or init_containers) else None,
+    )
+
+    priority = spec.get("priority")
+    if priority is None:
+        classes = priority_classes or {}
+        class_name = spec.get("priorityClassName")
+        if class_name:
+            if class_name not in classes:
+                raise (swhere / "priorityClassName").fail(
+                    class_name, "no PriorityClass of that name in the cluster file"
+                )
+            priority = classes[class_name]
+        else:
+            priority = classes.get("", 0)  # "" holds the globalDefault class's value
+    affinity = _mapping(spec.get("affinity"), swhere / "affinity")
+    gates = _sequence(spec.get("schedulingGates"), swhere / "schedulingGates")
+    return api.Pod(
+        namespace=namespace,
+        name=name,
+        uid=str(meta.get("uid") or f"{namespace}/{name}"),
+        scheduler_name=str(spec.get("schedulerName") or api.DEFAULT_SCHEDULER_NAME),
+        node_name=str(spec.get("nodeName") or ""),
+        nominated_node_name=str(status.get("nominatedNodeName") or ""),
+        priority=_int(priority, swhere / "priority"),
+        labels=_string_map(meta.get("labels"), where / "metadata" / "labels"),
+        node_selector=_string_map(spec.get("nodeSelector"), swhere / "nodeSelector"),
+        affinity=parse_node_affinity(affinity.get("nodeAffinity"), swhere / "affinity"),
+        tolerations=parse_tolerations(spec.get("tolerations"), swhere / "tolerations"),
+        scheduling_gates=tuple(
+            str(_mapping(g, swhere / "schedulingGates" / i).get("name", ""))
+            for i, g in enumerate(gates)
+        ),
+        requests=requests,
+        nonzero_cpu=nonzero.get(api.CPU, 0),
+        nonzero_memory=nonzero.get(api.MEMORY, 0),
+        host_ports=tuple(ports),
+        images=tuple(images),
+        container_count=len(raw_init) + len(raw_containers),
+        created=_timestamp(meta.get("creationTimestamp"), where / "metadata"),
+    )
+
+
+def parse_node(obj: Mapping[str, Any]) -> api.Node:
+    meta = _mapping(obj.get("metadata"), FieldPath("Node", "metadata"))
+    name = str(meta.get("name") or "")
+    where = FieldPath(f"Node {name}")
+    if not name:
+        raise (where / "metadata" / "name").fail(name, "a node needs a name")
+    spec = _mapping(obj.get("spec"), where / "spec")
+    status = _mapping(obj.get("status"), where / "status")
+    taints = []
+    for i, raw in enumerate(_sequence(spec.get("taints"), where / "spec" / "taints")):
+        taint = _mapping(raw, where / "spec" / "taints" / i)
+        effect = str(taint.get("effect") or "")
+        if effect not in set(api.TaintEffect):
+            raise (where / "spec" / "taints" / i / "effect").fail(
+                effect, f"expected one of {', '.join(api.TaintEffect)}"
+            )
+        taints.append(api.Taint(str(taint.get("key") or ""), effect, str(taint.get("value") or "")))
+    allocatable_raw = status.get("allocatable")
+    if allocatable_raw is None:
+        allocatable_raw = status.get("capacity")
+    images = []
+    for i, raw in enumerate(_sequence(status.get("images"), where / "status" / "images")):
+        image = _mapping(raw, where / "status" / "images" / i)
+        names = tuple(str(n) for n in _sequence(image.get("names"), where / "status" / "images"))
+        size = _int(image.get("sizeBytes", 0), where / "status" / "images" / i / "sizeBytes")
+        images.append(api.NodeImage(names, size))
+    conditions = {}
+    for i, raw in enumerate(_sequence(status.get("conditions"), where / "status" / "conditions")):
+        condition = _mapping(raw, where / "status" / "conditions" / i)
+        conditions[str(condition.get("type", ""))] = str(condition.get("status", "Unknown"))
+    return api.Node(
+        name=name,
+        labels=_string_map(meta.get("labels"), where / "metadata" / "labels"),
+        annotations=_string_map(meta.get("annotations"), where / "metadata" / "annotations"),
+        taints=tuple(taints),
+        unschedulable=bool(spec.get("unschedulable", False)),
+        allocatable=parse_resource_list(allocatable_raw, where / "status" / "allocatable"),
+        images=tuple(images),
+        conditions=conditions,
+    )
+
+
+def _flatten(documents: Sequence[Any], source: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for d, document in enumerate(documents):
+        if document is None:
+            continue
+        if not isinstance(document, Mapping):
+            raise ConfigError(f"{source}: document {d}: expected a Kubernetes object")
+        if "items" in document and str(document.get("kind", "List")).endswith("List"):
+            for i, item in enumerate(_sequence(document["items"], FieldPath(source, "items"))):
+                if not isinstance(item, Mapping):
+                    raise ConfigError(f"{source}: items[{i}]: expected a Kubernetes object")
+                yield str(item.get("kind") or document["kind"].removesuffix("List")), item
+        else:
+            yield str(document.get("kind", "")), document
+
+
+def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObjects:
+    """Nodes, pods, PriorityClasses and PDBs from already-decoded documents."""
+    flat = list(_flatten(objects, source))
+    classes: dict[str, int] = {}
+    for kind, obj in flat:
+        if kind == "PriorityClass":
+            meta = _mapping(obj.get("metadata"), FieldPath("PriorityClass", "metadata"))
+            where = FieldPath(f"PriorityClass {meta.get('name')}")
+            value = _int(obj.get("value"), where / "value")
+            classes[str(meta.get("name"))] = value
+            if obj.get("globalDefault"):
+                classes[""] = value
+    nodes: list[api.Node] = []
+    pods: list[api.Pod] = []
+    budgets: list[DisruptionBudget] = []
+    for kind, obj in flat:
+        if kind == "Node":
+            nodes.append(parse_node(obj))
+        elif kind == "Pod":
+            phase = _mapping(obj.get("status"), FieldPath("Pod", "status")).get("phase")
+            if phase not in TERMINAL_PHASES:  # the scheduler never sees finished pods
+                pods.append(parse_pod(obj, classes))
+        elif kind == "PodDisruptionBudget":
+            meta = _mapping(obj.get("metadata"), FieldPath("PodDisruptionBudget", "metadata"))
+            spec = _mapping(obj.get("spec"), FieldPath("PodDisruptionBudget", "spec"))
+            status = _mapping(obj.get("status"), FieldPath("PodDisruptionBudget", "status"))
+            budgets.append(
+                DisruptionBudget(
+                    str(meta.get("namespace") or "default"),
+                    str(meta.get("name") or ""),
+                    _mapping(spec.get("selector"), FieldPath("PodDisruptionBudget", "selector")),
+                    int(status.get("disruptionsAllowed") or 0),
+                )
+            )
+    names = [node.name for node in nodes]
+    if len(set(names)) != len(names):
+        duplicate = next(n for n in names if names.count(n) > 1)
+        raise ConfigError(f"{source}: Node {duplicate} appears more than once")
+    return ClusterObjects(tuple(nodes), tuple(pods), classes, tuple(budgets))
+
+
+def load_cluster(text: str, source: str = "cluster") -> ClusterObjects:
+    """Parse a cluster file's text (YAML, multi-document YAML or JSON)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        documents = list(yaml.load_all(text, Loader=loader))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML or JSON: {exc}") from exc
+    return read_cluster(documents, source)

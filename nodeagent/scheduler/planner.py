@@ -1,0 +1,200 @@
+"""The offline planner behind ``nodeagent schedule``: where would the pending pods go?
+
+Given a cluster snapshot (Nodes and Pods as listed by ``kubectl``) and a scheduler
+configuration, the planner schedules every pending pod - no ``spec.nodeName``, not
+finished, and a ``schedulerName`` that has a profile - in queue order (the profile's
+QueueSort: PrioritySort by default; creation time, then input order, among equals), one
+at a time, each placement consuming resources in the snapshot like kube-scheduler's
+assume. Gated pods are reported as such and never attempted.
+
+A single pass is exact for this plugin set: placing a pod only adds usage, so a pod that
+did not fit earlier cannot fit later (that changes with preemption, a later issue).
+
+With ``explain``, every placement carries the per-node verdicts: rejected nodes with
+kube-scheduler's reasons, feasible nodes with each score plugin's raw, normalized and
+weighted score.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from nodeagent.scheduler import api, config, framework, objects, registry, scheduling
+from nodeagent.scheduler.snapshot import ClusterSnapshot
+
+
+class Outcome(StrEnum):
+    SCHEDULED = "Scheduled"
+    UNSCHEDULABLE = "Unschedulable"
+    GATED = "Gated"
+    ERROR = "Error"
+    """A plugin failed (not a verdict on the pod)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PluginScore:
+    score: int
+    normalized: int
+    weighted: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVerdict:
+    evaluated: bool
+    feasible: bool
+    score: int | None = None
+    plugins: Mapping[str, PluginScore] = field(default_factory=dict)
+    reasons: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"evaluated": self.evaluated, "feasible": self.feasible}
+        if self.score is not None:
+            out["score"] = self.score
+            out["plugins"] = {
+                name: {"score": s.score, "normalized": s.normalized, "weighted": s.weighted}
+                for name, s in self.plugins.items()
+            }
+        if self.reasons:
+            out["reasons"] = list(self.reasons)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    pod: str
+    node: str | None
+    status: Outcome
+    message: str = ""
+    nodes: Mapping[str, NodeVerdict] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"pod": self.pod, "node": self.node, "status": self.status.value}
+        if self.message:
+            out["message"] = self.message
+        if self.nodes is not None:
+            out["nodes"] = {name: verdict.to_dict() for name, verdict in self.nodes.items()}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    placements: tuple[Placement, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"placements": [p.to_dict() for p in self.placements]}
+
+
+def explain(result: scheduling.CycleResult) -> dict[str, NodeVerdict]:
+    """Per-node verdicts of one cycle, in node-tree order."""
+    snapshot = result.snapshot
+    verdicts: dict[str, NodeVerdict] = {}
+    scored: dict[int, int] = {}
+    if result.scored is not None:
+        scored = {int(node): i for i, node in enumerate(result.scored)}
+    feasible = set() if result.outcome is None else {int(n) for n in result.outcome.feasible}
+    rejected = result.rejected_by_node()
+    for index, name in enumerate(snapshot.names):
+        status = result.node_status(index)
+        if status is not None:
+            evaluated = result.prefilter_status.is_success and index in rejected
+            verdicts[name] = NodeVerdict(evaluated, False, reasons=status.reasons)
+        elif index in scored and result.scores is not None:
+            i = scored[index]
+            plugins = {
+                s.plugin: PluginScore(int(s.raw[i]), int(s.normalized[i]), int(s.weighted[i]))
+                for s in result.scores.plugins
+            }
+            verdicts[name] = NodeVerdict(True, True, int(result.scores.totals[i]), plugins)
+        elif index in feasible:
+            verdicts[name] = NodeVerdict(True, True)
+        else:
+            verdicts[name] = NodeVerdict(False, False)
+    return verdicts
+
+
+def _queue_order(fw: framework.Framework, pods: list[api.Pod]) -> list[api.Pod]:
+    queued = [framework.QueuedPod(pod, pod.created, i) for i, pod in enumerate(pods)]
+
+    def compare(a: framework.QueuedPod, b: framework.QueuedPod) -> int:
+        return -1 if fw.less(a, b) else (1 if fw.less(b, a) else 0)
+
+    return [q.pod for q in sorted(queued, key=functools.cmp_to_key(compare))]
+
+
+def plan(
+    cluster: objects.ClusterObjects,
+    configuration: config.SchedulerConfiguration,
+    *,
+    plugins: framework.Registry | None = None,
+    seed: int | None = None,
+    explain_nodes: bool = False,
+    now: float = 0.0,
+) -> Plan:
+    """Place ``cluster``'s pending pods; ``now`` (Unix seconds) dates published data."""
+    handle = framework.Handle(now=now)
+    frameworks = framework.build_frameworks(
+        configuration, plugins or registry.in_tree_registry(), handle
+    )
+    snapshot = ClusterSnapshot(cluster.nodes, cluster.bound_pods())
+    scheduler = scheduling.Scheduler(
+        frameworks,
+        snapshot,
+        percentage_of_nodes_to_score=configuration.percentage_of_nodes_to_score,
+        rng=random.Random(seed),
+    )
+    pending = [p for p in cluster.pods if not p.node_name and p.scheduler_name in frameworks]
+    ordered = _queue_order(next(iter(frameworks.values())), pending)
+    placements = []
+    for pod in ordered:
+        result = scheduler.schedule_one(pod)
+        placements.append(_placement(result, explain_nodes))
+    return Plan(tuple(placements))
+
+
+def _placement(result: scheduling.CycleResult, explain_nodes: bool) -> Placement:
+    pod = result.pod
+    if result.gated:
+        return Placement(pod.key, None, Outcome.GATED, result.status.message)
+    verdicts = explain(result) if explain_nodes else None
+    if result.node is not None:
+        return Placement(pod.key, result.node, Outcome.SCHEDULED, nodes=verdicts)
+    outcome = Outcome.UNSCHEDULABLE if result.status.is_rejection else Outcome.ERROR
+    return Placement(pod.key, None, outcome, result.status.message, verdicts)
+
+
+def render_table(result: Plan) -> str:
+    """Human-readable plan: one line per pod, then (with explain) one per node."""
+    rows = [("POD", "STATUS", "NODE", "DETAIL")]
+    rows.extend((p.pod, p.status.value, p.node or "-", p.message) for p in result.placements)
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = []
+    entries: list[Placement | None] = [None, *result.placements]
+    for row, placement in zip(rows, entries, strict=True):
+        lines.append(
+            "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+            + ("  " + row[3] if row[3] else "")
+        ).rstrip()
+        if placement is None or placement.nodes is None:
+            continue
+        ranked = sorted(
+            placement.nodes.items(),
+            key=lambda item: (not item[1].feasible, -(item[1].score or 0), item[0]),
+        )
+        for name, verdict in ranked:
+            marker = "*" if name == placement.node else " "
+            if verdict.feasible:
+                detail = "feasible"
+                if verdict.score is not None:
+                    parts = " ".join(f"{p}={s.weighted}" for p, s in verdict.plugins.items())
+                    detail = f"score={verdict.score}  {parts}"
+            elif verdict.reasons:
+                detail = "rejected: " + "; ".join(verdict.reasons)
+            else:
+                detail = "not evaluated"
+            lines.append(f"  {marker} {name}  {detail}")
+    return "\n".join(lines)

@@ -1,0 +1,105 @@
+"""NodeResourcesBalancedAllocation (PreScore, Score): prefer nodes whose resource
+fractions stay close together once the pod is placed (reference §6).
+
+Uses plain requests (no non-zero defaults). A pod that requests none of the configured
+resources is skipped (a best-effort pod would otherwise pile onto one node).
+Score: ``trunc((1 - std) * 100)`` over the fractions ``min(1, requested/allocatable)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from nodeagent.scheduler import api, config
+from nodeagent.scheduler.framework import CycleState, Handle
+from nodeagent.scheduler.plugins import resource_allocation as ra
+from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, NodeIndices
+
+NAME = "NodeResourcesBalancedAllocation"
+_PRE_SCORE_KEY = f"PreScore{NAME}"
+
+
+class ResourceSpec(config.ConfigModel):
+    name: str = Field(min_length=1)
+    weight: int = 0
+    """Accepted for compatibility; must be 1 (or 0, defaulted to 1): the formula is
+    unweighted."""
+
+
+class Args(config.ConfigModel):
+    """``NodeResourcesBalancedAllocationArgs``."""
+
+    resources: tuple[ResourceSpec, ...] = (
+        ResourceSpec(name=api.CPU, weight=1),
+        ResourceSpec(name=api.MEMORY, weight=1),
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Args:
+        seen: set[str] = set()
+        for i, resource in enumerate(self.resources):
+            if resource.name in seen:
+                raise ValueError(f"resources[{i}].name {resource.name!r}: duplicate")
+            seen.add(resource.name)
+            if resource.weight not in (0, 1):
+                raise ValueError(f"resources[{i}].weight {resource.weight}: must be 1")
+        return self
+
+
+class BalancedAllocation:
+    name = NAME
+
+    def __init__(self, args: Args) -> None:
+        specs = args.resources or Args().resources
+        self._resources = [spec.name for spec in specs]
+
+    def _pod_requests(self, pod: api.Pod) -> list[int]:
+        return [pod.requests.get(name, 0) for name in self._resources]
+
+    def pre_score(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> api.Status:
+        requests = self._pod_requests(pod)
+        if not any(requests):
+            return api.SKIP
+        state.write(_PRE_SCORE_KEY, requests)
+        return api.SUCCESS
+
+    def scoring_inputs(
+        self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> tuple[ra.Matrix, ra.Matrix, ra.Bools]:
+        rows = len(self._resources)
+        requested = np.zeros((rows, len(nodes)), dtype=np.int64)
+        allocatable = np.zeros((rows, len(nodes)), dtype=np.int64)
+        included = np.ones((rows, len(nodes)), dtype=bool)
+        for i, (name, amount) in enumerate(zip(self._resources, pod_requests, strict=True)):
+            if api.is_scalar_resource(name) and amount == 0:
+                included[i] = False
+                continue
+            row = snapshot.resource_row(name)
+            if row is None:
+                continue
+            allocatable[i] = snapshot.allocatable[row, nodes]
+            requested[i] = snapshot.requested[row, nodes] + amount
+        return requested, allocatable, included
+
+    def score(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Int64s:
+        requests = state.read(_PRE_SCORE_KEY, list) or self._pod_requests(pod)
+        return ra.balanced_allocation_vector(*self.scoring_inputs(requests, snapshot, nodes))
+
+    def score_node(self, pod: api.Pod, snapshot: ClusterSnapshot, node: int) -> int:
+        requested, allocatable, included = self.scoring_inputs(
+            self._pod_requests(pod), snapshot, np.array([node], dtype=np.intp)
+        )
+        return ra.balanced_allocation_score(
+            [int(v) for v in requested[:, 0]],
+            [int(v) for v in allocatable[:, 0]],
+            [bool(v) for v in included[:, 0]],
+        )
+
+
+def new(args: Args | None, handle: Handle) -> BalancedAllocation:
+    return BalancedAllocation(args or Args())

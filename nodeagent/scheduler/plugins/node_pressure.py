@@ -1,0 +1,227 @@
+"""NodePressure (Filter, Score): keep pods off nodes under pressure, and away from nodes
+heading there, using only what is on the Node object.
+
+What it reads (written by the nodeagent agent; a stock cluster has the kubelet's part):
+
+* taints: ``nodeagent.io/{memory,disk,pid}-pressure`` (``NoSchedule`` while hard or
+  grace-satisfied pressure holds) and the node lifecycle controller's
+  ``node.kubernetes.io/{memory,disk,pid}-pressure``;
+* conditions: ``NodeAgentMemoryPressure``/``NodeAgentDiskPressure``/``NodeAgentPIDPressure``
+  and the kubelet's ``MemoryPressure``/``DiskPressure``/``PIDPressure``;
+* the annotation ``nodeagent.io/pressure`` (:data:`nodeagent.model.PRESSURE_ANNOTATION`):
+  ``{"time": RFC 3339, "signals": {signal: {"available", "capacity", "threshold"}}}``.
+
+Filter: a node carrying one of those taints with effect ``NoSchedule``/``NoExecute`` that
+the pod does not tolerate is rejected, unresolvable, as "node(s) had memory pressure"
+(the wording of kube-scheduler's former pressure predicates).
+
+Score, per node, in this order:
+
+1. a pressure condition is ``True``: 0;
+2. a fresh, readable annotation: for each signal with capacity > 0,
+   ``headroom = (available - threshold) / capacity`` and
+   ``score = clamp(100 * headroom / fullScoreHeadroom, 0, 100)`` (integer arithmetic,
+   rounded down); the node's score is the lowest over its signals, so a node with plenty
+   of headroom everywhere scores 100 and one nearing any threshold falls towards 0;
+3. otherwise (no agent, stale or unreadable annotation): ``neutralScore`` (50), below a
+   node known to be healthy and above one known to be close to pressure.
+
+No normalization: the score is absolute, so it means the same on every cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+
+import numpy as np
+from pydantic import Field
+
+from nodeagent import model
+from nodeagent.scheduler import api, config
+from nodeagent.scheduler.framework import CycleState, Handle
+from nodeagent.scheduler.plugins import helpers
+from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
+
+NAME = "NodePressure"
+log = logging.getLogger(__name__)
+
+KUBELET_TAINT_KEYS: Mapping[model.Pressure, str] = {
+    model.Pressure.MEMORY: "node.kubernetes.io/memory-pressure",
+    model.Pressure.DISK: "node.kubernetes.io/disk-pressure",
+    model.Pressure.PID: "node.kubernetes.io/pid-pressure",
+}
+KUBELET_CONDITION_TYPES: Mapping[model.Pressure, str] = {
+    model.Pressure.MEMORY: "MemoryPressure",
+    model.Pressure.DISK: "DiskPressure",
+    model.Pressure.PID: "PIDPressure",
+}
+FILTERED_EFFECTS = (api.TaintEffect.NO_SCHEDULE, api.TaintEffect.NO_EXECUTE)
+
+
+def reason(pressure: model.Pressure) -> str:
+    return f"node(s) had {pressure.value} pressure"
+
+
+def _defaults(
+    agent: Mapping[model.Pressure, str], kubelet: Mapping[model.Pressure, str]
+) -> dict[model.Pressure, tuple[str, ...]]:
+    return {p: (agent[p], kubelet[p]) for p in model.Pressure}
+
+
+class Args(config.ConfigModel):
+    """``NodePressureArgs``."""
+
+    taint_keys: dict[model.Pressure, tuple[str, ...]] = Field(
+        default_factory=lambda: _defaults(model.DEFAULT_TAINT_KEYS, KUBELET_TAINT_KEYS)
+    )
+    """Taint keys meaning "under pressure", per pressure (memory, disk, pid)."""
+    condition_types: dict[model.Pressure, tuple[str, ...]] = Field(
+        default_factory=lambda: _defaults(model.DEFAULT_CONDITION_TYPES, KUBELET_CONDITION_TYPES)
+    )
+    """Node condition types meaning "under pressure" when ``True``."""
+    full_score_headroom_percent: int = Field(default=20, ge=1, le=100)
+    """Headroom (percent of capacity above the threshold) at which a signal scores 100."""
+    stale_after_seconds: int = Field(default=300, ge=0)
+    """An annotation older than this is ignored (0: never stale). The agent refreshes it
+    with its condition heartbeat, so a stale one means the agent stopped reporting."""
+    neutral_score: int = Field(default=50, ge=0, le=100)
+    """Score of a node without usable headroom data and without a pressure condition."""
+
+
+def signal_score(available: int, capacity: int, threshold: int, full_score_percent: int) -> int:
+    """``clamp(100 * (available - threshold) / capacity / (full_score_percent / 100))``."""
+    if available <= threshold:
+        return 0
+    score = 100 * 100 * (available - threshold) // (capacity * full_score_percent)
+    return min(score, api.MAX_NODE_SCORE)
+
+
+def _time(text: object) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None
+
+
+def headroom_score(
+    annotation: str, *, now: float, stale_after: int, full_score_percent: int
+) -> tuple[int | None, str]:
+    """The annotation's score and a note on it; ``None`` when it cannot be used."""
+    try:
+        document = json.loads(annotation)
+    except ValueError as exc:
+        return None, f"annotation is not JSON: {exc}"
+    if not isinstance(document, dict) or not isinstance(document.get("signals"), dict):
+        return None, "annotation has no signals mapping"
+    if stale_after:
+        published = _time(document.get("time"))
+        if published is None:
+            return None, "annotation has no valid time"
+        if now - published > stale_after:
+            return None, f"annotation is stale ({now - published:.0f}s old)"
+    scores = []
+    for signal, figures in document["signals"].items():
+        if not isinstance(figures, dict):
+            return None, f"annotation signal {signal!r} is not a mapping"
+        try:
+            available, capacity = int(figures["available"]), int(figures["capacity"])
+            threshold = int(figures.get("threshold", 0))
+        except (KeyError, TypeError, ValueError):
+            return None, f"annotation signal {signal!r} lacks integer available/capacity"
+        if capacity > 0:
+            scores.append(signal_score(available, capacity, threshold, full_score_percent))
+    if not scores:
+        return None, "annotation has no signal with a capacity"
+    return min(scores), "headroom"
+
+
+class NodePressure:
+    name = NAME
+
+    def __init__(self, args: Args, handle: Handle) -> None:
+        self.args = args
+        self._handle = handle
+        self._pressure_of_key = {
+            key: pressure for pressure, keys in args.taint_keys.items() for key in keys
+        }
+        self._condition_types = {t for types in args.condition_types.values() for t in types}
+        self._tolerated = helpers.StaticNodeCache[Mask]()
+        self._scores = helpers.StaticNodeCache[Int64s]()
+
+    def first_pressure(
+        self, taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
+    ) -> model.Pressure | None:
+        for taint in taints:
+            pressure = self._pressure_of_key.get(taint.key)
+            if (
+                pressure is not None
+                and taint.effect in FILTERED_EFFECTS
+                and not api.tolerates(tolerations, taint)
+            ):
+                return pressure
+        return None
+
+    def filter(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        def per_taint_set() -> Mask:
+            return np.array(
+                [self.first_pressure(t, pod.tolerations) is None for t in snapshot.taint_sets],
+                dtype=bool,
+            )
+
+        result: Mask = self._tolerated.get(snapshot, pod.tolerations, per_taint_set)[
+            snapshot.taint_set[nodes]
+        ]
+        return result
+
+    def filter_node(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, node: int
+    ) -> api.Status:
+        pressure = self.first_pressure(snapshot.nodes[node].taints, pod.tolerations)
+        if pressure is None:
+            return api.SUCCESS
+        return api.unschedulable(reason(pressure), unresolvable=True)
+
+    def node_score(self, node: api.Node) -> tuple[int, str]:
+        """The node's score and where it came from."""
+        pressured = sorted(t for t in self._condition_types if node.conditions.get(t) == "True")
+        if pressured:
+            return 0, f"condition {pressured[0]} is True"
+        annotation = node.annotations.get(model.PRESSURE_ANNOTATION)
+        if annotation is None:
+            return self.args.neutral_score, "no pressure annotation"
+        score, note = headroom_score(
+            annotation,
+            now=self._handle.now,
+            stale_after=self.args.stale_after_seconds,
+            full_score_percent=self.args.full_score_headroom_percent,
+        )
+        if score is None:
+            return self.args.neutral_score, note
+        return score, note
+
+    def _all_scores(self, snapshot: ClusterSnapshot) -> Int64s:
+        scores = np.empty(snapshot.size, dtype=np.int64)
+        for i, node in enumerate(snapshot.nodes):
+            scores[i], note = self.node_score(node)
+            if note.startswith("annotation"):
+                log.warning("node %s: %s; scoring it %d", node.name, note, scores[i])
+        return scores
+
+    def score(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Int64s:
+        result: Int64s = self._scores.get(snapshot, "all", lambda: self._all_scores(snapshot))[
+            nodes
+        ]
+        return result
+
+
+def new(args: Args | None, handle: Handle) -> NodePressure:
+    return NodePressure(args or Args(), handle)

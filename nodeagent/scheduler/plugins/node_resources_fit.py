@@ -1,0 +1,283 @@
+"""NodeResourcesFit (PreFilter, Filter, PreScore, Score).
+
+Filter (reference §5.2): the node must have room for one more pod and, for every
+resource the pod requests (effective request: containers, init containers, sidecars,
+overhead), ``request <= allocatable - requested``; all shortfalls are reported, and the
+rejection is unresolvable when a request exceeds even the empty node.
+
+Score (§5.3): LeastAllocated (default), MostAllocated or RequestedToCapacityRatio over
+the configured resources, using "non-zero" cpu/memory requests (100m / 200 MiB for a
+container that omits them). The arithmetic lives in :mod:`.resource_allocation`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from nodeagent.scheduler import api, config
+from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
+from nodeagent.scheduler.plugins import resource_allocation as ra
+from nodeagent.scheduler.snapshot import (
+    CPU_ROW,
+    MEMORY_ROW,
+    ClusterSnapshot,
+    Int64s,
+    Mask,
+    NodeIndices,
+)
+
+NAME = "NodeResourcesFit"
+REASON_TOO_MANY_PODS = "Too many pods"
+_PRE_FILTER_KEY = f"PreFilter{NAME}"
+_PRE_SCORE_KEY = f"PreScore{NAME}"
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+MAX_CUSTOM_PRIORITY_SCORE = 10
+
+
+def insufficient(resource: str) -> str:
+    return f"Insufficient {resource}"
+
+
+class ResourceSpec(config.ConfigModel):
+    name: str = Field(min_length=1)
+    weight: int = 0
+    """0 means 1 (kube-scheduler's defaulting); otherwise 1..100."""
+
+
+class UtilizationShapePoint(config.ConfigModel):
+    utilization: int = Field(ge=0, le=100)
+    score: int = Field(ge=0, le=MAX_CUSTOM_PRIORITY_SCORE)
+
+
+class RequestedToCapacityRatioParam(config.ConfigModel):
+    shape: tuple[UtilizationShapePoint, ...] = ()
+
+
+class ScoringStrategy(config.ConfigModel):
+    type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
+    resources: tuple[ResourceSpec, ...] = ()
+    requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
+
+
+DEFAULT_RESOURCES = (ResourceSpec(name=api.CPU, weight=1), ResourceSpec(name=api.MEMORY, weight=1))
+
+
+class Args(config.ConfigModel):
+    """``NodeResourcesFitArgs``."""
+
+    ignored_resources: tuple[str, ...] = ()
+    """Extended resources the Filter does not check."""
+    ignored_resource_groups: tuple[str, ...] = ()
+    """Extended-resource domains (the part before ``/``) the Filter does not check."""
+    scoring_strategy: ScoringStrategy = ScoringStrategy(
+        type="LeastAllocated", resources=DEFAULT_RESOURCES
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> Args:
+        for i, group in enumerate(self.ignored_resource_groups):
+            if "/" in group:
+                raise ValueError(f"ignoredResourceGroups[{i}] {group!r}: can't contain '/'")
+        strategy = self.scoring_strategy
+        for i, resource in enumerate(strategy.resources):
+            if not 0 <= resource.weight <= 100:
+                raise ValueError(
+                    f"scoringStrategy.resources[{i}].weight {resource.weight}: resource weight"
+                    f" of {resource.name} not in valid range (0, 100]"
+                )
+        if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
+            ratio = strategy.requested_to_capacity_ratio
+            if ratio is None or not ratio.shape:
+                raise ValueError(
+                    "scoringStrategy.requestedToCapacityRatio.shape: at least one point must"
+                    " be specified when type is RequestedToCapacityRatio"
+                )
+            points = [p.utilization for p in ratio.shape]
+            for i in range(1, len(points)):
+                if points[i - 1] >= points[i]:
+                    raise ValueError(
+                        f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization"
+                        f" {points[i]}: values must be sorted in increasing order"
+                    )
+        elif strategy.requested_to_capacity_ratio is not None:
+            raise ValueError(
+                "scoringStrategy.requestedToCapacityRatio: must be nil when type is not"
+                " RequestedToCapacityRatio"
+            )
+        return self
+
+    def scoring_resources(self) -> list[tuple[str, int]]:
+        specs = self.scoring_strategy.resources or DEFAULT_RESOURCES
+        return [(spec.name, spec.weight or 1) for spec in specs]
+
+
+@dataclass(frozen=True, slots=True)
+class _Check:
+    name: str
+    row: int | None
+    amount: int
+
+
+class NodeResourcesFit:
+    name = NAME
+
+    def __init__(self, args: Args) -> None:
+        self.args = args
+        self._ignored = set(args.ignored_resources)
+        self._ignored_groups = set(args.ignored_resource_groups)
+        self._strategy = args.scoring_strategy.type
+        self._resources = args.scoring_resources()
+        self._weights = np.array([w for _, w in self._resources], dtype=np.int64)
+        ratio = args.scoring_strategy.requested_to_capacity_ratio
+        self._shape: list[tuple[int, int]] = [
+            (p.utilization, p.score * (api.MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
+            for p in (ratio.shape if ratio else ())
+        ]
+
+    # --- Filter -------------------------------------------------------------------------
+
+    def _ignored_resource(self, name: str) -> bool:
+        if not api.is_extended_resource(name):
+            return False
+        return name in self._ignored or name.split("/", 1)[0] in self._ignored_groups
+
+    def _checks(self, pod: api.Pod, snapshot: ClusterSnapshot) -> tuple[_Check, ...]:
+        ordered = sorted(
+            pod.requests.items(),
+            key=lambda item: (ra_order(item[0]), item[0]),
+        )
+        return tuple(
+            _Check(name, snapshot.resource_row(name), amount)
+            for name, amount in ordered
+            if amount > 0 and name != api.PODS and not self._ignored_resource(name)
+        )
+
+    def pre_filter(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
+    ) -> tuple[PreFilterResult | None, api.Status]:
+        state.write(_PRE_FILTER_KEY, self._checks(pod, snapshot))
+        return None, api.SUCCESS
+
+    def _state(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
+    ) -> tuple[_Check, ...]:
+        checks = state.read(_PRE_FILTER_KEY, tuple)
+        return checks if checks is not None else self._checks(pod, snapshot)
+
+    def filter(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        rejected: Mask = snapshot.pod_count[nodes] + 1 > snapshot.allowed_pods[nodes]
+        for check in self._state(state, pod, snapshot):
+            if check.row is None:  # no node has any of it
+                return np.zeros(len(nodes), dtype=bool)
+            free = snapshot.allocatable[check.row, nodes] - snapshot.requested[check.row, nodes]
+            rejected |= check.amount > free
+        return ~rejected
+
+    def filter_node(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, node: int
+    ) -> api.Status:
+        reasons: list[str] = []
+        unresolvable = False
+        if int(snapshot.pod_count[node]) + 1 > int(snapshot.allowed_pods[node]):
+            reasons.append(REASON_TOO_MANY_PODS)
+        for check in self._state(state, pod, snapshot):
+            allocatable = 0 if check.row is None else int(snapshot.allocatable[check.row, node])
+            used = 0 if check.row is None else int(snapshot.requested[check.row, node])
+            if check.amount > allocatable - used:
+                reasons.append(insufficient(check.name))
+                unresolvable = unresolvable or check.amount > allocatable
+        if not reasons:
+            return api.SUCCESS
+        return api.unschedulable(*reasons, unresolvable=unresolvable)
+
+    # --- Score --------------------------------------------------------------------------
+
+    def _pod_scoring_requests(self, pod: api.Pod) -> list[int]:
+        out = []
+        for name, _ in self._resources:
+            if name == api.CPU:
+                out.append(pod.nonzero_cpu)
+            elif name == api.MEMORY:
+                out.append(pod.nonzero_memory)
+            else:
+                out.append(pod.requests.get(name, 0))
+        return out
+
+    def pre_score(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> api.Status:
+        state.write(_PRE_SCORE_KEY, self._pod_scoring_requests(pod))
+        return api.SUCCESS
+
+    def scoring_inputs(
+        self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> tuple[ra.Matrix, ra.Matrix, ra.Bools]:
+        """Requested (node + pod), allocatable and inclusion, per configured resource."""
+        rows = len(self._resources)
+        requested = np.zeros((rows, len(nodes)), dtype=np.int64)
+        allocatable = np.zeros((rows, len(nodes)), dtype=np.int64)
+        included = np.ones((rows, len(nodes)), dtype=bool)
+        for i, ((name, _), amount) in enumerate(zip(self._resources, pod_requests, strict=True)):
+            row = snapshot.resource_row(name)
+            if api.is_scalar_resource(name) and amount == 0:
+                included[i] = False
+                continue
+            if row is None:
+                continue  # allocatable 0 everywhere: skipped by the formula
+            allocatable[i] = snapshot.allocatable[row, nodes]
+            if name == api.CPU:
+                requested[i] = snapshot.nonzero_requested[CPU_ROW, nodes] + amount
+            elif name == api.MEMORY:
+                requested[i] = snapshot.nonzero_requested[MEMORY_ROW, nodes] + amount
+            else:
+                requested[i] = snapshot.requested[row, nodes] + amount
+        return requested, allocatable, included
+
+    def score(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Int64s:
+        pod_requests = state.read(_PRE_SCORE_KEY, list)
+        if pod_requests is None:
+            pod_requests = self._pod_scoring_requests(pod)
+        requested, allocatable, included = self.scoring_inputs(pod_requests, snapshot, nodes)
+        if self._strategy == LEAST_ALLOCATED:
+            return ra.least_allocated_vector(requested, allocatable, self._weights, included)
+        if self._strategy == MOST_ALLOCATED:
+            return ra.most_allocated_vector(requested, allocatable, self._weights, included)
+        return ra.requested_to_capacity_ratio_vector(
+            self._shape, requested, allocatable, self._weights, included
+        )
+
+    def score_node(self, pod: api.Pod, snapshot: ClusterSnapshot, node: int) -> int:
+        """The scalar formula for one node (the specification the vector form meets)."""
+        requested, allocatable, included = self.scoring_inputs(
+            self._pod_scoring_requests(pod), snapshot, np.array([node], dtype=np.intp)
+        )
+        req = [int(v) for v in requested[:, 0]]
+        alloc = [int(v) for v in allocatable[:, 0]]
+        inc = [bool(v) for v in included[:, 0]]
+        weights = [int(w) for w in self._weights]
+        if self._strategy == LEAST_ALLOCATED:
+            return ra.least_allocated_score(req, alloc, weights, inc)
+        if self._strategy == MOST_ALLOCATED:
+            return ra.most_allocated_score(req, alloc, weights, inc)
+        return ra.requested_to_capacity_ratio_score(self._shape, req, alloc, weights, inc)
+
+
+def ra_order(name: str) -> int:
+    """Report order: cpu, memory, ephemeral-storage, then other resources by name."""
+    fixed = {api.CPU: 0, api.MEMORY: 1, api.EPHEMERAL_STORAGE: 2}
+    return fixed.get(name, 3)
+
+
+def new(args: Args | None, handle: Handle) -> NodeResourcesFit:
+    return NodeResourcesFit(args or Args())

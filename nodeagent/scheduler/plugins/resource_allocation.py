@@ -1,0 +1,240 @@
+"""Resource scoring formulas, each in two forms that must agree exactly.
+
+The scalar functions transcribe kube-scheduler's per-node formulas (reference §5.3, §6)
+and are the specification; the ``*_vector`` functions evaluate the same formula over
+many nodes at once with numpy and are what the plugins run. Inputs are per configured
+resource ``r`` (rows) and node (columns): ``requested`` (node's requests plus the
+pod's), ``allocatable``, and ``included``, false where kube-scheduler skips the
+resource for that node (no allocatable, or a scalar resource the pod does not request).
+
+Integer formulas stay in int64 (Go's int64 with truncating division; all operands here
+are non-negative, so ``//`` is Go's ``/``). BalancedAllocation is float64 in Go and here,
+with the sums taken in the same order so the results are bit-identical.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from nodeagent.scheduler import api
+from nodeagent.scheduler.plugins import helpers
+from nodeagent.scheduler.snapshot import Int64s
+
+Matrix = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+Shape = Sequence[tuple[int, int]]
+"""(utilization 0..100, score 0..100) points, scores already scaled by 10."""
+
+MAX_UTILIZATION = 100
+
+
+# --- scalar specification ---------------------------------------------------------------
+
+
+def least_requested(requested: int, capacity: int) -> int:
+    if capacity == 0 or requested > capacity:
+        return 0
+    return (capacity - requested) * api.MAX_NODE_SCORE // capacity
+
+
+def most_requested(requested: int, capacity: int) -> int:
+    if capacity == 0:
+        return 0
+    return min(requested, capacity) * api.MAX_NODE_SCORE // capacity
+
+
+def broken_linear(shape: Shape, utilization: int) -> int:
+    for i, (point, score) in enumerate(shape):
+        if utilization <= point:
+            if i == 0:
+                return score
+            prev_point, prev_score = shape[i - 1]
+            return prev_score + helpers.go_trunc_div(
+                (score - prev_score) * (utilization - prev_point), point - prev_point
+            )
+    return shape[-1][1]
+
+
+def _weighted_average(
+    per_resource: Sequence[int | None], weights: Sequence[int]
+) -> tuple[int, int]:
+    total = weight_sum = 0
+    for score, weight in zip(per_resource, weights, strict=True):
+        if score is not None:
+            total += score * weight
+            weight_sum += weight
+    return total, weight_sum
+
+
+def least_allocated_score(
+    requested: Sequence[int],
+    allocatable: Sequence[int],
+    weights: Sequence[int],
+    included: Sequence[bool],
+) -> int:
+    per = [
+        least_requested(r, a) if inc and a != 0 else None
+        for r, a, inc in zip(requested, allocatable, included, strict=True)
+    ]
+    total, weight_sum = _weighted_average(per, weights)
+    return total // weight_sum if weight_sum else 0
+
+
+def most_allocated_score(
+    requested: Sequence[int],
+    allocatable: Sequence[int],
+    weights: Sequence[int],
+    included: Sequence[bool],
+) -> int:
+    per = [
+        most_requested(r, a) if inc and a != 0 else None
+        for r, a, inc in zip(requested, allocatable, included, strict=True)
+    ]
+    total, weight_sum = _weighted_average(per, weights)
+    return total // weight_sum if weight_sum else 0
+
+
+def requested_to_capacity_ratio_score(
+    shape: Shape,
+    requested: Sequence[int],
+    allocatable: Sequence[int],
+    weights: Sequence[int],
+    included: Sequence[bool],
+) -> int:
+    per: list[int | None] = []
+    for r, a, inc in zip(requested, allocatable, included, strict=True):
+        if not inc or a == 0:
+            per.append(None)
+            continue
+        utilization = MAX_UTILIZATION if r > a else r * MAX_UTILIZATION // a
+        score = broken_linear(shape, utilization)
+        per.append(score if score > 0 else None)  # only positive scores count
+    total, weight_sum = _weighted_average(per, weights)
+    if weight_sum == 0:
+        return 0
+    return helpers.go_round(float(total) / float(weight_sum))
+
+
+def balanced_allocation_score(
+    requested: Sequence[int], allocatable: Sequence[int], included: Sequence[bool]
+) -> int:
+    fractions: list[float] = []
+    total = 0.0
+    for r, a, inc in zip(requested, allocatable, included, strict=True):
+        if not inc or a == 0:
+            continue
+        fraction = min(float(r) / float(a), 1.0)
+        total += fraction
+        fractions.append(fraction)
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = total / len(fractions)
+        square_sum = 0.0
+        for fraction in fractions:
+            square_sum += (fraction - mean) * (fraction - mean)
+        std = math.sqrt(square_sum / len(fractions))
+    return int((1 - std) * api.MAX_NODE_SCORE)
+
+
+# --- vectorized forms -------------------------------------------------------------------
+
+
+def _average_vector(per: Matrix, counted: Bools, weights: Int64s) -> tuple[Int64s, Int64s]:
+    w = weights[:, None]
+    total: Int64s = (np.where(counted, per, 0) * w).sum(axis=0)
+    weight_sum: Int64s = (counted * w).sum(axis=0)
+    return total, weight_sum
+
+
+def _quotient(total: Int64s, weight_sum: Int64s) -> Int64s:
+    return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
+
+
+def least_allocated_vector(
+    requested: Matrix, allocatable: Matrix, weights: Int64s, included: Bools
+) -> Int64s:
+    counted = included & (allocatable != 0)
+    safe = np.maximum(allocatable, 1)
+    per = np.where(
+        requested > allocatable, 0, (allocatable - requested) * api.MAX_NODE_SCORE // safe
+    )
+    return _quotient(*_average_vector(per, counted, weights))
+
+
+def most_allocated_vector(
+    requested: Matrix, allocatable: Matrix, weights: Int64s, included: Bools
+) -> Int64s:
+    counted = included & (allocatable != 0)
+    safe = np.maximum(allocatable, 1)
+    per = np.minimum(requested, allocatable) * api.MAX_NODE_SCORE // safe
+    return _quotient(*_average_vector(per, counted, weights))
+
+
+def broken_linear_vector(shape: Shape, utilization: Matrix) -> Matrix:
+    result = np.full(utilization.shape, shape[-1][1], dtype=np.int64)
+    # Later segments first, so the first segment containing the point writes last.
+    for i in range(len(shape) - 1, -1, -1):
+        point, score = shape[i]
+        within = utilization <= point
+        if i == 0:
+            result[within] = score
+            continue
+        prev_point, prev_score = shape[i - 1]
+        value = prev_score + helpers.trunc_div(
+            (score - prev_score) * (utilization - prev_point), np.int64(point - prev_point)
+        )
+        result = np.where(within, value, result)
+    return result
+
+
+def requested_to_capacity_ratio_vector(
+    shape: Shape, requested: Matrix, allocatable: Matrix, weights: Int64s, included: Bools
+) -> Int64s:
+    safe = np.maximum(allocatable, 1)
+    utilization = np.where(
+        requested > allocatable, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe
+    )
+    per = broken_linear_vector(shape, utilization)
+    counted = included & (allocatable != 0) & (per > 0)
+    total, weight_sum = _average_vector(per, counted, weights)
+    # Go rounds total/weight_sum (a float) half away from zero; for non-negative
+    # integers that is exactly floor((2*total + weight_sum) / (2*weight_sum)).
+    rounded = (2 * total + weight_sum) // np.maximum(2 * weight_sum, 1)
+    return np.where(weight_sum > 0, rounded, 0)
+
+
+def balanced_allocation_vector(requested: Matrix, allocatable: Matrix, included: Bools) -> Int64s:
+    counted = included & (allocatable != 0)
+    fractions = np.minimum(
+        requested.astype(np.float64) / np.maximum(allocatable, 1).astype(np.float64), 1.0
+    )
+    count = counted.sum(axis=0)
+    total = np.zeros(requested.shape[1], dtype=np.float64)
+    first = np.zeros_like(total)
+    second = np.zeros_like(total)
+    seen = np.zeros(requested.shape[1], dtype=np.int64)
+    for row in range(requested.shape[0]):  # row by row: the same summation order as Go
+        take = counted[row]
+        total = total + np.where(take, fractions[row], 0.0)
+        first = np.where(take & (seen == 0), fractions[row], first)
+        second = np.where(take & (seen == 1), fractions[row], second)
+        seen = seen + take
+    std = np.zeros_like(total)
+    pair = count == 2
+    std = np.where(pair, np.abs((first - second) / 2), std)
+    many = count > 2
+    if many.any():
+        mean = total / np.maximum(count, 1)
+        square_sum = np.zeros_like(total)
+        for row in range(requested.shape[0]):
+            deviation = fractions[row] - mean
+            square_sum = square_sum + np.where(counted[row], deviation * deviation, 0.0)
+        std = np.where(many, np.sqrt(square_sum / np.maximum(count, 1)), std)
+    result: Int64s = ((1 - std) * api.MAX_NODE_SCORE).astype(np.int64)
+    return result

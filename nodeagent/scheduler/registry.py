@@ -1,0 +1,40 @@
+"""The plugin registry: an explicit map from plugin name to how to build it.
+
+No import-time registration: a profile can only use what is listed here (or in a
+registry the caller passes), and adding a plugin is one line.
+"""
+
+from __future__ import annotations
+
+from nodeagent.scheduler.framework import PluginSpec, Registry
+from nodeagent.scheduler.plugins import (
+    balanced_allocation,
+    default_binder,
+    image_locality,
+    node_affinity,
+    node_name,
+    node_ports,
+    node_pressure,
+    node_resources_fit,
+    node_unschedulable,
+    priority_sort,
+    scheduling_gates,
+    taint_toleration,
+)
+
+
+def in_tree_registry() -> Registry:
+    return {
+        priority_sort.NAME: PluginSpec(priority_sort.new),
+        scheduling_gates.NAME: PluginSpec(scheduling_gates.new),
+        node_unschedulable.NAME: PluginSpec(node_unschedulable.new),
+        node_name.NAME: PluginSpec(node_name.new),
+        node_ports.NAME: PluginSpec(node_ports.new),
+        node_resources_fit.NAME: PluginSpec(node_resources_fit.new, node_resources_fit.Args),
+        balanced_allocation.NAME: PluginSpec(balanced_allocation.new, balanced_allocation.Args),
+        taint_toleration.NAME: PluginSpec(taint_toleration.new),
+        node_affinity.NAME: PluginSpec(node_affinity.new, node_affinity.Args),
+        image_locality.NAME: PluginSpec(image_locality.new),
+        node_pressure.NAME: PluginSpec(node_pressure.new, node_pressure.Args),
+        default_binder.NAME: PluginSpec(default_binder.new),
+    }

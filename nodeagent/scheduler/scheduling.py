@@ -1,0 +1,345 @@
+"""One scheduling cycle, as kube-scheduler's ``schedule_one`` runs it (reference §1, §3, §4).
+
+For a pod: PreFilter; the nominated node first if the pod has one; then Filter over the
+nodes in node-tree order starting where the previous cycle stopped, until
+``num_feasible_nodes_to_find`` feasible nodes are found; a single feasible node is taken
+as is; otherwise PreScore, Score, NormalizeScore, weights, and :func:`select_host`
+picks the best total, breaking ties by reservoir sampling. The chosen node is assumed
+into the snapshot, then Reserve, Permit and the binding steps run; a failure after the
+assume undoes it (Unreserve in reverse order).
+
+Filtering is vectorized by chunks: each Filter plugin evaluates a whole chunk of nodes,
+the survivors go to the next plugin, and the first ``k`` feasible nodes in iteration
+order are kept, which is exactly the sequential result (kube-scheduler's parallel
+filtering may keep a slightly different set of ``k``). Why a node was rejected is
+computed only when asked (:meth:`CycleResult.node_status`), by the rejecting plugin's
+per-node form.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from nodeagent.scheduler import api
+from nodeagent.scheduler.framework import (
+    CycleState,
+    FilterPlugin,
+    Framework,
+    PluginError,
+    ScoreOutcome,
+)
+from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, NodeIndices
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+MIN_CHUNK = 64
+
+
+def num_feasible_nodes_to_find(
+    profile_percentage: int | None, global_percentage: int, num_all_nodes: int
+) -> int:
+    """How many feasible nodes to look for before scoring (reference §4)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    percentage = profile_percentage if profile_percentage is not None else global_percentage
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def select_host(totals: Int64s, rng: random.Random) -> int:
+    """Position of the chosen node: the highest total; among ``k`` tied nodes the
+    ``j``-th replaces the current choice with probability ``1/j`` (reservoir sampling),
+    so each tied node is equally likely."""
+    if totals.size == 0:
+        raise ValueError("empty priority list")
+    ties = np.flatnonzero(totals == totals.max())
+    chosen = int(ties[0])
+    for count in range(2, len(ties) + 1):
+        if rng.randrange(count) == 0:
+            chosen = int(ties[count - 1])
+    return chosen
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    feasible: NodeIndices
+    rejected: NodeIndices
+    rejected_by: npt.NDArray[np.intp]
+    """Per rejected node: index of the rejecting plugin in the active filter list."""
+    processed: int
+
+
+def _rotated(candidates: NodeIndices, start: int, begin: int, end: int) -> NodeIndices:
+    """``candidates[(start + i) % n]`` for ``i`` in ``[begin, end)``."""
+    n = len(candidates)
+    lo, hi = (start + begin) % n, (start + begin) % n + (end - begin)
+    if hi <= n:
+        return candidates[lo:hi]
+    return np.concatenate((candidates[lo:], candidates[: hi - n]))
+
+
+def find_feasible(
+    filters: list[FilterPlugin],
+    state: CycleState,
+    pod: api.Pod,
+    snapshot: ClusterSnapshot,
+    candidates: NodeIndices,
+    *,
+    start: int,
+    wanted: int,
+) -> FilterOutcome:
+    """The first ``wanted`` nodes passing every filter, walking ``candidates`` from
+    ``start``; also the nodes rejected on the way, and how many nodes were processed."""
+    total = len(candidates)
+    feasible: list[NodeIndices] = []
+    rejected: list[NodeIndices] = []
+    rejected_by: list[npt.NDArray[np.intp]] = []
+    found = processed = 0
+    chunk = min(total, max(wanted, MIN_CHUNK))
+    while processed < total and found < wanted:
+        end = min(total, processed + chunk)
+        block = _rotated(candidates, start, processed, end)
+        alive = np.arange(len(block), dtype=np.intp)
+        verdict = np.full(len(block), -1, dtype=np.intp)
+        for position, plugin in enumerate(filters):
+            if alive.size == 0:
+                break
+            passed = plugin.filter(state, pod, snapshot, block[alive])
+            verdict[alive[~passed]] = position
+            alive = alive[passed]
+        need = wanted - found
+        cut = len(block)
+        if alive.size >= need:
+            alive = alive[:need]
+            cut = int(alive[-1]) + 1
+        failed = np.flatnonzero(verdict[:cut] >= 0)
+        feasible.append(block[alive])
+        rejected.append(block[failed])
+        rejected_by.append(verdict[failed])
+        found += alive.size
+        processed += cut
+        if found < wanted and processed < total:
+            ratio = max(found / processed, 0.05)
+            chunk = min(total, max(MIN_CHUNK, math.ceil((wanted - found) / ratio * 1.2)))
+    empty = np.zeros(0, dtype=np.intp)
+    return FilterOutcome(
+        np.concatenate(feasible) if feasible else empty,
+        np.concatenate(rejected) if rejected else empty,
+        np.concatenate(rejected_by) if rejected_by else empty,
+        processed,
+    )
+
+
+@dataclass(slots=True)
+class CycleResult:
+    """What one cycle decided for a pod, and everything needed to explain it."""
+
+    pod: api.Pod
+    framework: Framework
+    snapshot: ClusterSnapshot
+    state: CycleState
+    node: str | None = None
+    status: api.Status = api.SUCCESS
+    gated: bool = False
+    prefilter_status: api.Status = api.SUCCESS
+    absent_status: api.Status | None = None
+    """Status of nodes a PreFilter result left out (``None``: none left out)."""
+    candidates: NodeIndices | None = None
+    filters: list[FilterPlugin] = field(default_factory=list)
+    outcome: FilterOutcome | None = None
+    scored: NodeIndices | None = None
+    scores: ScoreOutcome | None = None
+    _rejected: dict[int, int] | None = None
+    _candidate_set: frozenset[int] | None = None
+
+    def rejected_by_node(self) -> dict[int, int]:
+        """Rejected node -> position of the rejecting plugin in ``filters``."""
+        if self._rejected is None:
+            self._rejected = {}
+            if self.outcome is not None:
+                pairs = zip(self.outcome.rejected, self.outcome.rejected_by, strict=True)
+                self._rejected = {int(node): int(position) for node, position in pairs}
+        return self._rejected
+
+    def node_status(self, node: int) -> api.Status | None:
+        """Why node ``node`` was rejected (``None`` if it was not, or not evaluated)."""
+        if not self.prefilter_status.is_success:
+            return self.prefilter_status
+        position = self.rejected_by_node().get(node)
+        if position is not None:
+            plugin = self.filters[position]
+            return plugin.filter_node(self.state, self.pod, self.snapshot, node).with_plugin(
+                plugin.name
+            )
+        if self.absent_status is not None and self.candidates is not None:
+            if self._candidate_set is None:
+                self._candidate_set = frozenset(int(n) for n in self.candidates)
+            if node not in self._candidate_set:
+                return self.absent_status
+        return None
+
+    def rejection_statuses(self) -> dict[int, api.Status]:
+        statuses: dict[int, api.Status] = {}
+        for node, position in self.rejected_by_node().items():
+            plugin = self.filters[position]
+            status = plugin.filter_node(self.state, self.pod, self.snapshot, node)
+            statuses[node] = status.with_plugin(plugin.name)
+        return statuses
+
+    def fit_error_message(self) -> str:
+        """kube-scheduler's FitError: ``0/N nodes are available: <counted reasons>.``"""
+        message = f"0/{self.snapshot.size} nodes are available:"
+        if not self.prefilter_status.is_success:
+            return f"{message} {self.prefilter_status.message}."
+        reasons: Counter[str] = Counter()
+        statuses = self.rejection_statuses()
+        for status in statuses.values():
+            reasons.update(status.reasons)
+        if self.absent_status is not None and len(statuses) < self.snapshot.size:
+            for reason in self.absent_status.reasons:
+                reasons[reason] += self.snapshot.size - len(statuses)
+        histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+        return f"{message} {', '.join(histogram)}."
+
+
+class Scheduler:
+    """Schedules pods one at a time against a snapshot it updates (assume/forget)."""
+
+    def __init__(
+        self,
+        frameworks: Mapping[str, Framework],
+        snapshot: ClusterSnapshot,
+        *,
+        percentage_of_nodes_to_score: int = 0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.frameworks = frameworks
+        self.snapshot = snapshot
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.rng = rng or random.Random()
+        self.next_start_node_index = 0
+
+    def framework_for(self, pod: api.Pod) -> Framework | None:
+        return self.frameworks.get(pod.scheduler_name)
+
+    def schedule_one(self, pod: api.Pod) -> CycleResult:
+        """The whole cycle for ``pod``; on success the pod is bound in the snapshot."""
+        fw = self.frameworks[pod.scheduler_name]
+        gate = fw.run_pre_enqueue(pod)
+        if not gate.is_success:
+            return CycleResult(pod, fw, self.snapshot, CycleState(), status=gate, gated=True)
+        try:
+            result = self.schedule_pod(fw, pod)
+        except PluginError as exc:
+            return CycleResult(pod, fw, self.snapshot, CycleState(), status=api.error(str(exc)))
+        if result.node is None:
+            if result.status.is_rejection:
+                fw.run_post_filter(result.state, pod, self.snapshot, {})
+            return result
+        node_index = self.snapshot.index[result.node]
+        self.snapshot.add_pod(pod, node_index)  # assume
+        status = fw.run_reserve(result.state, pod, result.node)
+        if status.is_success:
+            status = fw.run_permit(result.state, pod, result.node)
+        if status.is_success:
+            status = fw.run_pre_bind(result.state, pod, result.node)
+        if status.is_success:
+            status = fw.run_bind(result.state, pod, result.node)
+        if not status.is_success:
+            fw.run_unreserve(result.state, pod, result.node)
+            self.snapshot.remove_pod(pod, node_index)  # forget
+            result.status = status
+            result.node = None
+            return result
+        fw.run_post_bind(result.state, pod, result.node)
+        return result
+
+    def schedule_pod(self, fw: Framework, pod: api.Pod) -> CycleResult:
+        """Filter, score and select a host; does not assume or bind."""
+        snapshot = self.snapshot
+        state = CycleState()
+        result = CycleResult(pod, fw, snapshot, state)
+        if snapshot.size == 0:
+            result.status = api.unschedulable("no nodes available to schedule pods")
+            return result
+        restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
+        if not status.is_success:
+            result.prefilter_status = status
+            if status.is_rejection:
+                status = api.Status(status.code, (result.fit_error_message(),), status.plugin)
+            result.status = status
+            return result
+        result.filters = fw.active_filters(state)
+        candidates = snapshot.all_nodes
+        if restriction is not None:
+            chosen = np.array(
+                sorted(snapshot.index[n] for n in restriction.node_names if n in snapshot.index),
+                dtype=np.intp,
+            )
+            candidates = chosen
+            result.absent_status = api.unschedulable(
+                f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(restricting))}]",
+                unresolvable=True,
+            )
+        result.candidates = candidates
+
+        nominated = snapshot.index.get(pod.nominated_node_name, -1)
+        if nominated >= 0:
+            single = np.array([nominated], dtype=np.intp)
+            passed = find_feasible(result.filters, state, pod, snapshot, single, start=0, wanted=1)
+            if passed.feasible.size:
+                result.node = snapshot.names[nominated]
+                result.outcome = passed
+                return result
+
+        wanted = num_feasible_nodes_to_find(
+            fw.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score, len(candidates)
+        )
+        if not fw.has_score_plugins():
+            wanted = 1
+        if len(candidates) == 0:
+            outcome = FilterOutcome(candidates, candidates, candidates, 0)
+        elif not result.filters:
+            start = self.next_start_node_index % len(candidates)
+            take = _rotated(candidates, start, 0, min(wanted, len(candidates)))
+            outcome = FilterOutcome(take, take[:0], take[:0], len(take))
+        else:
+            start = self.next_start_node_index % len(candidates)
+            outcome = find_feasible(
+                result.filters, state, pod, snapshot, candidates, start=start, wanted=wanted
+            )
+            self.next_start_node_index = (
+                self.next_start_node_index + outcome.processed
+            ) % snapshot.size
+        result.outcome = outcome
+        feasible = outcome.feasible
+        if feasible.size == 0:
+            result.status = api.unschedulable(result.fit_error_message())
+            return result
+        if feasible.size == 1:
+            result.node = snapshot.names[int(feasible[0])]
+            return result
+        if not fw.has_score_plugins():
+            ones = np.ones(len(feasible), dtype=np.int64)
+            result.node = snapshot.names[int(feasible[select_host(ones, self.rng)])]
+            return result
+        status = fw.run_pre_score(state, pod, snapshot, feasible)
+        if not status.is_success:
+            result.status = status
+            return result
+        scores = fw.run_score(state, pod, snapshot, feasible)
+        result.scored = feasible
+        result.scores = scores
+        if not scores.status.is_success:
+            result.status = scores.status
+            return result
+        result.node = snapshot.names[int(feasible[select_host(scores.totals, self.rng)])]
+        return result
