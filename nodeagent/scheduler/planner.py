@@ -175,10 +175,8 @@ def render_table(result: Plan) -> str:
     lines = []
     entries: list[Placement | None] = [None, *result.placements]
     for row, placement in zip(rows, entries, strict=True):
-        lines.append(
-            "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-            + ("  " + row[3] if row[3] else "")
-        ).rstrip()
+        cells = "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        lines.append(f"{cells}  {row[3]}".rstrip())
         if placement is None or placement.nodes is None:
             continue
         ranked = sorted(
