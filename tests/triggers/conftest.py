@@ -19,10 +19,16 @@ def _require(path: Path, what: str) -> None:
 
 
 @pytest.fixture
-def memcg() -> Iterator[Path]:
-    """A fresh cgroup v1 memory cgroup without a limit."""
+def memcg_root() -> Path:
+    """The cgroup v1 memory controller's root, where tests may create cgroups."""
     _require(loadgen.MEMCG_ROOT, "cgroup v1 memory cgroups")
-    with loadgen.temporary_cgroup(loadgen.MEMCG_ROOT) as path:
+    return loadgen.MEMCG_ROOT
+
+
+@pytest.fixture
+def memcg(memcg_root: Path) -> Iterator[Path]:
+    """A fresh cgroup v1 memory cgroup without a limit."""
+    with loadgen.temporary_cgroup(memcg_root) as path:
         yield path
 
 

@@ -84,6 +84,21 @@ def spawn(*args: str) -> subprocess.Popen[str]:
     )
 
 
+def start_allocator(
+    cgroup: Path | str, threshold: int, *, overshoot: int = 2 << 20, delay: float = 0.0
+) -> subprocess.Popen[str]:
+    """A child that joins ``cgroup`` and allocates until usage passes ``threshold`` by
+    ``overshoot`` (keep it >= 1 MiB: the kernel compares thresholds every 128 page
+    charges), after sleeping ``delay`` seconds; see :func:`read_report`."""
+    return spawn(
+        "allocate",
+        f"--cgroup={cgroup}",
+        f"--threshold={threshold}",
+        f"--overshoot={overshoot}",
+        f"--delay={delay}",
+    )
+
+
 def read_report(child: subprocess.Popen[str]) -> dict[str, float]:
     assert child.stdout is not None
     line = child.stdout.readline()
