@@ -95,7 +95,17 @@ class Percentage:
     fraction: float
 
     def __str__(self) -> str:
-        return f"{_float32_text(self.fraction * 100)}%"
+        return f"{self.percent:g}%"
+
+    @property
+    def percent(self) -> float:
+        """The shortest percentage that parses back to this fraction (15, not 15.000001)."""
+        target = numpy.float32(self.fraction)
+        for digits in range(10):
+            candidate = round(self.fraction * 100, digits)
+            if numpy.float32(candidate) / numpy.float32(100) == target:
+                return candidate
+        return self.fraction * 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,9 +463,3 @@ def _check_stall_reclaim(threshold: Threshold) -> None:
 def _unique(thresholds: Iterable[Threshold]) -> list[Threshold]:
     """De-duplicated, first occurrence kept (the kubelet's ``mergeThresholds``)."""
     return list(dict.fromkeys(thresholds))
-
-
-def _float32_text(number: float) -> str:
-    """Shortest text that reads back as the same float32 (10% prints as 10, not
-    10.000000149...)."""
-    return str(numpy.float32(number)).removesuffix(".0")

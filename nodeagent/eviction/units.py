@@ -36,8 +36,10 @@ __all__ = [
     "format_duration",
     "format_quantity",
     "parse_duration",
+    "parse_exact_quantity",
     "parse_percentage",
     "parse_quantity",
+    "readable_quantity",
 ]
 
 
@@ -74,7 +76,13 @@ _QUANTITY_HELP = (
 
 
 def parse_quantity(text: str) -> ParsedQuantity:
-    """Parse a Kubernetes quantity (``100Mi``, ``1.5G``, ``1e3``, ``1200``)."""
+    """Parse a Kubernetes quantity (``100Mi``, ``1.5G``, ``1e3``, ``1200``) into whole units."""
+    exact, quantity_format = parse_exact_quantity(text)
+    return ParsedQuantity(value=math.ceil(exact), format=quantity_format)
+
+
+def parse_exact_quantity(text: str) -> tuple[Decimal, QuantityFormat]:
+    """The exact value of a quantity (``500m`` is 0.5) and the format it was written in."""
     match = _QUANTITY.fullmatch(text)
     if match is None:
         raise UnitError(f"invalid quantity {text!r}: {_QUANTITY_HELP}")
@@ -89,7 +97,7 @@ def parse_quantity(text: str) -> ParsedQuantity:
         exact: Decimal = k8s_quantity.parse_quantity(text)  # type: ignore[no-untyped-call]
     except ValueError as exc:  # the regex admits only what the library parses
         raise UnitError(f"invalid quantity {text!r}: {exc}") from exc
-    return ParsedQuantity(value=math.ceil(exact), format=quantity_format)
+    return exact, quantity_format
 
 
 _BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
@@ -120,6 +128,18 @@ def format_quantity(value: int, quantity_format: QuantityFormat = QuantityFormat
     if quantity_format is QuantityFormat.DECIMAL_EXPONENT:
         return f"{sign}{magnitude}e{3 * exponent}" if exponent else f"{sign}{magnitude}"
     return f"{sign}{magnitude}{_DECIMAL_SUFFIXES[exponent]}"
+
+
+def readable_quantity(value: int) -> str:
+    """For people: the canonical quantity when it is short (``1536Mi``), else three
+    significant digits of the nearest binary unit (``4.88Gi`` for 5242880000)."""
+    canonical = format_quantity(value)
+    if len(canonical) <= 7:
+        return canonical
+    for suffix, size in (("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20)):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{suffix}"
+    return canonical
 
 
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

@@ -1,0 +1,325 @@
+"""The decision core: one pure function from (policy, state, observations, pods, now) to a
+:class:`~nodeagent.model.Decision` and the next state.
+
+It follows the kubelet's synchronize cycle (kubelet-eviction.md §5) step for step:
+
+1. *met now*: thresholds with ``available < threshold`` (strict).
+2. *still reclaiming*: thresholds acted on last cycle that are still below
+   ``threshold + min_reclaim``; together with (1) they are the *active* thresholds.
+3. Each active threshold keeps the time it was first observed; a threshold that drops out
+   for one cycle starts over (one good sample resets a soft grace period).
+4. Conditions: a pressure is on while any of its thresholds is active and for the
+   transition period after the last cycle one was (strictly less than the period).
+   Soft thresholds raise the condition at once, whatever their grace period.
+5. *Actionable*: active thresholds whose grace period has elapsed (hard ones at once).
+   These become next cycle's "acted on last cycle".
+6. Thresholds whose observation is not newer than the previous one of the same signal
+   are not acted on again (no second eviction on the same stale sample).
+7. The first actionable threshold by signal (memory first, then memory PSI, disk, PIDs,
+   io PSI; hard before soft) picks the resource to reclaim.
+8. Node-level reclaim (dead containers, unused images) is asked for where the layout says
+   it helps; when the observation's reclaimable figures show it would leave no threshold
+   met (with min reclaim, any signal, ignoring grace: the kubelet's global check), no pod
+   is evicted this cycle.
+9. Evictable pods are ranked (:mod:`nodeagent.eviction.ranking`); the ``kubelet``
+   strategy evicts the first, ``relief`` the shortest prefix whose usage covers the gap
+   to ``threshold + min_reclaim``.
+
+Kill grace: 1 s for a hard threshold; for a soft one ``min(evictionMaxPodGracePeriod,
+terminationGracePeriodSeconds)`` (a negative maximum defers to the pod).
+
+Taints mirror the conditions with ``NoSchedule``, as the node lifecycle controller does
+for the kubelet's; with ``softPressureTaint`` a pressure that so far comes only from soft
+thresholds inside their grace period gets ``PreferNoSchedule`` instead.
+
+The function reads no clock, file or network; ``EngineState`` is frozen and the caller
+keeps it between cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from nodeagent.eviction import layout as fs_layout
+from nodeagent.eviction import messages, ranking, units
+from nodeagent.eviction import thresholds as thr
+from nodeagent.eviction.observations import observe
+from nodeagent.eviction.policy import EvictionPolicy
+from nodeagent.eviction.settings import EvictionStrategy
+from nodeagent.model import (
+    SIGNAL_PRESSURE,
+    SIGNAL_RESOURCE,
+    Decision,
+    Eviction,
+    NodeCondition,
+    NodeObservations,
+    PodInfo,
+    Pressure,
+    Signal,
+    SignalValue,
+    Taint,
+    ThresholdMet,
+)
+
+__all__ = [
+    "HARD_EVICTION_GRACE_PERIOD_SECONDS",
+    "NO_SCHEDULE",
+    "PREFER_NO_SCHEDULE",
+    "EngineState",
+    "evaluate",
+    "kill_grace_period",
+]
+
+HARD_EVICTION_GRACE_PERIOD_SECONDS = 1
+"""The kubelet's grace override for hard evictions (0 would mean "the pod's own")."""
+NO_SCHEDULE = "NoSchedule"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+
+_ACTION_ORDER: Mapping[Signal, int] = {
+    signal: index
+    for index, signal in enumerate(
+        (
+            Signal.MEMORY_AVAILABLE,
+            Signal.ALLOCATABLE_MEMORY_AVAILABLE,
+            *(s for s in Signal if s.startswith("memory.pressure.")),
+            Signal.NODEFS_AVAILABLE,
+            Signal.NODEFS_INODES_FREE,
+            Signal.IMAGEFS_AVAILABLE,
+            Signal.IMAGEFS_INODES_FREE,
+            Signal.CONTAINERFS_AVAILABLE,
+            Signal.CONTAINERFS_INODES_FREE,
+            Signal.PID_AVAILABLE,
+            *(s for s in Signal if s.startswith("io.pressure.")),
+        )
+    )
+}
+"""Which actionable signal is reclaimed first: memory, as in the kubelet; the kubelet
+leaves the rest to map order, the agent fixes one."""
+
+
+@dataclass(frozen=True, slots=True)
+class EngineState:
+    """What the engine remembers between cycles (the kubelet manager's fields)."""
+
+    first_observed: Mapping[thr.Threshold, float] = field(default_factory=dict)
+    """When each active threshold was first seen met, for grace periods."""
+    thresholds_met: frozenset[thr.Threshold] = frozenset()
+    """Thresholds acted on (grace satisfied) last cycle; min reclaim keeps them active."""
+    pressure_observed: Mapping[Pressure, float] = field(default_factory=dict)
+    """Last time any threshold of each pressure was active, for the transition period."""
+    acted_observed: Mapping[Pressure, float] = field(default_factory=dict)
+    """Last time a threshold of each pressure was actionable (for softPressureTaint)."""
+    observed_at: Mapping[Signal, float] = field(default_factory=dict)
+    """Time of the last observation of each signal, to spot stale samples."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Active:
+    threshold: thr.Threshold
+    observed: SignalValue
+    quantity: int
+    reclaim: int
+
+
+def evaluate(
+    policy: EvictionPolicy,
+    state: EngineState,
+    observations: NodeObservations,
+    pods: Sequence[PodInfo],
+    now: float,
+) -> tuple[Decision, EngineState]:
+    """One evaluation cycle. ``pods`` are the pods on the node (their usage is in
+    ``observations.pods``); ``now`` is the caller's clock, used for grace and transition
+    periods, while ``observations.time`` dates the sample."""
+    layout = observations.fs_layout
+    observed = observe(observations, policy.signals_for(layout))
+
+    active: list[_Active] = []
+    for threshold in policy.thresholds_for(layout):
+        value = observed.get(threshold.signal)
+        if value is None:
+            continue
+        quantity = thr.threshold_quantity(threshold, value.capacity)
+        reclaim = thr.reclaim_quantity(threshold, value.capacity)
+        if value.available < quantity or (
+            threshold in state.thresholds_met and value.available < quantity + reclaim
+        ):
+            active.append(_Active(threshold, value, quantity, reclaim))
+
+    first_observed = {a.threshold: state.first_observed.get(a.threshold, now) for a in active}
+    actionable = [
+        a for a in active if now - first_observed[a.threshold] >= a.threshold.grace_period
+    ]
+    pressure_observed = dict(state.pressure_observed)
+    pressure_observed.update((SIGNAL_PRESSURE[a.threshold.signal], now) for a in active)
+    acted_observed = dict(state.acted_observed)
+    acted_observed.update((SIGNAL_PRESSURE[a.threshold.signal], now) for a in actionable)
+    fresh = [
+        a
+        for a in actionable
+        if observations.time > state.observed_at.get(a.threshold.signal, float("-inf"))
+    ]
+    observed_at = dict(state.observed_at)
+    observed_at.update((signal, observations.time) for signal in observed)
+
+    period = policy.pressure_transition_period
+    pressure = {p: now - pressure_observed.get(p, float("-inf")) < period for p in Pressure}
+    acted_recently = {p: now - acted_observed.get(p, float("-inf")) < period for p in Pressure}
+    satisfied = {a.threshold for a in actionable}
+    choice = _choose(policy, fresh, observed, observations, pods)
+
+    decision = Decision(
+        time=now,
+        thresholds_met=tuple(
+            ThresholdMet(
+                signal=a.threshold.signal,
+                hard=a.threshold.hard,
+                grace_satisfied=a.threshold in satisfied,
+                threshold_quantity=a.quantity,
+                available=a.observed.available,
+            )
+            for a in active
+        ),
+        pressure=pressure,
+        conditions=tuple(_condition(policy, p, pressure[p], active) for p in Pressure),
+        taints=tuple(
+            Taint(
+                key=policy.taint_keys[p],
+                effect=(
+                    NO_SCHEDULE
+                    if acted_recently[p] or not policy.soft_pressure_taint
+                    else PREFER_NO_SCHEDULE
+                ),
+            )
+            for p in Pressure
+            if pressure[p]
+        ),
+        evictions=choice.evictions,
+        candidates=choice.candidates,
+        ranked=tuple(candidate.pod.key for candidate in choice.candidates),
+        node_reclaim=choice.node_reclaim,
+    )
+    next_state = EngineState(
+        first_observed=first_observed,
+        thresholds_met=frozenset(satisfied),
+        pressure_observed=pressure_observed,
+        acted_observed=acted_observed,
+        observed_at=observed_at,
+    )
+    return decision, next_state
+
+
+def kill_grace_period(threshold: thr.Threshold, pod: PodInfo, max_pod_grace_period: int) -> int:
+    """Seconds of termination grace an evicted pod gets (kubelet-eviction.md §6)."""
+    if threshold.hard:
+        return HARD_EVICTION_GRACE_PERIOD_SECONDS
+    if max_pod_grace_period < 0:
+        return pod.termination_grace_period_seconds
+    return min(max_pod_grace_period, pod.termination_grace_period_seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    evictions: tuple[Eviction, ...] = ()
+    candidates: tuple[Eviction, ...] = ()
+    node_reclaim: tuple[str, ...] = ()
+
+
+def _choose(
+    policy: EvictionPolicy,
+    fresh: list[_Active],
+    observed: Mapping[Signal, SignalValue],
+    observations: NodeObservations,
+    pods: Sequence[PodInfo],
+) -> _Choice:
+    if not fresh:
+        return _Choice()
+    layout = observations.fs_layout
+    acted = min(fresh, key=lambda a: (_ACTION_ORDER[a.threshold.signal], not a.threshold.hard))
+    signal = acted.threshold.signal
+    node_reclaim = fs_layout.reclaim_kinds(signal, layout)
+    freed = fs_layout.reclaimable_amount(signal, layout, observations.reclaimable)
+    if node_reclaim and freed is not None and _reclaim_suffices(policy, observed, observations):
+        return _Choice(node_reclaim=node_reclaim)
+
+    resource = SIGNAL_RESOURCE[signal]
+    lead = messages.threshold_sentence(acted.threshold, acted.observed, acted.quantity)
+    candidates = tuple(
+        Eviction(
+            pod=pod,
+            signal=signal,
+            grace_period_seconds=kill_grace_period(
+                acted.threshold, pod, policy.max_pod_grace_period_seconds
+            ),
+            message=messages.eviction_message(lead, resource, pod, used),
+            reclaim_estimate=used or 0,
+        )
+        for pod, used in ranking.rank(signal, layout, pods, observations.pods)
+    )
+    count = min(1, len(candidates))
+    if policy.strategy is EvictionStrategy.RELIEF and signal not in thr.PSI_SIGNALS:
+        target = max(a.quantity + a.reclaim for a in fresh if a.threshold.signal is signal)
+        count = _relief_count(candidates, target - acted.observed.available - (freed or 0))
+    return _Choice(evictions=candidates[:count], candidates=candidates, node_reclaim=node_reclaim)
+
+
+def _reclaim_suffices(
+    policy: EvictionPolicy,
+    observed: Mapping[Signal, SignalValue],
+    observations: NodeObservations,
+) -> bool:
+    """Whether, with what node-level reclaim frees, no threshold of any signal would be
+    met even counting min reclaim (the kubelet's re-check after garbage collection)."""
+    layout = observations.fs_layout
+    for threshold in policy.thresholds_for(layout):
+        value = observed.get(threshold.signal)
+        if value is None:
+            continue
+        freed = fs_layout.reclaimable_amount(threshold.signal, layout, observations.reclaimable)
+        after = min(value.capacity, value.available + (freed or 0))
+        if after < thr.threshold_quantity(threshold, value.capacity) + thr.reclaim_quantity(
+            threshold, value.capacity
+        ):
+            return False
+    return True
+
+
+def _relief_count(candidates: Sequence[Eviction], need: int) -> int:
+    """The shortest prefix whose estimated reclaim covers ``need``; when no prefix does,
+    the prefix up to the last pod that frees anything (evicting pods that free nothing
+    cannot help). At least one pod, as the kubelet would evict."""
+    if not candidates:
+        return 0
+    freed = 0
+    useful = 1
+    for index, candidate in enumerate(candidates, start=1):
+        if candidate.reclaim_estimate > 0:
+            freed += candidate.reclaim_estimate
+            useful = index
+        if freed >= need:
+            return index
+    return useful
+
+
+def _condition(
+    policy: EvictionPolicy, pressure: Pressure, on: bool, active: Sequence[_Active]
+) -> NodeCondition:
+    mine = [a for a in active if SIGNAL_PRESSURE[a.threshold.signal] is pressure]
+    if mine:
+        message = "; ".join(
+            messages.threshold_met_text(a.threshold, a.observed, a.quantity) for a in mine
+        )
+    elif on:
+        message = (
+            f"no {pressure} eviction threshold is met; the condition holds for the pressure "
+            f"transition period ({units.format_duration(policy.pressure_transition_period)})"
+        )
+    else:
+        message = f"no {pressure} eviction threshold is met"
+    return NodeCondition(
+        type=policy.condition_types[pressure],
+        status=on,
+        reason=messages.condition_reason(pressure, met=bool(mine), held=on),
+        message=message,
+    )

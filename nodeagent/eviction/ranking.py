@@ -1,0 +1,77 @@
+"""Which pods go first: the kubelet's comparator chains, as sort keys.
+
+The kubelet sorts pods with a chain of comparators where the first non-tie decides
+(kubelet-eviction.md §9). Each chain here is one key tuple, which sorts identically and
+costs one key computation per pod instead of a chain of calls per comparison:
+
+========================  ==========================================================
+memory signals            (no stats first) > usage above request first > lower priority
+                          first > larger ``usage - request`` first
+disk (bytes and inodes)   the same with the signal's disk usage (§9.3); "above request"
+                          compares with the ephemeral-storage request for bytes and 0 for
+                          inodes, while the last key subtracts the ephemeral-storage
+                          request in bytes even for inodes (the kubelet's quirk, kept)
+pid.available             lower priority first > (no stats first) > more processes first
+========================  ==========================================================
+
+A pod without stats sorts ahead of every pod with stats at the first usage comparator,
+so for memory and disk missing stats dominate priority. Python's sort is stable, so pods
+that tie on the whole chain keep their input order (the kubelet's order is unspecified).
+
+Critical pods (priority >= 2e9, or flagged critical), static pods and mirror pods are
+never candidates (§10.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from nodeagent.eviction import layout as fs_layout
+from nodeagent.model import SIGNAL_RESOURCE, FsLayout, PodInfo, PodUID, PodUsage, Resource, Signal
+
+__all__ = ["CRITICAL_PRIORITY", "RankedPod", "is_evictable", "rank"]
+
+CRITICAL_PRIORITY = 2_000_000_000
+"""``system-cluster-critical``; pods at or above it are critical."""
+
+RankedPod = tuple[PodInfo, int | None]
+"""A candidate and its usage for the ranked signal (``None``: no stats)."""
+
+_RankKey = tuple[int, int, int, int]
+
+
+def is_evictable(pod: PodInfo) -> bool:
+    return not (pod.critical or pod.static or pod.mirror or pod.priority >= CRITICAL_PRIORITY)
+
+
+def rank(
+    signal: Signal,
+    layout: FsLayout,
+    pods: Sequence[PodInfo],
+    usage: Mapping[PodUID, PodUsage],
+) -> list[RankedPod]:
+    """Evictable ``pods`` in the order the kubelet would evict them for ``signal``."""
+    fields = fs_layout.usage_fields(signal, layout)
+    resource = SIGNAL_RESOURCE[signal]
+    keyed: list[tuple[_RankKey, RankedPod]] = []
+    for pod in pods:
+        if not is_evictable(pod):
+            continue
+        used = fs_layout.pod_usage(usage.get(pod.uid), fields)
+        keyed.append((_key(resource, pod, used), (pod, used)))
+    keyed.sort(key=lambda item: item[0])
+    return [ranked for _, ranked in keyed]
+
+
+def _key(resource: Resource, pod: PodInfo, used: int | None) -> _RankKey:
+    priority = pod.priority
+    if resource is Resource.PIDS:
+        return (priority, 0, 0, 0) if used is None else (priority, 1, -used, 0)
+    if used is None:
+        return (0, 0, priority, 0)
+    if resource is Resource.MEMORY:
+        request = pod.requests.get("memory", 0)
+        return (1, 0 if used > request else 1, priority, request - used)
+    storage_request = pod.requests.get("ephemeral-storage", 0)
+    exceeds_over = storage_request if resource is Resource.EPHEMERAL_STORAGE else 0
+    return (1, 0 if used > exceeds_over else 1, priority, storage_request - used)
