@@ -443,6 +443,23 @@ class FakeCluster:
             if deadline is not None and time.monotonic() >= deadline:
                 return
 
+    def check_watch_version(self, resource_version: str) -> None:
+        """Raise :class:`~nodeagent.kube.errors.Gone` (or Invalid) if a watch from
+        ``resource_version`` cannot start; lets a server answer before the first event."""
+        if resource_version in ("", "0"):
+            return
+        try:
+            position = int(resource_version)
+        except ValueError as exc:
+            raise kube_errors.Invalid(
+                f"invalid resourceVersion {resource_version!r}", status=400
+            ) from exc
+        with self._lock:
+            if position < self._compacted_rv:
+                raise kube_errors.Gone(
+                    f"too old resource version: {position} ({self._compacted_rv})", status=410
+                )
+
     def send_bookmarks(self) -> None:
         """Make every watch that allows bookmarks send one now."""
         with self._lock:

@@ -109,6 +109,7 @@ class FakeAPIServer:
         self._faults = _FaultState()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -130,7 +131,13 @@ class FakeAPIServer:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop listening and cut every open connection (as a crashed server would)."""
         self._stopping.set()
+        with self._lock:
+            connections = list(self._connections)
+        for sock in connections:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -253,6 +260,17 @@ def _make_handler(server: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
 class _Handler(BaseHTTPRequestHandler):
     api: FakeAPIServer
     protocol_version = "HTTP/1.1"
+
+    def setup(self) -> None:
+        super().setup()
+        with self.api._lock:
+            self.api._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.api._lock:
+            self.api._connections.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # tests read FakeAPIServer.requests instead of stderr
@@ -435,7 +453,7 @@ class _Handler(BaseHTTPRequestHandler):
             stop=stop,
         )
         try:
-            first = next(events, None)
+            self.api.cluster.check_watch_version(request.param("resourceVersion") or "")
         except kube_errors.Gone as exc:
             if self.api.watch_gone_as_status:
                 raise _Reply(410, fake.status_body(exc)) from None
@@ -447,8 +465,6 @@ class _Handler(BaseHTTPRequestHandler):
         watcher = threading.Thread(target=self._watch_peer, args=(stop,), daemon=True)
         watcher.start()
         try:
-            if first is not None:
-                self._chunk({"type": first.type.value, "object": first.object})
             for event in events:
                 self._chunk({"type": event.type.value, "object": event.object})
         except kube_errors.Gone as exc:

@@ -1,0 +1,251 @@
+"""HTTPKubeClient over the real ``kubernetes`` client against the fake API server: the
+requests it sends, error translation, retries with backoff and Retry-After, the QPS
+bucket, outages and latency, watch streaming and prompt close."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from nodeagent import errors
+from nodeagent.clock import FakeClock
+from nodeagent.kube import client, http, retry
+from nodeagent.kube import errors as kube_errors
+from tests.fakeapi import objects
+from tests.fakeapi.fixtures import configuration
+from tests.fakeapi.server import FakeAPIServer
+
+
+class RecordingObserver:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, str]] = []
+        self.retries: list[tuple[str, str, str]] = []
+
+    def api_request(self, verb: str, resource: str, code: str) -> None:
+        self.requests.append((verb, resource, code))
+
+    def api_retry(self, verb: str, resource: str, reason: str) -> None:
+        self.retries.append((verb, resource, reason))
+
+
+@pytest.fixture
+def seeded(fake_api: FakeAPIServer) -> FakeAPIServer:
+    fake_api.cluster.create("nodes", objects.node("node-a"))
+    fake_api.cluster.create("pods", objects.pod("p1", uid="uid-1", labels={"app": "x"}))
+    fake_api.cluster.create("pods", objects.pod("p2", node_name="node-b"))
+    return fake_api
+
+
+POLICY = retry.RetryPolicy(attempts=4, initial_delay=0.5, max_delay=4.0)
+
+
+def make_client(
+    api: FakeAPIServer,
+    clock: FakeClock,
+    *,
+    observer: client.ApiCallObserver | None = None,
+    policy: retry.RetryPolicy = POLICY,
+    qps: float = 1000.0,
+    burst: int = 1000,
+    timeout: tuple[float, float] = (2.0, 5.0),
+) -> http.HTTPKubeClient:
+    return http.HTTPKubeClient.connect(
+        configuration(api.url),
+        qps=qps,
+        burst=burst,
+        retry_policy=policy,
+        observer=observer,
+        clock=clock,
+        timeout=timeout,
+    )
+
+
+def test_reads_and_patches_send_what_the_server_expects(
+    seeded: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    node = kube.get_node("node-a")
+    assert node["metadata"]["name"] == "node-a"
+    patch = {"status": {"conditions": [{"type": "NodeAgentDiskPressure", "status": "False"}]}}
+    patched = kube.patch_node_status("node-a", patch)
+    assert [c["type"] for c in patched["status"]["conditions"]][-1] == "NodeAgentDiskPressure"
+    kube.patch_node("node-a", {"metadata": {"annotations": {"a": "b"}}})
+    patches = seeded.requests_to("PATCH", "/api/v1/nodes/node-a")
+    assert [r.content_type for r in patches] == ["application/strategic-merge-patch+json"] * 2
+    assert [r.path for r in patches] == ["/api/v1/nodes/node-a/status", "/api/v1/nodes/node-a"]
+    listed = kube.list_pods(field_selector="spec.nodeName=node-a")
+    assert [p["metadata"]["name"] for p in listed.items] == ["p1"]
+    assert listed.resource_version == str(seeded.cluster.resource_version)
+
+
+def test_eviction_body_carries_grace_and_uid(
+    seeded: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    kube.evict_pod("default", "p1", grace_period_seconds=1, uid="uid-1")
+    body = seeded.requests_to("POST", "/pods/p1/eviction$")[-1].body
+    assert body["apiVersion"] == "policy/v1" and body["kind"] == "Eviction"
+    assert body["deleteOptions"] == {"gracePeriodSeconds": 1, "preconditions": {"uid": "uid-1"}}
+    assert seeded.cluster.evictions[-1].outcome == 201
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        pytest.param("missing", errors.NotFound, id="404-not-found"),
+        pytest.param("uid", errors.Conflict, id="409-uid-precondition"),
+        pytest.param("pdb", kube_errors.EvictionBlocked, id="429-pdb"),
+    ],
+)
+def test_eviction_answers_become_typed_errors_without_retry(
+    seeded: FakeAPIServer,
+    kube: http.HTTPKubeClient,
+    setup: str,
+    expected: type[Exception],
+) -> None:
+    name, uid = "p1", "uid-1"
+    if setup == "missing":
+        name = "nope"
+    elif setup == "uid":
+        uid = "other"
+    else:
+        seeded.cluster.add_pdb("default", "pdb", selector="app=x")
+    with pytest.raises(expected):
+        kube.evict_pod("default", name, grace_period_seconds=5, uid=uid)
+    assert len(seeded.requests_to("POST", "/eviction$")) == 1, "answers are not retried"
+
+
+def test_server_errors_are_retried_with_backoff_then_succeed(
+    seeded: FakeAPIServer, clock: FakeClock
+) -> None:
+    observer = RecordingObserver()
+    kube = make_client(seeded, clock, observer=observer)
+    seeded.fail_next(2, status=503, path="/nodes/node-a$")
+    started = clock.now()
+    assert kube.get_node("node-a")["metadata"]["name"] == "node-a"
+    assert len(seeded.requests_to("GET", "/nodes/node-a$")) == 3
+    assert [code for _, _, code in observer.requests] == ["503", "503", "200"]
+    assert observer.retries == [("get", "nodes", "Unavailable")] * 2
+    assert clock.now() - started <= 0.5 + 1.0, "full-jitter waits stay within their bounds"
+
+
+def test_retry_after_is_honoured_for_throttling(seeded: FakeAPIServer, clock: FakeClock) -> None:
+    kube = make_client(seeded, clock)
+    seeded.fail_next(1, status=429, path="/nodes/node-a$", retry_after=3)
+    started = clock.now()
+    kube.get_node("node-a")
+    assert clock.now() - started >= 3.0
+
+
+def test_persistent_outage_raises_server_error_after_all_attempts(
+    seeded: FakeAPIServer, clock: FakeClock
+) -> None:
+    kube = make_client(seeded, clock)
+    with seeded.outage(status=503), pytest.raises(errors.ServerError):
+        kube.get_node("node-a")
+    assert len(seeded.requests_to("GET", "/nodes/node-a$")) == 4
+
+
+def test_connection_refused_is_a_server_error_and_recovers(
+    seeded: FakeAPIServer, clock: FakeClock
+) -> None:
+    kube = make_client(seeded, clock, policy=retry.RetryPolicy(attempts=2))
+    with seeded.outage(refuse=True), pytest.raises(errors.ServerError):
+        kube.get_node("node-a")
+    assert kube.get_node("node-a")["metadata"]["name"] == "node-a"
+
+
+def test_slow_answer_times_out_as_server_error(seeded: FakeAPIServer, clock: FakeClock) -> None:
+    kube = make_client(seeded, clock, policy=retry.NO_RETRY, timeout=(1.0, 0.2))
+    seeded.add_latency(0.6, path="/nodes/node-a$")
+    with pytest.raises(errors.ServerError):
+        kube.get_node("node-a")
+
+
+def test_latency_below_timeout_is_tolerated(seeded: FakeAPIServer, clock: FakeClock) -> None:
+    kube = make_client(seeded, clock, timeout=(1.0, 2.0))
+    seeded.add_latency(0.2)
+    assert kube.get_node("node-a")["metadata"]["name"] == "node-a"
+
+
+def test_qps_bucket_spaces_requests(seeded: FakeAPIServer, clock: FakeClock) -> None:
+    kube = make_client(seeded, clock, qps=5.0, burst=10)
+    started = clock.now()
+    for _ in range(20):
+        kube.get_node("node-a")
+    # 10 go at once, the next 10 at 5/s; real time passing only adds tokens
+    assert 1.9 <= clock.now() - started <= 2.1
+
+
+def test_watch_streams_events_and_closes_promptly(
+    seeded: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    seeded.cluster.bookmark_interval = 0.1
+    listed = kube.list_pods(field_selector="spec.nodeName=node-a")
+    stream = kube.watch_pods(
+        resource_version=listed.resource_version,
+        field_selector="spec.nodeName=node-a",
+        timeout_seconds=30,
+    )
+    threading.Timer(0.2, seeded.cluster.create, ("pods", objects.pod("p3"))).start()
+    seen: list[client.WatchEvent] = []
+    closer = threading.Timer(0.8, stream.close)
+    closer.start()
+    started = time.monotonic()
+    seen.extend(stream)
+    assert time.monotonic() - started < 2.0, "close() interrupts a blocked read"
+    kinds = [e.type for e in seen]
+    assert client.WatchEventType.ADDED in kinds and client.WatchEventType.BOOKMARK in kinds
+    added = next(e for e in seen if e.type is client.WatchEventType.ADDED)
+    assert added.object["metadata"]["name"] == "p3"
+    request = seeded.requests_to("GET", "/api/v1/pods$")[-1]
+    assert request.param("allowWatchBookmarks") == "true"
+    assert request.param("resourceVersion") == listed.resource_version
+
+
+@pytest.mark.parametrize("as_status", [False, True], ids=["error-event", "http-410"])
+def test_watch_from_expired_version_raises_gone(
+    seeded: FakeAPIServer, kube: http.HTTPKubeClient, as_status: bool
+) -> None:
+    old = str(seeded.cluster.resource_version - 1)
+    seeded.cluster.create("pods", objects.pod("p9"))
+    seeded.cluster.compact()
+    seeded.watch_gone_as_status = as_status
+    with pytest.raises(kube_errors.Gone):
+        list(kube.watch_pods(resource_version=old, timeout_seconds=5))
+
+
+def test_events_are_created_and_patched(seeded: FakeAPIServer, kube: http.HTTPKubeClient) -> None:
+    created = kube.create_event(
+        "default",
+        {
+            "metadata": {"name": "node-a.x", "namespace": "default"},
+            "involvedObject": {"kind": "Node", "name": "node-a"},
+            "reason": "EvictionThresholdMet",
+            "message": "Attempting to reclaim memory",
+            "type": "Warning",
+            "count": 1,
+        },
+    )
+    assert created["reason"] == "EvictionThresholdMet"
+    kube.patch_event("default", "node-a.x", {"count": 4})
+    assert seeded.cluster.get("events", "default", "node-a.x")["count"] == 4
+
+
+def test_load_configuration_errors_name_the_source() -> None:
+    with pytest.raises(errors.ConfigError, match="cannot load Kubernetes client configuration"):
+        http.load_configuration(Path("/nonexistent/kubeconfig"))
+
+
+def test_load_configuration_reads_a_kubeconfig(tmp_path: Path, fake_api: FakeAPIServer) -> None:
+    path = tmp_path / "config"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+        f"clusters: [{{name: fake, cluster: {{server: '{fake_api.url}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: fake, context: {cluster: fake, user: u}}]\n"
+    )
+    config = http.load_configuration(path)
+    assert config.host == fake_api.url
+    assert http.cluster_configured(path)
