@@ -1,0 +1,251 @@
+"""Evictions through the real HTTP client against the fake API server: grace period and
+uid precondition on the wire, PodDisruptionBudget refusal -> next candidate, the hard
+threshold bypass, once-only, the cap, dry-run, safety refusals, retries through 5xx and
+an outage without repeating an eviction, and aggregated events."""
+
+from __future__ import annotations
+
+import pytest
+
+from nodeagent.actuators import events, evictor, safety
+from nodeagent.actuators.evictor import Outcome
+from nodeagent.clock import FakeClock
+from nodeagent.kube import http, selectors
+from nodeagent.model import PodInfo, PodUID
+from tests.actuators.builders import decision, pod_info
+from tests.fakeapi import objects
+from tests.fakeapi.server import FakeAPIServer
+
+NAMES = ("p1", "p2", "p3", "p4", "p5", "p6", "p7")
+
+
+@pytest.fixture
+def cluster(fake_api: FakeAPIServer) -> FakeAPIServer:
+    fake_api.cluster.create("nodes", objects.node("node-a"))
+    for name in NAMES:
+        fake_api.cluster.create("pods", objects.pod(name, uid=f"uid-{name}", labels={"app": name}))
+    return fake_api
+
+
+def pods(*names: str) -> tuple[PodInfo, ...]:
+    return tuple(pod_info(name) for name in names)
+
+
+def make(
+    kube: http.HTTPKubeClient,
+    clock: FakeClock,
+    *,
+    dry_run: bool = False,
+    policy: safety.SafetyPolicy | None = None,
+    **options: object,
+) -> tuple[evictor.Evictor, events.EventRecorder]:
+    recorder = events.EventRecorder(kube, node_name="node-a", clock=clock, dry_run=dry_run)
+    return (
+        evictor.Evictor(
+            kube,
+            clock=clock,
+            recorder=recorder,
+            policy=policy or safety.SafetyPolicy(),
+            dry_run=dry_run,
+            **options,  # type: ignore[arg-type]
+        ),
+        recorder,
+    )
+
+
+def outcomes(results: tuple[evictor.EvictionResult, ...]) -> list[tuple[str, Outcome]]:
+    return [(r.pod, r.outcome) for r in results]
+
+
+def present(api: FakeAPIServer) -> set[PodUID]:
+    return {PodUID(p["metadata"]["uid"]) for p in api.cluster.list("pods").items}
+
+
+def test_evicts_with_the_decisions_grace_and_uid(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, _ = make(kube, clock)
+    results = ev.apply(decision(evict=pods("p1"), hard=False))
+    assert outcomes(results) == [("default/p1", Outcome.EVICTED)]
+    body = cluster.requests_to("POST", "/pods/p1/eviction$")[0].body
+    assert body["deleteOptions"] == {"gracePeriodSeconds": 30, "preconditions": {"uid": "uid-p1"}}
+    reasons = [e["reason"] for e in cluster.cluster.list("events").items]
+    assert sorted(reasons) == ["Evicted", "EvictionThresholdMet"]
+    evicted = next(e for e in cluster.cluster.list("events").items if e["reason"] == "Evicted")
+    assert evicted["involvedObject"]["name"] == "p1"
+    assert evicted["message"].startswith("The node was low on resource: memory.")
+
+
+def test_pdb_refusal_moves_to_the_next_candidate_without_retrying(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    cluster.cluster.add_pdb("default", "pdb", selector="app in (p1,p2)")
+    ev, _ = make(kube, clock)
+    results = ev.apply(decision(evict=pods("p1"), candidates=pods("p2", "p3"), hard=False))
+    assert outcomes(results) == [
+        ("default/p1", Outcome.BLOCKED_BY_PDB),
+        ("default/p2", Outcome.BLOCKED_BY_PDB),
+        ("default/p3", Outcome.EVICTED),
+    ]
+    assert [r.name for r in cluster.cluster.evictions] == ["p1", "p2", "p3"]
+
+
+def test_hard_threshold_bypass_deletes_with_one_second_grace(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    cluster.cluster.add_pdb("default", "pdb", selector="app=p1")
+    ev, _ = make(kube, clock, hard_bypasses_pdb=True)
+    results = ev.apply(decision(evict=pods("p1"), candidates=pods("p2"), hard=True))
+    assert outcomes(results) == [("default/p1", Outcome.DELETED)]
+    assert cluster.cluster.deletions[-1].grace_period_seconds == 1
+    soft = ev.apply(decision(evict=pods("p3"), hard=False))
+    assert outcomes(soft) == [("default/p3", Outcome.EVICTED)]
+    cluster.cluster.add_pdb("default", "pdb4", selector="app=p4")
+    blocked = ev.apply(decision(evict=pods("p4"), hard=False))
+    assert outcomes(blocked) == [("default/p4", Outcome.BLOCKED_BY_PDB)], "soft: never bypass"
+
+
+def test_never_twice_the_same_pod(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    cluster.cluster.termination_delay = 60  # the pod lingers while terminating
+    ev, _ = make(kube, clock, deadline_margin=30.0)
+    first = ev.apply(decision(evict=pods("p1"), hard=False), present=present(cluster))
+    assert outcomes(first)[0][1] is Outcome.EVICTED
+    for _ in range(5):
+        clock.advance(10)
+        again = ev.apply(decision(evict=pods("p1"), hard=False), present=present(cluster))
+        assert outcomes(again) == [("default/p1", Outcome.SKIPPED_IN_FLIGHT)]
+    assert len(cluster.cluster.evictions) == 1
+    clock.advance(20)  # 30 s grace + 30 s margin have passed: the engine may retry
+    retried = ev.apply(decision(evict=pods("p1"), hard=False), present=present(cluster))
+    assert outcomes(retried) == [("default/p1", Outcome.EVICTED)]
+
+
+def test_in_flight_ends_when_the_pod_is_gone(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, _ = make(kube, clock)
+    ev.apply(decision(evict=pods("p1")))
+    assert PodUID("uid-p1") in ev.in_flight
+    ev.forget_gone(present(cluster))
+    assert ev.in_flight == {}
+
+
+def test_terminating_pods_count_as_in_flight(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, _ = make(kube, clock)
+    results = ev.apply(decision(evict=pods("p1")), terminating={PodUID("uid-p1")})
+    assert outcomes(results) == [("default/p1", Outcome.SKIPPED_IN_FLIGHT)]
+    assert cluster.cluster.evictions == []
+
+
+def test_cap_per_interval(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, _ = make(kube, clock, max_evictions=3, cap_interval=10.0)
+    results = ev.apply(decision(evict=pods(*NAMES[:5])))
+    assert [o for _, o in outcomes(results)] == [Outcome.EVICTED] * 3 + [Outcome.CAPPED] * 2
+    clock.advance(5)
+    assert [o for _, o in outcomes(ev.apply(decision(evict=pods("p4"))))] == [Outcome.CAPPED]
+    clock.advance(5)
+    assert [o for _, o in outcomes(ev.apply(decision(evict=pods("p4"))))] == [Outcome.EVICTED]
+    assert len(cluster.cluster.evictions) == 4
+
+
+def test_dry_run_mutates_nothing_but_records_marked_events(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, _ = make(kube, clock, dry_run=True)
+    results = ev.apply(decision(evict=pods("p1", "p2")))
+    assert [o for _, o in outcomes(results)] == [Outcome.DRY_RUN] * 2
+    assert cluster.requests_to("POST", "/eviction$") == []
+    assert cluster.requests_to("DELETE", ".") == []
+    assert len(cluster.cluster.list("pods").items) == len(NAMES)
+    recorded = cluster.cluster.list("events").items
+    assert {e["reason"] for e in recorded} == {"EvictedDryRun", "EvictionThresholdMet"}
+    assert all(e["message"].startswith("[dry-run] ") for e in recorded)
+    assert all(e["metadata"]["annotations"]["nodeagent.io/dry-run"] == "true" for e in recorded)
+
+
+@pytest.mark.parametrize(
+    ("pod", "policy", "reason"),
+    [
+        pytest.param(
+            pod_info("c", critical=True, priority=2_000_000_000), None, "critical", id="critical"
+        ),
+        pytest.param(pod_info("s", static=True), None, "static", id="static"),
+        pytest.param(pod_info("m", mirror=True, static=True), None, "mirror", id="mirror"),
+        pytest.param(pod_info("d", daemonset=True), None, "DaemonSet", id="daemonset"),
+        pytest.param(pod_info("k", namespace="kube-system"), None, "namespace", id="namespace"),
+        pytest.param(
+            pod_info("l", labels={"app": "db"}),
+            safety.SafetyPolicy(protected_labels=(selectors.parse_label_selector("app=db"),)),
+            "label",
+            id="label",
+        ),
+        pytest.param(
+            pod_info("h", priority=1000),
+            safety.SafetyPolicy(priority_threshold=1000),
+            "evictionPriorityThreshold",
+            id="priority",
+        ),
+    ],
+)
+def test_safety_refuses_protected_pods(
+    pod: PodInfo, policy: safety.SafetyPolicy | None, reason: str
+) -> None:
+    refusal = safety.evictable(pod, policy or safety.SafetyPolicy())
+    assert refusal is not None and reason in refusal
+
+
+def test_safety_allows_ordinary_and_opted_in_pods() -> None:
+    assert safety.evictable(pod_info("ok"), safety.SafetyPolicy()) is None
+    daemon = pod_info("d", daemonset=True)
+    assert safety.evictable(daemon, safety.SafetyPolicy(evict_daemon_set_pods=True)) is None
+    low = pod_info("low", priority=999)
+    assert safety.evictable(low, safety.SafetyPolicy(priority_threshold=1000)) is None
+
+
+def test_refused_pod_is_replaced_by_the_next_allowed_candidate(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, _ = make(kube, clock)
+    protected = pod_info("p1", daemonset=True)
+    results = ev.apply(decision(evict=(protected,), candidates=pods("p2")))
+    assert outcomes(results) == [("default/p1", Outcome.REFUSED), ("default/p2", Outcome.EVICTED)]
+
+
+def test_server_errors_are_retried_and_an_outage_repeats_nothing(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, _ = make(kube, clock)
+    cluster.fail_next(2, status=500, path="/pods/p1/eviction$")
+    assert outcomes(ev.apply(decision(evict=pods("p1")))) == [("default/p1", Outcome.EVICTED)]
+    with cluster.outage(status=503):
+        down = ev.apply(decision(evict=pods("p2")))
+    assert outcomes(down) == [("default/p2", Outcome.FAILED)]
+    assert PodUID("uid-p2") not in ev.in_flight, "a failed eviction is retried next cycle"
+    back = ev.apply(decision(evict=pods("p2")), present=present(cluster))
+    assert outcomes(back) == [("default/p2", Outcome.EVICTED)]
+    evicted = [r.name for r in cluster.cluster.evictions if r.outcome == 201]
+    assert evicted == ["p1", "p2"]
+
+
+def test_held_pressure_events_are_aggregated(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, recorder = make(kube, clock)
+    for _ in range(60):  # ten minutes of pressure at 10 s, nothing left to evict
+        ev.apply(decision(memory=True))
+        recorder.flush()
+        clock.advance(10)
+    creates = cluster.requests_to("POST", "/events$")
+    patches = cluster.requests_to("PATCH", "/events/")
+    assert len(creates) == 1
+    assert len(patches) <= 10, "at most one count update per eventRefreshInterval"
+    stored = cluster.cluster.list("events").items[0]
+    assert stored["reason"] == "EvictionThresholdMet"
+    assert stored["message"] == "Attempting to reclaim memory"
+    assert stored["count"] >= 55
