@@ -14,7 +14,10 @@ It follows the kubelet's synchronize cycle (kubelet-eviction.md §5) step for st
 5. *Actionable*: active thresholds whose grace period has elapsed (hard ones at once).
    These become next cycle's "acted on last cycle".
 6. Thresholds whose observation is not newer than the previous one of the same signal
-   are not acted on again (no second eviction on the same stale sample).
+   are not acted on again (no second eviction on the same stale sample). A PSI average
+   lags by its window (10 s for avg10), so after an eviction for a pressure the engine
+   waits that long before acting on a PSI signal of that pressure, lest it count the
+   stall the eviction already relieved.
 7. The first actionable threshold by signal (memory first, then memory PSI, disk, PIDs,
    io PSI; hard before soft) picks the resource to reclaim.
 8. Node-level reclaim (dead containers, unused images) is asked for where the layout says
@@ -97,6 +100,11 @@ _ACTION_ORDER: Mapping[Signal, int] = {
 """Which actionable signal is reclaimed first: memory, as in the kubelet; the kubelet
 leaves the rest to map order, the agent fixes one."""
 
+_PSI_WINDOW: Mapping[Signal, float] = {
+    signal: float(signal.rpartition(".avg")[2]) for signal in thr.PSI_SIGNALS
+}
+"""Seconds each PSI average spans."""
+
 
 @dataclass(frozen=True, slots=True)
 class EngineState:
@@ -112,6 +120,9 @@ class EngineState:
     """Last time a threshold of each pressure was actionable (for softPressureTaint)."""
     observed_at: Mapping[Signal, float] = field(default_factory=dict)
     """Time of the last observation of each signal, to spot stale samples."""
+    evicted_at: Mapping[Pressure, float] = field(default_factory=dict)
+    """Last cycle that evicted for each pressure, which PSI averages need a window to
+    reflect."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +170,8 @@ def evaluate(
         a
         for a in actionable
         if observations.time > state.observed_at.get(a.threshold.signal, float("-inf"))
+        and now - state.evicted_at.get(SIGNAL_PRESSURE[a.threshold.signal], float("-inf"))
+        >= _PSI_WINDOW.get(a.threshold.signal, 0)
     ]
     observed_at = dict(state.observed_at)
     observed_at.update((signal, observations.time) for signal in observed)
@@ -200,12 +213,16 @@ def evaluate(
         ranked=tuple(candidate.pod.key for candidate in choice.candidates),
         node_reclaim=choice.node_reclaim,
     )
+    evicted_at = state.evicted_at
+    if choice.evictions:
+        evicted_at = {**evicted_at, SIGNAL_PRESSURE[choice.evictions[0].signal]: now}
     next_state = EngineState(
         first_observed=first_observed,
         thresholds_met=frozenset(satisfied),
         pressure_observed=pressure_observed,
         acted_observed=acted_observed,
         observed_at=observed_at,
+        evicted_at=evicted_at,
     )
     return decision, next_state
 

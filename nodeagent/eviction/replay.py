@@ -193,7 +193,8 @@ def table_lines(policy: EvictionPolicy, cycles: Iterable[Cycle]) -> Iterator[str
     A signal cell reads ``1500Mi < 2Gi soft`` while a threshold is met (``soft*`` once
     its grace period has passed and it is acted on), ``1.2Gi ~ 1Gi hard`` while only min
     reclaim keeps it active, and just the value otherwise. The columns are the signals
-    with thresholds that the first line observes.
+    with thresholds that the first line reports (not those read as another filesystem's
+    stand-in, such as containerfs on a single-filesystem node).
     """
     columns: tuple[Signal, ...] | None = None
     for cycle in cycles:
@@ -201,7 +202,11 @@ def table_lines(policy: EvictionPolicy, cycles: Iterable[Cycle]) -> Iterator[str
         layout = observations.fs_layout
         observed = observe(observations, policy.signals_for(layout))
         if columns is None:
-            columns = tuple(s for s in policy.signals_for(layout) if s in observed)
+            columns = tuple(
+                s
+                for s in policy.signals_for(layout)
+                if s in observations.signals or (s in PSI_SIGNALS and s in observed)
+            )
             header = ["TIME".rjust(8)] + [str(s).ljust(_SIGNAL_WIDTH) for s in columns]
             yield "  ".join([*header, "PRESSURE".ljust(16), "ACTION"]).rstrip()
         cells = [f"{_number(decision.time):>8}"]
