@@ -1,0 +1,415 @@
+"""KubeSchedulerConfiguration: defaults, merging with the default plugin set, MultiPoint
+expansion, plugin args, and errors that name the field (exit code 2 via the CLI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodeagent import cli
+from nodeagent.errors import ConfigError
+from nodeagent.scheduler import config, framework, registry
+from nodeagent.scheduler.plugins import node_resources_fit
+from tests.scheduler import builders as b
+
+REGISTRY = registry.in_tree_registry()
+
+
+def profile_doc(plugins: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    profile: dict[str, Any] = {"schedulerName": "default-scheduler", **extra}
+    if plugins is not None:
+        profile["plugins"] = plugins
+    return {"apiVersion": config.API_VERSION, "kind": config.KIND, "profiles": [profile]}
+
+
+def build(document: dict[str, Any] | None) -> framework.Framework:
+    return b.default_framework(document)
+
+
+def names(plugins: list[Any]) -> list[str]:
+    return [p.name for p in plugins]
+
+
+def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
+    fw = build(None)
+    assert names(fw.queue_sort) == ["PrioritySort"]
+    assert names(fw.pre_enqueue) == ["SchedulingGates"]
+    assert names(fw.filter) == [
+        "NodeUnschedulable",
+        "NodeName",
+        "NodePressure",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+    ]
+    assert fw.weights == {
+        "NodePressure": 2,
+        "TaintToleration": 3,
+        "NodeAffinity": 2,
+        "NodeResourcesFit": 1,
+        "NodeResourcesBalancedAllocation": 1,
+        "ImageLocality": 1,
+    }
+    assert names(fw.bind) == ["DefaultBinder"]
+    assert fw.profile.scheduler_name == "default-scheduler"
+
+
+def test_disabling_a_default_removes_it_everywhere() -> None:
+    fw = build(profile_doc({"multiPoint": {"disabled": [{"name": "NodePressure"}]}}))
+    assert "NodePressure" not in names(fw.filter) + names(fw.score)
+
+
+def test_disabling_at_one_point_keeps_the_others() -> None:
+    fw = build(profile_doc({"score": {"disabled": [{"name": "TaintToleration"}]}}))
+    assert "TaintToleration" in names(fw.filter)
+    assert "TaintToleration" not in names(fw.score)
+
+
+def test_enabled_default_with_new_weight_keeps_its_place() -> None:
+    fw = build(profile_doc({"multiPoint": {"enabled": [{"name": "TaintToleration", "weight": 7}]}}))
+    assert fw.weights["TaintToleration"] == 7
+    assert names(fw.filter).index("TaintToleration") == 3
+
+
+def test_score_point_weight_overrides_multi_point_and_moves_first() -> None:
+    fw = build(profile_doc({"score": {"enabled": [{"name": "ImageLocality", "weight": 5}]}}))
+    assert fw.weights["ImageLocality"] == 5
+    assert names(fw.score)[0] == "ImageLocality"  # explicit overrides come first
+
+
+def test_star_disables_all_defaults_at_a_point() -> None:
+    fw = build(
+        profile_doc(
+            {
+                "score": {
+                    "disabled": [{"name": "*"}],
+                    "enabled": [{"name": "NodeResourcesFit", "weight": 2}],
+                }
+            }
+        )
+    )
+    assert names(fw.score) == ["NodeResourcesFit"]
+    assert fw.weights["NodeResourcesFit"] == 2
+
+
+def test_zero_weight_means_one() -> None:
+    fw = build(profile_doc({"multiPoint": {"enabled": [{"name": "ImageLocality", "weight": 0}]}}))
+    assert fw.weights["ImageLocality"] == 1
+
+
+def test_percentage_of_nodes_to_score_global_and_per_profile() -> None:
+    doc = profile_doc(percentageOfNodesToScore=30)
+    doc["percentageOfNodesToScore"] = 70
+    parsed = config.parse_configuration(doc, REGISTRY)
+    assert parsed.percentage_of_nodes_to_score == 70
+    assert parsed.profiles[0].percentage_of_nodes_to_score == 30
+
+
+def test_node_resources_fit_args_defaults_and_rtcr_shape() -> None:
+    doc = profile_doc(
+        pluginConfig=[
+            {
+                "name": "NodeResourcesFit",
+                "args": {
+                    "scoringStrategy": {
+                        "type": "RequestedToCapacityRatio",
+                        "resources": [{"name": "cpu"}, {"name": "example.com/foo", "weight": 5}],
+                        "requestedToCapacityRatio": {
+                            "shape": [
+                                {"utilization": 0, "score": 0},
+                                {"utilization": 100, "score": 10},
+                            ]
+                        },
+                    }
+                },
+            }
+        ]
+    )
+    parsed = config.parse_configuration(doc, REGISTRY)
+    args = parsed.profiles[0].plugin_args["NodeResourcesFit"]
+    assert isinstance(args, node_resources_fit.Args)
+    assert args.scoring_resources() == [("cpu", 1), ("example.com/foo", 5)]
+    default = node_resources_fit.Args()
+    assert default.scoring_strategy.type == "LeastAllocated"
+    assert default.scoring_resources() == [("cpu", 1), ("memory", 1)]
+
+
+def test_args_for_plugins_nodeagent_lacks_are_accepted_when_not_enabled() -> None:
+    doc = profile_doc(
+        {"multiPoint": {"disabled": [{"name": "PodTopologySpread"}]}},
+        pluginConfig=[{"name": "DefaultPreemption", "args": {"minCandidateNodesPercentage": 10}}],
+    )
+    build(doc)
+
+
+BAD_CONFIGS = [
+    pytest.param({"percentageOfNodesToScore": 150}, "percentageOfNodesToScore", id="percentage"),
+    pytest.param({"apiVersion": "kubescheduler.config.k8s.io/v1beta3"}, "apiVersion", id="version"),
+    pytest.param({"profilez": []}, "profilez", id="unknown-field"),
+    pytest.param({"extenders": [{"urlPrefix": "http://x"}]}, "extenders", id="extenders"),
+    pytest.param(
+        {"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]},
+        "duplicate",
+        id="dup-profile",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {"plugins": {"score": {"enabled": [{"name": "ImageLocality", "weight": -1}]}}}
+            ]
+        },
+        "weight",
+        id="negative-weight",
+    ),
+    pytest.param(
+        {"profiles": [{"plugins": {"filter": {"enabled": [{"name": "Bogus"}]}}}]},
+        "not registered",
+        id="unknown-plugin",
+    ),
+    pytest.param(
+        {"profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "InterPodAffinity"}]}}}]},
+        "does not implement yet",
+        id="not-implemented-yet",
+    ),
+    pytest.param(
+        {"profiles": [{"plugins": {"filter": {"enabled": [{"name": "ImageLocality"}]}}}]},
+        "does not extend the filter",
+        id="wrong-extension-point",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "plugins": {
+                        "queueSort": {"disabled": [{"name": "*"}]},
+                        "multiPoint": {"disabled": [{"name": "PrioritySort"}]},
+                    }
+                }
+            ]
+        },
+        "exactly one queueSort",
+        id="no-queue-sort",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {
+                                "scoringStrategy": {
+                                    "type": "LeastAllocated",
+                                    "resources": [{"name": "cpu", "weight": 101}],
+                                }
+                            },
+                        }
+                    ]
+                }
+            ]
+        },
+        "not in valid range",
+        id="resource-weight",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {"scoringStrategy": {"type": "Random"}},
+                        }
+                    ]
+                }
+            ]
+        },
+        "scoringStrategy.type",
+        id="strategy-type",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
+                        }
+                    ]
+                }
+            ]
+        },
+        "at least one point",
+        id="rtcr-needs-shape",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {
+                                "scoringStrategy": {
+                                    "type": "RequestedToCapacityRatio",
+                                    "requestedToCapacityRatio": {
+                                        "shape": [
+                                            {"utilization": 50, "score": 1},
+                                            {"utilization": 50, "score": 2},
+                                        ]
+                                    },
+                                }
+                            },
+                        }
+                    ]
+                }
+            ]
+        },
+        "increasing order",
+        id="rtcr-shape-order",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {
+                                "scoringStrategy": {
+                                    "type": "RequestedToCapacityRatio",
+                                    "requestedToCapacityRatio": {
+                                        "shape": [{"utilization": 50, "score": 11}]
+                                    },
+                                }
+                            },
+                        }
+                    ]
+                }
+            ]
+        },
+        "score",
+        id="rtcr-shape-score",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {"ignoredResourceGroups": ["example.com/x"]},
+                        }
+                    ]
+                }
+            ]
+        },
+        "can't contain '/'",
+        id="ignored-group-slash",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesBalancedAllocation",
+                            "args": {"resources": [{"name": "cpu", "weight": 2}]},
+                        }
+                    ]
+                }
+            ]
+        },
+        "must be 1",
+        id="balanced-weight",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeAffinity",
+                            "args": {
+                                "addedAffinity": {
+                                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                                        "nodeSelectorTerms": [
+                                            {
+                                                "matchExpressions": [
+                                                    {
+                                                        "key": "a",
+                                                        "operator": "Near",
+                                                        "values": ["x"],
+                                                    }
+                                                ]
+                                            }
+                                        ]
+                                    }
+                                }
+                            },
+                        }
+                    ]
+                }
+            ]
+        },
+        "not a valid operator",
+        id="added-affinity-operator",
+    ),
+    pytest.param(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {"name": "NodePressure", "args": {"fullScoreHeadroomPercent": 0}}
+                    ]
+                }
+            ]
+        },
+        "fullScoreHeadroomPercent",
+        id="node-pressure-args",
+    ),
+    pytest.param(
+        {"profiles": [{"pluginConfig": [{"name": "NodePressure"}, {"name": "NodePressure"}]}]},
+        "duplicate plugin config",
+        id="duplicate-plugin-config",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "mentions"), BAD_CONFIGS)
+def test_invalid_configuration_is_a_config_error_naming_the_field(
+    overrides: dict[str, Any], mentions: str
+) -> None:
+    document = {"apiVersion": config.API_VERSION, "kind": config.KIND, **overrides}
+    with pytest.raises(ConfigError) as caught:
+        plugins = registry.in_tree_registry()
+        framework.build_frameworks(config.parse_configuration(document, plugins), plugins)
+    assert mentions in str(caught.value)
+
+
+def test_cli_exits_2_on_invalid_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "sched.yaml"
+    bad.write_text(
+        f"apiVersion: {config.API_VERSION}\nkind: {config.KIND}\npercentageOfNodesToScore: 101\n"
+    )
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("kind: List\nitems: []\n")
+    code = cli.main(["schedule", "--cluster", str(cluster), "--config", str(bad)])
+    assert code == 2
+    assert "percentageOfNodesToScore" in capsys.readouterr().err
+
+
+def test_multiple_profiles_must_share_the_queue_sort(tmp_path: Path) -> None:
+    document = {
+        "apiVersion": config.API_VERSION,
+        "kind": config.KIND,
+        "profiles": [{"schedulerName": "a"}, {"schedulerName": "b"}],
+    }
+    frameworks = framework.build_frameworks(
+        config.parse_configuration(document, REGISTRY), REGISTRY
+    )
+    assert sorted(frameworks) == ["a", "b"]

@@ -1,0 +1,181 @@
+"""Reading Kubernetes objects: effective requests (reference §5.1), quantities,
+defaulting, priorities, input formats, and errors that name the field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nodeagent.errors import ConfigError
+from nodeagent.scheduler import api, objects, resources
+from tests.scheduler import builders as b
+
+GI = 1024**3
+G = 10**9
+
+
+def test_worked_example_init_containers_dominate_only_where_larger() -> None:
+    # Upstream comment: IC1 2cpu/1G, IC2 2cpu/3G; C1 2cpu/1G, C2 1cpu/1G => 3 cpu, 3G.
+    pod = b.pod(
+        init_containers=[
+            b.container("ic1", requests={"cpu": "2", "memory": "1G"}),
+            b.container("ic2", requests={"cpu": "2", "memory": "3G"}),
+        ],
+        containers=[
+            b.container("c1", requests={"cpu": "2", "memory": "1G"}),
+            b.container("c2", requests={"cpu": "1", "memory": "1G"}),
+        ],
+    )
+    assert pod.requests == {"cpu": 3000, "memory": 3 * G}
+
+
+@pytest.mark.parametrize(
+    ("init", "containers", "expected_cpu"),
+    [
+        pytest.param([], [1000], 1000, id="one-container"),
+        pytest.param([(500, True)], [1000], 1500, id="sidecar-adds-to-containers"),
+        pytest.param([(500, True), (2000, False)], [1000], 2500, id="init-beside-earlier-sidecar"),
+        pytest.param([(2000, False), (500, True)], [1000], 2000, id="init-before-sidecar-alone"),
+        pytest.param([(3000, False)], [1000], 3000, id="init-larger-than-containers"),
+    ],
+)
+def test_sidecars_and_init_containers(
+    init: list[tuple[int, bool]], containers: list[int], expected_cpu: int
+) -> None:
+    regular = [resources.ContainerRequests({"cpu": cpu}) for cpu in containers]
+    inits = [resources.ContainerRequests({"cpu": cpu}, sidecar) for cpu, sidecar in init]
+    assert resources.pod_requests(regular, inits)["cpu"] == expected_cpu
+
+
+def test_overhead_is_added_and_pod_level_requests_replace_the_aggregate() -> None:
+    pod = b.pod(
+        requests={"cpu": "1", "memory": "1Gi"},
+        overhead={"cpu": "250m"},
+        resources={"requests": {"memory": "3Gi"}},
+    )
+    assert pod.requests == {"cpu": 1250, "memory": 3 * GI}
+
+
+def test_non_zero_defaults_apply_per_container_for_scoring_only() -> None:
+    pod = b.pod(
+        containers=[
+            b.container("a", requests={}),
+            b.container("b", requests={"cpu": "0"}),
+            b.container("c", requests={"memory": "1Gi"}),
+        ]
+    )
+    assert pod.requests == {"cpu": 0, "memory": GI}
+    assert pod.nonzero_cpu == 100 + 0 + 100  # an explicit 0 stays 0
+    assert pod.nonzero_memory == 200 * 1024 * 1024 * 2 + GI
+
+
+def test_limits_default_requests_like_the_api_server() -> None:
+    raw = b.pod_dict()
+    raw["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "2", "example.com/gpu": "1"}}
+    assert objects.parse_pod(raw).requests == {"cpu": 2000, "example.com/gpu": 1}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        pytest.param("cpu", "100m", 100, id="milli"),
+        pytest.param("cpu", "0.0005", 1, id="cpu-rounds-up"),
+        pytest.param("cpu", "2", 2000, id="cores"),
+        pytest.param("memory", "1Gi", GI, id="binary"),
+        pytest.param("memory", "1G", G, id="decimal"),
+        pytest.param("memory", "1.5", 2, id="value-rounds-up"),
+        pytest.param("memory", "1e3", 1000, id="exponent"),
+        pytest.param("pods", 110, 110, id="integer"),
+    ],
+)
+def test_quantities(name: str, text: object, expected: int) -> None:
+    assert objects.parse_quantity(name, text, objects.FieldPath("test")) == expected
+
+
+def test_bad_quantity_names_the_pod_and_field() -> None:
+    with pytest.raises(ConfigError) as caught:
+        b.pod("web", requests={"cpu": "lots"})
+    message = str(caught.value)
+    assert "Pod default/web" in message
+    assert "spec.containers[0].resources.requests.cpu" in message
+    assert "'lots'" in message
+
+
+def test_bad_taint_effect_is_rejected() -> None:
+    with pytest.raises(ConfigError, match=r"spec\.taints\[0\]\.effect"):
+        b.node("n1", taints=[{"key": "k", "effect": "Sometimes"}])
+
+
+def test_node_without_allocatable_uses_capacity() -> None:
+    raw = b.node_dict("n1")
+    raw["status"]["capacity"] = raw["status"].pop("allocatable")
+    assert objects.parse_node(raw).allocatable["cpu"] == 4000
+
+
+def _cluster_docs() -> list[dict[str, object]]:
+    return [
+        {"kind": "PriorityClass", "metadata": {"name": "high"}, "value": 1000},
+        {"kind": "PriorityClass", "metadata": {"name": "base"}, "value": 7, "globalDefault": True},
+        b.node_dict("n1"),
+        b.pod_dict("classy", priorityClassName="high"),
+        b.pod_dict("plain"),
+        b.pod_dict("explicit", priority=5, priorityClassName="high"),
+        {**b.pod_dict("done"), "status": {"phase": "Succeeded"}},
+        {"kind": "Service", "metadata": {"name": "ignored"}},
+    ]
+
+
+def test_priorities_resolve_from_classes_and_finished_pods_are_dropped() -> None:
+    cluster = objects.read_cluster(_cluster_docs())
+    priorities = {p.name: p.priority for p in cluster.pods}
+    assert priorities == {"classy": 1000, "plain": 7, "explicit": 5}
+
+
+@pytest.mark.parametrize(
+    "render",
+    [
+        pytest.param(lambda docs: json.dumps({"kind": "List", "items": docs}), id="json-list"),
+        pytest.param(lambda docs: "\n---\n".join(json.dumps(d) for d in docs), id="multi-document"),
+        pytest.param(
+            lambda docs: (
+                json.dumps({"kind": "PodList", "items": [d for d in docs if d["kind"] == "Pod"]})
+                + "\n---\n"
+                + json.dumps({"kind": "List", "items": [d for d in docs if d["kind"] != "Pod"]})
+            ),
+            id="typed-lists",
+        ),
+    ],
+)
+def test_input_formats(render: object) -> None:
+    text = render(_cluster_docs())  # type: ignore[operator]
+    cluster = objects.load_cluster(text)
+    assert [n.name for n in cluster.nodes] == ["n1"]
+    assert sorted(p.name for p in cluster.pods) == ["classy", "explicit", "plain"]
+
+
+def test_unknown_priority_class_and_duplicate_nodes_are_errors() -> None:
+    with pytest.raises(ConfigError, match="priorityClassName"):
+        objects.read_cluster([b.pod_dict("p", priorityClassName="missing")])
+    with pytest.raises(ConfigError, match="Node n1 appears more than once"):
+        objects.read_cluster([b.node_dict("n1"), b.node_dict("n1")])
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        objects.load_cluster("items: [")
+
+
+@pytest.mark.parametrize(
+    ("image", "normalized"),
+    [
+        pytest.param("nginx", "nginx:latest", id="bare"),
+        pytest.param("nginx:1.25", "nginx:1.25", id="tagged"),
+        pytest.param("registry:5000/team/app", "registry:5000/team/app:latest", id="port-no-tag"),
+        pytest.param("registry:5000/team/app:2", "registry:5000/team/app:2", id="port-and-tag"),
+    ],
+)
+def test_image_names_are_normalized(image: str, normalized: str) -> None:
+    assert objects.normalized_image_name(image) == normalized
+
+
+def test_host_ports_default_protocol_and_address() -> None:
+    pod = b.pod(containers=[b.container(host_ports=[8080])])
+    assert pod.host_ports == (api.HostPort(8080, "TCP", "0.0.0.0"),)
