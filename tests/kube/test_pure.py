@@ -1,0 +1,338 @@
+"""Pure parts of the client layer: pod conversion (QoS, effective requests, critical,
+static, mirror, DaemonSet), selectors, patch semantics, retry waits, the token bucket, and
+the actuation settings' parsing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nodeagent import errors
+from nodeagent.clock import FakeClock
+from nodeagent.config import load_config
+from nodeagent.kube import errors as kube_errors
+from nodeagent.kube import merge, pods, ratelimit, retry, selectors
+from nodeagent.model import QOSClass
+from tests.fakeapi import objects
+
+
+def container(
+    requests: dict[str, str] | None = None, limits: dict[str, str] | None = None, **extra: Any
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {"name": "c", "resources": resources, **extra}
+
+
+@pytest.mark.parametrize(
+    ("containers", "inits", "expected"),
+    [
+        pytest.param([container()], [], QOSClass.BEST_EFFORT, id="no-resources"),
+        pytest.param(
+            [container({"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"})],
+            [],
+            QOSClass.GUARANTEED,
+            id="requests-equal-limits",
+        ),
+        pytest.param(
+            [container(None, {"cpu": "1", "memory": "1Gi"})],
+            [],
+            QOSClass.GUARANTEED,
+            id="limits-only-defaults-requests",
+        ),
+        pytest.param(
+            [container({"cpu": "1", "memory": "1Gi"}, {"cpu": "2", "memory": "1Gi"})],
+            [],
+            QOSClass.BURSTABLE,
+            id="limit-above-request",
+        ),
+        pytest.param([container({"memory": "1Gi"})], [], QOSClass.BURSTABLE, id="request-only"),
+        pytest.param(
+            [container({"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"})],
+            [container()],
+            QOSClass.BURSTABLE,
+            id="init-without-limits-demotes",
+        ),
+        pytest.param(
+            [container({"ephemeral-storage": "1Gi"})],
+            [],
+            QOSClass.BEST_EFFORT,
+            id="only-unsupported-resources",
+        ),
+    ],
+)
+def test_derived_qos(
+    containers: list[dict[str, Any]], inits: list[dict[str, Any]], expected: QOSClass
+) -> None:
+    assert pods.derive_qos({"containers": containers, "initContainers": inits}) is expected
+
+
+def test_status_qos_class_wins_over_derivation() -> None:
+    pod = objects.pod("p", requests={"memory": "1Gi"})
+    pod["status"]["qosClass"] = "Guaranteed"
+    assert pods.pod_info(pod).qos is QOSClass.GUARANTEED
+
+
+def test_effective_requests_count_sidecars_init_containers_and_overhead() -> None:
+    spec = {
+        "containers": [
+            container({"memory": "100Mi", "cpu": "100m"}),
+            container({"memory": "50Mi"}),
+        ],
+        "initContainers": [
+            container({"memory": "20Mi"}, restartPolicy="Always"),  # sidecar
+            container({"memory": "500Mi", "cpu": "2"}),  # runs alone, with the sidecar
+        ],
+        "overhead": {"memory": "10Mi", "cpu": "50m"},
+    }
+    requests = pods.effective_resources(spec, "requests")
+    mi = 1 << 20
+    assert requests["memory"] == max(150 * mi + 20 * mi, 520 * mi) + 10 * mi
+    assert requests["cpu"] == 2000 + 50
+
+
+def test_limits_get_overhead_only_where_set() -> None:
+    spec = {
+        "containers": [container(None, {"memory": "1Gi"})],
+        "overhead": {"memory": "10Mi", "cpu": "50m"},
+    }
+    assert pods.effective_resources(spec, "limits") == {"memory": (1 << 30) + (10 << 20)}
+
+
+@pytest.mark.parametrize(
+    ("pod", "critical", "static", "mirror", "daemonset"),
+    [
+        pytest.param(objects.pod("a"), False, False, False, False, id="plain"),
+        pytest.param(
+            objects.pod("a", priority=2_000_000_000),
+            True,
+            False,
+            False,
+            False,
+            id="system-cluster-critical",
+        ),
+        pytest.param(
+            objects.pod("a", priority=1_999_999_999), False, False, False, False, id="just-below"
+        ),
+        pytest.param(
+            objects.pod(
+                "a",
+                annotations={
+                    "kubernetes.io/config.mirror": "x",
+                    "kubernetes.io/config.source": "file",
+                },
+            ),
+            True,
+            True,
+            True,
+            False,
+            id="mirror",
+        ),
+        pytest.param(
+            objects.pod("a", annotations={"kubernetes.io/config.source": "api"}),
+            False,
+            False,
+            False,
+            False,
+            id="api-source",
+        ),
+        pytest.param(
+            objects.pod("a", owner_kind="DaemonSet"), False, False, False, True, id="daemonset"
+        ),
+        pytest.param(
+            objects.pod("a", owner_kind="ReplicaSet"), False, False, False, False, id="replicaset"
+        ),
+    ],
+)
+def test_pod_flags(
+    pod: dict[str, Any], critical: bool, static: bool, mirror: bool, daemonset: bool
+) -> None:
+    info = pods.pod_info(pod)
+    assert (info.critical, info.static, info.mirror, info.daemonset) == (
+        critical,
+        static,
+        mirror,
+        daemonset,
+    )
+
+
+def test_pod_info_fields() -> None:
+    info = pods.pod_info(
+        objects.pod("a", uid="u", grace=45, labels={"x": "y"}, requests={"memory": "1Gi"})
+    )
+    assert (info.key, info.uid, info.termination_grace_period_seconds) == ("default/a", "u", 45)
+    assert info.requests == {"memory": 1 << 30} and info.labels == {"x": "y"}
+    assert pods.pod_info(objects.pod("b")).termination_grace_period_seconds == 30
+
+
+@pytest.mark.parametrize(
+    ("text", "labels", "matches"),
+    [
+        pytest.param("", {}, True, id="empty"),
+        pytest.param("a=b,c!=d", {"a": "b", "c": "e"}, True, id="and"),
+        pytest.param("a=b,c!=d", {"a": "b", "c": "d"}, False, id="and-fails"),
+        pytest.param("a in (x, y)", {"a": "y"}, True, id="in"),
+        pytest.param("a notin (x)", {}, True, id="notin-absent"),
+        pytest.param("!a", {"a": ""}, False, id="not-exists"),
+        pytest.param("example.com/tier", {"example.com/tier": "1"}, True, id="prefixed-exists"),
+    ],
+)
+def test_label_selectors(text: str, labels: dict[str, str], matches: bool) -> None:
+    assert selectors.parse_label_selector(text).matches(labels) is matches
+
+
+@pytest.mark.parametrize("bad", ["a b", "a in x", "=b", "a=(b)"])
+def test_bad_label_selectors_are_rejected(bad: str) -> None:
+    with pytest.raises(selectors.SelectorError):
+        selectors.parse_label_selector(bad)
+
+
+def test_field_selector_escapes_and_missing_fields() -> None:
+    obj = {"metadata": {"name": "a,b"}, "spec": {}}
+    assert selectors.parse_field_selector(r"metadata.name=a\,b").matches(obj)
+    assert selectors.parse_field_selector("spec.nodeName=").matches(obj)
+    assert selectors.parse_field_selector("spec.nodeName!=x").matches(obj)
+
+
+def test_strategic_merge_directives() -> None:
+    node: dict[str, Any] = {
+        "metadata": {"labels": {"a": "1", "b": "2"}, "finalizers": ["x"]},
+        "status": {"conditions": [{"type": "A", "status": "True", "reason": "r"}]},
+    }
+    patched = merge.strategic_merge_patch(
+        "nodes",
+        node,
+        {
+            "metadata": {"labels": {"a": None}, "finalizers": ["y"]},
+            "status": {
+                "conditions": [{"type": "A", "status": "False"}, {"type": "B", "status": "True"}]
+            },
+        },
+    )
+    assert patched["metadata"] == {"labels": {"b": "2"}, "finalizers": ["x", "y"]}
+    assert patched["status"]["conditions"] == [
+        {"type": "A", "status": "False", "reason": "r"},
+        {"type": "B", "status": "True"},
+    ]
+    replaced = merge.strategic_merge_patch(
+        "nodes",
+        patched,
+        {
+            "status": {"conditions": [{"$patch": "replace"}, {"type": "C", "status": "True"}]},
+            "metadata": {"$retainKeys": ["labels"], "labels": {"c": "3"}},
+        },
+    )
+    assert [c["type"] for c in replaced["status"]["conditions"]] == ["C"]
+    assert replaced["metadata"] == {"labels": {"b": "2", "c": "3"}}
+    assert node["metadata"]["labels"] == {"a": "1", "b": "2"}, "input untouched"
+    with pytest.raises(merge.PatchError):
+        merge.strategic_merge_patch("nodes", node, {"status": {"conditions": [{"status": "x"}]}})
+
+
+@given(
+    attempt=st.integers(min_value=1, max_value=30),
+    draw=st.floats(min_value=0, max_value=0.999),
+    hint=st.one_of(st.none(), st.floats(min_value=0, max_value=1000)),
+)
+def test_retry_wait_is_bounded_and_honours_retry_after(
+    attempt: int, draw: float, hint: float | None
+) -> None:
+    policy = retry.RetryPolicy(initial_delay=0.2, max_delay=10.0, max_retry_after=60.0)
+    error = kube_errors.RateLimited("x", retry_after=hint)
+    wait = policy.wait_seconds(attempt, error, draw)
+    bound = min(10.0, 0.2 * 2 ** (attempt - 1))
+    assert 0 <= wait <= max(bound, 60.0)
+    if hint is not None:
+        assert wait >= min(hint, 60.0)
+    else:
+        assert wait <= bound
+
+
+def test_only_faults_are_retried() -> None:
+    calls: list[int] = []
+
+    def answer() -> None:
+        calls.append(1)
+        raise kube_errors.EvictionBlocked("pdb", status=429)
+
+    with pytest.raises(kube_errors.EvictionBlocked):
+        retry.call(answer, retry.RetryPolicy(attempts=5), sleep=lambda s: None)
+    assert len(calls) == 1
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 4:
+            raise kube_errors.Unavailable("down", status=503)
+        return "ok"
+
+    assert retry.call(flaky, retry.RetryPolicy(attempts=5), sleep=lambda s: None) == "ok"
+
+
+@pytest.mark.parametrize(
+    ("status", "eviction", "expected"),
+    [
+        pytest.param(404, False, errors.NotFound, id="404"),
+        pytest.param(409, False, errors.Conflict, id="409"),
+        pytest.param(410, False, kube_errors.Gone, id="410"),
+        pytest.param(422, False, kube_errors.Invalid, id="422"),
+        pytest.param(403, False, kube_errors.Forbidden, id="403"),
+        pytest.param(429, True, kube_errors.EvictionBlocked, id="429-eviction-pdb"),
+        pytest.param(429, False, kube_errors.RateLimited, id="429-throttled"),
+        pytest.param(503, False, errors.ServerError, id="503"),
+    ],
+)
+def test_status_translation(status: int, eviction: bool, expected: type[Exception]) -> None:
+    body = json.dumps({"kind": "Status", "message": kube_errors.PDB_REFUSAL_MESSAGE})
+    assert isinstance(kube_errors.from_status(status, body, what="x", eviction=eviction), expected)
+
+
+def test_token_bucket_allows_burst_then_paces() -> None:
+    clock = FakeClock()
+    bucket = ratelimit.TokenBucket(10.0, 3, clock=clock)
+    assert [bucket.acquire() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.acquire() == pytest.approx(0.1)
+    clock.advance(1.0)
+    assert bucket.acquire() == 0.0
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("90", 90.0), ("1m30s", 90.0), ("5m", 300.0), ("500ms", 0.5), ("2h", 7200.0), (12, 12.0)],
+)
+def test_duration_fields(value: object, seconds: float) -> None:
+    config = load_config(overrides={"condition_heartbeat_period": value}, environ={})
+    assert config.condition_heartbeat_period == seconds
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("condition_heartbeat_period", "5 parsecs"),
+        ("protected_labels", "a b"),
+        ("max_evictions_per_interval", "0"),
+        ("kube_api_qps", "-1"),
+    ],
+)
+def test_bad_settings_name_the_field(field: str, value: str) -> None:
+    with pytest.raises(errors.ConfigError) as bad:
+        load_config(overrides={field: value}, environ={})
+    camel = field.split("_", maxsplit=1)[0] + "".join(p.capitalize() for p in field.split("_")[1:])
+    assert camel in str(bad.value)
+
+
+def test_list_settings_from_environment() -> None:
+    config = load_config(
+        environ={
+            "NODEAGENT_PROTECTED_NAMESPACES": "kube-system,monitoring",
+            "NODEAGENT_PROTECTED_LABELS": "tier in (db,cache),team;app=critical",
+        }
+    )
+    assert config.protected_namespaces == ["kube-system", "monitoring"]
+    assert config.protected_labels == ["tier in (db,cache),team", "app=critical"]
