@@ -52,7 +52,7 @@ from nodeagent.signals.files import FileReader
 from nodeagent.signals.filesystems import FilesystemReader
 from nodeagent.signals.memory import MemoryReader
 from nodeagent.signals.pids import PidReader
-from nodeagent.signals.pod_storage import PodStorage, PodStorageScanner, StorageScan
+from nodeagent.signals.pod_storage import NO_STORAGE_FIELDS, PodStorageScanner, StorageScan
 from nodeagent.signals.psi import PsiReader
 from nodeagent.signals.settings import SignalSourceSettings
 
@@ -197,6 +197,7 @@ class SignalCollector:
         self._pod_cgroup_usage: dict[PodUID, tuple[int | None, int | None]] = {}
         self._storage: StorageScan | None = None
         self._merged_storage: StorageScan | None = None
+        self._storage_fields: dict[PodUID, dict[str, int | None]] = {}
         self._pods: dict[PodUID, PodUsage] = {}
         self._read_times: dict[SignalGroup, float] = {}
 
@@ -396,29 +397,27 @@ class SignalCollector:
 
     def _merge_pods(self) -> dict[PodUID, PodUsage]:
         scan = self._storage
-        self._merged_storage = scan
-        storage: Mapping[PodUID, PodStorage] = scan.pods if scan is not None else {}
-        if scan is not None:
-            for part in ("logs", "local-volumes", "rootfs"):
-                self._degradations.update(f"pod-storage/{part}", scan.unavailable.get(part))
-        empty = PodStorage()
-        pods: dict[PodUID, PodUsage] = {}
-        cgroup_usage = self._pod_cgroup_usage
-        for uid in cgroup_usage.keys() | storage.keys():
-            memory, processes = cgroup_usage.get(uid, (None, None))
-            disk = storage.get(uid, empty)
-            rootfs, logs, volumes = disk.rootfs, disk.logs, disk.local_volumes
-            pods[uid] = PodUsage(
-                uid=uid,
-                memory=memory,
-                rootfs=None if rootfs is None else rootfs.bytes,
-                logs=None if logs is None else logs.bytes,
-                local_volumes=None if volumes is None else volumes.bytes,
-                rootfs_inodes=None if rootfs is None else rootfs.inodes,
-                logs_inodes=None if logs is None else logs.inodes,
-                local_volumes_inodes=None if volumes is None else volumes.inodes,
-                processes=processes,
+        if scan is not self._merged_storage:
+            self._merged_storage = scan
+            self._storage_fields = (
+                {uid: storage.usage_fields() for uid, storage in scan.pods.items()}
+                if scan is not None
+                else {}
             )
+            if scan is not None:
+                for part in ("logs", "local-volumes", "rootfs"):
+                    self._degradations.update(f"pod-storage/{part}", scan.unavailable.get(part))
+        fields = self._storage_fields
+        no_storage = NO_STORAGE_FIELDS
+        pods: dict[PodUID, PodUsage] = {}
+        for uid, (memory, processes) in self._pod_cgroup_usage.items():
+            pods[uid] = PodUsage(
+                uid=uid, memory=memory, processes=processes, **fields.get(uid, no_storage)
+            )
+        if self._pod_index is None:
+            # Without pod cgroups, what is on disk is all we know of the pods.
+            for uid in fields.keys() - pods.keys():
+                pods[uid] = PodUsage(uid=uid, **fields[uid])
         return pods
 
     # -- layout changes -----------------------------------------------------------------

@@ -83,7 +83,8 @@ class FileReader:
         fd = self._fds.get(path)
         if fd is not None:
             try:
-                return _pread_all(fd)
+                data = os.pread(fd, _CHUNK, 0)
+                return data if len(data) < _CHUNK else _pread_all(fd)
             except OSError:
                 # ENODEV after the cgroup was removed: drop it and try the path afresh.
                 del self._fds[path]

@@ -173,6 +173,7 @@ class HostTree:
                 (cgroup / "pids").mkdir(parents=True, exist_ok=True)
             if self.hybrid:
                 self._write(cgroup / "unified" / "cgroup.controllers", "")
+        self.root_memory(Memory(0))
 
     # -- paths ----------------------------------------------------------------------------
 
@@ -280,8 +281,8 @@ class HostTree:
     # -- cgroups --------------------------------------------------------------------------
 
     def root_memory(self, memory: Memory, *, stat: bool = True) -> None:
-        """The root memory cgroup. v1: ``usage_in_bytes`` and ``memory.stat``; v2: only
-        ``memory.stat`` (``stat=False``: a kernel without it)."""
+        """The root memory cgroup (a new tree starts empty). v1: ``usage_in_bytes`` and
+        ``memory.stat``; v2: only ``memory.stat`` (``stat=False``: a kernel without it)."""
         directory = self.memory_dir("/")
         if self.version is CgroupVersion.V1:
             self._write(directory / "memory.usage_in_bytes", f"{memory.usage}\n")
@@ -289,6 +290,8 @@ class HostTree:
             self._write(directory / "memory.stat", self._v1_stat(memory, "/"))
         elif stat:
             self._write(directory / "memory.stat", self._v2_stat(memory))
+        else:
+            (directory / "memory.stat").unlink(missing_ok=True)
         for resource in ("memory", "io", "cpu"):
             unified = self.unified_dir("/")
             if unified is not None:

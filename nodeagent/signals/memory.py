@@ -105,6 +105,7 @@ class MemoryReader:
         self.meminfo_path = f"{proc_dir}/meminfo"
         self._v2 = paths.version is CgroupVersion.V2
         self._inactive_key = _V2_INACTIVE if self._v2 else _V1_INACTIVE
+        self._inactive_line = b"\n" + self._inactive_key
         self._usage_name = "memory.current" if self._v2 else "memory.usage_in_bytes"
         self._limit_name = "memory.max" if self._v2 else "memory.limit_in_bytes"
         inactive_name = self._inactive_key.decode().strip()
@@ -262,5 +263,11 @@ class MemoryReader:
         """The pod cgroup's working set. Raises :class:`OSError`/:class:`ValueError`
         untranslated: this is the hot path, and a vanished pod is routine."""
         usage = int(reader.read(pod.usage_file))
-        inactive = parse.stat_value(reader.read(pod.stat_file), self._inactive_key)
-        return working_set(usage, inactive)
+        stat = reader.read(pod.stat_file)
+        # parse.stat_value, inlined: the key is never on the first line of memory.stat.
+        start = stat.find(self._inactive_line)
+        if start < 0:
+            return usage
+        start += len(self._inactive_line)
+        inactive = int(stat[start : stat.find(b"\n", start)])
+        return usage - inactive if usage > inactive else 0

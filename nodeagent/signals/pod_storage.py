@@ -95,6 +95,22 @@ class PodStorage:
     logs: DiskUsage | None = None
     local_volumes: DiskUsage | None = None
 
+    def usage_fields(self) -> dict[str, int | None]:
+        """The storage fields of :class:`~nodeagent.model.PodUsage`, as keywords."""
+        rootfs, logs, volumes = self.rootfs, self.logs, self.local_volumes
+        return {
+            "rootfs": None if rootfs is None else rootfs.bytes,
+            "rootfs_inodes": None if rootfs is None else rootfs.inodes,
+            "logs": None if logs is None else logs.bytes,
+            "logs_inodes": None if logs is None else logs.inodes,
+            "local_volumes": None if volumes is None else volumes.bytes,
+            "local_volumes_inodes": None if volumes is None else volumes.inodes,
+        }
+
+
+NO_STORAGE_FIELDS: Mapping[str, int | None] = PodStorage().usage_fields()
+"""A pod no scan has seen yet: no storage stats."""
+
 
 @dataclass(frozen=True, slots=True)
 class StorageScan:
@@ -135,7 +151,7 @@ class PodStorageScanner:
         logs = self._logs(unavailable)
         volumes = self._local_volumes(unavailable)
         rootfs = self._writable_layers(pods, unavailable)
-        uids = logs.keys() | volumes.keys() | rootfs.keys() | pods.keys()
+        uids = logs.keys() | volumes.keys() | rootfs.keys()
         storage = {
             uid: PodStorage(
                 rootfs=rootfs.get(uid), logs=logs.get(uid), local_volumes=volumes.get(uid)

@@ -1,0 +1,103 @@
+"""`nodeagent signals`: the JSON document's exact shape, and a table people can read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nodeagent.cli import main
+from nodeagent.model import QOSClass
+from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory, Psi
+
+SIGNAL_NAMES = [
+    "memory.available",
+    "allocatableMemory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "containerfs.available",
+    "containerfs.inodesFree",
+    "pid.available",
+]
+
+
+@pytest.fixture
+def host(tree: HostTree) -> HostTree:
+    tree.proc(mem_total=8 * GIB, tasks=100, pid_max=32768)
+    tree.root_memory(Memory(3 * GIB, inactive_file=1 * GIB))
+    tree.kubepods(Memory(1 * GIB), limit=6 * GIB)
+    tree.pod("uid-1", Memory(300 * MIB), qos=QOSClass.BURSTABLE, tasks=3)
+    for resource in ("memory", "io", "cpu"):
+        tree.pressure(resource, Psi(some=(1.25, 0.5, 0.25, 42)))
+    tree.path("/var/lib/kubelet/pods").mkdir(parents=True)  # no imagefs dir: unavailable
+    return tree
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["signals", *argv]) == 0
+    return capsys.readouterr().out
+
+
+def test_json_document(host: HostTree, capsys: pytest.CaptureFixture[str]) -> None:
+    document = json.loads(run(capsys, "--output", "json", "--host-root", str(host.root)))
+    signals = document["signals"]
+    assert list(signals) == SIGNAL_NAMES
+    assert signals["memory.available"] == {"available": 6 * GIB, "capacity": 8 * GIB}
+    assert signals["allocatableMemory.available"] == {"available": 5 * GIB, "capacity": 6 * GIB}
+    assert signals["pid.available"] == {"available": 32668, "capacity": 32768}
+    assert set(signals["nodefs.available"]) == {"available", "capacity"}
+    assert signals["imagefs.available"] == {
+        "unavailable": f"path {host.root}/var/lib/containerd does not exist"
+    }
+    for value in signals.values():
+        assert set(value) in ({"available", "capacity"}, {"unavailable"})
+        assert all(isinstance(number, int) for key, number in value.items() if key != "unavailable")
+    assert document["pods"]["uid-1"]["memory"] == 300 * MIB
+    assert document["pods"]["uid-1"]["processes"] == 3
+    assert document["pods"]["uid-1"]["qos"] == "Burstable"
+    assert document["psi"]["memory"]["some"] == {
+        "avg10": 1.25,
+        "avg60": 0.5,
+        "avg300": 0.25,
+        "total": 42,
+    }
+    assert document["fsLayout"] == "single"
+    assert document["swap"] is None
+    assert "memory.available" in document["sources"]
+    assert document["degraded"]["imagefs.available"].endswith("does not exist")
+
+
+def test_table(host: HostTree, capsys: pytest.CaptureFixture[str]) -> None:
+    table = run(capsys, "--host-root", str(host.root))
+    lines = table.splitlines()
+    assert lines[0].split() == ["SIGNAL", "AVAILABLE", "CAPACITY", "FREE", "SOURCE"]
+    memory = next(line for line in lines if line.startswith("memory.available"))
+    assert "6.0GiB" in memory
+    assert "8.0GiB" in memory
+    assert "75.0%" in memory
+    assert "pid.available" in table
+    assert "32,668" in table
+    imagefs = next(line for line in lines if line.startswith("imagefs.available"))
+    assert "unavailable: path" in imagefs
+    assert "PODS (1)" in table
+    assert "uid-1" in table
+    assert "Burstable" in table
+    assert "300.0MiB" in table
+    assert "PSI" in table
+
+
+def test_configuration_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["signals", "--host-root", str(tmp_path / "absent")]) == 2
+    assert "hostRoot" in capsys.readouterr().err
+    assert main(["signals", "--node-cgroup", "/../x"]) == 2
+    assert "nodeCgroup" in capsys.readouterr().err
+
+
+def test_works_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
+    document = json.loads(run(capsys, "-o", "json"))
+    assert list(document["signals"]) == SIGNAL_NAMES
+    memory = document["signals"]["memory.available"]
+    assert 0 < memory["available"] <= memory["capacity"]
