@@ -26,6 +26,12 @@ KERNEL_CHECK_PAGES = 128
 """The memcg event ratelimit: thresholds are compared every 128 page charge/uncharge
 events (THRESHOLDS_EVENTS_TARGET), so a crossing is seen up to 512 KiB late."""
 
+DEFAULT_HYSTERESIS_BYTES = 16 << 20
+"""How far below its wanted value an armed threshold may sit before re-arming, unless
+configured (``memoryThresholdHysteresis``). Registering a threshold waits for an RCU
+grace period in the kernel (~20 ms measured, see docs/detection.md), so re-arming for
+every small change of the page cache would stall the loop for nothing."""
+
 
 def usage_threshold(*, usage: int, available: int, threshold: int) -> int:
     """The ``memory.usage_in_bytes`` value at which ``available`` reaches ``threshold``.

@@ -16,7 +16,7 @@ from kubernetes.utils import quantity
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer, PlainValidator
 from pydantic_settings import NoDecode
 
-from nodeagent.triggers import durations, psi
+from nodeagent.triggers import durations, memcg, psi
 
 
 def _parse_specs(value: Any) -> tuple[psi.TriggerSpec, ...]:
@@ -117,7 +117,7 @@ class TriggerSettings(BaseModel):
     in the agent by reading each pressure file's stall total every ``pollInterval``,
     as happens anyway where the kernel refuses triggers."""
 
-    memory_threshold_hysteresis: Bytes = 16 << 20
+    memory_threshold_hysteresis: Bytes = memcg.DEFAULT_HYSTERESIS_BYTES
     """How far below its ideal value an armed memcg threshold may drift before it is
     re-armed (default 16Mi). Thresholds that drift *above* it (page cache reclaimed
     under pressure) are re-armed at once, since they would notify late."""

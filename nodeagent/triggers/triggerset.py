@@ -32,10 +32,11 @@ import select
 import time
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nodeagent.triggers import durations, kernel, memcg, psi
 from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus, Wake
+from nodeagent.triggers.settings import TriggerSettings
 
 WAKE_TRIGGER = "wake"
 """The trigger name of wakes caused by :meth:`TriggerSet.wake`."""
@@ -83,9 +84,9 @@ _Entry = _MemcgThreshold | _KernelPsi | _PolledPsi | _MemoryEvents | _Unarmed
 
 @dataclass(slots=True)
 class _Named:
-    name: str
     entry: _Entry
-    key: tuple[object, ...] = field(default=())
+    key: tuple[object, ...] = ()
+    """What the trigger was asked for, where the entry alone does not say (PSI)."""
 
 
 class TriggerSet:
@@ -109,7 +110,7 @@ class TriggerSet:
         self._poll_interval = poll_interval
         self._psi_kernel_triggers = psi_kernel_triggers
         self._rearm = rearm_policy or memcg.RearmPolicy.for_page_size(
-            os.sysconf("SC_PAGE_SIZE"), hysteresis_bytes=16 << 20
+            os.sysconf("SC_PAGE_SIZE"), hysteresis_bytes=memcg.DEFAULT_HYSTERESIS_BYTES
         )
         self._log = logger or _log
         self._epoll = select.epoll()
@@ -121,6 +122,19 @@ class TriggerSet:
         self._by_wd: dict[int, list[str]] = {}
         self._statuses: dict[str, MechanismStatus] = {}
         self._closed = False
+
+    @classmethod
+    def from_settings(
+        cls, settings: TriggerSettings, *, logger: logging.Logger | None = None
+    ) -> TriggerSet:
+        return cls(
+            poll_interval=settings.poll_interval,
+            psi_kernel_triggers=settings.psi_kernel_triggers,
+            rearm_policy=memcg.RearmPolicy.for_page_size(
+                os.sysconf("SC_PAGE_SIZE"), hysteresis_bytes=settings.memory_threshold_hysteresis
+            ),
+            logger=logger,
+        )
 
     # --- arming -----------------------------------------------------------------------
 
@@ -283,8 +297,10 @@ class TriggerSet:
 
     def wake(self) -> None:
         """Make the current or next :meth:`wait` return at once. Thread- and
-        signal-handler-safe (one write to an eventfd)."""
-        os.eventfd_write(self._waker, 1)
+        signal-handler-safe (one write to an eventfd); a no-op once closed."""
+        waker = self._waker
+        if waker >= 0:
+            os.eventfd_write(waker, 1)
 
     def wait(self, timeout_s: float | None) -> list[Wake]:
         """Wakes since the last call, waiting up to ``timeout_s`` for the first one."""
@@ -400,7 +416,7 @@ class TriggerSet:
     def _unarmed(
         self, name: str, key: tuple[object, ...], mechanism: Mechanism, path: str, reason: str
     ) -> MechanismStatus:
-        self._named[name] = _Named(name, _Unarmed(key), key)
+        self._named[name] = _Named(_Unarmed(key), key)
         return self._set_status(
             name, MechanismStatus(mechanism, MechanismState.UNAVAILABLE, path, reason)
         )
@@ -424,7 +440,7 @@ class TriggerSet:
         """Install ``entry`` under ``name`` (polling ``fd`` for ``events``); the previous
         entry is released afterwards, so a re-armed trigger has no gap."""
         previous = self._named.get(name)
-        self._named[name] = _Named(name, entry, key)
+        self._named[name] = _Named(entry, key)
         if fd is not None:
             self._by_fd[fd] = name
             self._epoll.register(fd, events)
@@ -460,7 +476,8 @@ class TriggerSet:
         if self._inotify is not None:
             self._inotify.close()
         self._epoll.close()
-        os.close(self._waker)
+        waker, self._waker = self._waker, -1
+        os.close(waker)
 
     def __enter__(self) -> TriggerSet:
         return self

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from nodeagent.config import load_config
 from nodeagent.triggers import psi
 from nodeagent.triggers.api import Mechanism, MechanismState
 from nodeagent.triggers.triggerset import WAKE_TRIGGER, TriggerSet
@@ -201,3 +202,20 @@ def test_disarm_forgets_status(triggers: TriggerSet, tmp_path: Path) -> None:
     triggers.disarm("node")
     triggers.disarm("never-armed")
     assert "node" not in triggers.status()
+
+
+def test_from_settings_applies_poll_interval_and_psi_mode(tmp_path: Path) -> None:
+    pressure = tmp_path / "memory"
+    write_pressure(pressure, 0)
+    config = load_config(
+        environ={}, overrides={"poll_interval": "50ms", "psi_kernel_triggers": "0"}
+    )
+    with TriggerSet.from_settings(config) as triggers:
+        status = triggers.arm_psi("p", str(pressure), SPEC)
+    assert "emulated by reading the stall total every 50ms" in status.detail
+
+
+def test_wake_after_close_is_a_no_op() -> None:
+    triggers = TriggerSet()
+    triggers.close()
+    triggers.wake()
