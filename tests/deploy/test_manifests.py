@@ -22,8 +22,9 @@ from nodeagent.config import add_config_flags, config_from_args, load_config
 from nodeagent.observability.settings import parse_listen_address
 from tests.deploy import files
 
-KUBERNETES_VERSIONS = ["1.25.0", kubernetes_validate.latest_version()]
-"""The oldest and newest schemas kubernetes-validate ships."""
+KUBERNETES_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
+"""The oldest Kubernetes the manifests support (``recursiveReadOnly`` came in 1.30) and
+the newest schema kubernetes-validate ships."""
 
 CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
@@ -303,9 +304,14 @@ def test_host_paths_are_read_only_under_the_host_root() -> None:
         "/var/lib/containerd",
         "/var/log/pods",
     }
-    # Mounts the kubelet and the runtime add later must be seen, never pinned.
-    for path in ("/var/lib/kubelet", "/var/lib/containerd"):
-        assert host_paths[path]["mountPropagation"] == "HostToContainer"
+    # Mounts the kubelet and the runtime add later must be seen, never pinned; the
+    # others are read-only all the way down (submounts too) where the runtime can.
+    for path, mount in host_paths.items():
+        if path in ("/var/lib/kubelet", "/var/lib/containerd"):
+            assert mount["mountPropagation"] == "HostToContainer"
+            assert "recursiveReadOnly" not in mount  # needs propagation None
+        else:
+            assert mount["recursiveReadOnly"] == "IfPossible"
 
 
 def test_the_only_writable_mount_is_a_small_memory_tmp() -> None:
