@@ -123,3 +123,14 @@ def rearm_memory_thresholds(
         )
         for name, threshold in wanted.items()
     }
+
+
+def degraded_components(statuses: Mapping[str, MechanismStatus]) -> dict[str, str | None]:
+    """``trigger/<name>`` to why that trigger is not fully active, or ``None`` when it
+    is: the shape the metrics layer's ``set_degraded(component, reason)`` takes."""
+    return {
+        f"trigger/{name}": None
+        if status.state is MechanismState.ACTIVE
+        else f"{status.state}: {status.detail}"
+        for name, status in statuses.items()
+    }

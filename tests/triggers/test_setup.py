@@ -8,7 +8,7 @@ import pytest
 
 from nodeagent.config import load_config
 from nodeagent.triggers import psi, setup
-from nodeagent.triggers.api import Mechanism, MechanismState
+from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus
 from nodeagent.triggers.fake import FakeTriggers
 
 Mi = 1 << 20
@@ -156,3 +156,17 @@ def test_fake_triggers_wait_runs_in_virtual_time() -> None:
     (wake,) = triggers.wait(1.0)
     assert (wake.trigger, wake.time) == ("t", 1.0)
     assert triggers.clock.now() == 1.0
+
+
+def test_degraded_components_name_each_trigger_not_fully_active() -> None:
+    triggers = FakeTriggers()
+    triggers.scripted["psi:memory some 150ms 1s"] = MechanismStatus(
+        Mechanism.PSI, MechanismState.FALLBACK, "/proc/pressure/memory", "armed 300ms 2s"
+    )
+    statuses = setup.arm_static_triggers(triggers, settings(), V2)
+    assert setup.degraded_components(statuses) == {
+        "trigger/psi:memory some 150ms 1s": "fallback: armed 300ms 2s",
+        "trigger/psi:io full 150ms 1s": None,
+        "trigger/memory.events:node": None,
+        "trigger/memory.events:kubepods": None,
+    }
