@@ -3,14 +3,10 @@
 :class:`TriggerSet` is the real :class:`~nodeagent.triggers.api.Triggers`. Each armed
 trigger is one descriptor in one epoll instance:
 
-==================  ==========================================  ==================
-mechanism           descriptor                                  ready when
-==================  ==========================================  ==================
-memcg-threshold     eventfd registered in ``cgroup.event_control``  POLLIN
-memory-events       one shared inotify instance, a watch per file   POLLIN
-psi                 the pressure file, opened O_RDWR, trigger written  POLLPRI
-wake                an eventfd :meth:`TriggerSet.wake` writes to     POLLIN
-==================  ==========================================  ==================
+- memcg-threshold: an eventfd registered in ``cgroup.event_control`` (POLLIN);
+- memory-events: one inotify instance shared by all watches, a watch per file (POLLIN);
+- psi: the pressure file itself, opened O_RDWR with the trigger written to it (POLLPRI);
+- wake: an eventfd that :meth:`TriggerSet.wake` writes to (POLLIN).
 
 A PSI trigger the kernel refuses is emulated by reading the pressure file at the poll
 interval (:class:`~nodeagent.triggers.psi.StallTracker`); :meth:`TriggerSet.wait` wakes
@@ -74,9 +70,7 @@ class _MemoryEvents:
 
 @dataclass(slots=True)
 class _Unarmed:
-    """A trigger that could not be armed; kept to answer idempotent re-arming."""
-
-    key: tuple[object, ...]
+    """A trigger that could not be armed (its status says why)."""
 
 
 _Entry = _MemcgThreshold | _KernelPsi | _PolledPsi | _MemoryEvents | _Unarmed
@@ -159,9 +153,12 @@ class TriggerSet:
         except OSError as exc:
             self._release(name)
             return self._unarmed(
-                name, ("memcg", cgroup_dir), Mechanism.MEMCG_THRESHOLD, path,
+                name,
+                ("memcg", cgroup_dir),
+                Mechanism.MEMCG_THRESHOLD,
+                path,
                 _memcg_refusal(cgroup_dir, exc),
-            )  # fmt: skip
+            )
         entry = _MemcgThreshold(cgroup_dir, usage_bytes, fd)
         self._replace(name, entry, fd=fd, events=select.EPOLLIN)
         return self._set_status(
@@ -270,9 +267,12 @@ class TriggerSet:
         except (OSError, ValueError) as exc:
             self._release(name)
             return self._unarmed(
-                name, key, Mechanism.PSI, pressure_file,
+                name,
+                key,
+                Mechanism.PSI,
+                pressure_file,
                 f"{why}, and the file cannot be polled either: {_describe(exc)}",
-            )  # fmt: skip
+            )
         _, tracker = psi.StallTracker(spec).observe(now, total)
         self._replace(
             name, _PolledPsi(pressure_file, spec, tracker, now + self._poll_interval), key=key
@@ -334,9 +334,12 @@ class TriggerSet:
             except (OSError, ValueError) as exc:
                 self._release(name)
                 self._unarmed(
-                    name, named.key, Mechanism.PSI, entry.path,
+                    name,
+                    named.key,
+                    Mechanism.PSI,
+                    entry.path,
                     f"polling stopped: {_describe(exc)}",
-                )  # fmt: skip
+                )
                 continue
             fired, entry.tracker = entry.tracker.observe(now, total)
             if fired:
@@ -361,9 +364,11 @@ class TriggerSet:
         if isinstance(entry, _KernelPsi):
             if mask & select.EPOLLERR:
                 self._lost(
-                    name, Mechanism.PSI, entry.path,
+                    name,
+                    Mechanism.PSI,
+                    entry.path,
                     "the pressure file went away (cgroup removed, or its PSI disabled)",
-                )  # fmt: skip
+                )
                 return []
             return [Wake(name, Mechanism.PSI, stamp)]
         return []
@@ -416,7 +421,7 @@ class TriggerSet:
     def _unarmed(
         self, name: str, key: tuple[object, ...], mechanism: Mechanism, path: str, reason: str
     ) -> MechanismStatus:
-        self._named[name] = _Named(_Unarmed(key), key)
+        self._named[name] = _Named(_Unarmed(), key)
         return self._set_status(
             name, MechanismStatus(mechanism, MechanismState.UNAVAILABLE, path, reason)
         )
