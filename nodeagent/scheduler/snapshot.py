@@ -195,7 +195,8 @@ class ClusterSnapshot:
     def _account(self, pod: api.Pod, node: int, sign: int) -> None:
         for name, amount in pod.requests.items():
             if name != api.PODS:
-                self.requested[self._ensure_row(name), node] += sign * amount
+                row = self._ensure_row(name)  # may grow (replace) the matrices
+                self.requested[row, node] += sign * amount
         self.nonzero_requested[CPU_ROW, node] += sign * pod.nonzero_cpu
         self.nonzero_requested[MEMORY_ROW, node] += sign * pod.nonzero_memory
         self.pod_count[node] += sign

@@ -1,0 +1,302 @@
+"""NodeResourcesFit (filter and the three scoring strategies), BalancedAllocation and
+ImageLocality, table-driven from the reference, including the documentation's
+worked examples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from nodeagent.scheduler import api
+from nodeagent.scheduler.framework import CycleState, Handle
+from nodeagent.scheduler.plugins import (
+    balanced_allocation,
+    image_locality,
+    node_resources_fit,
+    resource_allocation,
+)
+from nodeagent.scheduler.snapshot import ClusterSnapshot
+from tests.scheduler import builders as b
+
+MI = 1024**2
+
+
+def fit(**args: Any) -> node_resources_fit.NodeResourcesFit:
+    return node_resources_fit.new(node_resources_fit.Args.model_validate(args), Handle())
+
+
+def filter_status(
+    plugin: node_resources_fit.NodeResourcesFit, pod: api.Pod, snap: ClusterSnapshot, node: int = 0
+) -> api.Status:
+    state = CycleState()
+    plugin.pre_filter(state, pod, snap)
+    mask = plugin.filter(state, pod, snap, snap.all_nodes)
+    status = plugin.filter_node(state, pod, snap, node)
+    assert bool(mask[node]) == status.is_success
+    return status
+
+
+@pytest.mark.parametrize(
+    ("node_kwargs", "running", "wanted", "expected"),
+    [
+        pytest.param({}, [], {"cpu": "1"}, api.SUCCESS, id="fits"),
+        pytest.param({}, [{"cpu": "3"}], {"cpu": "1"}, api.SUCCESS, id="exactly-full-fits"),
+        pytest.param(
+            {},
+            [{"cpu": "3"}],
+            {"cpu": "1001m"},
+            api.unschedulable("Insufficient cpu"),
+            id="one-milli-too-many",
+        ),
+        pytest.param(
+            {},
+            [{"cpu": "3", "memory": "7Gi"}],
+            {"cpu": "2", "memory": "2Gi"},
+            api.unschedulable("Insufficient cpu", "Insufficient memory"),
+            id="all-reasons",
+        ),
+        pytest.param(
+            {},
+            [],
+            {"cpu": "5"},
+            api.unschedulable("Insufficient cpu", unresolvable=True),
+            id="larger-than-node-unresolvable",
+        ),
+        pytest.param(
+            {"pods": 1},
+            [{"cpu": "1"}],
+            {},
+            api.unschedulable("Too many pods"),
+            id="too-many-pods-even-requesting-nothing",
+        ),
+        pytest.param(
+            {},
+            [],
+            {"example.com/gpu": "1"},
+            api.unschedulable("Insufficient example.com/gpu", unresolvable=True),
+            id="extended-missing",
+        ),
+        pytest.param(
+            {"extra": {"example.com/gpu": "2"}},
+            [{"example.com/gpu": "1"}],
+            {"example.com/gpu": "1"},
+            api.SUCCESS,
+            id="extended-fits",
+        ),
+        pytest.param(
+            {},
+            [],
+            {"ephemeral-storage": "1Gi"},
+            api.unschedulable("Insufficient ephemeral-storage", unresolvable=True),
+            id="ephemeral",
+        ),
+        pytest.param({}, [], {"cpu": "0"}, api.SUCCESS, id="zero-request"),
+    ],
+)
+def test_fit_filter(
+    node_kwargs: dict[str, Any],
+    running: list[dict[str, str]],
+    wanted: dict[str, str],
+    expected: api.Status,
+) -> None:
+    node = b.node("n1", **node_kwargs)
+    pods = [b.pod(f"r{i}", requests=r, node_name="n1") for i, r in enumerate(running)]
+    status = filter_status(fit(), b.pod("new", requests=wanted), b.snapshot([node], pods))
+    assert (status.code, status.reasons) == (expected.code, expected.reasons)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param({"ignoredResources": ["example.com/gpu"]}, id="ignored-resource"),
+        pytest.param({"ignoredResourceGroups": ["example.com"]}, id="ignored-group"),
+    ],
+)
+def test_ignored_extended_resources_are_not_checked(args: dict[str, Any]) -> None:
+    snap = b.snapshot([b.node("n1")])
+    assert filter_status(fit(**args), b.pod(requests={"example.com/gpu": "4"}), snap).is_success
+
+
+def test_hugepages_cannot_be_ignored() -> None:
+    snap = b.snapshot([b.node("n1")])
+    status = filter_status(
+        fit(ignoredResourceGroups=["hugepages-2Mi"]), b.pod(requests={"hugepages-2Mi": "2Mi"}), snap
+    )
+    assert status.reasons == ("Insufficient hugepages-2Mi",)
+
+
+def scores(plugin: Any, pod: api.Pod, snap: ClusterSnapshot) -> list[int]:
+    state = CycleState()
+    if hasattr(plugin, "pre_score"):
+        assert plugin.pre_score(state, pod, snap, snap.all_nodes).is_success
+    vector = [int(s) for s in plugin.score(state, pod, snap, snap.all_nodes)]
+    assert vector == [plugin.score_node(pod, snap, i) for i in range(snap.size)]
+    return vector
+
+
+TWO_NODES = [
+    b.node("n1", cpu="4", memory="10000"),
+    b.node("n2", cpu="6", memory="10000"),
+]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "expected"),
+    [
+        # node1: cpu (4000-3000)*100/4000=25, mem 50 -> 37; node2: 50, 50 -> 50
+        pytest.param("LeastAllocated", [37, 50], id="least"),
+        # node1: cpu 75, mem 50 -> 62; node2: 50, 50 -> 50
+        pytest.param("MostAllocated", [62, 50], id="most"),
+    ],
+)
+def test_least_and_most_allocated_upstream_example(strategy: str, expected: list[int]) -> None:
+    plugin = fit(scoringStrategy={"type": strategy})
+    pod = b.pod(requests={"cpu": "3", "memory": "5000"})
+    assert scores(plugin, pod, b.snapshot(TWO_NODES)) == expected
+
+
+def test_scoring_uses_non_zero_defaults_for_missing_requests() -> None:
+    snap = b.snapshot([b.node("n1", cpu="1", memory=str(1000 * MI))])
+    pod = b.pod(containers=[b.container()])  # no requests: 100m and 200Mi assumed
+    assert scores(fit(), pod, snap) == [((900 * 100 // 1000) + (800 * 100 // 1000)) // 2]
+
+
+def test_least_allocated_zero_when_over_capacity_most_allocated_clamps() -> None:
+    snap = b.snapshot(
+        [b.node("n1", cpu="1", memory="1Gi")],
+        [b.pod("r", requests={"cpu": "2", "memory": "1Gi"}, node_name="n1")],
+    )
+    pod = b.pod(requests={"cpu": "1", "memory": "0"})
+    assert scores(fit(scoringStrategy={"type": "LeastAllocated"}), pod, snap) == [0]
+    assert scores(fit(scoringStrategy={"type": "MostAllocated"}), pod, snap) == [100]
+
+
+def test_requested_to_capacity_ratio_documentation_example() -> None:
+    # Resource bin packing docs: weights foo 5, memory 1, cpu 3; shape {0,0},{100,10};
+    # 1GB read as 1024 MiB -> Node1 60, Node2 69 (reference §5.3).
+    args = {
+        "scoringStrategy": {
+            "type": "RequestedToCapacityRatio",
+            "resources": [
+                {"name": "intel.com/foo", "weight": 5},
+                {"name": "memory", "weight": 1},
+                {"name": "cpu", "weight": 3},
+            ],
+            "requestedToCapacityRatio": {
+                "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+            },
+        }
+    }
+    nodes = [
+        b.node("node1", cpu="8", memory="1024Mi", extra={"intel.com/foo": "4"}),
+        b.node("node2", cpu="8", memory="1024Mi", extra={"intel.com/foo": "8"}),
+    ]
+    running = [
+        b.pod(
+            "u1", requests={"intel.com/foo": "1", "memory": "256Mi", "cpu": "1"}, node_name="node1"
+        ),
+        b.pod(
+            "u2", requests={"intel.com/foo": "2", "memory": "512Mi", "cpu": "6"}, node_name="node2"
+        ),
+    ]
+    pod = b.pod(requests={"intel.com/foo": "2", "memory": "256Mi", "cpu": "2"})
+    assert scores(fit(**args), pod, b.snapshot(nodes, running)) == [60, 69]
+
+
+@pytest.mark.parametrize(
+    ("shape", "utilization", "expected"),
+    [
+        pytest.param([(0, 100), (100, 0)], 0, 100, id="spread-empty"),
+        pytest.param([(0, 100), (100, 0)], 33, 67, id="spread-descending-truncates-toward-zero"),
+        pytest.param([(0, 0), (100, 100)], 33, 33, id="pack"),
+        pytest.param([(20, 50), (80, 90)], 10, 50, id="below-first-point"),
+        pytest.param([(20, 50), (80, 90)], 50, 70, id="between"),
+        pytest.param([(20, 50), (80, 90)], 95, 90, id="beyond-last-point"),
+    ],
+)
+def test_broken_linear_function(
+    shape: list[tuple[int, int]], utilization: int, expected: int
+) -> None:
+    assert resource_allocation.broken_linear(shape, utilization) == expected
+    vector = resource_allocation.broken_linear_vector(
+        shape, np.array([[utilization]], dtype=np.int64)
+    )
+    assert int(vector[0, 0]) == expected
+
+
+def test_rtcr_drops_zero_scores_and_rounds_half_away_from_zero() -> None:
+    # cpu scores 0 (dropped), memory 50 -> 50; a 0-scoring resource must not dilute.
+    shape = [(0, 0), (100, 100)]
+    assert (
+        resource_allocation.requested_to_capacity_ratio_score(
+            shape, [0, 50], [100, 100], [1, 1], [True, True]
+        )
+        == 50
+    )
+    # (25*1 + 50*... ) : weights 1 and 1, scores 25 and 26 -> 25.5 -> 26
+    assert (
+        resource_allocation.requested_to_capacity_ratio_score(
+            shape, [25, 26], [100, 100], [1, 1], [True, True]
+        )
+        == 26
+    )
+
+
+@pytest.mark.parametrize(
+    ("node_cpu", "expected"),
+    [
+        pytest.param("4", 87, id="fractions-075-050"),
+        pytest.param("6", 100, id="balanced"),
+    ],
+)
+def test_balanced_allocation_upstream_example(node_cpu: str, expected: int) -> None:
+    snap = b.snapshot([b.node("n1", cpu=node_cpu, memory="10000")])
+    plugin = balanced_allocation.new(None, Handle())
+    assert scores(plugin, b.pod(requests={"cpu": "3", "memory": "5000"}), snap) == [expected]
+
+
+def test_balanced_allocation_three_resources_uses_population_std() -> None:
+    plugin = balanced_allocation.new(
+        balanced_allocation.Args.model_validate(
+            {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": "ephemeral-storage"}]}
+        ),
+        Handle(),
+    )
+    snap = b.snapshot([b.node("n1", cpu="10", memory="100", extra={"ephemeral-storage": "100"})])
+    pod = b.pod(requests={"cpu": "1", "memory": "50", "ephemeral-storage": "90"})
+    # fractions .1 .5 .9 -> mean .5, std sqrt((.16+0+.16)/3) = .3266 -> 67
+    assert scores(plugin, pod, snap) == [67]
+
+
+def test_balanced_allocation_skips_best_effort_pods() -> None:
+    plugin = balanced_allocation.new(None, Handle())
+    snap = b.snapshot([b.node("n1")])
+    assert plugin.pre_score(
+        CycleState(), b.pod(containers=[b.container()]), snap, snap.all_nodes
+    ).is_skip
+
+
+def test_image_locality_scales_by_spread_and_container_count() -> None:
+    size = 500 * MI
+    nodes = [
+        b.node("n1", images=[(["registry.example/app:1"], size)]),
+        b.node(
+            "n2",
+            images=[(["registry.example/app:1"], size), (["registry.example/side:1"], 300 * MI)],
+        ),
+        b.node("n3"),
+    ]
+    snap = b.snapshot(nodes)
+    plugin = image_locality.new(None, Handle())
+    one = b.pod(containers=[b.container(image="registry.example/app:1")])
+    # spread 2/3: int(500Mi * 2/3) = 349525333 -> 100*(349525333-23Mi)/(1000Mi-23Mi) = 31
+    assert scores(plugin, one, snap) == [31, 31, 0]
+    two = b.pod(
+        containers=[
+            b.container("a", image="registry.example/app:1"),
+            b.container("b", image="registry.example/side:1"),
+        ]
+    )
+    assert scores(plugin, two, snap) == [15, 20, 0]
