@@ -114,8 +114,9 @@ def per_cycle_cost(cycles: int = 20_000) -> None:
     print(f"eager gauges (the alternative):        {eager * 1e6:8.2f} us/cycle")
     print(f"ratio eager / ours:                    {eager / lazy:8.1f} x")
     print(f"one scrape (render {size} bytes):      {scrape * 1e3:8.2f} ms")
-    print(f"cycles at 1 s per 15 s scrape: ours {15 * lazy * 1e6 + scrape * 1e6:.0f} us, ", end="")
-    print(f"eager {15 * eager * 1e6 + scrape * 1e6:.0f} us")
+    # A 1 s loop scraped every 15 s: 15 cycles and one render per scrape.
+    ours, eager_total = (15 * cost + scrape for cost in (lazy, eager))
+    print(f"15 cycles + 1 scrape: ours {ours * 1e3:.2f} ms, eager {eager_total * 1e3:.2f} ms")
 
 
 def _child(duration: float, interval: float) -> None:
