@@ -1,0 +1,254 @@
+"""Eviction configuration: kubelet names and forms from file, environment and flags, the
+kubelet's defaulting rules, and errors that name field and value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nodeagent.config import load_config
+from nodeagent.errors import ConfigError
+from nodeagent.eviction import thresholds as thr
+from nodeagent.eviction.policy import EvictionPolicy
+from nodeagent.eviction.settings import EvictionStrategy
+from nodeagent.model import DEFAULT_CONDITION_TYPES, FsLayout, Pressure, Signal
+
+from .builders import Gi, Mi, policy
+
+
+def configured(policy: EvictionPolicy) -> dict[str, str]:
+    return {
+        t.describe().split("<")[0].split(">")[0]: str(t.value)
+        for t in policy.thresholds
+        if t.derived_from is None
+    }
+
+
+def test_yaml_maps_as_in_a_kubelet_configuration(tmp_path: Path) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(
+        "evictionHard:\n  memory.available: 500Mi\n  nodefs.available: 10%\n"
+        "evictionSoft: {memory.available: 1Gi}\n"
+        "evictionSoftGracePeriod: {memory.available: 1m30s}\n"
+        "evictionMinimumReclaim: {memory.available: 100Mi}\n"
+        "evictionMaxPodGracePeriod: 20\n"
+        "evictionPressureTransitionPeriod: 1m\n"
+        "evictionStrategy: relief\n"
+    )
+    resolved = EvictionPolicy.from_settings(load_config(file, environ={}))
+    assert set(resolved.thresholds) >= {
+        thr.Threshold(Signal.MEMORY_AVAILABLE, thr.Quantity(500 * Mi), 0, thr.Quantity(100 * Mi)),
+        thr.Threshold(Signal.MEMORY_AVAILABLE, thr.Quantity(Gi), 90, thr.Quantity(100 * Mi)),
+        thr.Threshold(Signal.NODEFS_AVAILABLE, thr.Percentage(0.10000000149011612)),
+    }
+    assert resolved.max_pod_grace_period_seconds == 20
+    assert resolved.pressure_transition_period == 60
+    assert resolved.strategy is EvictionStrategy.RELIEF
+
+
+def test_flag_and_environment_forms(tmp_path: Path) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text("evictionHard: {memory.available: 1Gi}\n")
+    config = load_config(
+        file,
+        environ={
+            "NODEAGENT_EVICTION_SOFT": '{"memory.available": "2Gi"}',
+            "NODEAGENT_EVICTION_SOFT_GRACE_PERIOD": "memory.available=1m",
+            "NODEAGENT_ENFORCE_NODE_ALLOCATABLE": "pods,kube-reserved",
+        },
+        overrides={"eviction_hard": "memory.available<750Mi,nodefs.available<5%"},
+    )
+    assert config.eviction_hard == {"memory.available": "750Mi", "nodefs.available": "5%"}
+    assert config.eviction_soft == {"memory.available": "2Gi"}
+    assert config.eviction_soft_grace_period == {"memory.available": "1m"}
+    assert config.enforce_node_allocatable == ["pods", "kube-reserved"]
+
+
+def test_kubelet_configuration_document_is_read_for_its_eviction_fields(tmp_path: Path) -> None:
+    file = tmp_path / "kubelet.yaml"
+    file.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "cgroupDriver: systemd\nmaxPods: 110\nclusterDNS: [10.96.0.10]\n"
+        "evictionHard: {memory.available: 300Mi}\nmergeDefaultEvictionSettings: true\n"
+    )
+    resolved = EvictionPolicy.from_settings(load_config(file, environ={}))
+    assert configured(resolved) == {
+        "memory.available": "300Mi",
+        "nodefs.available": "10%",
+        "nodefs.inodesFree": "5%",
+        "imagefs.available": "15%",
+        "imagefs.inodesFree": "5%",
+    }
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        pytest.param(
+            {},
+            {
+                "memory.available": "100Mi",
+                "nodefs.available": "10%",
+                "nodefs.inodesFree": "5%",
+                "imagefs.available": "15%",
+                "imagefs.inodesFree": "5%",
+            },
+            id="unset-means-defaults",
+        ),
+        pytest.param(
+            {"eviction_hard": "memory.available<1Gi"},
+            {"memory.available": "1Gi"},
+            id="any-hard-drops-unset-defaults",
+        ),
+        pytest.param({"eviction_hard": ""}, {}, id="empty-means-none"),
+        pytest.param(
+            {
+                "eviction_hard": "memory.available<1Gi,nodefs.available<0%",
+                "merge_default_eviction_settings": "true",
+            },
+            {
+                "memory.available": "1Gi",
+                "nodefs.inodesFree": "5%",
+                "imagefs.available": "15%",
+                "imagefs.inodesFree": "5%",
+            },
+            id="merge-fills-the-rest-and-0%-still-disables",
+        ),
+    ],
+)
+def test_default_hard_thresholds(overrides: dict[str, str], expected: dict[str, str]) -> None:
+    assert configured(policy(**overrides)) == expected
+
+
+def test_zero_transition_period_means_the_default() -> None:
+    resolved = policy(eviction_pressure_transition_period="0s")
+    assert resolved.pressure_transition_period == 300
+    assert any("0s means the default" in w for w in resolved.warnings)
+
+
+def test_configured_containerfs_thresholds_are_ignored_with_a_warning() -> None:
+    resolved = policy(eviction_hard="containerfs.available<50%,nodefs.available<10%")
+    assert any("containerfs.available thresholds are ignored" in w for w in resolved.warnings)
+    copies = [
+        t
+        for t in resolved.thresholds_for(FsLayout.SINGLE)
+        if t.signal is Signal.CONTAINERFS_AVAILABLE
+    ]
+    assert [str(t.value) for t in copies] == ["10%"]
+
+
+def test_names_the_agent_publishes() -> None:
+    resolved = policy(
+        condition_types="memory=MemoryPressureAgent", taint_keys="disk=example.com/disk"
+    )
+    assert resolved.condition_types[Pressure.MEMORY] == "MemoryPressureAgent"
+    assert resolved.condition_types[Pressure.DISK] == DEFAULT_CONDITION_TYPES[Pressure.DISK]
+    assert resolved.taint_keys[Pressure.DISK] == "example.com/disk"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "value", "fragment"),
+    [
+        pytest.param(
+            {"eviction_hard": "memory.availabe<1Gi"},
+            "evictionHard",
+            "'memory.availabe<1Gi'",
+            "unsupported eviction signal 'memory.availabe'",
+            id="unknown-signal",
+        ),
+        pytest.param(
+            {"eviction_hard": "nodefs.available<101%"},
+            "evictionHard",
+            "'nodefs.available<101%'",
+            "must be <= 100%",
+            id="over-100%",
+        ),
+        pytest.param(
+            {"eviction_soft": "memory.available<1Gi"},
+            "evictionSoftGracePeriod",
+            "{}",
+            "grace period must be specified for the soft eviction threshold memory.available",
+            id="soft-without-grace",
+        ),
+        pytest.param(
+            {"eviction_soft_grace_period": "memory.available=-1s"},
+            "evictionSoftGracePeriod",
+            "'memory.available=-1s'",
+            "must be a positive value",
+            id="negative-grace",
+        ),
+        pytest.param(
+            {"eviction_minimum_reclaim": "memory.available=-1"},
+            "evictionMinimumReclaim",
+            "'memory.available=-1'",
+            "negative eviction minimum reclaim",
+            id="negative-reclaim",
+        ),
+        pytest.param(
+            {"eviction_pressure_transition_period": "5"},
+            "evictionPressureTransitionPeriod",
+            "'5'",
+            "missing unit",
+            id="transition-without-unit",
+        ),
+        pytest.param(
+            {"enforce_node_allocatable": "pods,nodes"},
+            "enforceNodeAllocatable",
+            "'pods,nodes'",
+            "unknown value 'nodes'",
+            id="unknown-enforcement",
+        ),
+        pytest.param(
+            {"enforce_node_allocatable": "none,pods"},
+            "enforceNodeAllocatable",
+            "'none,pods'",
+            "'none' cannot be combined",
+            id="none-combined",
+        ),
+        pytest.param(
+            {"eviction_strategy": "greedy"},
+            "evictionStrategy",
+            "'greedy'",
+            "'kubelet' or 'relief'",
+            id="unknown-strategy",
+        ),
+        pytest.param(
+            {"taint_keys": "memory=nodeagent.io/disk-pressure"},
+            "taintKeys",
+            "'memory=nodeagent.io/disk-pressure'",
+            "its own name",
+            id="shared-taint-key",
+        ),
+        pytest.param(
+            {"condition_types": "cpu=CPUPressure"},
+            "conditionTypes",
+            "'cpu'",
+            "'memory', 'disk' or 'pid'",
+            id="unknown-pressure",
+        ),
+        pytest.param(
+            {"eviction_max_pod_grace_period": "soon"},
+            "evictionMaxPodGracePeriod",
+            "'soon'",
+            "integer",
+            id="grace-not-a-number",
+        ),
+    ],
+)
+def test_config_errors_name_field_and_value(
+    overrides: dict[str, str], field: str, value: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config(environ={}, overrides=overrides)
+    message = str(raised.value)
+    assert f"config field '{field}" in message
+    assert f"(value {value})" in message
+    assert fragment in message
+
+
+def test_yaml_value_of_the_wrong_type_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text("evictionHard:\n  memory.available: [1Gi]\n")
+    with pytest.raises(ConfigError, match=r"memory\.available: expected a string"):
+        load_config(file, environ={})
