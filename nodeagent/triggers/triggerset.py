@@ -517,4 +517,4 @@ def _memcg_refusal(cgroup_dir: str, exc: OSError) -> str:
             f"no cgroup.event_control or memory.usage_in_bytes in {cgroup_dir}: not a cgroup "
             f"v1 memory cgroup (on cgroup v2, memory.events and PSI triggers take its place)"
         )
-    return f"the kernel refused the threshold: {_describe(exc)}"
+    return f"cannot register the threshold: {_describe(exc)}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import threading
 import time
 from collections.abc import Iterator
@@ -136,6 +137,21 @@ def test_memcg_threshold_outside_a_memcg_is_unavailable(
     assert "not a cgroup v1 memory cgroup" in status.detail
     missing = triggers.arm_memory_threshold("u", str(tmp_path / "gone"), 1 << 30)
     assert "does not exist" in missing.detail
+
+
+def test_memcg_threshold_without_a_free_descriptor_is_unavailable(
+    triggers: TriggerSet, tmp_path: Path
+) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowest_free = os.dup(0)
+    os.close(lowest_free)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))  # no new descriptor fits
+    try:
+        status = triggers.arm_memory_threshold("t", str(tmp_path), 1 << 30)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert status.state is MechanismState.UNAVAILABLE
+    assert "EMFILE" in status.detail
 
 
 # --- PSI: fallbacks and emulation on fixture files --------------------------------------
