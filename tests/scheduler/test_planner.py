@@ -1,0 +1,176 @@
+"""End-to-end: ``nodeagent schedule`` on the example clusters, with placements derived
+from kube-scheduler's semantics (each example's header says why)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import kubernetes_validate
+import yaml
+
+from nodeagent import cli
+from nodeagent.scheduler import config, objects, planner, registry
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clusters"
+PRESSURE_NOW = "2024-05-01T10:00:30Z"
+
+
+def schedule(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert cli.main(["schedule", *args]) == 0
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return result
+
+
+def placements(result: dict[str, Any]) -> dict[str, tuple[str | None, str]]:
+    return {p["pod"]: (p["node"], p["status"]) for p in result["placements"]}
+
+
+def test_basic(capsys: pytest.CaptureFixture[str]) -> None:
+    result = schedule(capsys, "--cluster", str(EXAMPLES / "basic.yaml"), "--seed", "1", "--explain")
+    assert placements(result) == {
+        "default/web-1": ("n2", "Scheduled"),
+        "jobs/batch-1": ("n3", "Scheduled"),
+        "default/big-1": (None, "Unschedulable"),
+    }
+    web, batch, big = result["placements"]
+    assert web["nodes"]["n3"] == {
+        "evaluated": True,
+        "feasible": False,
+        "reasons": ["node(s) had untolerated taint {dedicated: batch}"],
+    }
+    n2 = web["nodes"]["n2"]
+    assert n2["evaluated"] and n2["feasible"]
+    assert n2["score"] == sum(p["weighted"] for p in n2["plugins"].values())
+    assert n2["plugins"]["NodeResourcesFit"] == {"score": 81, "normalized": 81, "weighted": 81}
+    assert n2["score"] > web["nodes"]["n1"]["score"]  # n1 already runs a 2-cpu pod
+    assert batch["nodes"]["n3"] == {"evaluated": True, "feasible": True}  # only node: no scoring
+    assert big["message"] == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: batch},"
+        " 2 Insufficient cpu."
+    )
+
+
+def test_pressure(capsys: pytest.CaptureFixture[str]) -> None:
+    result = schedule(
+        capsys, "--cluster", str(EXAMPLES / "pressure.yaml"), "--now", PRESSURE_NOW, "--explain"
+    )
+    assert placements(result) == {
+        "shop/api-1": ("calm", "Scheduled"),
+        "monitoring/node-exporter-hot": ("hot", "Scheduled"),
+        "shop/cache-1": ("warming", "Scheduled"),
+    }
+    api_nodes = result["placements"][0]["nodes"]
+    assert api_nodes["hot"]["reasons"] == ["node(s) had memory pressure"]
+    assert api_nodes["stock"]["reasons"] == ["node(s) had memory pressure"]
+    pressure = {n: api_nodes[n]["plugins"]["NodePressure"]["score"] for n in ("calm", "warming")}
+    assert pressure == {"calm": 100, "warming": 40}
+    assert api_nodes["soft"]["plugins"]["TaintToleration"]["normalized"] == 0
+
+
+def test_pressure_annotations_go_stale(capsys: pytest.CaptureFixture[str]) -> None:
+    result = schedule(
+        capsys,
+        "--cluster",
+        str(EXAMPLES / "pressure.yaml"),
+        "--now",
+        "2024-05-02T10:00:00Z",
+        "--explain",
+    )
+    scores = {
+        name: verdict["plugins"]["NodePressure"]["score"]
+        for name, verdict in result["placements"][0]["nodes"].items()
+        if verdict["feasible"]
+    }
+    assert set(scores.values()) == {50}  # neutral, no condition on the feasible nodes
+
+
+def test_mixed(capsys: pytest.CaptureFixture[str]) -> None:
+    result = schedule(capsys, "--cluster", str(EXAMPLES / "mixed.yaml"), "--seed", "3")
+    assert [p["pod"] for p in result["placements"]][0] == "kube-system/critical-1"
+    plan = placements(result)
+    assert plan.pop("kube-system/critical-1")[1] == "Scheduled"
+    assert plan == {
+        "ml/gpu-1": ("gpu-node", "Scheduled"),
+        "db/ssd-1": ("ssd-b", "Scheduled"),
+        "edge/port-1": ("plain", "Scheduled"),
+        "default/init-1": ("gpu-node", "Scheduled"),
+        "default/gated-1": (None, "Gated"),
+    }
+    gated = result["placements"][-1]
+    assert gated["message"] == "waiting for scheduling gates: [example.com/quota]"
+
+
+def test_same_seed_same_plan_and_table_output(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--cluster", str(EXAMPLES / "mixed.yaml"), "--seed", "9", "--explain"]
+    assert schedule(capsys, *args) == schedule(capsys, *args)
+    assert cli.main(["schedule", *args, "--output", "table"]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split() == ["POD", "STATUS", "NODE", "DETAIL"]
+    assert "default/gated-1" in table and "Gated" in table
+    assert "rejected: Insufficient example.com/gpu" in table
+
+
+def test_placements_consume_capacity_one_after_another() -> None:
+    text = """
+kind: List
+items:
+- {kind: Node, metadata: {name: only}, status: {allocatable: {cpu: "1", memory: 1Gi, pods: "10"}}}
+""" + "".join(
+        f"""- kind: Pod
+  metadata: {{name: p{i}, namespace: default, creationTimestamp: "2024-01-01T00:00:0{i}Z"}}
+  spec: {{containers: [{{name: c, image: i, resources: {{requests: {{cpu: 400m}}}}}}]}}
+"""
+        for i in range(3)
+    )
+    plugins = registry.in_tree_registry()
+    result = planner.plan(objects.load_cluster(text), config.parse_configuration(None, plugins))
+    assert [(p.pod, p.node) for p in result.placements] == [
+        ("default/p0", "only"),
+        ("default/p1", "only"),
+        ("default/p2", None),
+    ]
+    assert result.placements[2].message == "0/1 nodes are available: 1 Insufficient cpu."
+
+
+def test_pods_of_other_schedulers_are_left_alone() -> None:
+    text = """
+kind: List
+items:
+- {kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "1", memory: 1Gi, pods: "10"}}}
+- {kind: Pod, metadata: {name: mine}, spec: {containers: [{name: c, image: i}]}}
+- {kind: Pod, metadata: {name: theirs}, spec: {schedulerName: other, containers: [{name: c, image: i}]}}
+"""
+    plugins = registry.in_tree_registry()
+    result = planner.plan(objects.load_cluster(text), config.parse_configuration(None, plugins))
+    assert [p.pod for p in result.placements] == ["default/mine"]
+
+
+@pytest.mark.parametrize(
+    ("content", "mentions"),
+    [
+        pytest.param(None, "cannot read cluster file", id="missing"),
+        pytest.param("items: [", "not valid YAML", id="bad-yaml"),
+        pytest.param(
+            "kind: Pod\nmetadata: {name: x}\nspec: {containers: [{resources: {requests: {cpu: many}}}]}",
+            "requests.cpu",
+            id="bad-quantity",
+        ),
+    ],
+)
+def test_bad_cluster_file_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, mentions: str
+) -> None:
+    path = tmp_path / "cluster.yaml"
+    if content is not None:
+        path.write_text(content)
+    assert cli.main(["schedule", "--cluster", str(path)]) == 2
+    assert mentions in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_examples_are_valid_kubernetes_objects(example: Path) -> None:
+    for item in yaml.safe_load(example.read_text())["items"]:
+        kubernetes_validate.validate(item, "1.30", strict=True)
