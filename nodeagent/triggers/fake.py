@@ -3,7 +3,8 @@
 It records what was armed, fires wakes when told to (:meth:`FakeTriggers.fire`), and
 answers :meth:`FakeTriggers.wait` at once: with the pending wakes, or, when there are
 none, after advancing the given fake clock by the timeout, so a loop test runs in
-virtual time. Statuses can be scripted per name to exercise the degraded paths.
+virtual time (``wait(None)`` with nothing pending returns ``[]`` at once rather than
+blocking forever). Statuses can be scripted per name to exercise the degraded paths.
 """
 
 from __future__ import annotations
