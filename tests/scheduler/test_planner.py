@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import kubernetes_validate
+import pytest
 import yaml
 
 from nodeagent import cli
@@ -89,7 +89,7 @@ def test_pressure_annotations_go_stale(capsys: pytest.CaptureFixture[str]) -> No
 
 def test_mixed(capsys: pytest.CaptureFixture[str]) -> None:
     result = schedule(capsys, "--cluster", str(EXAMPLES / "mixed.yaml"), "--seed", "3")
-    assert [p["pod"] for p in result["placements"]][0] == "kube-system/critical-1"
+    assert result["placements"][0]["pod"] == "kube-system/critical-1"
     plan = placements(result)
     assert plan.pop("kube-system/critical-1")[1] == "Scheduled"
     assert plan == {
@@ -141,7 +141,9 @@ kind: List
 items:
 - {kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "1", memory: 1Gi, pods: "10"}}}
 - {kind: Pod, metadata: {name: mine}, spec: {containers: [{name: c, image: i}]}}
-- {kind: Pod, metadata: {name: theirs}, spec: {schedulerName: other, containers: [{name: c, image: i}]}}
+- kind: Pod
+  metadata: {name: theirs}
+  spec: {schedulerName: other, containers: [{name: c, image: i}]}
 """
     plugins = registry.in_tree_registry()
     result = planner.plan(objects.load_cluster(text), config.parse_configuration(None, plugins))
@@ -154,7 +156,8 @@ items:
         pytest.param(None, "cannot read cluster file", id="missing"),
         pytest.param("items: [", "not valid YAML", id="bad-yaml"),
         pytest.param(
-            "kind: Pod\nmetadata: {name: x}\nspec: {containers: [{resources: {requests: {cpu: many}}}]}",
+            "kind: Pod\nmetadata: {name: x}\n"
+            "spec: {containers: [{resources: {requests: {cpu: many}}}]}",
             "requests.cpu",
             id="bad-quantity",
         ),
