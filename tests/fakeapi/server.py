@@ -133,15 +133,15 @@ class FakeAPIServer:
     def stop(self) -> None:
         """Stop listening and cut every open connection (as a crashed server would)."""
         self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
         with self._lock:
             connections = list(self._connections)
         for sock in connections:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._stopping.clear()
@@ -263,6 +263,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        if self.api._stopping.is_set():  # accepted while the server was going down
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
         # headers and body go out in separate writes: without this, Nagle's algorithm and
         # the client's delayed ACK add ~40 ms to every answer
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -113,8 +113,12 @@ def test_bookmarks_advance_the_resume_version(
 ) -> None:
     fake_api.cluster.create("pods", objects.pod("b2", node_name="node-b"))  # not ours
     before = cache.snapshot().resource_version
-    fake_api.cluster.send_bookmarks()
-    eventually(lambda: cache.snapshot().resource_version != before)
+
+    def bookmarked() -> bool:
+        fake_api.cluster.send_bookmarks()  # again, in case the watch was not open yet
+        return cache.snapshot().resource_version != before
+
+    eventually(bookmarked)
     assert int(cache.snapshot().resource_version) == fake_api.cluster.resource_version
 
 
