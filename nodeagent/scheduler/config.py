@@ -20,7 +20,7 @@ allowed; the CLI turns that into exit code 2.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -334,7 +334,3 @@ def load_configuration(path: Path | None, registry: Registry) -> SchedulerConfig
     if document is not None and not isinstance(document, Mapping):
         raise ConfigError(f"{path}: expected a KubeSchedulerConfiguration mapping")
     return parse_configuration(document, registry, str(path))
-
-
-def resource_names(specs: Sequence[Any]) -> list[str]:
-    return [spec.name for spec in specs]

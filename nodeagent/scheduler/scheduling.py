@@ -149,6 +149,8 @@ class CycleResult:
     node: str | None = None
     status: api.Status = api.SUCCESS
     gated: bool = False
+    nominated_node: str | None = None
+    """Set by a PostFilter plugin (preemption) when the pod should wait for a node."""
     prefilter_status: api.Status = api.SUCCESS
     absent_status: api.Status | None = None
     """Status of nodes a PreFilter result left out (``None``: none left out)."""
@@ -241,8 +243,10 @@ class Scheduler:
         except PluginError as exc:
             return CycleResult(pod, fw, self.snapshot, CycleState(), status=api.error(str(exc)))
         if result.node is None:
-            if result.status.is_rejection:
-                fw.run_post_filter(result.state, pod, self.snapshot, {})
+            if result.status.is_rejection and fw.post_filter:
+                statuses = result.rejection_statuses()
+                nominated, _ = fw.run_post_filter(result.state, pod, self.snapshot, statuses)
+                result.nominated_node = nominated
             return result
         node_index = self.snapshot.index[result.node]
         self.snapshot.add_pod(pod, node_index)  # assume

@@ -208,10 +208,20 @@ class NodePressure:
 
     def _all_scores(self, snapshot: ClusterSnapshot) -> Int64s:
         scores = np.empty(snapshot.size, dtype=np.int64)
+        unusable: list[str] = []
         for i, node in enumerate(snapshot.nodes):
             scores[i], note = self.node_score(node)
             if note.startswith("annotation"):
-                log.warning("node %s: %s; scoring it %d", node.name, note, scores[i])
+                unusable.append(f"{node.name}: {note}")
+        if unusable:
+            log.warning(
+                "%d node(s) have an unusable %s annotation and score %d (neutral): %s%s",
+                len(unusable),
+                model.PRESSURE_ANNOTATION,
+                self.args.neutral_score,
+                "; ".join(unusable[:3]),
+                "; ..." if len(unusable) > 3 else "",
+            )
         return scores
 
     def score(

@@ -151,7 +151,7 @@ class NodeResourcesFit:
     def _checks(self, pod: api.Pod, snapshot: ClusterSnapshot) -> tuple[_Check, ...]:
         ordered = sorted(
             pod.requests.items(),
-            key=lambda item: (ra_order(item[0]), item[0]),
+            key=lambda item: (_report_order(item[0]), item[0]),
         )
         return tuple(
             _Check(name, snapshot.resource_row(name), amount)
@@ -273,7 +273,7 @@ class NodeResourcesFit:
         return ra.requested_to_capacity_ratio_score(self._shape, req, alloc, weights, inc)
 
 
-def ra_order(name: str) -> int:
+def _report_order(name: str) -> int:
     """Report order: cpu, memory, ephemeral-storage, then other resources by name."""
     fixed = {api.CPU: 0, api.MEMORY: 1, api.EPHEMERAL_STORAGE: 2}
     return fixed.get(name, 3)
