@@ -14,6 +14,7 @@ PACKAGE_OF = {
     "prometheus": "prometheus",
     "systemd-analyze": "systemd",
     "kubectl": "kubectl (preinstalled google-cloud-cli; Debian's kubernetes-client is too old)",
+    "unshare": "util-linux",
 }
 
 
