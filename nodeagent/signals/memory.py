@@ -29,6 +29,7 @@ smallest ``memory.max`` on the way up), capped at ``MemTotal``.
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 
 from nodeagent.errors import SignalReadError
 from nodeagent.model import Observation, SignalValue, Unavailable
@@ -56,6 +57,16 @@ _V1_INACTIVE = b"total_inactive_file "
 _V2_INACTIVE = b"inactive_file "
 
 
+class _NodeMode(StrEnum):
+    """Where the node's working set comes from (see the table above)."""
+
+    CGROUP = "cgroup"
+    V2_ROOT = "v2-root"
+    MEMINFO = "meminfo"
+    MISSING = "missing"
+    """A non-root node cgroup was configured on a host without a memory controller."""
+
+
 def working_set(usage: int, inactive_file: int | None) -> int:
     """``usage - inactive_file``, clamped at 0; unchanged when the key is absent."""
     if inactive_file is None:
@@ -63,11 +74,15 @@ def working_set(usage: int, inactive_file: int | None) -> int:
     return usage - inactive_file if usage > inactive_file else 0
 
 
-def _stat_key(data: bytes, key: bytes, path: str) -> int:
+def _optional_stat_key(data: bytes, key: bytes, path: str) -> int | None:
     try:
-        value = parse.stat_value(data, key)
+        return parse.stat_value(data, key)
     except ValueError as exc:
         raise SignalReadError(f"cannot parse {path}: {exc}") from exc
+
+
+def _stat_key(data: bytes, key: bytes, path: str) -> int:
+    value = _optional_stat_key(data, key, path)
     if value is None:
         raise SignalReadError(f"{path} has no {key.decode().strip()!r} line")
     return value
@@ -136,7 +151,7 @@ class MemoryReader:
         else:
             self.allocatable_source = ""
 
-    def _describe_node(self, inactive_name: str) -> tuple[str, str, str]:
+    def _describe_node(self, inactive_name: str) -> tuple[_NodeMode, str, str]:
         """How the node's working set is read: (mode, source, source when the cgroup's
         own limit is the capacity)."""
         node_dir = self._node_dir
@@ -144,7 +159,7 @@ class MemoryReader:
             f"{self.meminfo_path}: AnonPages + Buffers + Cached + SwapCached - Inactive(file)"
         )
         if node_dir is None:
-            mode = "meminfo" if self._node_is_root else "missing"
+            mode = _NodeMode.MEMINFO if self._node_is_root else _NodeMode.MISSING
             source = f"{meminfo_formula} (no cgroup memory controller); capacity MemTotal"
             return mode, source, source
         if self._node_is_root and self._v2:
@@ -153,15 +168,19 @@ class MemoryReader:
                     f"cgroup v2 {node_dir}/memory.stat: anon + file - inactive_file; "
                     "capacity MemTotal"
                 )
-                return "v2-root", source, source
+                return _NodeMode.V2_ROOT, source, source
             source = f"{meminfo_formula} (the cgroup v2 root has no memory.stat); capacity MemTotal"
-            return "meminfo", source, source
+            return _NodeMode.MEMINFO, source, source
         version = "v2" if self._v2 else "v1"
         formula = f"cgroup {version} {node_dir}: {self._usage_name} - {inactive_name}"
         if self._node_is_root:
-            return "cgroup", f"{formula}; capacity MemTotal", f"{formula}; capacity MemTotal"
+            return (
+                _NodeMode.CGROUP,
+                f"{formula}; capacity MemTotal",
+                f"{formula}; capacity MemTotal",
+            )
         return (
-            "cgroup",
+            _NodeMode.CGROUP,
             f"{formula}; capacity MemTotal (the cgroup has no lower memory limit)",
             f"{formula}; capacity the cgroup's memory limit",
         )
@@ -193,26 +212,26 @@ class MemoryReader:
     def node(self, reader: FileReader, meminfo: dict[str, int]) -> SignalValue:
         mem_total = meminfo["MemTotal"]
         mode = self._node_mode
-        if mode == "cgroup":
+        if mode is _NodeMode.CGROUP:
             assert self._node_dir is not None
             usage = _read_int(reader, f"{self._node_dir}/{self._usage_name}")
             stat_path = f"{self._node_dir}/memory.stat"
             stat = read_checked(reader, stat_path)
-            inactive = parse.stat_value(stat, self._inactive_key)
-            limit = None if self._node_is_root else self._node_limit(reader, stat)
+            inactive = _optional_stat_key(stat, self._inactive_key, stat_path)
+            limit = None if self._node_is_root else self._node_limit(reader, stat, stat_path)
             ws = working_set(usage, inactive)
             if limit is None or limit >= mem_total:
                 capacity, source = mem_total, self.node_source
             else:
                 capacity, source = limit, self.node_source_limited
-        elif mode == "v2-root":
+        elif mode is _NodeMode.V2_ROOT:
             assert self._node_dir is not None
             stat_path = f"{self._node_dir}/memory.stat"
             stat = read_checked(reader, stat_path)
             usage = _stat_key(stat, b"anon ", stat_path) + _stat_key(stat, b"file ", stat_path)
-            ws = working_set(usage, parse.stat_value(stat, _V2_INACTIVE))
+            ws = working_set(usage, _optional_stat_key(stat, _V2_INACTIVE, stat_path))
             capacity, source = mem_total, self.node_source
-        elif mode == "meminfo":
+        elif mode is _NodeMode.MEMINFO:
             missing = [key for key in MEMINFO_KEYS[:5] if key not in meminfo]
             if missing:
                 raise SignalReadError(f"{self.meminfo_path} lacks {', '.join(missing)}")
@@ -231,10 +250,10 @@ class MemoryReader:
             )
         return SignalValue(available=max(capacity - ws, 0), capacity=capacity, source=source)
 
-    def _node_limit(self, reader: FileReader, stat: bytes) -> int | None:
+    def _node_limit(self, reader: FileReader, stat: bytes, stat_path: str) -> int | None:
         if not self._v2:
             # Includes the ancestors' limits, which bound this cgroup too.
-            limit = parse.stat_value(stat, b"hierarchical_memory_limit ")
+            limit = _optional_stat_key(stat, b"hierarchical_memory_limit ", stat_path)
             return None if limit is None or limit > parse.UNLIMITED_THRESHOLD else limit
         limits = [_read_limit(reader, path) for path in self._v2_limit_files]
         finite = [limit for limit in limits if limit is not None]
@@ -251,8 +270,9 @@ class MemoryReader:
             # The kubelet makes no observation either (kubelet-eviction.md §2.2).
             return Unavailable(f"{directory} has no memory limit ({self._limit_name} unlimited)")
         usage = _read_int(reader, f"{directory}/{self._usage_name}")
-        stat = read_checked(reader, f"{directory}/memory.stat")
-        ws = working_set(usage, parse.stat_value(stat, self._inactive_key))
+        stat_path = f"{directory}/memory.stat"
+        stat = read_checked(reader, stat_path)
+        ws = working_set(usage, _optional_stat_key(stat, self._inactive_key, stat_path))
         return SignalValue(
             available=max(limit - ws, 0), capacity=limit, source=self.allocatable_source
         )
@@ -269,5 +289,6 @@ class MemoryReader:
         if start < 0:
             return usage
         start += len(self._inactive_line)
-        inactive = int(stat[start : stat.find(b"\n", start)])
+        end = stat.find(b"\n", start)
+        inactive = int(stat[start:end] if end >= 0 else stat[start:])
         return usage - inactive if usage > inactive else 0

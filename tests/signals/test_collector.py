@@ -48,11 +48,9 @@ def test_a_full_collection_on_every_layout(tree: HostTree) -> None:
     assert list(signals) == list(COLLECTED_SIGNALS)
     assert degraded == {}, degraded
 
-    assert signals[Signal.MEMORY_AVAILABLE] == SignalValue(
-        12 * GIB,
-        16 * GIB,
-        source=signals[Signal.MEMORY_AVAILABLE].source,  # type: ignore[union-attr]
-    )
+    memory = signals[Signal.MEMORY_AVAILABLE]
+    assert isinstance(memory, SignalValue)
+    assert (memory.available, memory.capacity) == (12 * GIB, 16 * GIB)
     allocatable = signals[Signal.ALLOCATABLE_MEMORY_AVAILABLE]
     assert isinstance(allocatable, SignalValue)
     assert (allocatable.available, allocatable.capacity) == (12 * GIB, 14 * GIB)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.model import Observation, QOSClass, Signal, SignalValue, Unavailable
+from nodeagent.model import Observation, PodUID, QOSClass, Signal, SignalValue, Unavailable
 from nodeagent.signals.cgroups import CgroupVersion
 from nodeagent.signals.collector import SignalCollector, SignalGroup
 from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory
@@ -72,9 +72,8 @@ def test_no_memory_controller_reads_meminfo(tmp_path: Path) -> None:
     tree.proc(mem_total=8 * GIB, anon=1 * GIB, inactive_file=1 * GIB, active_file=0)
     node, allocatable = memory_signals(tree)
     # 1 GiB anon + 1 GiB cache - 1 GiB inactive = 1 GiB working set.
-    assert node == SignalValue(
-        7 * GIB, 8 * GIB, node.source if isinstance(node, SignalValue) else ""
-    )
+    assert isinstance(node, SignalValue)
+    assert (node.available, node.capacity) == (7 * GIB, 8 * GIB)
     assert isinstance(allocatable, Unavailable)
     assert "no cgroup memory controller" in allocatable.reason
 
@@ -104,9 +103,8 @@ def test_node_cgroup_inherits_its_parents_limit(tree: HostTree) -> None:
     tree.cgroup("/parent", Memory(1 * GIB), limit=2 * GIB)
     tree.cgroup("/parent/guard", Memory(1 * GIB, inactive_file=256 * MIB), limit=None)
     node, _ = memory_signals(tree, node_cgroup="/parent/guard")
-    assert node == SignalValue(
-        2 * GIB - 768 * MIB, 2 * GIB, node.source if isinstance(node, SignalValue) else ""
-    )
+    assert isinstance(node, SignalValue)
+    assert (node.available, node.capacity) == (2 * GIB - 768 * MIB, 2 * GIB)
 
 
 def test_missing_node_cgroup_is_unavailable_with_the_path(tree: HostTree) -> None:
@@ -161,3 +159,20 @@ def test_pod_working_sets(tree: HostTree) -> None:
         "b": (0, 2),
         "c": (64 * MIB, 7),
     }
+
+
+def test_malformed_memory_stat_degrades_with_the_path(tree: HostTree) -> None:
+    tree.kubepods(Memory(1 * GIB), limit=4 * GIB)
+    tree.pod("p", Memory(1 * MIB), tasks=2)
+    for cgroup in ("/", tree.kubepods_cgroup, tree.pod_cgroup("p", QOSClass.BURSTABLE)):
+        stat = tree.memory_dir(cgroup) / "memory.stat"
+        stat.write_text(stat.read_text().replace("inactive_file 0", "inactive_file lots"))
+    with SignalCollector(host_root=tree.root) as collector:
+        observations = collector.collect(0.0)
+    for signal in (Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE):
+        value = observations.signals[signal]
+        assert isinstance(value, Unavailable)
+        assert value.reason.startswith("cannot parse ")
+        assert "memory.stat" in value.reason
+    pod = observations.pods[PodUID("p")]
+    assert (pod.memory, pod.processes) == (None, 2)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nodeagent.errors import SignalReadError
-from nodeagent.model import QOSClass, SignalValue
+from nodeagent.model import PodUID, QOSClass, SignalValue
 from nodeagent.signals.cgroups import CgroupVersion, PodCgroupIndex, detect_cgroups
 from nodeagent.signals.files import FileReader
 from nodeagent.signals.fixtures import HostTree, Memory
@@ -65,4 +65,4 @@ def test_tasks_are_counted_without_a_pids_controller(
     index = PodCgroupIndex(detect_cgroups(str(tree.path("/sys/fs/cgroup"))))
     index.refresh()
     reader = PidReader(proc_dir=str(tree.path("/proc")), version=version)
-    assert reader.pod_tasks(FileReader(), index.pods["p"]) == 2 + 3 + 4  # type: ignore[index]
+    assert reader.pod_tasks(FileReader(), index.pods[PodUID("p")]) == 2 + 3 + 4
