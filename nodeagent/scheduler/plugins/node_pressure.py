@@ -84,9 +84,10 @@ class Args(config.ConfigModel):
     """Node condition types meaning "under pressure" when ``True``."""
     full_score_headroom_percent: int = Field(default=20, ge=1, le=100)
     """Headroom (percent of capacity above the threshold) at which a signal scores 100."""
-    stale_after_seconds: int = Field(default=300, ge=0)
-    """An annotation older than this is ignored (0: never stale). The agent refreshes it
-    with its condition heartbeat, so a stale one means the agent stopped reporting."""
+    stale_after_seconds: int = Field(default=900, ge=0)
+    """An annotation older than this is ignored (0: never stale). The agent rewrites it at
+    least every ``pressureAnnotationRefreshPeriod`` (5 min), so 15 min (three missed
+    refreshes) means the agent stopped reporting."""
     neutral_score: int = Field(default=50, ge=0, le=100)
     """Score of a node without usable headroom data and without a pressure condition."""
 
