@@ -324,6 +324,9 @@ class Framework:
         if not self.bind:
             raise ConfigError(f"{where}: at least one bind plugin is required")
         self.weights = self._score_weights()
+        self._normalizers: dict[str, ScoreNormalizer] = {
+            p.name: p for p in self.score if isinstance(p, ScoreNormalizer)
+        }
 
     @property
     def scheduler_name(self) -> str:
@@ -484,8 +487,9 @@ class Framework:
                 continue
             raw = np.asarray(plugin.score(state, pod, snapshot, nodes), dtype=np.int64)
             normalized = raw
-            if isinstance(plugin, ScoreNormalizer):
-                normalized = plugin.normalize_score(state, pod, raw.copy())
+            normalizer = self._normalizers.get(plugin.name)
+            if normalizer is not None:
+                normalized = normalizer.normalize_score(state, pod, raw.copy())
             if normalized.size and (
                 normalized.min() < api.MIN_NODE_SCORE or normalized.max() > api.MAX_NODE_SCORE
             ):

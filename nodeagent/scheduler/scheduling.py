@@ -56,16 +56,22 @@ def num_feasible_nodes_to_find(
 
 def select_host(totals: Int64s, rng: random.Random) -> int:
     """Position of the chosen node: the highest total; among ``k`` tied nodes the
-    ``j``-th replaces the current choice with probability ``1/j`` (reservoir sampling),
-    so each tied node is equally likely."""
+    ``j``-th replaces the current choice with probability ``1/j`` (kube-scheduler's
+    reservoir sampling), so each tied node is equally likely.
+
+    Rather than drawing once per tied node, this jumps from one replacement to the next:
+    after a replacement at ``j``, no replacement happens up to ``m`` with probability
+    ``j/m``, so the next one is at ``floor(j/u) + 1`` for ``u`` uniform in ``(0, 1]``.
+    Same distribution, about ``ln k`` draws instead of ``k``.
+    """
     if totals.size == 0:
         raise ValueError("empty priority list")
     ties = np.flatnonzero(totals == totals.max())
-    chosen = int(ties[0])
-    for count in range(2, len(ties) + 1):
-        if rng.randrange(count) == 0:
-            chosen = int(ties[count - 1])
-    return chosen
+    chosen = replacement = 1
+    while replacement <= len(ties):
+        chosen = replacement
+        replacement = math.floor(replacement / (1.0 - rng.random())) + 1
+    return int(ties[chosen - 1])
 
 
 @dataclass(slots=True)
