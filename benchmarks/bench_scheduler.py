@@ -13,6 +13,7 @@ their Kubernetes form).
 
     python -m benchmarks.bench_scheduler                        # 500, 1000, 5000, 15000 nodes
     python -m benchmarks.bench_scheduler --nodes 5000 --pods 10000
+    python -m benchmarks.bench_scheduler --nodes 5000 --tainted-fraction 0.9   # filter-heavy
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ TARGET = 200
 KUBE_SCHEDULER_CI = 680
 
 
-def node_object(index: int, zones: int, rng: random.Random) -> dict[str, Any]:
+def node_object(
+    index: int, zones: int, rng: random.Random, *, tainted: bool = False
+) -> dict[str, Any]:
     """One Node as ``kubectl get -o json`` would print it."""
     capacity = 32 * GIB
     available = int(capacity * rng.uniform(0.05, 0.9))
@@ -62,6 +65,9 @@ def node_object(index: int, zones: int, rng: random.Random) -> dict[str, Any]:
             },
             "annotations": {model.PRESSURE_ANNOTATION: json.dumps(annotation)},
         },
+        "spec": {"taints": [{"key": "dedicated", "value": "other", "effect": "NoSchedule"}]}
+        if tainted
+        else {},
         "status": {
             "allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
             "capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"},
@@ -91,18 +97,38 @@ def pod_object(index: int, node: str | None) -> dict[str, Any]:
 
 
 def generate(
-    nodes: int, pods: int, init_pods: int, *, zones: int = 10, seed: int = 1
+    nodes: int,
+    pods: int,
+    init_pods: int,
+    *,
+    zones: int = 10,
+    seed: int = 1,
+    tainted_fraction: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """A cluster as decoded Kubernetes objects; the same seed gives the same cluster."""
+    """A cluster as decoded Kubernetes objects; the same seed gives the same cluster.
+    ``tainted_fraction`` of the nodes carry a taint no pod tolerates (a cluster where
+    most nodes are filtered out, so each cycle must examine more of them)."""
     rng = random.Random(seed)
-    items = [node_object(i, zones, rng) for i in range(nodes)]
+    items = [
+        node_object(i, zones, rng, tainted=rng.random() < tainted_fraction) for i in range(nodes)
+    ]
     items += [pod_object(i, f"node-{rng.randrange(nodes)}") for i in range(init_pods)]
     items += [pod_object(init_pods + i, None) for i in range(pods)]
     return items
 
 
-def run(nodes: int, pods: int, init_pods: int, zones: int, seed: int) -> dict[str, float]:
-    items = generate(nodes, pods, init_pods, zones=zones, seed=seed)
+def run(
+    nodes: int,
+    pods: int,
+    init_pods: int,
+    *,
+    zones: int = 10,
+    seed: int = 1,
+    tainted_fraction: float = 0.0,
+) -> dict[str, float]:
+    items = generate(
+        nodes, pods, init_pods, zones=zones, seed=seed, tainted_fraction=tainted_fraction
+    )
     started = time.perf_counter()
     cluster = objects.read_cluster([{"kind": "List", "items": items}])
     parsed = time.perf_counter()
@@ -134,10 +160,16 @@ def main() -> None:
     parser.add_argument("--init-pods", type=int, default=1_000)
     parser.add_argument("--zones", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--tainted-fraction",
+        type=float,
+        default=0.0,
+        help="share of nodes with a taint no pod tolerates (stresses filtering)",
+    )
     args = parser.parse_args()
     print(
         f"default profile, {args.pods} pending pods (100m/500Mi), {args.init_pods} bound,"
-        f" {args.zones} zones, seed {args.seed}"
+        f" {args.zones} zones, seed {args.seed}, tainted fraction {args.tainted_fraction}"
     )
     header = (
         f"{'nodes':>6} {'placed':>7} {'parse s':>8} {'build s':>8} {'sched s':>8}"
@@ -145,7 +177,14 @@ def main() -> None:
     )
     print(header)
     for nodes in (int(n) for n in args.nodes.split(",")):
-        r = run(nodes, args.pods, args.init_pods, args.zones, args.seed)
+        r = run(
+            nodes,
+            args.pods,
+            args.init_pods,
+            zones=args.zones,
+            seed=args.seed,
+            tainted_fraction=args.tainted_fraction,
+        )
         print(
             f"{nodes:>6} {int(r['placed']):>7} {r['parse_s']:>8.2f} {r['build_s']:>8.2f}"
             f" {r['schedule_s']:>8.2f} {r['pods_per_s']:>8.0f}"
