@@ -13,7 +13,6 @@ import argparse
 import json
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from nodeagent.scheduler import config, objects, planner, registry
 
 def _time(text: str) -> float:
     try:
-        return datetime.fromisoformat(text).timestamp()
+        return objects.unix_time(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not an RFC 3339 time such as 2024-05-01T10:00:00Z"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -107,13 +107,19 @@ def parse_resource_list(value: Any, where: FieldPath) -> dict[str, int]:
     }
 
 
+def unix_time(value: str | datetime) -> float:
+    """RFC 3339 text (or a parsed datetime) to Unix seconds; no zone means UTC."""
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
 def _timestamp(value: Any, where: FieldPath) -> float:
     if value is None or value == "":
         return 0.0
-    if isinstance(value, datetime):  # YAML may already have parsed it
-        return value.timestamp()
     try:
-        return datetime.fromisoformat(str(value)).timestamp()
+        return unix_time(value if isinstance(value, datetime) else str(value))
     except ValueError as exc:
         raise where.fail(value, "expected an RFC 3339 time such as 2024-05-01T10:00:00Z") from exc
 

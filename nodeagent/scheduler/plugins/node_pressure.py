@@ -34,13 +34,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from datetime import datetime
 
 import numpy as np
 from pydantic import Field
 
 from nodeagent import model
-from nodeagent.scheduler import api, config
+from nodeagent.scheduler import api, config, objects
 from nodeagent.scheduler.framework import CycleState, Handle
 from nodeagent.scheduler.plugins import helpers
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
@@ -104,7 +103,7 @@ def _time(text: object) -> float | None:
     if not isinstance(text, str):
         return None
     try:
-        return datetime.fromisoformat(text).timestamp()
+        return objects.unix_time(text)
     except ValueError:
         return None
 
