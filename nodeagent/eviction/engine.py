@@ -262,17 +262,18 @@ def _choose(
 
     resource = SIGNAL_RESOURCE[signal]
     lead = messages.threshold_sentence(acted.threshold, acted.observed, acted.quantity)
+    threshold, max_grace = acted.threshold, policy.max_pod_grace_period_seconds
     candidates = tuple(
-        Eviction(
-            pod=pod,
-            signal=signal,
-            grace_period_seconds=kill_grace_period(
-                acted.threshold, pod, policy.max_pod_grace_period_seconds
-            ),
-            message=messages.eviction_message(lead, resource, pod, used),
-            reclaim_estimate=used or 0,
-        )
-        for pod, used in ranking.rank(signal, layout, pods, observations.pods)
+        [
+            Eviction(
+                pod,
+                signal,
+                kill_grace_period(threshold, pod, max_grace),
+                messages.eviction_message(lead, resource, pod, used),
+                used or 0,
+            )
+            for pod, used in ranking.rank(signal, layout, pods, observations.pods)
+        ]
     )
     count = min(1, len(candidates))
     if policy.strategy is EvictionStrategy.RELIEF and signal not in thr.PSI_SIGNALS:

@@ -94,7 +94,7 @@ def threshold_sentence(threshold: Threshold, observed: SignalValue, quantity: in
 
 def eviction_message(lead: str, resource: Resource, pod: PodInfo, used: int | None) -> str:
     """``lead`` plus, when the pod uses more than it requested, the kubelet's sentence."""
-    if used is None or resource not in (Resource.MEMORY, Resource.EPHEMERAL_STORAGE):
+    if used is None or resource not in _REQUESTED:
         return lead
     request = pod.requests.get(resource, 0)  # resource names double as request names
     if used <= request:
@@ -103,6 +103,9 @@ def eviction_message(lead: str, resource: Resource, pod: PodInfo, used: int | No
         f"{lead}Pod {pod.name} was using {units.format_quantity(used)}, request is "
         f"{units.format_quantity(request)}, has larger consumption of {resource}. "
     )
+
+
+_REQUESTED = frozenset({Resource.MEMORY, Resource.EPHEMERAL_STORAGE})
 
 
 def _quantity_text(threshold: Threshold, quantity: int) -> str:

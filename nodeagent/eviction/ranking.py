@@ -41,6 +41,7 @@ _RankKey = tuple[int, int, int, int]
 
 
 def is_evictable(pod: PodInfo) -> bool:
+    """Not critical, static or mirror (the test :func:`rank` inlines)."""
     return not (pod.critical or pod.static or pod.mirror or pod.priority >= CRITICAL_PRIORITY)
 
 
@@ -54,13 +55,22 @@ def rank(
     fields = fs_layout.usage_fields(signal, layout)
     resource = SIGNAL_RESOURCE[signal]
     keyed: list[tuple[_RankKey, RankedPod]] = []
+    append = keyed.append
     for pod in pods:
-        if not is_evictable(pod):
+        if pod.critical or pod.static or pod.mirror or pod.priority >= CRITICAL_PRIORITY:
             continue
-        used = fs_layout.pod_usage(usage.get(pod.uid), fields)
-        keyed.append((_key(resource, pod, used), (pod, used)))
-    keyed.sort(key=lambda item: item[0])
+        record = usage.get(pod.uid)
+        if len(fields) == 1:  # memory, processes: one figure, no summing
+            used = None if record is None else getattr(record, fields[0])
+        else:
+            used = fs_layout.pod_usage(record, fields)
+        append((_key(resource, pod, used), (pod, used)))
+    keyed.sort(key=_first)
     return [ranked for _, ranked in keyed]
+
+
+def _first(item: tuple[_RankKey, RankedPod]) -> _RankKey:
+    return item[0]
 
 
 def _key(resource: Resource, pod: PodInfo, used: int | None) -> _RankKey:
