@@ -122,7 +122,7 @@ def report(observations: NodeObservations, collector: SignalCollector) -> dict[s
     swap = observations.swap
     return {
         "signals": signals,
-        "sources": sources | dict(collector.sources),
+        "sources": sources | dict(collector.psi_sources),
         "pods": pods,
         "psi": psi,
         "fsLayout": observations.fs_layout.value,

@@ -49,7 +49,7 @@ from nodeagent.signals.cgroups import (
     missing_kubepods_reason,
 )
 from nodeagent.signals.files import FileReader
-from nodeagent.signals.filesystems import FilesystemReader
+from nodeagent.signals.filesystems import FilesystemReader, FsPath
 from nodeagent.signals.memory import MemoryReader
 from nodeagent.signals.pids import PidReader
 from nodeagent.signals.pod_storage import NO_STORAGE_FIELDS, PodStorageScanner, StorageScan
@@ -168,17 +168,14 @@ class SignalCollector:
         self._psi = PsiReader(
             proc_dir=self._proc_dir, node_unified_dir=self._paths.node_unified_dir
         )
-        fs_paths = {
-            "nodefs": (_under(root, nodefs_path), str(nodefs_path)),
-            "imagefs": (_under(root, imagefs_path), str(imagefs_path)),
-        }
-        if containerfs_path is not None:
-            fs_paths["containerfs"] = (_under(root, containerfs_path), str(containerfs_path))
         self._filesystems = FilesystemReader(
-            nodefs_path=fs_paths["nodefs"][0],
-            imagefs_path=fs_paths["imagefs"][0],
-            containerfs_path=fs_paths["containerfs"][0] if "containerfs" in fs_paths else None,
-            labels=dict(fs_paths.values()),
+            nodefs=FsPath(_under(root, nodefs_path), str(nodefs_path)),
+            imagefs=FsPath(_under(root, imagefs_path), str(imagefs_path)),
+            containerfs=(
+                None
+                if containerfs_path is None
+                else FsPath(_under(root, containerfs_path), str(containerfs_path))
+            ),
         )
         self._pod_index = self._new_pod_index()
         self._storage_interval = pod_storage_scan_interval
@@ -237,17 +234,27 @@ class SignalCollector:
         return dict(self._degradations.reasons)
 
     def read_times(self) -> Mapping[SignalGroup, float]:
-        """When each group was last read (the ``now`` passed to :meth:`collect`)."""
-        return dict(self._read_times)
+        """When each group was last read (the ``now`` passed to :meth:`collect`, or to
+        :meth:`refresh_pod_storage` for ``POD_STORAGE``)."""
+        times = dict(self._read_times)
+        if self._storage is not None:
+            times[SignalGroup.POD_STORAGE] = self._storage.time
+        return times
 
     @property
     def last_storage_scan(self) -> StorageScan | None:
         return self._storage
 
     @property
-    def sources(self) -> Mapping[str, str]:
-        """Where each PSI scope is read from (signals carry their own ``source``)."""
+    def psi_sources(self) -> Mapping[str, str]:
+        """The file each PSI scope is read from, keyed ``psi/<scope>`` (signals carry
+        their own ``source``)."""
         return {f"psi/{scope}": path for scope, path in self._psi.sources.items()}
+
+    @property
+    def proc_dir(self) -> str:
+        """The host's /proc as this process sees it (``/proc/pressure`` is below it)."""
+        return self._proc_dir
 
     # -- collection ---------------------------------------------------------------------
 
@@ -258,7 +265,9 @@ class SignalCollector:
         scan (or never, with an interval of 0).
         """
         wanted = set(groups)
-        wanted.update(group for group in SignalGroup if group not in self._read_times)
+        wanted.update(group for group in PER_SECOND_GROUPS if group not in self._read_times)
+        if self._storage is None:
+            wanted.add(SignalGroup.POD_STORAGE)
         if self._kubepods_auto and self._paths.kubepods_cgroup is None:
             self._redetect_kubepods()
         if SignalGroup.MEMORY in wanted:
@@ -279,7 +288,7 @@ class SignalCollector:
             pods_changed = True
         if pods_changed or self._storage_swapped():
             self._pods = self._merge_pods()
-        for group in wanted:
+        for group in wanted - {SignalGroup.POD_STORAGE}:
             self._read_times[group] = now
         return NodeObservations(
             time=now,

@@ -92,33 +92,31 @@ def _relabel(stat: FsStat | Unavailable, note: str) -> FsStat | Unavailable:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class FsPath:
+    """A configured path: where this process finds it (below the host root), and how
+    the operator wrote it (for sources and messages)."""
+
+    path: str
+    label: str
+
+
 class FilesystemReader:
-    """Reads the six filesystem signals from the configured paths.
+    """Reads the six filesystem signals from the configured paths."""
 
-    ``*_path`` are paths as this process sees them (below the host root); ``*_label``
-    are the paths as the operator configured them, used in sources and messages.
-    """
-
-    def __init__(
-        self,
-        *,
-        nodefs_path: str,
-        imagefs_path: str,
-        containerfs_path: str | None,
-        labels: dict[str, str] | None = None,
-    ) -> None:
-        self._nodefs = nodefs_path
-        self._imagefs = imagefs_path
-        self._containerfs = containerfs_path
-        self._labels = labels or {}
-
-    def _stat(self, path: str) -> FsStat | Unavailable:
-        return stat_filesystem(path, self._labels.get(path, path))
+    def __init__(self, *, nodefs: FsPath, imagefs: FsPath, containerfs: FsPath | None) -> None:
+        self._nodefs = nodefs
+        self._imagefs = imagefs
+        self._containerfs = containerfs
 
     def read(self) -> tuple[dict[Signal, Observation], FsLayout]:
-        nodefs = self._stat(self._nodefs)
-        imagefs = self._stat(self._imagefs)
-        configured = None if self._containerfs is None else self._stat(self._containerfs)
+        nodefs = stat_filesystem(self._nodefs.path, self._nodefs.label)
+        imagefs = stat_filesystem(self._imagefs.path, self._imagefs.label)
+        configured = (
+            None
+            if self._containerfs is None
+            else stat_filesystem(self._containerfs.path, self._containerfs.label)
+        )
         layout = detect_layout(nodefs, imagefs, configured)
         if configured is not None:
             containerfs = configured

@@ -173,6 +173,8 @@ def test_pod_storage_is_scanned_on_its_own_interval(tree: HostTree) -> None:
         scan = collector.last_storage_scan
         assert scan is not None
         assert scan.time == 0.0
+        assert collector.read_times()[SignalGroup.POD_STORAGE] == 0.0
+        assert collector.read_times()[SignalGroup.PODS] == 10.0
         later = collector.collect(31.0).pods[PodUID("b")].logs
     assert first is not None
     assert later is not None

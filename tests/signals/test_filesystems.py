@@ -9,7 +9,7 @@ import pytest
 
 from nodeagent.model import FsLayout, Signal, SignalValue, Unavailable
 from nodeagent.signals import filesystems
-from nodeagent.signals.filesystems import FilesystemReader, FsStat, detect_layout
+from nodeagent.signals.filesystems import FilesystemReader, FsPath, FsStat, detect_layout
 
 
 def fs(device: int) -> FsStat:
@@ -71,9 +71,9 @@ def test_single_filesystem_copies_nodefs_into_containerfs(tmp_path: Path) -> Non
     (tmp_path / "kubelet").mkdir()
     (tmp_path / "containerd").mkdir()
     reader = FilesystemReader(
-        nodefs_path=str(tmp_path / "kubelet"),
-        imagefs_path=str(tmp_path / "containerd"),
-        containerfs_path=None,
+        nodefs=FsPath(str(tmp_path / "kubelet"), "/var/lib/kubelet"),
+        imagefs=FsPath(str(tmp_path / "containerd"), "/var/lib/containerd"),
+        containerfs=None,
     )
     signals, layout = reader.read()
     assert layout is FsLayout.SINGLE
@@ -95,7 +95,9 @@ def test_single_filesystem_copies_nodefs_into_containerfs(tmp_path: Path) -> Non
 
 def test_missing_imagefs_degrades_only_imagefs(tmp_path: Path) -> None:
     reader = FilesystemReader(
-        nodefs_path=str(tmp_path), imagefs_path=str(tmp_path / "nope"), containerfs_path=None
+        nodefs=FsPath(str(tmp_path), "/var/lib/kubelet"),
+        imagefs=FsPath(str(tmp_path / "nope"), "/var/lib/containerd"),
+        containerfs=None,
     )
     signals, _ = reader.read()
     assert isinstance(signals[Signal.NODEFS_AVAILABLE], SignalValue)
