@@ -145,43 +145,20 @@ def evaluate(
     periods, while ``observations.time`` dates the sample."""
     layout = observations.fs_layout
     observed = observe(observations, policy.signals_for(layout))
-
-    active: list[_Active] = []
-    for threshold in policy.thresholds_for(layout):
-        value = observed.get(threshold.signal)
-        if value is None:
-            continue
-        quantity = thr.threshold_quantity(threshold, value.capacity)
-        reclaim = thr.reclaim_quantity(threshold, value.capacity)
-        if value.available < quantity or (
-            threshold in state.thresholds_met and value.available < quantity + reclaim
-        ):
-            active.append(_Active(threshold, value, quantity, reclaim))
-
+    active = _active(policy.thresholds_for(layout), observed, state.thresholds_met)
     first_observed = {a.threshold: state.first_observed.get(a.threshold, now) for a in active}
     actionable = [
         a for a in active if now - first_observed[a.threshold] >= a.threshold.grace_period
     ]
-    pressure_observed = dict(state.pressure_observed)
-    pressure_observed.update((SIGNAL_PRESSURE[a.threshold.signal], now) for a in active)
-    acted_observed = dict(state.acted_observed)
-    acted_observed.update((SIGNAL_PRESSURE[a.threshold.signal], now) for a in actionable)
-    fresh = [
-        a
-        for a in actionable
-        if observations.time > state.observed_at.get(a.threshold.signal, float("-inf"))
-        and now - state.evicted_at.get(SIGNAL_PRESSURE[a.threshold.signal], float("-inf"))
-        >= _PSI_WINDOW.get(a.threshold.signal, 0)
-    ]
-    observed_at = dict(state.observed_at)
-    observed_at.update((signal, observations.time) for signal in observed)
-
-    period = policy.pressure_transition_period
-    pressure = {p: now - pressure_observed.get(p, float("-inf")) < period for p in Pressure}
-    acted_recently = {p: now - acted_observed.get(p, float("-inf")) < period for p in Pressure}
-    satisfied = {a.threshold for a in actionable}
+    fresh = [a for a in actionable if _fresh(a.threshold.signal, observations.time, now, state)]
     choice = _choose(policy, fresh, observed, observations, pods)
 
+    pressure_observed = _stamped(state.pressure_observed, active, now)
+    acted_observed = _stamped(state.acted_observed, actionable, now)
+    period = policy.pressure_transition_period
+    pressure = {p: now - pressure_observed.get(p, _NEVER) < period for p in Pressure}
+    acted_recently = {p: now - acted_observed.get(p, _NEVER) < period for p in Pressure}
+    satisfied = {a.threshold for a in actionable}
     decision = Decision(
         time=now,
         thresholds_met=tuple(
@@ -221,10 +198,50 @@ def evaluate(
         thresholds_met=frozenset(satisfied),
         pressure_observed=pressure_observed,
         acted_observed=acted_observed,
-        observed_at=observed_at,
+        observed_at={**state.observed_at, **dict.fromkeys(observed, observations.time)},
         evicted_at=evicted_at,
     )
     return decision, next_state
+
+
+_NEVER = float("-inf")
+
+
+def _active(
+    thresholds: Sequence[thr.Threshold],
+    observed: Mapping[Signal, SignalValue],
+    acted_last_cycle: frozenset[thr.Threshold],
+) -> list[_Active]:
+    """Steps 1-2: met now, or acted on last cycle and still short of min reclaim."""
+    active = []
+    for threshold in thresholds:
+        value = observed.get(threshold.signal)
+        if value is None:
+            continue
+        quantity = thr.threshold_quantity(threshold, value.capacity)
+        reclaim = thr.reclaim_quantity(threshold, value.capacity)
+        if value.available < quantity or (
+            threshold in acted_last_cycle and value.available < quantity + reclaim
+        ):
+            active.append(_Active(threshold, value, quantity, reclaim))
+    return active
+
+
+def _fresh(signal: Signal, sampled: float, now: float, state: EngineState) -> bool:
+    """Step 6: a newer sample than last cycle's, and for PSI, past the settle window."""
+    if sampled <= state.observed_at.get(signal, _NEVER):
+        return False
+    settle = _PSI_WINDOW.get(signal)
+    return settle is None or now - state.evicted_at.get(SIGNAL_PRESSURE[signal], _NEVER) >= settle
+
+
+def _stamped(
+    last: Mapping[Pressure, float], thresholds: Sequence[_Active], now: float
+) -> dict[Pressure, float]:
+    """``last`` with ``now`` for the pressure of each of ``thresholds``."""
+    stamped = dict(last)
+    stamped.update((SIGNAL_PRESSURE[a.threshold.signal], now) for a in thresholds)
+    return stamped
 
 
 def kill_grace_period(threshold: thr.Threshold, pod: PodInfo, max_pod_grace_period: int) -> int:
