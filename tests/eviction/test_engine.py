@@ -573,3 +573,31 @@ def test_decision_is_stamped_with_now_and_pure() -> None:
     second = engine.evaluate(resolved, state, step, PODS, 7.5)
     assert first == second
     assert first[0].time == 7.5
+
+
+def test_enforced_thresholds_are_the_most_lenient_resolved_per_observed_signal() -> None:
+    resolved = policy(
+        eviction_hard="memory.available<1Gi,nodefs.available<10%,pid.available<100",
+        eviction_soft="memory.available<2Gi,memory.pressure.some.avg10>20",
+        eviction_soft_grace_period="memory.available=1m,memory.pressure.some.avg10=10s",
+    )
+    step = observations(
+        signals={
+            Signal.MEMORY_AVAILABLE: (4 * Gi, 8 * Gi),
+            Signal.NODEFS_AVAILABLE: (5 * Gi, 10 * Gi),
+        },
+        psi={"memory": psi(1)},
+    )
+    assert resolved.enforced_thresholds(step) == {
+        Signal.MEMORY_AVAILABLE: Gi,
+        Signal.NODEFS_AVAILABLE: 1_073_741_840,
+        Signal.CONTAINERFS_AVAILABLE: 1_073_741_840,  # the single filesystem's stand-in
+        Signal.MEMORY_PRESSURE_SOME_AVG10: 8000,  # 20% stalled, in unstalled hundredths
+    }
+
+
+def test_a_soft_threshold_with_zero_grace_is_flagged() -> None:
+    resolved = policy(
+        eviction_soft="memory.available<1Gi", eviction_soft_grace_period="memory.available=0s"
+    )
+    assert any("acts as a hard threshold" in warning for warning in resolved.warnings)
