@@ -1,9 +1,101 @@
-"""Configuration fields of the agent loop."""
+"""Configuration fields of the agent loop: which node, which cluster, and how it logs.
+
+How often the loop looks is the triggers' business (``pollInterval``,
+``filesystemPollInterval``), what it decides the engine's, how it acts the actuators'
+(``dryRun`` among them); this mixin only says who the agent is and where it reports.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+import os
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, field_validator, model_validator
+
+from nodeagent.triggers import durations
+
+NODE_NAME_ENV = "NODE_NAME"
+"""The variable a DaemonSet sets from the downward API (``spec.nodeName``)."""
+
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+
+
+class LogFormat(StrEnum):
+    TEXT = "text"
+    """``2026-05-01T10:00:00.123Z INFO decision memory.available=80Mi<100Mi ...``: for people."""
+    JSON = "json"
+    """One JSON object per line with the same fields: for log pipelines (and benchmarks)."""
+
+
+class LogLevel(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
 
 
 class AgentSettings(BaseModel):
-    """The agent loop: node identity, cluster access, intervals, logging."""
+    """The agent loop: node identity, cluster access, logging."""
+
+    node_name: str | None = None
+    """The Node this agent guards (its ``metadata.name``). Default: ``$NODE_NAME`` (set by
+    the DaemonSet from the downward API), else the host name in lower case, which is the
+    kubelet's own default."""
+
+    kubeconfig: Path | None = None
+    """A kubeconfig file for the cluster. Default: the pod's service account when running
+    in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``; with none of them the agent
+    runs standalone."""
+
+    kube_context: str | None = None
+    """The kubeconfig context to use (default: its current context)."""
+
+    standalone: bool = False
+    """Run without Kubernetes even when a cluster is configured: the same loop, with the
+    pods found from their cgroups (UID and QoS class only) and every action logged instead
+    of applied, as in ``dryRun``. Implied when no cluster is configured."""
+
+    log_format: LogFormat = LogFormat.TEXT
+    """``text`` (default) or ``json``; both carry the same fields."""
+
+    log_level: LogLevel = LogLevel.INFO
+    """``debug``, ``info`` (default: one line per decision worth reading, every action and
+    every change of a degraded source), ``warning`` or ``error``."""
+
+    decision_log_interval: float = 10.0
+    """Seconds (default 10, the kubelet's cadence). A decision line is written whenever the
+    decision changes (a threshold met or cleared, grace satisfied, pressure, taints, an
+    eviction) and, while a threshold stays met without change, at most this often; a
+    quiet node logs nothing."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _node_name_from_downward_api(cls, data: Any) -> Any:
+        """``$NODE_NAME`` fills ``nodeName`` when no flag, ``NODEAGENT_NODE_NAME`` or file
+        set it: the DaemonSet's downward API spelling, below the agent's own sources."""
+        if isinstance(data, dict) and data.get("node_name") is None:
+            from_env = os.environ.get(NODE_NAME_ENV, "").strip()
+            if from_env:
+                return {**data, "node_name": from_env}
+        return data
+
+    @field_validator("node_name")
+    @classmethod
+    def _valid_node_name(cls, value: str | None) -> str | None:
+        if value is not None and not _NODE_NAME.fullmatch(value):
+            raise ValueError(
+                "must be a Node name: lower-case letters, digits, '-' and '.', starting and "
+                "ending with a letter or digit, at most 253 characters"
+            )
+        return value
+
+    @field_validator("decision_log_interval", mode="before")
+    @classmethod
+    def _seconds(cls, value: Any) -> Any:
+        seconds = durations.parse_duration(value) if isinstance(value, str | int | float) else value
+        if isinstance(seconds, float) and seconds <= 0:
+            raise ValueError("must be a positive duration such as 10s")
+        return seconds

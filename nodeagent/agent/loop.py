@@ -1,0 +1,354 @@
+"""The agent's loop: wait for a reason to look, look, decide, report, hand over.
+
+One loop per node, on one thread::
+
+    wakes = triggers.wait(schedule.timeout(now))      # a kernel notification, or a poll due
+    observations = collector.collect(now, groups)     # fresh signals
+    decision, state = engine.evaluate(policy, state, observations, pods, now)
+    log + metrics + health + watchdog                 # one line when the decision changes
+    actuation.submit(decision)                        # applied by another thread
+    re-arm the memcg thresholds                       # they move with the page cache
+
+**What is read when.** Every cycle reads every node-level signal (memory, PSI, PIDs and
+the filesystems' statvfs: a few dozen microseconds), so all thresholds are judged on one
+sample taken at one instant, which is what the engine's "never act twice on the same
+sample" rule assumes. Cycles happen when the node poll is due (``pollInterval``, 1 s),
+when the filesystem poll is due (``filesystemPollInterval``, 500 ms: the kernel has no
+notification for free space), and at once when a kernel trigger fires. The per-pod cgroup
+reads (working set, tasks: about 2 ms at 250 pods) run with the node poll and on memory
+and PSI notifications, when a memory eviction may need a ranking; per-pod disk usage is a
+directory walk left to its own thread (:class:`StorageRefresher`) on its own interval.
+
+**Nothing here blocks on the API.** Pods come from a cache kept by another thread, and
+decisions go to :class:`~nodeagent.agent.actuation.Actuation`, which applies the latest
+one in its own thread; an API outage leaves the loop deciding at full speed.
+
+The loop reads no clock but the one it is given, so tests run it in virtual time with
+:class:`~nodeagent.clock.FakeClock` and :class:`~nodeagent.triggers.fake.FakeTriggers`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from nodeagent.actuators.node_status import SignalHeadroom
+from nodeagent.agent import adoption, report
+from nodeagent.agent.actuation import Actuation, ActuationJob
+from nodeagent.agent.logs import FIELDS
+from nodeagent.agent.pods import PodSource
+from nodeagent.clock import Clock
+from nodeagent.eviction import engine
+from nodeagent.eviction import thresholds as thr
+from nodeagent.eviction.policy import EvictionPolicy
+from nodeagent.model import Decision, NodeObservations, Signal
+from nodeagent.observability.health import Health
+from nodeagent.observability.metrics import AgentMetrics
+from nodeagent.observability.sdnotify import SystemdNotifier
+from nodeagent.signals.cgroups import CgroupPaths, CgroupVersion
+from nodeagent.signals.collector import SignalGroup
+from nodeagent.triggers import setup
+from nodeagent.triggers.api import Mechanism, Triggers, Wake
+from nodeagent.triggers.schedule import Poll, PollSchedule
+from nodeagent.triggers.settings import TriggerSettings
+
+log = logging.getLogger("nodeagent.agent")
+decisions_log = logging.getLogger("nodeagent.decision")
+
+NODE_GROUPS: frozenset[SignalGroup] = frozenset(
+    {SignalGroup.MEMORY, SignalGroup.PSI, SignalGroup.PIDS, SignalGroup.FILESYSTEMS}
+)
+"""Read on every cycle: every signal a threshold can be set on."""
+
+POD_GROUPS: frozenset[SignalGroup] = NODE_GROUPS | {SignalGroup.PODS}
+"""Read with the node poll and on memory notifications (per-pod working sets)."""
+
+PROC_PRESSURE_DIR = "/proc/pressure"
+"""Where system PSI triggers are armed: this process's own /proc, which is system-wide
+and writable, unlike a read-only host /proc mounted into a container."""
+
+_MEMORY_SCOPES: Mapping[str, Signal] = {
+    setup.NODE_SCOPE: Signal.MEMORY_AVAILABLE,
+    setup.KUBEPODS_SCOPE: Signal.ALLOCATABLE_MEMORY_AVAILABLE,
+}
+"""Which signal's thresholds are armed as usage thresholds on which cgroup."""
+
+
+class Collector(Protocol):
+    """What the loop needs of :class:`~nodeagent.signals.collector.SignalCollector`."""
+
+    def collect(self, now: float, groups: Collection[SignalGroup]) -> NodeObservations: ...
+
+    @property
+    def cgroups(self) -> CgroupPaths: ...
+
+    def degraded(self) -> Mapping[str, str]: ...
+
+
+def read_memory_usage(cgroup_dir: str) -> int | None:
+    """A cgroup v1 memcg's ``memory.usage_in_bytes``, or None when unreadable."""
+    try:
+        with open(os.path.join(cgroup_dir, "memory.usage_in_bytes"), "rb") as file:
+            return int(file.read())
+    except (OSError, ValueError):
+        return None
+
+
+def trigger_paths(cgroups: CgroupPaths, proc_pressure_dir: str) -> setup.TriggerPaths:
+    """Where the kernel triggers go, from the collector's resolved cgroups."""
+    memory = {
+        setup.NODE_SCOPE: cgroups.node_memory_dir,
+        setup.KUBEPODS_SCOPE: cgroups.kubepods_memory_dir,
+    }
+    pressure = {
+        setup.NODE_SCOPE: cgroups.node_unified_dir,
+        setup.KUBEPODS_SCOPE: cgroups.kubepods_unified_dir,
+    }
+    return setup.TriggerPaths(
+        cgroup_version=2 if cgroups.version is CgroupVersion.V2 else 1,
+        proc_pressure_dir=proc_pressure_dir,
+        memory_cgroup_dirs={k: v for k, v in memory.items() if v is not None},
+        pressure_cgroup_dirs={
+            k: v for k, v in pressure.items() if v is not None and os.path.isdir(v)
+        },
+    )
+
+
+def headroom_of(
+    observations: NodeObservations, thresholds: Mapping[Signal, int]
+) -> dict[Signal, SignalHeadroom]:
+    """Per signal with a threshold, what the pressure annotation publishes."""
+    headroom = {}
+    for signal, threshold in thresholds.items():
+        value = observations.value(signal)
+        if value is not None:
+            headroom[signal] = SignalHeadroom(value.available, value.capacity, threshold)
+    return headroom
+
+
+def wake_label(wakes: Collection[Wake], due: Collection[Poll]) -> str:
+    """What caused a cycle: the first kernel trigger's name, else the poll(s) due."""
+    for wake in wakes:
+        if wake.mechanism is not Mechanism.WAKE:
+            return f"{wake.mechanism}:{wake.trigger}"
+    return "poll:" + "+".join(sorted(str(p) for p in due)) if due else "wake"
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    decision: Decision
+    observations: NodeObservations
+    trigger: str
+    logged: bool
+
+
+class AgentLoop:
+    """The loop; build it with everything it uses (see :mod:`nodeagent.agent.runtime`)."""
+
+    def __init__(
+        self,
+        *,
+        policy: EvictionPolicy,
+        collector: Collector,
+        triggers: Triggers,
+        trigger_settings: TriggerSettings,
+        pods: PodSource,
+        actuation: Actuation,
+        clock: Clock,
+        metrics: AgentMetrics,
+        health: Health,
+        notifier: SystemdNotifier,
+        decision_log_interval: float = 10.0,
+        proc_pressure_dir: str = PROC_PRESSURE_DIR,
+    ) -> None:
+        self.policy = policy
+        self._collector = collector
+        self._triggers = triggers
+        self._trigger_settings = trigger_settings
+        self._pods = pods
+        self._actuation = actuation
+        self._clock = clock
+        self._metrics = metrics
+        self._health = health
+        self._notifier = notifier
+        self._log_interval = decision_log_interval
+        self._proc_pressure_dir = proc_pressure_dir
+        self.state = engine.EngineState()
+        self.schedule = PollSchedule.from_settings(trigger_settings)
+        self._paths: CgroupPaths | None = None
+        self._trigger_paths: setup.TriggerPaths | None = None
+        self._degraded: dict[str, str | None] = {}
+        self._last_shape: report.DecisionShape | None = None
+        self._last_logged = float("-inf")
+        self._ready = False
+        self.cycles = 0
+        self.last: CycleResult | None = None
+
+    # --- running ---------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        """Cycle until ``stop`` is set; whoever sets it also calls ``triggers.wake()`` so
+        a wait in progress returns at once."""
+        while not stop.is_set():
+            self.tick()
+
+    def tick(self) -> CycleResult | None:
+        """Wait for the next reason to look (a trigger, or a poll due), then cycle."""
+        wakes = self._triggers.wait(self.schedule.timeout(self._clock.now()))
+        return self.step(wakes)
+
+    def step(self, wakes: Collection[Wake] = ()) -> CycleResult | None:
+        """One cycle, if a poll is due or a kernel trigger fired; None otherwise (a bare
+        :meth:`Triggers.wake`, or a trigger that fired before its poll was due)."""
+        now = self._clock.now()
+        due = self.schedule.due(now)
+        kernel_wakes = [w for w in wakes if w.mechanism is not Mechanism.WAKE]
+        if not due and not kernel_wakes:
+            return None
+        read_pods = Poll.NODE in due or bool(kernel_wakes)
+        self._follow_cgroups()
+        observations = self._collector.collect(now, POD_GROUPS if read_pods else NODE_GROUPS)
+        collected = self._clock.now()
+        self._observe_detection(kernel_wakes, due, collected)
+        self.schedule = self.schedule.ran(
+            {Poll.FILESYSTEMS, Poll.NODE} if read_pods else {Poll.FILESYSTEMS}, now
+        )
+
+        adopted = self._actuation.take_adopted()
+        if adopted is not None:
+            self.state = adoption.seed_engine_state(
+                self.state,
+                adopted,
+                condition_types=self.policy.condition_types,
+                taint_keys=self.policy.taint_keys,
+                now=now,
+            )
+        view = self._pods.view()
+        decision, self.state = engine.evaluate(
+            self.policy, self.state, observations, view.pods, now
+        )
+        decided = self._clock.now()
+        self._metrics.observe_decision_latency(decided - collected)
+
+        thresholds = self.policy.enforced_thresholds(observations)
+        self._metrics.observe_collection(observations, thresholds)
+        trigger = wake_label(kernel_wakes, due)
+        logged = self._log_decision(decision, trigger, now)
+        self._actuation.submit(
+            ActuationJob(decision, headroom_of(observations, thresholds), view, now)
+        )
+        self._rearm(observations)
+        self._update_degraded()
+
+        finished = self._clock.now()
+        self._metrics.observe_decision(decision, cycle_seconds=finished - now)
+        self._health.beat(finished)
+        self._notifier.watchdog(finished)
+        if not self._ready:
+            self._ready = True
+            self._notifier.ready("evaluating")
+        self.cycles += 1
+        self.last = CycleResult(decision, observations, trigger, logged)
+        return self.last
+
+    # --- reporting -------------------------------------------------------------------------
+    def _observe_detection(
+        self, kernel_wakes: Collection[Wake], due: Collection[Poll], collected: float
+    ) -> None:
+        for wake in kernel_wakes:
+            self._metrics.observe_detection_latency(
+                max(0.0, collected - wake.time), str(wake.mechanism)
+            )
+        if due and not kernel_wakes:
+            since = min(self.schedule.next_due(p) for p in due)
+            if since > float("-inf"):
+                self._metrics.observe_detection_latency(max(0.0, collected - since), "poll")
+
+    def _log_decision(self, decision: Decision, trigger: str, now: float) -> bool:
+        shape = report.shape_of(decision)
+        changed = shape != self._last_shape
+        due = not shape.quiet and now - self._last_logged >= self._log_interval
+        self._last_shape = shape
+        if not changed and not due:
+            return False
+        self._last_logged = now
+        decisions_log.info(
+            report.decision_message(decision),
+            extra={FIELDS: report.decision_fields(decision, trigger=trigger)},
+        )
+        return True
+
+    def _update_degraded(self) -> None:
+        current: dict[str, str | None] = {
+            source: reason
+            for source, reason in self._collector.degraded().items()
+            if source not in Signal.__members__.values()  # exported with the signal itself
+        }
+        current.update(setup.degraded_components(self._triggers.status()))
+        for component in self._degraded.keys() - current.keys():
+            self._metrics.set_degraded(component, None)
+        for component, reason in current.items():
+            if self._degraded.get(component, "") != reason:
+                self._metrics.set_degraded(component, reason)
+        self._degraded = current
+
+    # --- kernel triggers -------------------------------------------------------------------
+    def _follow_cgroups(self) -> None:
+        """Arm the static triggers (PSI, memory.events) for the collector's cgroups, again
+        whenever they change (kubepods created after the agent started)."""
+        paths = self._collector.cgroups
+        if paths == self._paths:
+            return
+        self._paths = paths
+        self._trigger_paths = trigger_paths(paths, self._proc_pressure_dir)
+        statuses = setup.arm_static_triggers(
+            self._triggers, self._trigger_settings, self._trigger_paths
+        )
+        for name, status in statuses.items():
+            log.debug(
+                "trigger %s: %s",
+                name,
+                status.state,
+                extra={FIELDS: {"path": status.path, "detail": status.detail}},
+            )
+
+    def _rearm(self, observations: NodeObservations) -> None:
+        """Keep one usage threshold per memory threshold on the node and kubepods memcgs
+        (cgroup v1), placed from this collection."""
+        paths = self._trigger_paths
+        if paths is None or paths.cgroup_version != 1:
+            return
+        layout_thresholds = self.policy.thresholds_for(observations.fs_layout)
+        for scope, signal in _MEMORY_SCOPES.items():
+            directory = paths.memory_cgroup_dirs.get(scope)
+            value = observations.value(signal)
+            wanted = [t for t in layout_thresholds if t.signal is signal]
+            usage = read_memory_usage(directory) if directory and value and wanted else None
+            if usage is None or value is None:
+                setup.rearm_memory_thresholds(
+                    self._triggers,
+                    self._trigger_settings,
+                    paths,
+                    scope=scope,
+                    usage=0,
+                    available=0,
+                    thresholds={},
+                )
+                continue
+            setup.rearm_memory_thresholds(
+                self._triggers,
+                self._trigger_settings,
+                paths,
+                scope=scope,
+                usage=usage,
+                available=value.available,
+                thresholds={
+                    f"{t.describe()} {'hard' if t.hard else 'soft'}": thr.threshold_quantity(
+                        t, value.capacity
+                    )
+                    for t in wanted
+                },
+            )
