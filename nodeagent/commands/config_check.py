@@ -95,12 +95,21 @@ def load_kubelet_policy(path: Path) -> EvictionPolicy:
         raise ConfigError(f"kubelet config {path} is not valid YAML: {exc}") from exc
     if not isinstance(document, dict):
         raise ConfigError(f"kubelet config {path}: expected a KubeletConfiguration mapping")
+    if document.get("kind") != "KubeletConfiguration":
+        # The kubelet refuses a file without its kind; a mistaken file (the agent's own
+        # config) would otherwise compare the agent with itself.
+        raise ConfigError(
+            f"kubelet config {path} is not a KubeletConfiguration (kind: "
+            f"{document.get('kind')}); expected apiVersion: kubelet.config.k8s.io/v1beta1, "
+            f"kind: KubeletConfiguration"
+        )
     fields = {camel_to_snake(k): v for k, v in kubelet_eviction_fields(document).items()}
     try:
-        settings = EvictionSettings.model_validate(fields)
+        return EvictionPolicy.from_settings(EvictionSettings.model_validate(fields))
     except ValidationError as exc:
         raise ConfigError(f"kubelet config {path}:\n{describe_validation_error(exc)}") from exc
-    return EvictionPolicy.from_settings(settings)
+    except ConfigError as exc:
+        raise ConfigError(f"kubelet config {path}:\n{exc}", field=exc.field) from exc
 
 
 def _text(policy: EvictionPolicy, layout: FsLayout, findings: tuple[compare.Finding, ...]) -> str:
@@ -117,12 +126,16 @@ def _text(policy: EvictionPolicy, layout: FsLayout, findings: tuple[compare.Find
         "",
         f"filesystem layout: {layout}",
         f"pressure transition period: {units.format_duration(policy.pressure_transition_period)}",
-        f"max pod grace period (soft): {policy.max_pod_grace_period_seconds}s",
+        f"max pod grace period (soft): {_max_pod_grace(policy.max_pod_grace_period_seconds)}",
         f"strategy: {policy.strategy}",
     ]
     lines += [f"warning: {w}" for w in policy.warnings]
     lines += [f"{f.severity}: {f.message}" for f in findings]
     return "\n".join(lines)
+
+
+def _max_pod_grace(seconds: int) -> str:
+    return f"{seconds}s" if seconds >= 0 else "each pod's terminationGracePeriodSeconds"
 
 
 def _row(threshold: Threshold) -> tuple[str, ...]:

@@ -62,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"nodeagent: warning: {warning}", file=sys.stderr)
     try:
         with _open(args.trace) as lines:
-            cycles = replay.replay(policy, _samples(lines), model_reclaim=args.model_reclaim)
+            samples = trace.parse_trace(lines)
+            cycles = replay.replay(policy, samples, model_reclaim=args.model_reclaim)
             if args.output == "table":
                 for row in replay.table_lines(policy, cycles):
                     print(row)
@@ -90,9 +91,3 @@ def _open(name: str) -> Iterator[TextIO]:
         return
     with Path(name).open(encoding="utf-8") as file:
         yield file
-
-
-def _samples(lines: TextIO) -> Iterator[trace.TraceSample]:
-    for number, text in enumerate(lines, start=1):
-        if text.strip():
-            yield trace.parse_trace_line(text, number)

@@ -73,11 +73,12 @@ def container_oom_score_adj(
 
 def pod_oom_score_adj(pod: PodInfo, memory_capacity: int) -> int:
     """The score of a pod taken as one container with the pod's total memory request
-    (exact for single-container pods; a summary for logs otherwise). A critical pod at
-    the system-node-critical priority counts as node-critical."""
+    (exact for single-container pods; a summary for logs otherwise). A pod at the
+    system-node-critical priority is node-critical: that priority alone makes it critical,
+    whatever its other flags (only the system-node-critical class can carry it)."""
     return container_oom_score_adj(
         qos=pod.qos,
         memory_request=pod.requests.get("memory", 0),
         memory_capacity=memory_capacity,
-        node_critical=pod.critical and pod.priority >= SYSTEM_NODE_CRITICAL_PRIORITY,
+        node_critical=pod.priority >= SYSTEM_NODE_CRITICAL_PRIORITY,
     )

@@ -209,6 +209,12 @@ def _warnings(settings: EvictionSettings, thresholds: tuple[thr.Threshold, ...])
                 f"soft threshold {name}: {value} has a grace period of 0s and so acts as a "
                 f"hard threshold (1 s pod grace), as in the kubelet"
             )
+    if settings.eviction_max_pod_grace_period < 0:
+        notes.append(
+            f"evictionMaxPodGracePeriod {settings.eviction_max_pod_grace_period}: soft "
+            f"evictions give each pod its own terminationGracePeriodSeconds (what the "
+            f"kubelet's flag help promises; the kubelet itself kills at once, #118172)"
+        )
     if units.parse_duration(settings.eviction_pressure_transition_period) == 0:
         notes.append("evictionPressureTransitionPeriod 0s means the default 5m0s (as the kubelet)")
     return tuple(notes)

@@ -60,8 +60,12 @@ document; every other kubelet field is ignored."""
 
 
 def kubelet_eviction_fields(document: Mapping[str, Any]) -> dict[str, Any]:
-    """The eviction fields of a KubeletConfiguration document, as they are."""
-    return {key: document[key] for key in KUBELET_CONFIGURATION_FIELDS if key in document}
+    """The eviction fields of a KubeletConfiguration document, as they are. A null field
+    (``evictionSoft:`` with nothing under it) is unset, as the kubelet reads it, so it
+    keeps its default."""
+    return {
+        key: document[key] for key in KUBELET_CONFIGURATION_FIELDS if document.get(key) is not None
+    }
 
 
 def _invalid(reason: str) -> PydanticCustomError:

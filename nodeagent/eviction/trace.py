@@ -24,7 +24,7 @@ when ranking. A usage key that is absent means "no stats" for that figure.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -33,6 +33,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    FiniteFloat,
     NonNegativeInt,
     ValidationError,
     model_validator,
@@ -57,7 +58,7 @@ from nodeagent.model import (
     Unavailable,
 )
 
-__all__ = ["TraceError", "TraceSample", "derive_qos", "parse_trace_line"]
+__all__ = ["TraceError", "TraceSample", "derive_qos", "parse_trace", "parse_trace_line"]
 
 
 class TraceError(NodeAgentError):
@@ -95,8 +96,9 @@ ResourceAmounts = Annotated[dict[str, NonNegativeInt], BeforeValidator(_amounts)
 
 
 class _Strict(BaseModel):
+    # strict: no silent coercion (``true`` is not 1, ``1.5`` is not a byte count).
     model_config = ConfigDict(
-        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True
+        extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True, strict=True
     )
 
 
@@ -118,6 +120,11 @@ class _Signal(_Strict):
             raise ValueError(
                 'give {"available": N, "capacity": N}, {"value": PERCENT} (PSI signals) '
                 'or {"unavailable": "reason"}'
+            )
+        if (self.available or 0) > (self.capacity or 0):
+            raise ValueError(
+                f"available {self.available} exceeds capacity {self.capacity} "
+                f"(capacity is the whole: available plus used)"
             )
         return self
 
@@ -164,7 +171,7 @@ class _Pod(_Strict):
 
 
 class _Line(_Strict):
-    time: float
+    time: FiniteFloat
     fs_layout: FsLayout = FsLayout.SINGLE
     signals: dict[Signal, _Signal] = Field(default_factory=dict)
     psi: dict[str, _Psi] = Field(default_factory=dict)
@@ -209,6 +216,28 @@ def parse_trace_line(text: str, line: int) -> TraceSample:
         )
         raise TraceError(f"trace line {line}: {problems}") from None
     return _sample(parsed, line)
+
+
+def parse_trace(lines: Iterable[str]) -> Iterator[TraceSample]:
+    """The samples of a whole trace, lazily; blank lines are skipped. Lines must come in
+    time order (equal times are allowed: a repeated sample is a stale one)."""
+    previous: TraceSample | None = None
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        sample = parse_trace_line(text, number)
+        if previous is not None and sample.observations.time < previous.observations.time:
+            raise TraceError(
+                f"trace line {number}: time {_seconds(sample.observations.time)} is earlier "
+                f"than the previous line's {_seconds(previous.observations.time)} "
+                f"(one line per evaluation cycle, in time order)"
+            )
+        previous = sample
+        yield sample
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if value.is_integer() else str(value)
 
 
 def _sample(parsed: _Line, line: int) -> TraceSample:

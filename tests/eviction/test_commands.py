@@ -144,6 +144,16 @@ def test_a_bad_trace_line_stops_with_code_2_after_the_good_ones(
     assert "trace line 3: pods.0.name: Field required" in captured.err
 
 
+def test_a_trace_going_back_in_time_stops_with_code_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = write_trace(tmp_path / "t.jsonl", [memory_line(t, 3 * Gi, []) for t in (0, 10, 5)])
+    assert main(["simulate", "--trace", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert [json.loads(line)["time"] for line in captured.out.splitlines()] == [0, 10]
+    assert "trace line 3: time 5 is earlier than the previous line's 10" in captured.err
+
+
 def test_simulate_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["simulate", "--trace", str(tmp_path / "missing.jsonl")]) == 2
     assert "cannot read trace" in capsys.readouterr().err
@@ -206,6 +216,11 @@ def test_config_check_text_and_invalid_config(
         "FROM",
     ]
     assert "imagefs.inodesFree" in out and "pressure transition period: 5m0s" in out
+    assert "max pod grace period (soft): 0s" in out
+
+    assert main(["config", "check", "--eviction-max-pod-grace-period=-1"]) == 0
+    out = capsys.readouterr().out
+    assert "max pod grace period (soft): each pod's terminationGracePeriodSeconds" in out
 
     assert main(["config", "check", "--eviction-soft", "memory.available<1Gi"]) == 2
     err = capsys.readouterr().err
@@ -272,8 +287,34 @@ def test_kubelet_comparison(  # noqa: PLR0917 - one parameter per table column
         assert fragment in relevant[0]["message"]
 
 
-def test_kubelet_config_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        pytest.param(
+            "kind: KubeletConfiguration\nevictionHard: {memory.available: '-1'}\n",
+            "must be positive",
+            id="invalid-threshold",
+        ),
+        pytest.param(
+            "kind: KubeletConfiguration\nevictionSoft: {memory.available: 1Gi}\n",
+            "grace period must be specified",
+            id="soft-without-grace",
+        ),
+        pytest.param(
+            "evictionHard: {memory.available: 1Gi}\nevictionStrategy: relief\n",
+            "is not a KubeletConfiguration (kind: None)",
+            id="the-agents-own-config-by-mistake",
+        ),
+        pytest.param("- a\n- b\n", "expected a KubeletConfiguration mapping", id="a-list"),
+        pytest.param("evictionHard: [\n", "is not valid YAML", id="broken-yaml"),
+    ],
+)
+def test_kubelet_config_errors_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, document: str, fragment: str
+) -> None:
     bad = tmp_path / "kubelet.yaml"
-    bad.write_text("kind: KubeletConfiguration\nevictionHard: {memory.available: '-1'}\n")
+    bad.write_text(document)
     assert main(["config", "check", "--kubelet-config", str(bad)]) == 2
-    assert "must be positive" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"kubelet config {bad}" in err
+    assert fragment in err

@@ -201,8 +201,13 @@ def test_sidecar_never_scores_above_its_pods_regular_containers(
             {"critical": True, "priority": 2_000_001_000}, -997, id="system-node-critical"
         ),
         pytest.param(
+            {"priority": 2_000_001_000}, -997, id="node-critical-priority-alone-is-critical"
+        ),
+        pytest.param({"static": True, "priority": 2_000_001_000}, -997, id="static-node-critical"),
+        pytest.param(
             {"critical": True, "priority": 2_000_000_000}, 1000, id="cluster-critical-best-effort"
         ),
+        pytest.param({"static": True}, 1000, id="static-best-effort"),
         pytest.param(
             {"qos": QOSClass.BURSTABLE, "requests": {"memory": 2 * Gi}}, 750, id="burstable"
         ),

@@ -82,6 +82,20 @@ def test_kubelet_configuration_document_is_read_for_its_eviction_fields(tmp_path
     }
 
 
+def test_null_kubelet_fields_mean_unset_as_in_the_kubelet(tmp_path: Path) -> None:
+    # An emptied map (``evictionSoft:`` with its entries commented out) is YAML null, which
+    # the kubelet reads as unset: the field keeps its default.
+    file = tmp_path / "kubelet.yaml"
+    file.write_text(
+        "kind: KubeletConfiguration\nevictionHard:\nevictionSoft:\nevictionSoftGracePeriod:\n"
+        "evictionMinimumReclaim: null\nevictionMaxPodGracePeriod: null\n"
+        "evictionPressureTransitionPeriod: null\nenforceNodeAllocatable: null\n"
+        "mergeDefaultEvictionSettings: null\n"
+    )
+    resolved = EvictionPolicy.from_settings(load_config(file, environ={}))
+    assert resolved == policy()
+
+
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
@@ -125,6 +139,14 @@ def test_zero_transition_period_means_the_default() -> None:
     resolved = policy(eviction_pressure_transition_period="0s")
     assert resolved.pressure_transition_period == 300
     assert any("0s means the default" in w for w in resolved.warnings)
+
+
+def test_a_negative_max_pod_grace_period_defers_to_the_pod_with_a_warning() -> None:
+    resolved = policy(eviction_max_pod_grace_period="-1")
+    assert resolved.max_pod_grace_period_seconds == -1
+    (warning,) = resolved.warnings
+    assert "evictionMaxPodGracePeriod -1" in warning
+    assert "terminationGracePeriodSeconds" in warning and "kills at once" in warning
 
 
 def test_configured_containerfs_thresholds_are_ignored_with_a_warning() -> None:

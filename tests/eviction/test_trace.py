@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -165,6 +166,28 @@ def test_runtime_class_overhead_counts_in_requests_but_not_in_qos() -> None:
         pytest.param(line(pods=[{"name": "a"}, {"name": "a"}]), "listed twice", id="duplicate-pod"),
         pytest.param('{"signals": {}}', "time: Field required", id="no-time"),
         pytest.param("{not json", "Invalid JSON", id="not-json"),
+        pytest.param('{"time": NaN}', "time: Input should be a finite number", id="nan-time"),
+        pytest.param('{"time": 1e400}', "time: Input should be a finite number", id="inf-time"),
+        pytest.param(
+            line(signals={"memory.available": {"available": 3 * Gi, "capacity": 2 * Gi}}),
+            "signals.memory.available: Value error, available 3221225472 exceeds capacity",
+            id="available-over-capacity",
+        ),
+        pytest.param(
+            line(pods=[{"name": "a", "requests": {"memory": True}}]),
+            "pods.0.requests.memory: Input should be a valid integer",
+            id="boolean-amount",
+        ),
+        pytest.param(
+            line(pods=[{"name": "a", "usage": {"processes": False}}]),
+            "pods.0.usage.processes: Input should be a valid integer",
+            id="boolean-usage",
+        ),
+        pytest.param(
+            line(pods=[{"name": "a", "priority": True}]),
+            "pods.0.priority: Input should be a valid integer",
+            id="boolean-priority",
+        ),
     ],
 )
 def test_bad_lines_name_the_line_and_the_problem(text: str, fragment: str) -> None:
@@ -172,3 +195,21 @@ def test_bad_lines_name_the_line_and_the_problem(text: str, fragment: str) -> No
         trace.parse_trace_line(text, 12)
     assert str(raised.value).startswith("trace line 12: ")
     assert fragment in str(raised.value)
+
+
+def test_a_trace_is_read_in_time_order() -> None:
+    text = [line(), "", "  ", json.dumps({"time": 60}), json.dumps({"time": 90.5})]
+    samples = list(trace.parse_trace(text))
+    assert [(s.line, s.observations.time) for s in samples] == [(1, 60), (4, 60), (5, 90.5)]
+
+
+def test_a_line_earlier_than_the_one_before_stops_the_trace() -> None:
+    text = [json.dumps({"time": 20}), json.dumps({"time": 30}), json.dumps({"time": 25})]
+    samples = trace.parse_trace(text)
+    assert [s.observations.time for s in itertools.islice(samples, 2)] == [20, 30]
+    with pytest.raises(trace.TraceError) as raised:
+        next(samples)
+    assert str(raised.value) == (
+        "trace line 3: time 25 is earlier than the previous line's 30 "
+        "(one line per evaluation cycle, in time order)"
+    )
