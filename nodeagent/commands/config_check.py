@@ -88,7 +88,7 @@ def load_kubelet_policy(path: Path) -> EvictionPolicy:
     """The eviction policy of a KubeletConfiguration file, read as the kubelet reads it
     (and only from the file: no NODEAGENT_* variables or flags apply to it)."""
     try:
-        document = yaml.safe_load(path.read_text())
+        document = yaml.safe_load(path.read_bytes())  # YAML detects and checks the encoding
     except OSError as exc:
         raise ConfigError(f"cannot read kubelet config {path}: {exc.strerror}") from exc
     except yaml.YAMLError as exc:

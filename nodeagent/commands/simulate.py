@@ -77,6 +77,13 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"nodeagent: cannot read trace {args.trace}: {exc.strerror}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except UnicodeDecodeError as exc:
+        sys.stdout.flush()
+        print(
+            f"nodeagent: cannot read trace {args.trace}: not UTF-8 text ({exc.reason})",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     except trace.TraceError as exc:
         sys.stdout.flush()
         print(f"nodeagent: {exc}", file=sys.stderr)

@@ -152,7 +152,7 @@ def threshold_record(threshold: thr.Threshold) -> dict[str, Any]:
         "signal": str(threshold.signal),
         "operator": str(threshold.operator),
         "value": _value_record(threshold.value),
-        "gracePeriodSeconds": _number(threshold.grace_period),
+        "gracePeriodSeconds": units.json_number(threshold.grace_period),
         "minReclaim": (
             None if threshold.min_reclaim is None else _value_record(threshold.min_reclaim)
         ),
@@ -168,7 +168,7 @@ def policy_record(policy: EvictionPolicy, layout: FsLayout = FsLayout.SINGLE) ->
     return {
         "thresholds": [threshold_record(t) for t in policy.thresholds_for(layout)],
         "fsLayout": str(layout),
-        "pressureTransitionPeriodSeconds": _number(policy.pressure_transition_period),
+        "pressureTransitionPeriodSeconds": units.json_number(policy.pressure_transition_period),
         "maxPodGracePeriodSeconds": policy.max_pod_grace_period_seconds,
         "strategy": str(policy.strategy),
         "conditionTypes": {str(p): name for p, name in policy.condition_types.items()},
@@ -185,10 +185,6 @@ def _value_record(value: thr.ThresholdValue) -> dict[str, Any]:
         # The shortest decimal that is the same float32: 0.1, not 0.10000000149011612.
         return {"percentage": float(str(numpy.float32(value.fraction)))}
     return {"percentage": value.hundredths / thr.PSI_CAPACITY}
-
-
-def _number(value: float) -> float | int:
-    return int(value) if float(value).is_integer() else value
 
 
 def _warnings(settings: EvictionSettings, thresholds: tuple[thr.Threshold, ...]) -> tuple[str, ...]:

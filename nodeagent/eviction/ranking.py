@@ -41,7 +41,8 @@ _RankKey = tuple[int, int, int, int]
 
 
 def is_evictable(pod: PodInfo) -> bool:
-    """Not critical, static or mirror (the test :func:`rank` inlines)."""
+    """Not critical (flagged, or by priority), static or mirror: the kubelet refuses the
+    rest (§10.1)."""
     return not (pod.critical or pod.static or pod.mirror or pod.priority >= CRITICAL_PRIORITY)
 
 
@@ -56,9 +57,7 @@ def rank(
     resource = SIGNAL_RESOURCE[signal]
     keyed: list[tuple[_RankKey, RankedPod]] = []
     append = keyed.append
-    for pod in pods:
-        if pod.critical or pod.static or pod.mirror or pod.priority >= CRITICAL_PRIORITY:
-            continue
+    for pod in filter(is_evictable, pods):
         record = usage.get(pod.uid)
         if len(fields) == 1:  # memory, processes: one figure, no summing
             used = None if record is None else getattr(record, fields[0])

@@ -131,10 +131,6 @@ def _account(
 # --- output -------------------------------------------------------------------------------
 
 
-def _number(value: float) -> float | int:
-    return int(value) if float(value).is_integer() else value
-
-
 def decision_record(decision: Decision) -> dict[str, Any]:
     """The JSON object ``simulate --output jsonl`` prints for one cycle.
 
@@ -149,14 +145,14 @@ def decision_record(decision: Decision) -> dict[str, Any]:
             "graceSatisfied": m.grace_satisfied,
         }
         if m.signal in PSI_SIGNALS:
-            entry["stall"] = _number((PSI_CAPACITY - m.available) / 100)
-            entry["threshold"] = _number((PSI_CAPACITY - m.threshold_quantity) / 100)
+            entry["stall"] = units.json_number((PSI_CAPACITY - m.available) / 100)
+            entry["threshold"] = units.json_number((PSI_CAPACITY - m.threshold_quantity) / 100)
         else:
             entry["available"] = m.available
             entry["threshold"] = m.threshold_quantity
         met.append(entry)
     return {
-        "time": _number(decision.time),
+        "time": units.json_number(decision.time),
         "thresholdsMet": met,
         "pressure": {str(p): decision.pressure.get(p, False) for p in Pressure},
         "conditions": [
@@ -209,7 +205,7 @@ def table_lines(policy: EvictionPolicy, cycles: Iterable[Cycle]) -> Iterator[str
             )
             header = ["TIME".rjust(8)] + [str(s).ljust(_SIGNAL_WIDTH) for s in columns]
             yield "  ".join([*header, "PRESSURE".ljust(16), "ACTION"]).rstrip()
-        cells = [f"{_number(decision.time):>8}"]
+        cells = [f"{units.json_number(decision.time):>8}"]
         for signal in columns:
             cells.append(_signal_cell(policy, signal, observed.get(signal), decision, layout))
         pressures = ",".join(str(p) for p in Pressure if decision.pressure.get(p)) or "-"

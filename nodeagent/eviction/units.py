@@ -35,6 +35,7 @@ __all__ = [
     "UnitError",
     "format_duration",
     "format_quantity",
+    "json_number",
     "parse_duration",
     "parse_exact_quantity",
     "parse_percentage",
@@ -216,6 +217,11 @@ def format_duration(seconds: float) -> str:
     if hours:
         text = f"{hours}h{text}"
     return sign + text
+
+
+def json_number(value: float) -> float | int:
+    """A whole number as an int (``90``, not ``90.0``), anything else as it is."""
+    return int(value) if float(value).is_integer() else value
 
 
 def _trim_fraction(amount: int, unit: int) -> str:

@@ -157,6 +157,10 @@ def test_a_trace_going_back_in_time_stops_with_code_2(
 def test_simulate_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["simulate", "--trace", str(tmp_path / "missing.jsonl")]) == 2
     assert "cannot read trace" in capsys.readouterr().err
+    binary = tmp_path / "t.bin"
+    binary.write_bytes(b'{"time": 0}\n\xff\xfe\n')
+    assert main(["simulate", "--trace", str(binary)]) == 2
+    assert f"cannot read trace {binary}: not UTF-8 text" in capsys.readouterr().err
     trace = write_trace(tmp_path / "t.jsonl", [memory_line(0, Gi, [])])
     assert main(["simulate", "--trace", str(trace), "--eviction-hard", "memory.available<1GB"]) == 2
     assert "config field 'evictionHard'" in capsys.readouterr().err
@@ -307,13 +311,14 @@ def test_kubelet_comparison(  # noqa: PLR0917 - one parameter per table column
         ),
         pytest.param("- a\n- b\n", "expected a KubeletConfiguration mapping", id="a-list"),
         pytest.param("evictionHard: [\n", "is not valid YAML", id="broken-yaml"),
+        pytest.param("kind: \udcff\n", "is not valid YAML", id="not-utf-8"),
     ],
 )
 def test_kubelet_config_errors_exit_2(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, document: str, fragment: str
 ) -> None:
     bad = tmp_path / "kubelet.yaml"
-    bad.write_text(document)
+    bad.write_bytes(document.encode(errors="surrogateescape"))
     assert main(["config", "check", "--kubelet-config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert f"kubelet config {bad}" in err
