@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from nodeagent.errors import ConfigError
+from nodeagent.scheduler import api
 
 if TYPE_CHECKING:
     from nodeagent.scheduler.framework import Registry
@@ -105,7 +106,8 @@ class PluginConfigEntry(ConfigModel):
 
 
 class ProfileDocument(ConfigModel):
-    scheduler_name: str = "default-scheduler"
+    scheduler_name: str | None = None
+    """Defaults to ``default-scheduler`` only when there is a single profile."""
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
     plugins: Plugins | None = None
     plugin_config: tuple[PluginConfigEntry, ...] = ()
@@ -130,6 +132,15 @@ class ConfigurationDocument(ConfigModel):
     enable_profiling: bool | None = None
     enable_contention_profiling: bool | None = None
     delay_cache_until_active: bool | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ConfigurationDocument:
+        if self.pod_max_backoff_seconds < self.pod_initial_backoff_seconds:
+            raise ValueError(
+                f"podMaxBackoffSeconds {self.pod_max_backoff_seconds}: must be greater than or"
+                f" equal to podInitialBackoffSeconds ({self.pod_initial_backoff_seconds})"
+            )
+        return self
 
 
 DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
@@ -206,9 +217,6 @@ class SchedulerConfiguration:
     percentage_of_nodes_to_score: int = 0
     """Global setting; 0 means adaptive (reference §4)."""
 
-    def profile(self, scheduler_name: str) -> Profile | None:
-        return next((p for p in self.profiles if p.scheduler_name == scheduler_name), None)
-
 
 def merge_plugin_set(defaults: PluginSet, custom: PluginSet) -> PluginSet:
     """kube-scheduler's ``mergePluginSet``: see the module docstring."""
@@ -240,19 +248,26 @@ def merge_plugins(custom: Plugins | None) -> Plugins:
 
 
 def describe_errors(exc: ValidationError, prefix: str = "") -> str:
+    """One line per problem: the field path as written, the value, what is allowed."""
     lines = []
     for error in exc.errors():
         path = prefix
         for part in error["loc"]:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-        message = error["msg"]
-        if error["type"] == "extra_forbidden":
-            message = "unknown field"
+        if error["type"] == "value_error":
+            # A model's own cross-field check: its message starts with the path of the
+            # offending field relative to the model and names the value itself.
+            detail = str(error.get("ctx", {}).get("error", error["msg"]))
+            lines.append(f"{path}.{detail}" if path else detail)
+            continue
+        message = "unknown field" if error["type"] == "extra_forbidden" else error["msg"]
         lines.append(f"{path or '(document)'} (value {error.get('input')!r}): {message}")
     return "\n".join(lines)
 
 
-def _validate_args(name: str, raw: Mapping[str, Any] | None, registry: Registry, where: str) -> Any:
+def _validate_args(
+    name: str, raw: Mapping[str, Any] | None, registry: Registry, *, source: str, where: str
+) -> Any:
     spec = registry.get(name)
     if spec is None or spec.args is None:
         return raw  # kept for plugins nodeagent lacks; an enabled one fails at build time
@@ -260,9 +275,7 @@ def _validate_args(name: str, raw: Mapping[str, Any] | None, registry: Registry,
     try:
         return spec.args.model_validate(body)
     except ValidationError as exc:
-        raise ConfigError(describe_errors(exc, where), field=where) from exc
-    except ValueError as exc:  # raised by the args' own cross-field checks
-        raise ConfigError(f"{where}: {exc}", field=where) from exc
+        raise ConfigError(f"{source}: {describe_errors(exc, where)}", field=where) from exc
 
 
 def parse_configuration(
@@ -291,26 +304,34 @@ def parse_configuration(
     seen: set[str] = set()
     for index, profile in enumerate(documents):
         where = f"profiles[{index}]"
-        if not profile.scheduler_name:
-            raise ConfigError(f"{source}: {where}.schedulerName: must not be empty")
-        if profile.scheduler_name in seen:
+        scheduler_name = profile.scheduler_name
+        if scheduler_name is None and len(documents) == 1:
+            scheduler_name = api.DEFAULT_SCHEDULER_NAME
+        if not scheduler_name:
             raise ConfigError(
-                f"{source}: {where}.schedulerName {profile.scheduler_name!r}: duplicate;"
+                f"{source}: {where}.schedulerName: required (and not empty) when there are"
+                " several profiles"
+            )
+        if scheduler_name in seen:
+            raise ConfigError(
+                f"{source}: {where}.schedulerName {scheduler_name!r}: duplicate;"
                 " every profile needs its own scheduler name"
             )
-        seen.add(profile.scheduler_name)
+        seen.add(scheduler_name)
         args: dict[str, Any] = {}
         for i, entry in enumerate(profile.plugin_config):
-            entry_where = f"{source}: {where}.pluginConfig[{i}]"
+            entry_where = f"{where}.pluginConfig[{i}]"
             if entry.name in args:
-                raise ConfigError(f"{entry_where}.name {entry.name!r}: duplicate plugin config")
+                raise ConfigError(
+                    f"{source}: {entry_where}.name {entry.name!r}: duplicate plugin config"
+                )
             args[entry.name] = _validate_args(
-                entry.name, entry.args, registry, f"{entry_where}.args"
+                entry.name, entry.args, registry, source=source, where=f"{entry_where}.args"
             )
         profiles.append(
             Profile(
                 index=index,
-                scheduler_name=profile.scheduler_name,
+                scheduler_name=scheduler_name,
                 percentage_of_nodes_to_score=profile.percentage_of_nodes_to_score,
                 plugins=merge_plugins(profile.plugins),
                 plugin_args=args,

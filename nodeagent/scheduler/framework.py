@@ -356,18 +356,21 @@ class Framework:
         return names
 
     def _expand_multi_point(self, point: config.ExtensionPoint, explicit: list[str]) -> list[str]:
-        """kube-scheduler's MultiPoint expansion: plugins named at the point itself come
-        first (overrides keep their place), then MultiPoint ones, then the rest."""
+        """kube-scheduler's MultiPoint expansion of one extension point. Three parts, in
+        order: the plugins enabled both at the point and in MultiPoint (explicit
+        overrides, in the point's own order), then the other MultiPoint plugins that
+        implement the point and are not disabled there, then the rest of the point's
+        own plugins."""
         disabled = {ref.name for ref in self.profile.plugins.for_point(point).disabled}
         if "*" in disabled:
             return explicit
-        overrides: list[str] = []
+        overridden: set[str] = set()
         multi: list[str] = []
         for i, ref in enumerate(self.profile.plugins.multi_point.enabled):
             if not self._implements(ref.name, point) or ref.name in disabled:
                 continue
             if ref.name in explicit:
-                overrides.append(ref.name)
+                overridden.add(ref.name)
                 continue
             if ref.name in multi:
                 raise ConfigError(
@@ -375,8 +378,9 @@ class Framework:
                     f" already enabled for {point}"
                 )
             multi.append(ref.name)
-        ordered = list(dict.fromkeys([*overrides, *multi, *explicit]))
-        return ordered
+        overrides = [name for name in explicit if name in overridden]
+        rest = [name for name in explicit if name not in overridden]
+        return [*overrides, *multi, *rest]
 
     def _score_weights(self) -> dict[str, int]:
         weights: dict[str, int] = {}

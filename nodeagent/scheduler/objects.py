@@ -54,7 +54,8 @@ class ClusterObjects:
 
 
 class FieldPath:
-    """A field path for error messages: ``Pod default/web: spec.containers[0]...``."""
+    """A field path for error messages: ``Pod default/web: spec.containers[0]...``
+    (``what`` may be empty when the path alone says where)."""
 
     def __init__(self, what: str, path: str = "") -> None:
         self.what = what
@@ -66,7 +67,8 @@ class FieldPath:
         return FieldPath(self.what, f"{self.path}.{part}" if self.path else part)
 
     def fail(self, value: object, expected: str) -> ConfigError:
-        return ConfigError(f"{self.what}: {self.path} = {value!r}: {expected}", field=self.path)
+        where = f"{self.what}: {self.path}" if self.what else self.path
+        return ConfigError(f"{where} = {value!r}: {expected}", field=self.path)
 
 
 def _mapping(value: Any, where: FieldPath) -> Mapping[str, Any]:

@@ -80,6 +80,33 @@ def test_score_point_weight_overrides_multi_point_and_moves_first() -> None:
     assert names(fw.score)[0] == "ImageLocality"  # explicit overrides come first
 
 
+def test_explicit_overrides_keep_the_order_of_their_own_point() -> None:
+    # Both are default MultiPoint plugins (TaintToleration first there); named at the
+    # score point in the other order, they lead in the score point's order, and the
+    # remaining MultiPoint plugins follow in MultiPoint order.
+    fw = build(
+        profile_doc(
+            {
+                "score": {
+                    "enabled": [
+                        {"name": "ImageLocality", "weight": 4},
+                        {"name": "TaintToleration", "weight": 6},
+                    ]
+                }
+            }
+        )
+    )
+    assert names(fw.score) == [
+        "ImageLocality",
+        "TaintToleration",
+        "NodePressure",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "NodeResourcesBalancedAllocation",
+    ]
+    assert (fw.weights["ImageLocality"], fw.weights["TaintToleration"]) == (4, 6)
+
+
 def test_star_disables_all_defaults_at_a_point() -> None:
     fw = build(
         profile_doc(
@@ -137,6 +164,21 @@ def test_node_resources_fit_args_defaults_and_rtcr_shape() -> None:
     assert default.scoring_resources() == [("cpu", 1), ("memory", 1)]
 
 
+def test_a_shape_with_another_strategy_is_accepted_and_unused() -> None:
+    # kube-scheduler validates the shape but only RequestedToCapacityRatio uses it.
+    shape = [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]
+    strategy = fit_strategy(type="MostAllocated", requestedToCapacityRatio={"shape": shape})
+    doc = {"apiVersion": config.API_VERSION, "kind": config.KIND, **strategy}
+    args = config.parse_configuration(doc, REGISTRY).profiles[0].plugin_args["NodeResourcesFit"]
+    assert args.scoring_strategy.type == "MostAllocated"
+
+
+def test_a_single_unnamed_profile_is_the_default_scheduler() -> None:
+    doc = {"apiVersion": config.API_VERSION, "kind": config.KIND, "profiles": [{}]}
+    parsed = config.parse_configuration(doc, REGISTRY)
+    assert [p.scheduler_name for p in parsed.profiles] == ["default-scheduler"]
+
+
 def test_args_for_plugins_nodeagent_lacks_are_accepted_when_not_enabled() -> None:
     doc = profile_doc(
         {"multiPoint": {"disabled": [{"name": "PodTopologySpread"}]}},
@@ -145,15 +187,38 @@ def test_args_for_plugins_nodeagent_lacks_are_accepted_when_not_enabled() -> Non
     build(doc)
 
 
+def with_args(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A document whose single profile configures plugin ``name`` with ``args``."""
+    return {"profiles": [{"pluginConfig": [{"name": name, "args": args}]}]}
+
+
+def fit_strategy(**strategy: Any) -> dict[str, Any]:
+    return with_args("NodeResourcesFit", {"scoringStrategy": strategy})
+
+
+ARGS = "profiles[0].pluginConfig[0].args"
+SHAPE = f"{ARGS}.scoringStrategy.requestedToCapacityRatio.shape"
+ADDED = f"{ARGS}.addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
 BAD_CONFIGS = [
     pytest.param({"percentageOfNodesToScore": 150}, "percentageOfNodesToScore", id="percentage"),
     pytest.param({"apiVersion": "kubescheduler.config.k8s.io/v1beta3"}, "apiVersion", id="version"),
     pytest.param({"profilez": []}, "profilez", id="unknown-field"),
     pytest.param({"extenders": [{"urlPrefix": "http://x"}]}, "extenders", id="extenders"),
     pytest.param(
+        {"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 1},
+        "podMaxBackoffSeconds 1: must be greater than or equal to podInitialBackoffSeconds (5)",
+        id="backoff-order",
+    ),
+    pytest.param(
         {"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]},
-        "duplicate",
+        "profiles[1].schedulerName 'a': duplicate",
         id="dup-profile",
+    ),
+    pytest.param(
+        {"profiles": [{"schedulerName": "a"}, {}]},
+        "profiles[1].schedulerName: required",
+        id="unnamed-second-profile",
     ),
     pytest.param(
         {
@@ -161,7 +226,7 @@ BAD_CONFIGS = [
                 {"plugins": {"score": {"enabled": [{"name": "ImageLocality", "weight": -1}]}}}
             ]
         },
-        "weight",
+        "profiles[0].plugins.score.enabled[0].weight (value -1)",
         id="negative-weight",
     ),
     pytest.param(
@@ -194,187 +259,94 @@ BAD_CONFIGS = [
         id="no-queue-sort",
     ),
     pytest.param(
-        {
-            "profiles": [
-                {
-                    "pluginConfig": [
-                        {
-                            "name": "NodeResourcesFit",
-                            "args": {
-                                "scoringStrategy": {
-                                    "type": "LeastAllocated",
-                                    "resources": [{"name": "cpu", "weight": 101}],
-                                }
-                            },
-                        }
-                    ]
-                }
-            ]
-        },
-        "not in valid range",
+        fit_strategy(type="LeastAllocated", resources=[{"name": "cpu", "weight": 101}]),
+        f"{ARGS}.scoringStrategy.resources[0].weight 101: resource weight of cpu not in valid"
+        " range (0, 100]",
         id="resource-weight",
     ),
     pytest.param(
-        {
-            "profiles": [
-                {
-                    "pluginConfig": [
-                        {
-                            "name": "NodeResourcesFit",
-                            "args": {"scoringStrategy": {"type": "Random"}},
-                        }
-                    ]
-                }
-            ]
-        },
-        "scoringStrategy.type",
-        id="strategy-type",
+        fit_strategy(type="Random"), f"{ARGS}.scoringStrategy.type (value 'Random')", id="type"
     ),
     pytest.param(
-        {
-            "profiles": [
-                {
-                    "pluginConfig": [
-                        {
-                            "name": "NodeResourcesFit",
-                            "args": {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
-                        }
-                    ]
-                }
-            ]
-        },
-        "at least one point",
+        fit_strategy(type="RequestedToCapacityRatio"),
+        f"{SHAPE}: at least one point must be specified",
         id="rtcr-needs-shape",
     ),
     pytest.param(
-        {
-            "profiles": [
-                {
-                    "pluginConfig": [
-                        {
-                            "name": "NodeResourcesFit",
-                            "args": {
-                                "scoringStrategy": {
-                                    "type": "RequestedToCapacityRatio",
-                                    "requestedToCapacityRatio": {
-                                        "shape": [
-                                            {"utilization": 50, "score": 1},
-                                            {"utilization": 50, "score": 2},
-                                        ]
-                                    },
-                                }
-                            },
-                        }
-                    ]
-                }
-            ]
-        },
-        "increasing order",
+        fit_strategy(type="LeastAllocated", requestedToCapacityRatio={"shape": []}),
+        f"{SHAPE}: at least one point must be specified",
+        id="given-shape-is-validated-whatever-the-type",
+    ),
+    pytest.param(
+        fit_strategy(
+            type="RequestedToCapacityRatio",
+            requestedToCapacityRatio={
+                "shape": [{"utilization": 50, "score": 1}, {"utilization": 50, "score": 2}]
+            },
+        ),
+        f"{SHAPE}[1].utilization 50: values must be sorted in increasing order",
         id="rtcr-shape-order",
     ),
     pytest.param(
-        {
-            "profiles": [
-                {
-                    "pluginConfig": [
-                        {
-                            "name": "NodeResourcesFit",
-                            "args": {
-                                "scoringStrategy": {
-                                    "type": "RequestedToCapacityRatio",
-                                    "requestedToCapacityRatio": {
-                                        "shape": [{"utilization": 50, "score": 11}]
-                                    },
-                                }
-                            },
-                        }
-                    ]
-                }
-            ]
-        },
-        "score",
+        fit_strategy(
+            type="RequestedToCapacityRatio",
+            requestedToCapacityRatio={"shape": [{"utilization": 50, "score": 11}]},
+        ),
+        f"{ARGS}.scoringStrategy.requestedToCapacityRatio.shape[0].score (value 11)",
         id="rtcr-shape-score",
     ),
     pytest.param(
-        {
-            "profiles": [
-                {
-                    "pluginConfig": [
-                        {
-                            "name": "NodeResourcesFit",
-                            "args": {"ignoredResourceGroups": ["example.com/x"]},
-                        }
-                    ]
-                }
-            ]
-        },
-        "can't contain '/'",
+        with_args("NodeResourcesFit", {"ignoredResourceGroups": ["example.com/x"]}),
+        f"{ARGS}.ignoredResourceGroups[0] 'example.com/x': can't contain '/'",
         id="ignored-group-slash",
     ),
     pytest.param(
-        {
-            "profiles": [
-                {
-                    "pluginConfig": [
-                        {
-                            "name": "NodeResourcesBalancedAllocation",
-                            "args": {"resources": [{"name": "cpu", "weight": 2}]},
-                        }
-                    ]
-                }
-            ]
-        },
-        "must be 1",
+        with_args("NodeResourcesBalancedAllocation", {"resources": [{"name": "cpu", "weight": 2}]}),
+        f"{ARGS}.resources[0].weight 2: must be 1",
         id="balanced-weight",
     ),
     pytest.param(
-        {
-            "profiles": [
-                {
-                    "pluginConfig": [
-                        {
-                            "name": "NodeAffinity",
-                            "args": {
-                                "addedAffinity": {
-                                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                                        "nodeSelectorTerms": [
-                                            {
-                                                "matchExpressions": [
-                                                    {
-                                                        "key": "a",
-                                                        "operator": "Near",
-                                                        "values": ["x"],
-                                                    }
-                                                ]
-                                            }
-                                        ]
-                                    }
-                                }
-                            },
-                        }
-                    ]
+        with_args(
+            "NodeAffinity",
+            {
+                "addedAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "a", "operator": "Near", "values": ["x"]}
+                                ]
+                            }
+                        ]
+                    }
                 }
-            ]
-        },
-        "not a valid operator",
+            },
+        ),
+        f"{ADDED}.nodeSelectorTerms[0].matchExpressions[0]: 'Near' is not a valid operator",
         id="added-affinity-operator",
     ),
     pytest.param(
-        {
-            "profiles": [
-                {
-                    "pluginConfig": [
-                        {"name": "NodePressure", "args": {"fullScoreHeadroomPercent": 0}}
-                    ]
+        with_args(
+            "NodeAffinity",
+            {
+                "addedAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": {"key": "a"}}]
+                    }
                 }
-            ]
-        },
-        "fullScoreHeadroomPercent",
+            },
+        ),
+        f"{ADDED}.nodeSelectorTerms[0].matchExpressions = {{'key': 'a'}}: expected a list",
+        id="added-affinity-shape",
+    ),
+    pytest.param(
+        with_args("NodePressure", {"fullScoreHeadroomPercent": 0}),
+        f"{ARGS}.fullScoreHeadroomPercent (value 0)",
         id="node-pressure-args",
     ),
     pytest.param(
         {"profiles": [{"pluginConfig": [{"name": "NodePressure"}, {"name": "NodePressure"}]}]},
-        "duplicate plugin config",
+        "profiles[0].pluginConfig[1].name 'NodePressure': duplicate plugin config",
         id="duplicate-plugin-config",
     ),
 ]
@@ -403,13 +375,23 @@ def test_cli_exits_2_on_invalid_config(tmp_path: Path, capsys: pytest.CaptureFix
     assert "percentageOfNodesToScore" in capsys.readouterr().err
 
 
-def test_multiple_profiles_must_share_the_queue_sort(tmp_path: Path) -> None:
-    document = {
-        "apiVersion": config.API_VERSION,
-        "kind": config.KIND,
-        "profiles": [{"schedulerName": "a"}, {"schedulerName": "b"}],
-    }
-    frameworks = framework.build_frameworks(
-        config.parse_configuration(document, REGISTRY), REGISTRY
-    )
+class FifoSort:
+    name = "FifoSort"
+
+    def less(self, a: framework.QueuedPod, b: framework.QueuedPod) -> bool:
+        return a.timestamp < b.timestamp
+
+
+def test_profiles_are_keyed_by_scheduler_name_and_must_share_the_queue_sort() -> None:
+    plugins = {**REGISTRY, "FifoSort": framework.PluginSpec(lambda args, handle: FifoSort())}
+    same: dict[str, Any] = {"apiVersion": config.API_VERSION, "kind": config.KIND}
+    same["profiles"] = [{"schedulerName": "a"}, {"schedulerName": "b"}]
+    frameworks = framework.build_frameworks(config.parse_configuration(same, plugins), plugins)
     assert sorted(frameworks) == ["a", "b"]
+    fifo = {"queueSort": {"disabled": [{"name": "*"}], "enabled": [{"name": "FifoSort"}]}}
+    different = {
+        **same,
+        "profiles": [{"schedulerName": "a"}, {"schedulerName": "b", "plugins": fifo}],
+    }
+    with pytest.raises(ConfigError, match="queueSort must be the same for all profiles"):
+        framework.build_frameworks(config.parse_configuration(different, plugins), plugins)

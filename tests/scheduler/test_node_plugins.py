@@ -314,9 +314,11 @@ def test_node_affinity_preferred_score_and_normalize() -> None:
     state = CycleState()
     assert plugin.pre_score(state, pod, snap, snap.all_nodes).is_success
     raw = plugin.score(state, pod, snap, snap.all_nodes)
-    assert raw.tolist() == [15, 35, 35]  # the empty preferred term matches every node
+    # Weight 0 and the empty preference are dropped, as kube-scheduler's
+    # NewPreferredSchedulingTerms drops them (an empty term would match every node).
+    assert raw.tolist() == [10, 30, 30]
     assert raw.tolist() == [plugin.score_node(pod, snap, i) for i in range(3)]
-    assert plugin.normalize_score(state, pod, raw).tolist() == [42, 100, 100]
+    assert plugin.normalize_score(state, pod, raw).tolist() == [33, 100, 100]
     assert plugin.pre_score(CycleState(), b.pod(), snap, snap.all_nodes).is_skip
 
 

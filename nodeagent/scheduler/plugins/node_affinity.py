@@ -5,8 +5,9 @@ Filter: the node must match the scheduler-enforced affinity (if configured), the
 pod's ``nodeSelector`` AND one of its required terms (terms are ORed; inside a term all
 expressions and fields are ANDed; an empty term matches nothing; a term that does not
 parse - bad operator, wrong value count - fails while other terms may still match).
-Score: the sum of the weights of the preferred terms the node matches (an empty
-preferred term matches every node), normalized so the best node gets 100.
+Score: the sum of the weights of the preferred terms the node matches (terms with weight
+0 or without any expression or field are dropped, as kube-scheduler drops them),
+normalized so the best node gets 100.
 
 Selectors are evaluated column-wise over the snapshot's label columns; the result for a
 given selector is cached per snapshot (labels do not change during a plan).
@@ -84,12 +85,13 @@ def requirement_error(requirement: api.Requirement, *, field: bool) -> str | Non
 
 
 def term_error(term: api.SelectorTerm) -> str | None:
-    for requirement in term.match_expressions:
+    """The first requirement of the term kube-scheduler could not parse, and why."""
+    for j, requirement in enumerate(term.match_expressions):
         if (problem := requirement_error(requirement, field=False)) is not None:
-            return problem
-    for requirement in term.match_fields:
+            return f"matchExpressions[{j}]: {problem}"
+    for j, requirement in enumerate(term.match_fields):
         if (problem := requirement_error(requirement, field=True)) is not None:
-            return problem
+            return f"matchFields[{j}]: {problem}"
     return None
 
 
@@ -135,12 +137,19 @@ def selector_matches(selector: Mapping[str, str], node: api.Node) -> bool:
     return all(node.labels.get(k) == v and k in node.labels for k, v in selector.items())
 
 
-def preferred_score(terms: tuple[api.PreferredTerm, ...], node: api.Node) -> int:
-    return sum(
-        t.weight
+def scored_terms(terms: tuple[api.PreferredTerm, ...]) -> tuple[api.PreferredTerm, ...]:
+    """The preferred terms that count: kube-scheduler drops those with weight 0 or an
+    empty preference (which would otherwise match every node), and those that do not
+    parse."""
+    return tuple(
+        t
         for t in terms
-        if t.weight != 0 and term_error(t.preference) is None and term_matches(t.preference, node)
+        if t.weight != 0 and not t.preference.is_empty and term_error(t.preference) is None
     )
+
+
+def preferred_score(terms: tuple[api.PreferredTerm, ...], node: api.Node) -> int:
+    return sum(t.weight for t in scored_terms(terms) if term_matches(t.preference, node))
 
 
 # --- vectorized matching ----------------------------------------------------------------
@@ -207,9 +216,8 @@ def preferred_vector(
     terms: tuple[api.PreferredTerm, ...], snapshot: ClusterSnapshot, nodes: NodeIndices
 ) -> Int64s:
     scores = np.zeros(len(nodes), dtype=np.int64)
-    for term in terms:
-        if term.weight != 0 and term_error(term.preference) is None:
-            scores += term.weight * term_mask(term.preference, snapshot, nodes)
+    for term in scored_terms(terms):
+        scores += term.weight * term_mask(term.preference, snapshot, nodes)
     return scores
 
 
@@ -232,12 +240,13 @@ class Args(config.ConfigModel):
             if (problem := term_error(term)) is not None:
                 raise ValueError(
                     "addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-                    f".nodeSelectorTerms[{i}]: {problem}"
+                    f".nodeSelectorTerms[{i}].{problem}"
                 )
         for i, preferred in enumerate(affinity.preferred):
             if (problem := term_error(preferred.preference)) is not None:
                 raise ValueError(
-                    f"addedAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]: {problem}"
+                    "addedAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+                    f"[{i}].preference.{problem}"
                 )
         return self
 
@@ -245,7 +254,7 @@ class Args(config.ConfigModel):
         if self.added_affinity is None:
             return None
         try:
-            where = objects.FieldPath("NodeAffinityArgs", "addedAffinity")
+            where = objects.FieldPath("", "addedAffinity")  # the path is relative to the args
             return objects.parse_node_affinity(self.added_affinity, where)
         except ConfigError as exc:
             raise ValueError(str(exc)) from exc

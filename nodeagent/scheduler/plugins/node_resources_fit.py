@@ -92,25 +92,24 @@ class Args(config.ConfigModel):
                     f"scoringStrategy.resources[{i}].weight {resource.weight}: resource weight"
                     f" of {resource.name} not in valid range (0, 100]"
                 )
-        if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
-            ratio = strategy.requested_to_capacity_ratio
-            if ratio is None or not ratio.shape:
-                raise ValueError(
-                    "scoringStrategy.requestedToCapacityRatio.shape: at least one point must"
-                    " be specified when type is RequestedToCapacityRatio"
-                )
-            points = [p.utilization for p in ratio.shape]
-            for i in range(1, len(points)):
-                if points[i - 1] >= points[i]:
-                    raise ValueError(
-                        f"scoringStrategy.requestedToCapacityRatio.shape[{i}].utilization"
-                        f" {points[i]}: values must be sorted in increasing order"
-                    )
-        elif strategy.requested_to_capacity_ratio is not None:
+        # kube-scheduler validates a shape whenever one is given (and ignores it unless
+        # the type is RequestedToCapacityRatio); that type cannot work without one.
+        ratio = strategy.requested_to_capacity_ratio
+        shape = "scoringStrategy.requestedToCapacityRatio.shape"
+        if (ratio is None and strategy.type == REQUESTED_TO_CAPACITY_RATIO) or (
+            ratio is not None and not ratio.shape
+        ):
             raise ValueError(
-                "scoringStrategy.requestedToCapacityRatio: must be nil when type is not"
-                " RequestedToCapacityRatio"
+                f"{shape}: at least one point must be specified (required when type is"
+                " RequestedToCapacityRatio)"
             )
+        points = [p.utilization for p in ratio.shape] if ratio is not None else []
+        for i in range(1, len(points)):
+            if points[i - 1] >= points[i]:
+                raise ValueError(
+                    f"{shape}[{i}].utilization {points[i]}: values must be sorted in"
+                    " increasing order"
+                )
         return self
 
     def scoring_resources(self) -> list[tuple[str, int]]:
