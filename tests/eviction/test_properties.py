@@ -111,15 +111,20 @@ def test_protected_pods_are_never_candidates(node: Node) -> None:
         assert decision.evictions == decision.candidates[: len(decision.evictions)]
 
 
-@given(nodes())
+@given(
+    nodes(),
+    st.sampled_from([Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE]),
+    st.sampled_from([POLICY, RELIEF]),
+)
 @settings(max_examples=200, deadline=None)
-def test_memory_never_takes_a_pod_within_its_request_while_one_above_it_is_left(node: Node) -> None:
+def test_memory_never_takes_a_pod_within_its_request_while_one_above_it_is_left(
+    node: Node, signal: Signal, resolved: EvictionPolicy
+) -> None:
     observations = NodeObservations(
-        0.0,
-        {Signal.MEMORY_AVAILABLE: SignalValue(100 * Mi, 64 * Gi)},
-        node.observations.pods,
+        0.0, {signal: SignalValue(100 * Mi, 64 * Gi)}, node.observations.pods
     )
-    decision, _ = engine.evaluate(POLICY, engine.EngineState(), observations, node.pods, 0)
+    decision, _ = engine.evaluate(resolved, engine.EngineState(), observations, node.pods, 0)
+    assert all(e.signal is signal for e in decision.candidates)
 
     def exceeds(pod: PodInfo) -> bool | None:
         usage = observations.pods.get(pod.uid)
@@ -136,66 +141,86 @@ def test_memory_never_takes_a_pod_within_its_request_while_one_above_it_is_left(
             assert not seen_within, "a pod above its request ranked after one within it"
 
 
+PRESSURES = (
+    # (signal, layout, the usage figure that counts for it there)
+    (Signal.MEMORY_AVAILABLE, FsLayout.SINGLE, "memory"),
+    (Signal.NODEFS_AVAILABLE, FsLayout.SINGLE, "rootfs"),
+    (Signal.NODEFS_AVAILABLE, FsLayout.DEDICATED_IMAGEFS, "logs"),
+    (Signal.IMAGEFS_AVAILABLE, FsLayout.DEDICATED_IMAGEFS, "rootfs"),
+    (Signal.NODEFS_AVAILABLE, FsLayout.SPLIT, "local_volumes"),
+)
+
+
+@dataclass(frozen=True)
+class Pressured:
+    signal: Signal
+    layout: FsLayout
+    figure: str
+    available: int
+    reclaim: int
+    pods: list[tuple[int | None, int]]
+    """(usage of ``figure``, or None for no stats; priority) per pod."""
+
+
 @st.composite
-def pressured_nodes(draw: st.DrawFn) -> tuple[int, int, list[tuple[int, int]]]:
-    """(available, min reclaim, [(memory usage, priority)]) under memory pressure."""
+def pressured_nodes(draw: st.DrawFn) -> Pressured:
+    """A node under pressure on one signal, its pods using what that signal counts."""
+    signal, layout, figure = draw(st.sampled_from(PRESSURES))
     available = draw(st.integers(min_value=0, max_value=Gi - 1))
     reclaim = draw(st.sampled_from([0, 64 * Mi, 512 * Mi]))
-    usage = st.one_of(st.sampled_from([0, 100 * Mi, 300 * Mi, 700 * Mi]), st.integers(0, Gi))
+    usage = st.one_of(st.sampled_from([None, 0, 100 * Mi, 300 * Mi, 700 * Mi]), st.integers(0, Gi))
     pods = draw(st.lists(st.tuples(usage, st.integers(-5, 5)), min_size=1, max_size=12))
-    return available, reclaim, pods
+    return Pressured(signal, layout, figure, available, reclaim, pods)
 
 
 @functools.cache
-def memory_policy(strategy: str, reclaim: int) -> EvictionPolicy:
+def pressure_policy(strategy: str, signal: Signal, reclaim: int) -> EvictionPolicy:
     return policy(
-        eviction_hard="memory.available<1Gi",
-        eviction_minimum_reclaim=f"memory.available={reclaim}",
+        eviction_hard=f"{signal}<1Gi",
+        eviction_minimum_reclaim=f"{signal}={reclaim}",
         eviction_strategy=strategy,
     )
 
 
-def run_to_rest(
-    strategy: str, available: int, reclaim: int, pods: list[tuple[int, int]]
-) -> list[int]:
+def run_to_rest(strategy: str, node: Pressured) -> list[int]:
     """Evictions per cycle over a node whose pods free what they use when evicted."""
-    resolved = memory_policy(strategy, reclaim)
+    resolved = pressure_policy(strategy, node.signal, node.reclaim)
     infos = tuple(
         PodInfo("default", f"p{i}", PodUID(f"p{i}"), priority=priority)
-        for i, (_, priority) in enumerate(pods)
+        for i, (_, priority) in enumerate(node.pods)
     )
     usage = {
-        PodUID(f"p{i}"): PodUsage(PodUID(f"p{i}"), memory=used) for i, (used, _) in enumerate(pods)
+        PodUID(f"p{i}"): PodUsage(PodUID(f"p{i}"), **{node.figure: used})
+        for i, (used, _) in enumerate(node.pods)
+        if used is not None
     }
     samples = [
         TraceSample(
             line=n,
             observations=NodeObservations(
                 float(n * 10),
-                {Signal.MEMORY_AVAILABLE: SignalValue(available, 16 * Gi)},
+                {node.signal: SignalValue(node.available, 16 * Gi)},
                 usage,
+                fs_layout=node.layout,
             ),
             pods=infos,
         )
-        for n in range(len(pods) + 2)
+        for n in range(len(node.pods) + 2)
     ]
     return [len(c.decision.evictions) for c in replay.replay(resolved, samples, model_reclaim=True)]
 
 
 @given(pressured_nodes())
 @settings(max_examples=300, deadline=None)
-def test_relief_evicts_no_more_than_kubelet_and_ends_pressure_sooner(
-    node: tuple[int, int, list[tuple[int, int]]],
-) -> None:
-    available, reclaim, pods = node
-    kubelet = run_to_rest("kubelet", available, reclaim, pods)
-    relief = run_to_rest("relief", available, reclaim, pods)
+def test_relief_evicts_no_more_than_kubelet_and_ends_pressure_sooner(node: Pressured) -> None:
+    kubelet = run_to_rest("kubelet", node)
+    relief = run_to_rest("relief", node)
     assert sum(relief) <= sum(kubelet)
     cycles_kubelet = sum(1 for n in kubelet if n)
     cycles_relief = sum(1 for n in relief if n)
     assert cycles_relief <= cycles_kubelet
-    need = Gi + reclaim - available
-    reachable = sum(used for used, _ in pods) >= need
+    need = Gi + node.reclaim - node.available
+    reachable = sum(used or 0 for used, _ in node.pods) >= need
     if reachable and sum(kubelet) >= 2:
         assert cycles_relief < cycles_kubelet
         assert cycles_relief == 1
