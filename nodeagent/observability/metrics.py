@@ -14,9 +14,11 @@ Two kinds of figures, kept apart on purpose:
   happen with ordinary prometheus_client counters and histograms.
 
 Units follow Prometheus conventions: base units in the name (``_bytes``, ``_seconds``),
-ratios in 0-1 (``_ratio``), ``_total`` for counters. Signals measure bytes, inodes or
-PIDs, so their gauges are split by unit (``nodeagent_signal_available_bytes``,
-``..._inodes``, ``..._pids``) and a dashboard panel can carry one unit. Label values
+ratios in 0-1 (``_ratio``), ``_total`` for counters. The kubelet's signals measure bytes,
+inodes or PIDs, so their gauges are split by unit (``nodeagent_signal_available_bytes``,
+``..._inodes``, ``..._pids``) and a dashboard panel can carry one unit; PSI signals
+(``memory.pressure.some.avg10`` ...) are stall shares, exported as ratios
+(``nodeagent_signal_stall_ratio``, ``nodeagent_signal_threshold_ratio``). Label values
 are bounded: signal names, QoS classes, outcomes, verbs and resources are closed sets,
 and a degraded source shows only its current reason.
 
@@ -35,6 +37,8 @@ import prometheus_client
 from prometheus_client import core, registry
 
 from nodeagent import __version__, model
+from nodeagent.eviction import observations as engine_observations
+from nodeagent.eviction import thresholds as engine_thresholds
 
 PREFIX = "nodeagent"
 
@@ -56,10 +60,17 @@ RESOURCE_UNIT: Mapping[model.Resource, Unit] = {
 
 
 def signal_unit(signal: model.Signal) -> Unit | None:
-    """The unit of ``signal``'s amounts, or None for a signal without one (a PSI
-    threshold, whose value is already exported as a PSI ratio)."""
-    resource = model.SIGNAL_RESOURCE.get(signal)
-    return RESOURCE_UNIT.get(resource) if resource is not None else None
+    """The unit of ``signal``'s available, capacity and threshold amounts, or None for a
+    PSI signal: a stall share, exported as a ratio."""
+    if signal in engine_thresholds.PSI_SIGNALS:
+        return None
+    return RESOURCE_UNIT[model.SIGNAL_RESOURCE[signal]]
+
+
+def reclaim_unit(signal: model.Signal) -> Unit:
+    """The unit of what evicting a pod for ``signal`` frees: that of the resource it
+    starves (bytes of memory for ``memory.pressure.*``, as the engine ranks by memory)."""
+    return RESOURCE_UNIT[model.SIGNAL_RESOURCE[signal]]
 
 
 class EvictionOutcome(StrEnum):
@@ -108,6 +119,14 @@ RECLAIM_BUCKETS: Mapping[Unit, tuple[float, ...]] = {
 def _cut(reason: str) -> str:
     reason = " ".join(reason.split())
     return reason if len(reason) <= MAX_REASON_LENGTH else reason[: MAX_REASON_LENGTH - 1] + "…"
+
+
+def _stall_ratio(available: int) -> float:
+    """A PSI signal's amount in the engine's units (hundredths of a percent *not*
+    stalled) as a stall share in 0-1."""
+    capacity = engine_thresholds.PSI_CAPACITY
+    value = model.SignalValue(available=available, capacity=capacity)
+    return engine_observations.stall_percent(value) / 100
 
 
 def _split_psi_scope(key: str) -> tuple[str, str]:
@@ -182,6 +201,18 @@ class _StateCollector(registry.Collector):
                 "to an amount: pressure starts when available drops below it.",
                 labels=["signal"],
             )
+        stall = core.GaugeMetricFamily(
+            f"{PREFIX}_signal_stall_ratio",
+            "Stall share of each PSI signal with a threshold, as the engine observed it at "
+            "the last collection (the node cgroup's pressure file, else the system's).",
+            labels=["signal"],
+        )
+        stall_threshold = core.GaugeMetricFamily(
+            f"{PREFIX}_signal_threshold_ratio",
+            "Threshold the agent enforces on each PSI signal, as a stall share: pressure "
+            "starts when the stall rises above it.",
+            labels=["signal"],
+        )
         unavailable = core.GaugeMetricFamily(
             f"{PREFIX}_signal_unavailable",
             "1 for each signal that could not be read at the last collection, with the "
@@ -210,14 +241,24 @@ class _StateCollector(registry.Collector):
             if observations.swap is not None:
                 swap_available.add_metric([], float(observations.swap.available))
                 swap_capacity.add_metric([], float(observations.swap.capacity))
+        stall_signals = []
         for signal, amount in thresholds.items():
             measured_in = signal_unit(signal)
             if measured_in is not None:
                 threshold[measured_in].add_metric([signal.value], float(amount))
+            else:
+                stall_signals.append(signal)
+                stall_threshold.add_metric([signal.value], _stall_ratio(amount))
+        if observations is not None and stall_signals:
+            engine_view = engine_observations.observe(observations, stall_signals)
+            for signal, value in engine_view.items():
+                stall.add_metric([signal.value], _stall_ratio(value.available))
         for unit in Unit:
             yield available[unit]
             yield capacity[unit]
             yield threshold[unit]
+        yield stall
+        yield stall_threshold
         yield unavailable
         yield pods
         yield swap_available
@@ -399,17 +440,11 @@ class AgentMetrics:
             ["verb", "resource", "code"],
             registry=self.registry,
         )
-        self._api_duration = prometheus_client.Histogram(
-            f"{PREFIX}_api_request_duration_seconds",
-            "Duration of requests to the Kubernetes API, answered or not.",
-            ["verb", "resource"],
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        )
         self._api_retries = prometheus_client.Counter(
             f"{PREFIX}_api_retries",
             "Requests to the Kubernetes API retried after a transient failure, by reason "
-            "(an HTTP status code, or the kind of connection error).",
+            "(the client's error kind: Unavailable for a 5xx or no answer, RateLimited "
+            "for a 429 from API priority and fairness).",
             ["verb", "resource", "reason"],
             registry=self.registry,
         )
@@ -459,11 +494,12 @@ class AgentMetrics:
         reclaimed: int = 0,
     ) -> None:
         """Count one eviction and, when it went through (or would have, in dry-run), the
-        amount it frees for ``signal`` in that signal's unit (bytes for memory and disk)."""
+        amount it frees for ``signal`` in the unit of the resource ``signal`` starves
+        (:func:`reclaim_unit`; the engine's ``reclaim_estimate``)."""
         self._evictions.labels(signal.value, outcome.value, qos.value).inc()
-        unit = signal_unit(signal)
-        if unit is not None and outcome in (EvictionOutcome.EVICTED, EvictionOutcome.DRY_RUN):
-            self._reclaimed[unit].labels(signal.value, outcome.value).observe(max(reclaimed, 0))
+        if outcome in (EvictionOutcome.EVICTED, EvictionOutcome.DRY_RUN):
+            reclaimed_in = self._reclaimed[reclaim_unit(signal)]
+            reclaimed_in.labels(signal.value, outcome.value).observe(max(reclaimed, 0))
 
     def observe_detection_latency(self, seconds: float, trigger: str) -> None:
         """Time from the wake-up cause (``trigger``: ``poll``, ``memcg``, ``psi``, ...)
@@ -474,19 +510,15 @@ class AgentMetrics:
         """Time from a completed collection to the decision."""
         self._decision_latency.observe(seconds)
 
-    def api_request(
-        self, verb: str, resource: str, code: str | int, seconds: float | None = None
-    ) -> None:
+    def api_request(self, verb: str, resource: str, code: str | int) -> None:
         """One request to the API: ``verb`` as in RBAC (``get``, ``patch``, ``create``),
         ``resource`` with its subresource (``nodes/status``, ``pods/eviction``), ``code``
-        the HTTP status or ``"error"`` when none came, ``seconds`` its duration if timed."""
+        the HTTP status or ``"error"`` when none came."""
         self._api_requests.labels(verb, resource, str(code)).inc()
-        if seconds is not None:
-            self._api_duration.labels(verb, resource).observe(seconds)
 
     def api_retry(self, verb: str, resource: str, reason: str) -> None:
-        """One retry of a request; ``reason`` is a status code or an error kind
-        (``429``, ``503``, ``connection``, ``timeout``)."""
+        """One retry of a request; ``reason`` is the kind of failure retried, as the
+        client names it (``Unavailable``, ``RateLimited``)."""
         self._api_retries.labels(verb, resource, reason).inc()
 
     # --- helpers ---------------------------------------------------------------------

@@ -18,11 +18,12 @@ theirs.
 from __future__ import annotations
 
 import ipaddress
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, field_validator
+
+from nodeagent.triggers import durations
 
 DEFAULT_METRICS_PORT = 9813
 """The port of ``/metrics``, ``/healthz`` and ``/readyz`` (see the module docstring)."""
@@ -74,35 +75,6 @@ def parse_listen_address(text: str) -> ListenAddress:
     return ListenAddress(host=host or "0.0.0.0", port=port)
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_seconds(value: Any) -> float:
-    """A duration as a number of seconds or a Go-style string (``30s``, ``1m30s``,
-    ``500ms``), as the kubelet's configuration spells durations."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration such as 30, '30s' or '1m30s'")
-    if isinstance(value, int | float):
-        return float(value)
-    if not isinstance(value, str):
-        raise ValueError("expected a duration such as 30, '30s' or '1m30s'")
-    text = value.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    position, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        position = match.end()
-    if position == 0 or position != len(text):
-        raise ValueError("expected a duration such as 30, '30s', '1m30s' or '500ms'")
-    return total
-
-
 class ObservabilitySettings(BaseModel):
     """Metrics and health endpoints."""
 
@@ -112,10 +84,11 @@ class ObservabilitySettings(BaseModel):
     interface, so Prometheus can scrape the pod IP and the kubelet can probe it."""
 
     liveness_timeout: float = 30.0
-    """Seconds without an evaluation cycle after which ``/healthz`` fails and the
-    systemd watchdog stops being fed. Default 30 s: a 1 s loop misses thirty ticks
-    before the agent is declared wedged, and the probe (3 failures 10 s apart) restarts
-    it about a minute after it stopped. Keep it well above the poll interval."""
+    """Seconds without an evaluation cycle after which ``/healthz`` fails (also
+    ``30s``, ``1m``). Default 30 s: a 1 s loop misses thirty ticks before the agent is
+    declared wedged, and the probe (3 failures 10 s apart) restarts it about a minute
+    after it stopped. Keep it well above the poll interval. Under systemd the
+    watchdog (``WatchdogSec``, fed by every cycle) does the same job."""
 
     @field_validator("metrics_address")
     @classmethod
@@ -126,7 +99,7 @@ class ObservabilitySettings(BaseModel):
     @field_validator("liveness_timeout", mode="before")
     @classmethod
     def _positive_duration(cls, value: Any) -> float:
-        seconds = parse_seconds(value)
+        seconds = durations.parse_duration(value)
         if seconds <= 0:
             raise ValueError("must be a positive duration")
         return seconds

@@ -3,7 +3,8 @@
 It listens on ``127.0.0.1:0``; the port the kernel chose is read from its log line
 ``msg="Listening on" address=127.0.0.1:PORT``. Prometheus 2.42 applies new scrape
 targets only every 5 s, so the first sample takes 5-6 s: :meth:`Prometheus.wait_for`
-polls ``/api/v1/query`` for a bounded time instead of sleeping.
+polls ``/api/v1/query`` for a bounded time instead of sleeping. :meth:`Prometheus.start`
+returns once ``/-/ready`` answers (queries get 503 until the TSDB is open).
 """
 
 from __future__ import annotations
@@ -25,10 +26,20 @@ _LISTENING = re.compile(r'msg="Listening on" address=([0-9.]+:\d+)')
 
 
 class Prometheus:
-    def __init__(self, binary: str, workdir: Path, *, targets: list[str]) -> None:
+    def __init__(
+        self,
+        binary: str,
+        workdir: Path,
+        *,
+        targets: list[str],
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        """Scrape ``targets`` (``HOST:PORT``) every second as job ``nodeagent``, adding
+        ``labels`` to every series (``node``, as the ServiceMonitor's relabeling does)."""
         self._binary = binary
         self._workdir = workdir
         self._targets = targets
+        self._labels = labels or {}
         self._process: subprocess.Popen[bytes] | None = None
         self.log = workdir / "prometheus.log"
         self.url = ""
@@ -37,7 +48,10 @@ class Prometheus:
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "scrape_configs": [
-                {"job_name": "nodeagent", "static_configs": [{"targets": self._targets}]}
+                {
+                    "job_name": "nodeagent",
+                    "static_configs": [{"targets": self._targets, "labels": self._labels}],
+                }
             ],
         }
         config_file = self._workdir / "prometheus.yml"
@@ -56,16 +70,24 @@ class Prometheus:
                 stdin=subprocess.DEVNULL,
             )
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            match = _LISTENING.search(self.log.read_text(errors="replace"))
-            if match:
-                self.url = f"http://{match.group(1)}"
+        while time.monotonic() < deadline and self._process.poll() is None:
+            if not self.url:
+                match = _LISTENING.search(self.log.read_text(errors="replace"))
+                if match:
+                    self.url = f"http://{match.group(1)}"
+            # The web server answers before the TSDB is open: queries 503 until ready.
+            if self.url and self._ready():
                 return
-            if self._process.poll() is not None:
-                break
             time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"prometheus did not start:\n{self.log.read_text(errors='replace')}")
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         """The result vector of an instant query."""

@@ -52,6 +52,8 @@ THRESHOLDS = {
     model.Signal.NODEFS_INODES_FREE: 327_680,
     model.Signal.IMAGEFS_AVAILABLE: 15 * GIB,
     model.Signal.IMAGEFS_INODES_FREE: 327_680,
+    # memory.pressure.some.avg10>20, resolved as the engine does: 80 % not stalled.
+    model.Signal.MEMORY_PRESSURE_SOME_AVG10: 8_000,
 }
 
 
@@ -116,9 +118,9 @@ def fed_metrics() -> metrics.AgentMetrics:
         model.QOSClass.BEST_EFFORT,
         reclaimed=40_000,
     )
-    agent.api_request("patch", "nodes/status", 200, seconds=0.02)
-    agent.api_request("create", "pods/eviction", 429, seconds=0.03)
-    agent.api_request("get", "nodes", "error", seconds=5.0)
-    agent.api_retry("get", "nodes", "connection")
+    agent.api_request("patch", "nodes/status", 200)
+    agent.api_request("create", "pods/eviction", 429)
+    agent.api_request("get", "nodes", "error")
+    agent.api_retry("get", "nodes", "Unavailable")
     agent.set_degraded("trigger/psi-memory", "EINVAL for a 1 s window: using 2 s")
     return agent

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from prometheus_client import parser
 
 from nodeagent import model
+from nodeagent.config import load_config
 from nodeagent.observability import metrics
 from tests.observability import samples, tools
 
@@ -62,177 +63,80 @@ def test_each_signal_is_exported_in_its_unit(signal: Signal, unit: str) -> None:
         assert value(agent, f"nodeagent_signal_available_{other}", signal=name) is None
 
 
-def test_every_signal_has_a_unit() -> None:
-    assert all(metrics.signal_unit(signal) is not None for signal in Signal)
+PSI_SIGNALS = sorted(s for s in Signal if ".pressure." in s.value)
 
 
-def test_gauges_follow_the_latest_collection() -> None:
-    agent = metrics.AgentMetrics(process_metrics=False)
-    for available in (900, 500, 700):
-        agent.observe_collection(
-            model.NodeObservations(
-                time=float(available),
-                signals={Signal.MEMORY_AVAILABLE: model.SignalValue(available, 1000)},
-            )
-        )
-        assert value(agent, "nodeagent_signal_available_bytes", signal="memory.available") == float(
-            available
-        )
-
-
-def test_an_unavailable_signal_shows_its_reason_and_no_amount_until_it_recovers() -> None:
-    agent = metrics.AgentMetrics(process_metrics=False)
-    reason = "cannot read memory.stat: [Errno 2] No such file or directory"
-
-    def collect(observed: model.Observation) -> None:
-        agent.observe_collection(
-            model.NodeObservations(time=0.0, signals={Signal.MEMORY_AVAILABLE: observed})
-        )
-
-    collect(model.SignalValue(5, 10))
-    collect(model.Unavailable(reason))
-    labels = {"signal": "memory.available", "reason": reason}
-    assert value(agent, "nodeagent_signal_unavailable", **labels) == 1
-    assert value(agent, "nodeagent_signal_available_bytes", signal="memory.available") is None
-
-    collect(model.SignalValue(7, 10))
-    assert value(agent, "nodeagent_signal_unavailable", **labels) is None
-    assert value(agent, "nodeagent_signal_available_bytes", signal="memory.available") == 7
-
-
-def test_reasons_are_single_line_and_bounded() -> None:
-    agent = metrics.AgentMetrics(process_metrics=False)
-    long_reason = "first line\nsecond   line " + "x" * 1000
-    agent.observe_collection(
-        model.NodeObservations(
-            time=0.0, signals={Signal.NODEFS_AVAILABLE: model.Unavailable(long_reason)}
-        )
-    )
-    [family] = [
-        f
-        for f in parser.text_string_to_metric_families(agent.exposition().decode())
-        if f.name == "nodeagent_signal_unavailable"
-    ]
-    [sample] = family.samples
-    reason = sample.labels["reason"]
-    assert "\n" not in reason
-    assert reason.startswith("first line second line x")
-    assert len(reason) <= metrics.MAX_REASON_LENGTH
-
-
-def test_psi_is_exported_as_ratios_and_cumulative_seconds() -> None:
-    agent = metrics.AgentMetrics(process_metrics=False)
-    agent.observe_collection(samples.observations())
-    system = {"scope": "system", "resource": "memory"}
-    node = {"scope": "node", "resource": "memory"}
-    assert value(agent, "nodeagent_psi_stall_ratio", **system, kind="some", window="10s") == 0.125
-    assert value(agent, "nodeagent_psi_stall_ratio", **node, kind="full", window="60s") == 0.008
-    assert value(agent, "nodeagent_psi_stall_seconds_total", **system, kind="full") == 2.0
-    io_full = {"scope": "system", "resource": "io", "kind": "full"}
-    assert value(agent, "nodeagent_psi_stall_seconds_total", **io_full) is None
-
-
-def test_decision_state_pressure_conditions_and_taints() -> None:
-    agent = metrics.AgentMetrics(process_metrics=False)
-    agent.observe_decision(samples.decision(), cycle_seconds=0.01)
-    met = {"signal": "memory.available", "kind": "hard", "grace_satisfied": "true"}
-    assert value(agent, "nodeagent_threshold_met", **met) == 1
-    assert value(agent, "nodeagent_node_pressure", pressure="memory") == 1
-    assert value(agent, "nodeagent_node_pressure", pressure="disk") == 0
-    # A pressure the decision does not mention is reported as not held.
-    assert value(agent, "nodeagent_node_pressure", pressure="pid") == 0
-    assert value(agent, "nodeagent_node_condition", condition="NodeAgentMemoryPressure") == 1
-    assert value(agent, "nodeagent_node_condition", condition="NodeAgentDiskPressure") == 0
-    taint = {"key": "nodeagent.io/memory-pressure", "effect": "NoSchedule"}
-    assert value(agent, "nodeagent_node_taint", **taint) == 1
-    assert value(agent, "nodeagent_eviction_candidates") == 1
-    assert value(agent, "nodeagent_evaluation_duration_seconds_count") == 1
-    assert (value(agent, "nodeagent_last_evaluation_timestamp_seconds") or 0) > 1.7e9
-
-    relieved = model.Decision(
-        time=200.0,
-        thresholds_met=(),
-        pressure={},
-        conditions=(),
-        taints=(),
-        evictions=(),
-    )
-    agent.observe_decision(relieved, cycle_seconds=0.01)
-    assert value(agent, "nodeagent_threshold_met", **met) is None
-    assert value(agent, "nodeagent_node_pressure", pressure="memory") == 0
-    assert value(agent, "nodeagent_node_taint", **taint) is None
-    assert value(agent, "nodeagent_evaluation_duration_seconds_count") == 2
+def test_kubelet_signals_have_an_amount_unit_and_psi_signals_none() -> None:
+    for signal in Signal:
+        assert (metrics.signal_unit(signal) is None) is (signal in PSI_SIGNALS), signal
 
 
 @pytest.mark.parametrize(
-    ("hard", "grace", "kind", "grace_label"),
+    ("signal", "unit"),
     [
-        pytest.param(True, True, "hard", "true", id="hard"),
-        pytest.param(False, False, "soft", "false", id="soft-in-grace"),
-        pytest.param(False, True, "soft", "true", id="soft-grace-satisfied"),
+        pytest.param(Signal.MEMORY_PRESSURE_SOME_AVG10, "bytes", id="memory-psi-frees-memory"),
+        pytest.param(Signal.IO_PRESSURE_FULL_AVG60, "bytes", id="io-psi-frees-disk"),
+        pytest.param(Signal.NODEFS_INODES_FREE, "inodes", id="inodes"),
+        pytest.param(Signal.PID_AVAILABLE, "pids", id="pids"),
     ],
 )
-def test_threshold_met_labels(hard: bool, grace: bool, kind: str, grace_label: str) -> None:
+def test_reclaim_is_counted_in_the_starved_resources_unit(signal: Signal, unit: str) -> None:
+    assert metrics.reclaim_unit(signal) == unit
     agent = metrics.AgentMetrics(process_metrics=False)
-    met = model.ThresholdMet(Signal.NODEFS_AVAILABLE, hard, grace, 10, 5)
-    agent.observe_decision(
-        model.Decision(0.0, (met,), {}, (), (), ()),
-        cycle_seconds=0.0,
+    agent.record_eviction(signal, metrics.EvictionOutcome.EVICTED, model.QOSClass.BURSTABLE, 77)
+    labels = {"signal": signal.value, "outcome": "evicted"}
+    assert value(agent, f"nodeagent_eviction_reclaimed_{unit}_sum", **labels) == 77
+
+
+def test_psi_thresholds_and_the_engines_view_of_psi_are_stall_ratios() -> None:
+    """A PSI threshold (``memory.pressure.some.avg10>20``) reaches the metrics as the
+    engine resolves it, in hundredths of a percent *not* stalled; it is exported as a
+    stall share, beside the stall the engine compares it with (the node cgroup's file
+    before the system's), and never as an amount of bytes."""
+    from nodeagent.eviction import policy
+
+    config = load_config(
+        environ={},
+        overrides={
+            "eviction_hard": {"memory.pressure.some.avg10": "20", "memory.available": "100Mi"}
+        },
     )
-    labels = {"signal": "nodefs.available", "kind": kind, "grace_satisfied": grace_label}
-    assert value(agent, "nodeagent_threshold_met", **labels) == 1
-
-
-def test_eviction_series_exist_at_zero_for_every_signal_with_a_threshold() -> None:
+    enforcing = policy.EvictionPolicy.from_settings(config)
+    observed = samples.observations()
+    thresholds = enforcing.enforced_thresholds(observed)
     agent = metrics.AgentMetrics(process_metrics=False)
-    agent.observe_collection(samples.observations(), samples.THRESHOLDS)
-    for signal in samples.THRESHOLDS:
-        for outcome in metrics.EvictionOutcome:
-            for qos in model.QOSClass:
-                labels = {"signal": signal.value, "outcome": outcome.value, "qos": qos.value}
-                assert value(agent, "nodeagent_evictions_total", **labels) == 0
-    pid = {"signal": "pid.available", "outcome": "evicted", "qos": "BestEffort"}
-    assert value(agent, "nodeagent_evictions_total", **pid) is None
+    agent.observe_collection(observed, thresholds)
 
-
-def test_evictions_count_by_outcome_and_reclaim_only_when_memory_is_freed() -> None:
-    agent = metrics.AgentMetrics(process_metrics=False)
-    memory = Signal.MEMORY_AVAILABLE
-    agent.record_eviction(memory, metrics.EvictionOutcome.EVICTED, model.QOSClass.BURSTABLE, 300)
-    agent.record_eviction(memory, metrics.EvictionOutcome.EVICTED, model.QOSClass.BURSTABLE, 200)
-    agent.record_eviction(memory, metrics.EvictionOutcome.FAILED, model.QOSClass.BURSTABLE, 999)
-    agent.record_eviction(
-        memory, metrics.EvictionOutcome.BLOCKED_BY_PDB, model.QOSClass.GUARANTEED, 999
+    psi = {"signal": "memory.pressure.some.avg10"}
+    assert value(agent, "nodeagent_signal_threshold_ratio", **psi) == pytest.approx(0.2)
+    node_some_avg10 = observed.psi["node/memory"].some
+    assert node_some_avg10 is not None
+    assert value(agent, "nodeagent_signal_stall_ratio", **psi) == pytest.approx(
+        node_some_avg10.avg10 / 100
     )
-    agent.record_eviction(
-        Signal.PID_AVAILABLE, metrics.EvictionOutcome.DRY_RUN, model.QOSClass.BEST_EFFORT, 12
-    )
-    base = {"signal": "memory.available", "qos": "Burstable"}
-    assert value(agent, "nodeagent_evictions_total", **base, outcome="evicted") == 2
-    assert value(agent, "nodeagent_evictions_total", **base, outcome="failed") == 1
-    evicted = {"signal": "memory.available", "outcome": "evicted"}
-    assert value(agent, "nodeagent_eviction_reclaimed_bytes_sum", **evicted) == 500
-    assert value(agent, "nodeagent_eviction_reclaimed_bytes_count", **evicted) == 2
-    failed = {"signal": "memory.available", "outcome": "failed"}
-    assert value(agent, "nodeagent_eviction_reclaimed_bytes_count", **failed) is None
-    pids = {"signal": "pid.available", "outcome": "dry_run"}
-    assert value(agent, "nodeagent_eviction_reclaimed_pids_sum", **pids) == 12
+    for unit in ("bytes", "inodes", "pids"):
+        assert value(agent, f"nodeagent_signal_threshold_{unit}", **psi) is None
+    memory = {"signal": "memory.available"}
+    assert value(agent, "nodeagent_signal_threshold_bytes", **memory) == 100 * samples.MIB
+    assert value(agent, "nodeagent_signal_stall_ratio", **memory) is None
+    # Its eviction counters exist at zero like any other signal's with a threshold.
+    zero = {**psi, "outcome": "blocked_by_pdb", "qos": "Burstable"}
+    assert value(agent, "nodeagent_evictions_total", **zero) == 0
 
 
-def test_api_requests_retries_and_durations() -> None:
+def test_api_requests_and_retries() -> None:
     agent = metrics.AgentMetrics(process_metrics=False)
-    agent.api_request("create", "pods/eviction", 429, seconds=0.02)
+    agent.api_request("create", "pods/eviction", 429)
     agent.api_request("create", "pods/eviction", 201)
-    agent.api_request("patch", "nodes/status", "error", seconds=3.0)
-    agent.api_retry("patch", "nodes/status", "connection")
+    agent.api_request("patch", "nodes/status", "error")
+    agent.api_request("patch", "nodes/status", "error")
+    agent.api_retry("patch", "nodes/status", "Unavailable")
     eviction = {"verb": "create", "resource": "pods/eviction"}
     assert value(agent, "nodeagent_api_requests_total", **eviction, code="429") == 1
     assert value(agent, "nodeagent_api_requests_total", **eviction, code="201") == 1
     status = {"verb": "patch", "resource": "nodes/status"}
-    assert value(agent, "nodeagent_api_requests_total", **status, code="error") == 1
-    assert value(agent, "nodeagent_api_request_duration_seconds_count", **eviction) == 1
-    assert value(agent, "nodeagent_api_request_duration_seconds_sum", **status) == 3.0
-    assert value(agent, "nodeagent_api_retries_total", **status, reason="connection") == 1
+    assert value(agent, "nodeagent_api_requests_total", **status, code="error") == 2
+    assert value(agent, "nodeagent_api_retries_total", **status, reason="Unavailable") == 1
 
 
 def test_latency_histograms_land_in_the_right_buckets() -> None:
@@ -312,10 +216,12 @@ def test_exposition_is_parseable_and_says_exactly_what_was_observed(
             elif sample.name == "nodeagent_signal_unavailable":
                 unavailable.append(sample.labels["signal"])
 
-    expected = {s.value: o for s, o in signals.items()}
+    # PSI signals are stall shares, never amounts (a trace may carry them as signals).
+    amounts = {s.value: o for s, o in signals.items() if metrics.signal_unit(s) is not None}
     assert available == {
-        name: float(o.available) for name, o in expected.items() if isinstance(o, model.SignalValue)
+        name: float(o.available) for name, o in amounts.items() if isinstance(o, model.SignalValue)
     }
+    expected = {s.value: o for s, o in signals.items()}
     assert sorted(unavailable) == sorted(
         name for name, o in expected.items() if isinstance(o, model.Unavailable)
     )
@@ -327,8 +233,8 @@ def test_agent_metrics_is_the_kubernetes_clients_call_observer() -> None:
     observer: client.ApiCallObserver = metrics.AgentMetrics(process_metrics=False)
     observer.api_request("get", "nodes", "200")
     observer.api_request("get", "nodes", "error")
-    observer.api_retry("get", "nodes", "connection")
+    observer.api_retry("get", "nodes", "Unavailable")
     assert isinstance(observer, metrics.AgentMetrics)
     labels = {"verb": "get", "resource": "nodes"}
     assert value(observer, "nodeagent_api_requests_total", **labels, code="error") == 1
-    assert value(observer, "nodeagent_api_retries_total", **labels, reason="connection") == 1
+    assert value(observer, "nodeagent_api_retries_total", **labels, reason="Unavailable") == 1

@@ -13,7 +13,6 @@ from nodeagent.observability.settings import (
     DEFAULT_METRICS_PORT,
     ListenAddress,
     parse_listen_address,
-    parse_seconds,
 )
 
 
@@ -66,14 +65,30 @@ def test_bad_listen_addresses(text: str) -> None:
         pytest.param("1h", 3600.0, id="hours"),
     ],
 )
-def test_durations(value: object, seconds: float) -> None:
-    assert parse_seconds(value) == seconds
+def test_liveness_timeout_takes_seconds_or_a_duration(value: object, seconds: float) -> None:
+    assert load_config(environ={}, overrides={"liveness_timeout": value}).liveness_timeout == (
+        seconds
+    )
 
 
-@pytest.mark.parametrize("value", ["", "30 s", "s", "1x", "1m30", True, None])
-def test_bad_durations(value: object) -> None:
-    with pytest.raises(ValueError, match="duration"):
-        parse_seconds(value)
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("", id="empty"),
+        pytest.param("30 s", id="space"),
+        pytest.param("1x", id="unknown-unit"),
+        pytest.param("1m30", id="trailing-number"),
+        pytest.param(True, id="bool"),
+        pytest.param(0, id="zero"),
+        pytest.param("-5s", id="negative"),
+        # A timeout that never runs out would keep a wedged agent alive forever.
+        pytest.param("inf", id="infinite"),
+        pytest.param("nan", id="nan"),
+    ],
+)
+def test_bad_liveness_timeouts_are_config_errors(value: object) -> None:
+    with pytest.raises(ConfigError, match="livenessTimeout"):
+        load_config(environ={}, overrides={"liveness_timeout": value})
 
 
 def test_file_environment_and_flag(tmp_path: Path) -> None:
