@@ -459,15 +459,26 @@ class Framework:
         snapshot: ClusterSnapshot,
         statuses: Mapping[int, api.Status],
     ) -> tuple[str | None, api.Status]:
-        last = api.unschedulable()
+        """kube-scheduler's RunPostFilterPlugins: the first success wins; an unresolvable
+        rejection or an error stops the run; otherwise every plugin runs, their reasons
+        are collected, the first rejecting plugin is named, and the last nomination
+        offered is kept."""
+        nominated: str | None = None
+        reasons: list[str] = []
+        rejector = ""
         for plugin in self.post_filter:
-            nominated, status = plugin.post_filter(state, pod, snapshot, statuses)
+            offered, status = plugin.post_filter(state, pod, snapshot, statuses)
             if status.is_success:
-                return nominated, status
+                return offered, status
+            if status.code is api.Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return offered, status.with_plugin(plugin.name)
             if not status.is_rejection:
-                return None, status.with_plugin(plugin.name)
-            last = status.with_plugin(plugin.name)
-        return None, last
+                message = f"running PostFilter plugin {plugin.name!r}: {status.message}"
+                return None, api.error(message).with_plugin(plugin.name)
+            nominated = offered or nominated
+            reasons.extend(status.reasons)
+            rejector = rejector or plugin.name
+        return nominated, api.Status(api.Code.UNSCHEDULABLE, tuple(reasons), rejector)
 
     def run_pre_score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices

@@ -97,6 +97,8 @@ def parse_quantity(name: str, value: Any, where: FieldPath) -> int:
         amount: Decimal = quantity.parse_quantity(value)  # type: ignore[no-untyped-call]
     except (ValueError, TypeError, InvalidOperation) as exc:
         raise where.fail(value, "expected a Kubernetes quantity such as 500m, 2, 1Gi") from exc
+    if amount < 0:  # the API server rejects them; one would hand resources back
+        raise where.fail(value, "expected a non-negative quantity")
     if name == api.CPU:
         amount *= 1000
     return math.ceil(amount)

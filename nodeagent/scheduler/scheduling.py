@@ -235,9 +235,6 @@ class Scheduler:
         self.rng = rng or random.Random()
         self.next_start_node_index = 0
 
-    def framework_for(self, pod: api.Pod) -> Framework | None:
-        return self.frameworks.get(pod.scheduler_name)
-
     def schedule_one(self, pod: api.Pod) -> CycleResult:
         """The whole cycle for ``pod``; on success the pod is bound in the snapshot."""
         fw = self.frameworks[pod.scheduler_name]
@@ -251,8 +248,12 @@ class Scheduler:
         if result.node is None:
             if result.status.is_rejection and fw.post_filter:
                 statuses = result.rejection_statuses()
-                nominated, _ = fw.run_post_filter(result.state, pod, self.snapshot, statuses)
+                nominated, post = fw.run_post_filter(result.state, pod, self.snapshot, statuses)
                 result.nominated_node = nominated
+                if post.code is not api.Code.ERROR and post.message:
+                    # kube-scheduler appends the PostFilter message to the FitError's.
+                    fit = f"{result.status.message} {post.message}."
+                    result.status = api.Status(result.status.code, (fit,), result.status.plugin)
             return result
         node_index = self.snapshot.index[result.node]
         self.snapshot.add_pod(pod, node_index)  # assume
@@ -317,7 +318,7 @@ class Scheduler:
             wanted = 1
         if len(candidates) == 0:
             outcome = FilterOutcome(candidates, candidates, candidates, 0)
-        elif not result.filters:
+        elif not result.filters:  # every node passes: the first `wanted` from the start
             start = self.next_start_node_index % len(candidates)
             take = _rotated(candidates, start, 0, min(wanted, len(candidates)))
             outcome = FilterOutcome(take, take[:0], take[:0], len(take))
@@ -326,9 +327,9 @@ class Scheduler:
             outcome = find_feasible(
                 result.filters, state, pod, snapshot, candidates, start=start, wanted=wanted
             )
-            self.next_start_node_index = (
-                self.next_start_node_index + outcome.processed
-            ) % snapshot.size
+        # Advanced in every case, as kube-scheduler does, so the next pod starts elsewhere.
+        advanced = self.next_start_node_index + outcome.processed
+        self.next_start_node_index = advanced % snapshot.size
         result.outcome = outcome
         feasible = outcome.feasible
         if feasible.size == 0:

@@ -106,6 +106,42 @@ class FakePermit:
         return self.status, 0.0
 
 
+class FakePostFilter:
+    def __init__(
+        self, name: str, rec: Recorder, status: api.Status, nominate: str | None = None
+    ) -> None:
+        self.name = name
+        self.rec = rec
+        self.status = status
+        self.nominate = nominate
+
+    def post_filter(
+        self,
+        state: CycleState,
+        pod: api.Pod,
+        snap: ClusterSnapshot,
+        statuses: Mapping[int, api.Status],
+    ) -> tuple[str | None, api.Status]:
+        self.rec.calls.append((self.name, "post_filter", sorted(snap.names[i] for i in statuses)))
+        return self.nominate, self.status
+
+
+class Broken:
+    """A Filter plugin that cannot do its work."""
+
+    name = "Broken"
+
+    def filter(
+        self, state: CycleState, pod: api.Pod, snap: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        raise framework.PluginError("backing store unreachable")
+
+    def filter_node(
+        self, state: CycleState, pod: api.Pod, snap: ClusterSnapshot, node: int
+    ) -> api.Status:
+        raise framework.PluginError("backing store unreachable")
+
+
 class FakeBinder:
     def __init__(self, name: str, rec: Recorder, status: api.Status) -> None:
         self.name = name
@@ -319,3 +355,76 @@ def test_a_profile_needs_a_binder() -> None:
     }
     with pytest.raises(ConfigError, match="at least one bind plugin"):
         framework.Framework(config.parse_configuration(doc, reg).profiles[0], reg)
+
+
+def test_a_plugin_error_fails_the_cycle_not_the_plan() -> None:
+    fw = make({"Broken": Broken()}, {"filter": [{"name": "Broken"}]})
+    result = run(fw)
+    assert result.node is None
+    assert result.status == api.error("backing store unreachable")
+
+
+def post_filter_run(*plugins: FakePostFilter) -> scheduling.CycleResult:
+    rec = plugins[0].rec
+    no = FakeFilter("No", rec, {"n1", "n2", "n3"}, api.Code.UNSCHEDULABLE)
+    fw = make(
+        {"No": no, **{p.name: p for p in plugins}},
+        {"filter": [{"name": "No"}], "postFilter": [{"name": p.name} for p in plugins]},
+    )
+    return run(fw)
+
+
+def test_post_filter_runs_without_feasible_nodes_and_collects_rejections() -> None:
+    rec = Recorder()
+    first = FakePostFilter("P1", rec, api.unschedulable("p1 found nothing"))
+    second = FakePostFilter("P2", rec, api.unschedulable("p2 neither"), nominate="n2")
+    result = post_filter_run(first, second)
+    assert [c[:2] for c in rec.calls] == [
+        ("No", "filter"),
+        ("P1", "post_filter"),
+        ("P2", "post_filter"),
+    ]
+    assert rec.calls[1][2] == ["n1", "n2", "n3"]  # every rejected node's status is handed over
+    assert result.nominated_node == "n2"
+    assert result.status.message == (
+        "0/3 nodes are available: 3 No says no. p1 found nothing, p2 neither."
+    )
+
+
+def test_post_filter_does_not_run_when_a_node_fits() -> None:
+    rec = Recorder()
+    fw = make(
+        {"P1": FakePostFilter("P1", rec, api.unschedulable("p1"))},
+        {"postFilter": [{"name": "P1"}]},
+    )
+    assert run(fw).node is not None
+    assert rec.calls == []
+
+
+@pytest.mark.parametrize(
+    ("first", "code"),
+    [
+        pytest.param(
+            api.unschedulable("never", unresolvable=True),
+            api.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            id="unresolvable",
+        ),
+        pytest.param(api.error("boom"), api.Code.ERROR, id="error"),
+        pytest.param(api.SUCCESS, api.Code.SUCCESS, id="success"),
+    ],
+)
+def test_post_filter_stops_at_success_unresolvable_or_error(
+    first: api.Status, code: api.Code
+) -> None:
+    rec = Recorder()
+    fw = make(
+        {
+            "P1": FakePostFilter("P1", rec, first, nominate="n1"),
+            "P2": FakePostFilter("P2", rec, api.unschedulable("p2")),
+        },
+        {"postFilter": [{"name": "P1"}, {"name": "P2"}]},
+    )
+    nominated, status = fw.run_post_filter(CycleState(), b.pod(), b.snapshot(SNAP_NODES), {})
+    assert [c[0] for c in rec.calls] == ["P1"]
+    assert status.code is code
+    assert nominated == (None if code is api.Code.ERROR else "n1")

@@ -93,13 +93,20 @@ def test_quantities(name: str, text: object, expected: int) -> None:
     assert objects.parse_quantity(name, text, objects.FieldPath("test")) == expected
 
 
-def test_bad_quantity_names_the_pod_and_field() -> None:
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("lots", "expected a Kubernetes quantity", id="not-a-quantity"),
+        pytest.param("-1", "expected a non-negative quantity", id="negative"),
+        pytest.param("-100m", "expected a non-negative quantity", id="negative-milli"),
+    ],
+)
+def test_bad_quantity_names_the_pod_and_field(text: str, expected: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        b.pod("web", requests={"cpu": "lots"})
+        b.pod("web", requests={"cpu": text})
     message = str(caught.value)
-    assert "Pod default/web" in message
-    assert "spec.containers[0].resources.requests.cpu" in message
-    assert "'lots'" in message
+    assert f"Pod default/web: spec.containers[0].resources.requests.cpu = {text!r}" in message
+    assert expected in message
 
 
 def test_bad_taint_effect_is_rejected() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest
@@ -169,6 +170,37 @@ def test_start_index_carries_across_cycles_so_every_node_gets_a_turn() -> None:
     assert second.outcome is not None
     assert set(second.outcome.feasible.tolist()) == set(range(100, 200))
     assert sched.next_start_node_index == 0
+
+
+@pytest.mark.parametrize(
+    "plugins",
+    [
+        pytest.param({"filter": {"disabled": [{"name": "*"}]}}, id="no-filter-plugins"),
+        pytest.param(
+            {
+                "filter": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodePorts"}]},
+                "preFilter": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodePorts"}]},
+            },
+            id="every-filter-skipped",
+        ),
+    ],
+)
+def test_start_index_advances_when_no_filter_runs(plugins: dict[str, Any]) -> None:
+    snap = b.snapshot([b.node(f"n{i:03}") for i in range(200)])
+    fw = b.default_framework(
+        {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "profiles": [{"percentageOfNodesToScore": 50, "plugins": plugins}],
+        }
+    )
+    sched = scheduling.Scheduler({fw.scheduler_name: fw}, snap, rng=random.Random(0))
+    first = sched.schedule_pod(fw, b.pod("a"))
+    assert first.outcome is not None and first.outcome.feasible.tolist() == list(range(100))
+    assert sched.next_start_node_index == 100
+    second = sched.schedule_pod(fw, b.pod("b"))
+    assert second.outcome is not None
+    assert second.outcome.feasible.tolist() == list(range(100, 200))
 
 
 def test_processed_counts_rejected_nodes_too() -> None:
