@@ -66,39 +66,21 @@ class BalancedAllocation:
         state.write(_PRE_SCORE_KEY, requests)
         return api.SUCCESS
 
-    def scoring_inputs(
-        self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
-    ) -> tuple[ra.Matrix, ra.Matrix, ra.Bools]:
-        rows = len(self._resources)
-        requested = np.zeros((rows, len(nodes)), dtype=np.int64)
-        allocatable = np.zeros((rows, len(nodes)), dtype=np.int64)
-        included = np.ones((rows, len(nodes)), dtype=bool)
-        for i, (name, amount) in enumerate(zip(self._resources, pod_requests, strict=True)):
-            if api.is_scalar_resource(name) and amount == 0:
-                included[i] = False
-                continue
-            row = snapshot.resource_row(name)
-            if row is None:
-                continue
-            allocatable[i] = snapshot.allocatable[row, nodes]
-            requested[i] = snapshot.requested[row, nodes] + amount
-        return requested, allocatable, included
-
     def score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> Int64s:
         requests = state.read(_PRE_SCORE_KEY, list) or self._pod_requests(pod)
-        return ra.balanced_allocation_vector(*self.scoring_inputs(requests, snapshot, nodes))
+        return ra.balanced_allocation_vector(*self._inputs(requests, snapshot, nodes))
 
     def score_node(self, pod: api.Pod, snapshot: ClusterSnapshot, node: int) -> int:
-        requested, allocatable, included = self.scoring_inputs(
-            self._pod_requests(pod), snapshot, np.array([node], dtype=np.intp)
-        )
-        return ra.balanced_allocation_score(
-            [int(v) for v in requested[:, 0]],
-            [int(v) for v in allocatable[:, 0]],
-            [bool(v) for v in included[:, 0]],
-        )
+        single = np.array([node], dtype=np.intp)
+        inputs = self._inputs(self._pod_requests(pod), snapshot, single)
+        return ra.balanced_allocation_score(*ra.first_column(inputs))
+
+    def _inputs(
+        self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> tuple[ra.Matrix, ra.Matrix, ra.Bools]:
+        return ra.scoring_inputs(self._resources, pod_requests, snapshot, nodes, nonzero=False)
 
 
 def new(args: Args | None, handle: Handle) -> BalancedAllocation:

@@ -21,14 +21,7 @@ from pydantic import Field, model_validator
 from nodeagent.scheduler import api, config
 from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
 from nodeagent.scheduler.plugins import resource_allocation as ra
-from nodeagent.scheduler.snapshot import (
-    CPU_ROW,
-    MEMORY_ROW,
-    ClusterSnapshot,
-    Int64s,
-    Mask,
-    NodeIndices,
-)
+from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
 NAME = "NodeResourcesFit"
 REASON_TOO_MANY_PODS = "Too many pods"
@@ -217,29 +210,11 @@ class NodeResourcesFit:
         state.write(_PRE_SCORE_KEY, self._pod_scoring_requests(pod))
         return api.SUCCESS
 
-    def scoring_inputs(
+    def _inputs(
         self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> tuple[ra.Matrix, ra.Matrix, ra.Bools]:
-        """Requested (node + pod), allocatable and inclusion, per configured resource."""
-        rows = len(self._resources)
-        requested = np.zeros((rows, len(nodes)), dtype=np.int64)
-        allocatable = np.zeros((rows, len(nodes)), dtype=np.int64)
-        included = np.ones((rows, len(nodes)), dtype=bool)
-        for i, ((name, _), amount) in enumerate(zip(self._resources, pod_requests, strict=True)):
-            row = snapshot.resource_row(name)
-            if api.is_scalar_resource(name) and amount == 0:
-                included[i] = False
-                continue
-            if row is None:
-                continue  # allocatable 0 everywhere: skipped by the formula
-            allocatable[i] = snapshot.allocatable[row, nodes]
-            if name == api.CPU:
-                requested[i] = snapshot.nonzero_requested[CPU_ROW, nodes] + amount
-            elif name == api.MEMORY:
-                requested[i] = snapshot.nonzero_requested[MEMORY_ROW, nodes] + amount
-            else:
-                requested[i] = snapshot.requested[row, nodes] + amount
-        return requested, allocatable, included
+        names = [name for name, _ in self._resources]
+        return ra.scoring_inputs(names, pod_requests, snapshot, nodes, nonzero=True)
 
     def score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
@@ -247,7 +222,7 @@ class NodeResourcesFit:
         pod_requests = state.read(_PRE_SCORE_KEY, list)
         if pod_requests is None:
             pod_requests = self._pod_scoring_requests(pod)
-        requested, allocatable, included = self.scoring_inputs(pod_requests, snapshot, nodes)
+        requested, allocatable, included = self._inputs(pod_requests, snapshot, nodes)
         if self._strategy == LEAST_ALLOCATED:
             return ra.least_allocated_vector(requested, allocatable, self._weights, included)
         if self._strategy == MOST_ALLOCATED:
@@ -258,12 +233,10 @@ class NodeResourcesFit:
 
     def score_node(self, pod: api.Pod, snapshot: ClusterSnapshot, node: int) -> int:
         """The scalar formula for one node (the specification the vector form meets)."""
-        requested, allocatable, included = self.scoring_inputs(
-            self._pod_scoring_requests(pod), snapshot, np.array([node], dtype=np.intp)
+        single = np.array([node], dtype=np.intp)
+        req, alloc, inc = ra.first_column(
+            self._inputs(self._pod_scoring_requests(pod), snapshot, single)
         )
-        req = [int(v) for v in requested[:, 0]]
-        alloc = [int(v) for v in allocatable[:, 0]]
-        inc = [bool(v) for v in included[:, 0]]
         weights = [int(w) for w in self._weights]
         if self._strategy == LEAST_ALLOCATED:
             return ra.least_allocated_score(req, alloc, weights, inc)

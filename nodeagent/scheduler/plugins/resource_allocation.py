@@ -15,14 +15,20 @@ with the sums taken in the same order so the results are bit-identical.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from nodeagent.scheduler import api
 from nodeagent.scheduler.plugins import helpers
-from nodeagent.scheduler.snapshot import Int64s
+from nodeagent.scheduler.snapshot import (
+    CPU_ROW,
+    MEMORY_ROW,
+    ClusterSnapshot,
+    Int64s,
+    NodeIndices,
+)
 
 Matrix = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
@@ -70,18 +76,29 @@ def _weighted_average(
     return total, weight_sum
 
 
+def _weighted_score(
+    per_resource: Callable[[int, int], int],
+    requested: Sequence[int],
+    allocatable: Sequence[int],
+    weights: Sequence[int],
+    included: Sequence[bool],
+) -> int:
+    """``sum(score_r * w_r) / sum(w_r)`` (integer) over the resources that count."""
+    per = [
+        per_resource(r, a) if inc and a != 0 else None
+        for r, a, inc in zip(requested, allocatable, included, strict=True)
+    ]
+    total, weight_sum = _weighted_average(per, weights)
+    return total // weight_sum if weight_sum else 0
+
+
 def least_allocated_score(
     requested: Sequence[int],
     allocatable: Sequence[int],
     weights: Sequence[int],
     included: Sequence[bool],
 ) -> int:
-    per = [
-        least_requested(r, a) if inc and a != 0 else None
-        for r, a, inc in zip(requested, allocatable, included, strict=True)
-    ]
-    total, weight_sum = _weighted_average(per, weights)
-    return total // weight_sum if weight_sum else 0
+    return _weighted_score(least_requested, requested, allocatable, weights, included)
 
 
 def most_allocated_score(
@@ -90,12 +107,7 @@ def most_allocated_score(
     weights: Sequence[int],
     included: Sequence[bool],
 ) -> int:
-    per = [
-        most_requested(r, a) if inc and a != 0 else None
-        for r, a, inc in zip(requested, allocatable, included, strict=True)
-    ]
-    total, weight_sum = _weighted_average(per, weights)
-    return total // weight_sum if weight_sum else 0
+    return _weighted_score(most_requested, requested, allocatable, weights, included)
 
 
 def requested_to_capacity_ratio_score(
@@ -140,6 +152,54 @@ def balanced_allocation_score(
             square_sum += (fraction - mean) * (fraction - mean)
         std = math.sqrt(square_sum / len(fractions))
     return int((1 - std) * api.MAX_NODE_SCORE)
+
+
+# --- inputs from the snapshot -----------------------------------------------------------
+
+
+def scoring_inputs(
+    resources: Sequence[str],
+    pod_requests: Sequence[int],
+    snapshot: ClusterSnapshot,
+    nodes: NodeIndices,
+    *,
+    nonzero: bool,
+) -> tuple[Matrix, Matrix, Bools]:
+    """Per resource (row) and node (column): the node's requests plus the pod's, the
+    allocatable amount, and whether the resource counts. A scalar resource the pod does
+    not request does not count (kube-scheduler returns (0, 0) for it); a resource no
+    node has gets allocatable 0 and is skipped by the formulas. ``nonzero``: cpu and
+    memory use the "non-zero" requests (the scoring strategies), otherwise plain
+    requests (BalancedAllocation)."""
+    requested = np.zeros((len(resources), len(nodes)), dtype=np.int64)
+    allocatable = np.zeros((len(resources), len(nodes)), dtype=np.int64)
+    included = np.ones((len(resources), len(nodes)), dtype=bool)
+    for i, (name, amount) in enumerate(zip(resources, pod_requests, strict=True)):
+        if api.is_scalar_resource(name) and amount == 0:
+            included[i] = False
+            continue
+        row = snapshot.resource_row(name)
+        if row is None:
+            continue
+        allocatable[i] = snapshot.allocatable[row, nodes]
+        if nonzero and name == api.CPU:
+            requested[i] = snapshot.nonzero_requested[CPU_ROW, nodes] + amount
+        elif nonzero and name == api.MEMORY:
+            requested[i] = snapshot.nonzero_requested[MEMORY_ROW, nodes] + amount
+        else:
+            requested[i] = snapshot.requested[row, nodes] + amount
+    return requested, allocatable, included
+
+
+def first_column(inputs: tuple[Matrix, Matrix, Bools]) -> tuple[list[int], list[int], list[bool]]:
+    """The one node of single-node :func:`scoring_inputs`, as plain lists for the scalar
+    formulas."""
+    requested, allocatable, included = inputs
+    return (
+        [int(v) for v in requested[:, 0]],
+        [int(v) for v in allocatable[:, 0]],
+        [bool(v) for v in included[:, 0]],
+    )
 
 
 # --- vectorized forms -------------------------------------------------------------------
