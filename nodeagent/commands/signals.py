@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -68,9 +70,16 @@ def run(args: argparse.Namespace) -> int:
     with SignalCollector.from_settings(config, logger=quiet) as collector:
         observations = collector.collect(time.monotonic())
         if args.output == "json":
-            print(json.dumps(report(observations, collector), indent=2))
+            text = json.dumps(report(observations, collector), indent=2)
         else:
-            print(render_table(observations, collector))
+            text = render_table(observations, collector)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # The reader left early (`nodeagent signals | head`). Point stdout at /dev/null
+        # so the interpreter's own flush at exit does not fail again with a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

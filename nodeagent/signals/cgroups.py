@@ -132,15 +132,29 @@ KUBEPODS_NAMES = ("kubepods.slice", "kubepods")
 """The node-allocatable cgroup's name with the systemd and the cgroupfs driver."""
 
 
+def kubepods_candidates(node_cgroup: str) -> tuple[str, ...]:
+    """Where the kubelet puts kubepods, most specific first: under the node cgroup (a
+    kubelet ``--cgroup-root``), then at the root of the hierarchy.
+
+    Under a systemd slice the kubelet names the child after its parent, as systemd
+    requires: ``--cgroup-root=/mynode.slice`` gives
+    ``/mynode.slice/mynode-kubepods.slice``.
+    """
+    candidates: list[str] = []
+    if node_cgroup != "/":
+        name = node_cgroup.rsplit("/", 1)[-1]
+        if name.endswith(".slice"):
+            candidates.append(f"{node_cgroup}/{name[: -len('.slice')]}-kubepods.slice")
+        candidates += [f"{node_cgroup}/{kubepods}" for kubepods in KUBEPODS_NAMES]
+    candidates += [f"/{kubepods}" for kubepods in KUBEPODS_NAMES]
+    return tuple(candidates)
+
+
 def find_kubepods(memory_root: str, node_cgroup: str) -> str | None:
-    """The kubepods cgroup: under the node cgroup first (a kubelet ``--cgroup-root``),
-    then at the root of the hierarchy."""
-    parents = [node_cgroup] if node_cgroup == "/" else [node_cgroup, "/"]
-    for parent in parents:
-        for name in KUBEPODS_NAMES:
-            candidate = normalize_cgroup(f"{parent}/{name}")
-            if os.path.isdir(_join(memory_root, candidate)):
-                return candidate
+    """The first of :func:`kubepods_candidates` that exists in the memory hierarchy."""
+    for candidate in kubepods_candidates(node_cgroup):
+        if os.path.isdir(_join(memory_root, candidate)):
+            return candidate
     return None
 
 
@@ -150,7 +164,7 @@ def missing_kubepods_reason(paths: CgroupPaths) -> str:
         return f"no cgroup memory controller under {paths.mount}"
     return (
         f"no kubepods cgroup under {paths.memory_root} (looked for "
-        f"{' and '.join(KUBEPODS_NAMES)}); set kubepodsCgroup"
+        f"{', '.join(kubepods_candidates(paths.node_cgroup))}); set kubepodsCgroup"
     )
 
 

@@ -165,9 +165,7 @@ class SignalCollector:
         self._reader = FileReader(max_open=max_open_files)
         self._memory = MemoryReader(self._paths, proc_dir=self._proc_dir)
         self._pids = PidReader(proc_dir=self._proc_dir, version=self._paths.version)
-        self._psi = PsiReader(
-            proc_dir=self._proc_dir, node_unified_dir=self._paths.node_unified_dir
-        )
+        self._psi = PsiReader(proc_dir=self._proc_dir, cgroups=self._paths)
         self._filesystems = FilesystemReader(
             nodefs=FsPath(_under(root, nodefs_path), str(nodefs_path)),
             imagefs=FsPath(_under(root, imagefs_path), str(imagefs_path)),
@@ -448,4 +446,5 @@ class SignalCollector:
             self._paths.mount, node_cgroup=self._paths.node_cgroup, kubepods_cgroup=found
         )
         self._memory = MemoryReader(self._paths, proc_dir=self._proc_dir)
+        self._psi = PsiReader(proc_dir=self._proc_dir, cgroups=self._paths)
         self._pod_index = self._new_pod_index()

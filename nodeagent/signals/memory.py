@@ -29,7 +29,9 @@ smallest ``memory.max`` on the way up), capped at ``MemTotal``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from enum import StrEnum
+from typing import TypeVar
 
 from nodeagent.errors import SignalReadError
 from nodeagent.model import Observation, SignalValue, Unavailable
@@ -42,16 +44,10 @@ from nodeagent.signals.cgroups import (
 )
 from nodeagent.signals.files import FileReader, read_checked
 
-MEMINFO_KEYS = (
-    "MemTotal",
-    "Buffers",
-    "Cached",
-    "SwapCached",
-    "Inactive(file)",
-    "SwapTotal",
-    "SwapFree",
-    "AnonPages",
-)
+_MEMINFO_WORKING_SET_KEYS = ("AnonPages", "Buffers", "Cached", "SwapCached", "Inactive(file)")
+"""What the meminfo fallback needs: usage is the first four, minus the last."""
+
+MEMINFO_KEYS = ("MemTotal", "SwapTotal", "SwapFree", *_MEMINFO_WORKING_SET_KEYS)
 
 _V1_INACTIVE = b"total_inactive_file "
 _V2_INACTIVE = b"inactive_file "
@@ -88,24 +84,25 @@ def _stat_key(data: bytes, key: bytes, path: str) -> int:
     return value
 
 
-def _read_int(reader: FileReader, path: str) -> int:
+_T = TypeVar("_T")
+
+
+def _read_parsed(reader: FileReader, path: str, parser: Callable[[bytes], _T], expected: str) -> _T:
     data = read_checked(reader, path)
     try:
-        return parse.parse_int(data)
+        return parser(data)
     except ValueError as exc:
         raise SignalReadError(
-            f"cannot parse {path}: expected an integer, got {data[:40]!r}"
+            f"cannot parse {path}: expected {expected}, got {data[:40]!r}"
         ) from exc
+
+
+def _read_int(reader: FileReader, path: str) -> int:
+    return _read_parsed(reader, path, parse.parse_int, "an integer")
 
 
 def _read_limit(reader: FileReader, path: str) -> int | None:
-    data = read_checked(reader, path)
-    try:
-        return parse.parse_limit(data)
-    except ValueError as exc:
-        raise SignalReadError(
-            f"cannot parse {path}: expected bytes or 'max', got {data[:40]!r}"
-        ) from exc
+    return _read_parsed(reader, path, parse.parse_limit, "bytes or 'max'")
 
 
 class MemoryReader:
@@ -232,16 +229,13 @@ class MemoryReader:
             ws = working_set(usage, _optional_stat_key(stat, _V2_INACTIVE, stat_path))
             capacity, source = mem_total, self.node_source
         elif mode is _NodeMode.MEMINFO:
-            missing = [key for key in MEMINFO_KEYS[:5] if key not in meminfo]
+            missing = [key for key in _MEMINFO_WORKING_SET_KEYS if key not in meminfo]
             if missing:
                 raise SignalReadError(f"{self.meminfo_path} lacks {', '.join(missing)}")
-            usage = (
-                meminfo.get("AnonPages", 0)
-                + meminfo["Buffers"]
-                + meminfo["Cached"]
-                + meminfo["SwapCached"]
+            anon, buffers, cached, swap_cached, inactive = (
+                meminfo[key] for key in _MEMINFO_WORKING_SET_KEYS
             )
-            ws = working_set(usage, meminfo["Inactive(file)"])
+            ws = working_set(anon + buffers + cached + swap_cached, inactive)
             capacity, source = mem_total, self.node_source
         else:
             raise SignalReadError(

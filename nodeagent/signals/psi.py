@@ -4,11 +4,15 @@ Scopes in :attr:`nodeagent.model.NodeObservations.psi`:
 
 * ``memory``, ``io``, ``cpu``: the whole system, ``/proc/pressure/*``;
 * ``node/memory``, ``node/io``, ``node/cpu``: the node cgroup's own ``*.pressure``
-  files in the cgroup2 hierarchy (on a hybrid host, under ``/sys/fs/cgroup/unified``).
+  files in the cgroup2 hierarchy (on a hybrid host, under ``/sys/fs/cgroup/unified``);
+* ``kubepods/memory``, ``kubepods/io``, ``kubepods/cpu``: the same files of the
+  kubepods cgroup: the stalls of the pods alone, which the kubelet's PSI metrics and
+  conditions watch beside the system's.
 
 A scope that cannot be read is left out of the mapping and reported with its reason:
-kernels before 4.20 or booted with ``psi=0`` have no PSI at all, and pure cgroup v1
-hosts have no per-cgroup pressure files.
+kernels before 4.20 or booted with ``psi=0`` have no PSI at all, pure cgroup v1 hosts
+have no per-cgroup pressure files, and on a hybrid host a cgroup is in the cgroup2
+hierarchy only if its manager put it there (systemd does, for its slices).
 """
 
 from __future__ import annotations
@@ -17,30 +21,39 @@ import errno
 
 from nodeagent.model import PsiStats
 from nodeagent.signals import parse
+from nodeagent.signals.cgroups import CgroupPaths, missing_kubepods_reason
 from nodeagent.signals.files import FileReader
 
 RESOURCES = ("memory", "io", "cpu")
+NODE_SCOPE = "node"
+KUBEPODS_SCOPE = "kubepods"
 
 
 class PsiReader:
-    def __init__(self, *, proc_dir: str, node_unified_dir: str | None) -> None:
+    """Reads the system's pressure files and those of the node and kubepods cgroups."""
+
+    def __init__(self, *, proc_dir: str, cgroups: CgroupPaths) -> None:
         files = [(resource, f"{proc_dir}/pressure/{resource}") for resource in RESOURCES]
         self._missing: dict[str, str] = {}
-        if node_unified_dir is None:
+        for scope, cgroup in (
+            (NODE_SCOPE, cgroups.node_cgroup),
+            (KUBEPODS_SCOPE, cgroups.kubepods_cgroup),
+        ):
+            directory = None if cgroup is None else cgroups.unified_dir(cgroup)
             for resource in RESOURCES:
-                self._missing[f"node/{resource}"] = (
-                    "no cgroup2 hierarchy on this host, so no per-cgroup pressure files"
-                )
-        else:
-            files += [
-                (f"node/{resource}", f"{node_unified_dir}/{resource}.pressure")
-                for resource in RESOURCES
-            ]
+                if directory is not None:
+                    files.append((f"{scope}/{resource}", f"{directory}/{resource}.pressure"))
+                elif cgroups.unified_root is None:
+                    self._missing[f"{scope}/{resource}"] = (
+                        "no cgroup2 hierarchy on this host, so no per-cgroup pressure files"
+                    )
+                else:
+                    self._missing[f"{scope}/{resource}"] = missing_kubepods_reason(cgroups)
         self._files = tuple(files)
 
     @property
     def sources(self) -> dict[str, str]:
-        """The file each scope is read from."""
+        """The file each readable scope is read from."""
         return dict(self._files)
 
     def read(self, reader: FileReader) -> tuple[dict[str, PsiStats], dict[str, str]]:

@@ -2,38 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from pydantic import BaseModel, field_validator
 
 from nodeagent.signals.cgroups import normalize_cgroup
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration_seconds(value: object) -> object:
-    """Seconds from a number or a Go-style duration (``30s``, ``1m30s``, ``500ms``).
-
-    Anything else is returned unchanged for pydantic to reject with its own message.
-    """
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    position, seconds = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
-            break
-        seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-        position = match.end()
-    if position != len(text) or not text:
-        raise ValueError(f"expected seconds or a duration like 30s, 1m30s, 500ms; got {value!r}")
-    return seconds
+from nodeagent.triggers import durations
 
 
 class SignalSourceSettings(BaseModel):
@@ -89,12 +63,5 @@ class SignalSourceSettings(BaseModel):
 
     @field_validator("pod_storage_scan_interval", mode="before")
     @classmethod
-    def _duration(cls, value: object) -> object:
-        return parse_duration_seconds(value)
-
-    @field_validator("pod_storage_scan_interval")
-    @classmethod
-    def _not_negative(cls, value: float) -> float:
-        if value < 0:
-            raise ValueError("must be >= 0 (0 disables the scan)")
-        return value
+    def _duration(cls, value: str | float) -> float:
+        return durations.parse_duration(value)

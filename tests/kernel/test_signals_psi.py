@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -60,23 +61,74 @@ def test_system_psi_matches_the_kernel_files() -> None:
     assert second["memory"].full is not None
 
 
-def test_node_cgroup_pressure_files_on_a_hybrid_host() -> None:
+def require_hybrid_cgroup2() -> None:
     require_psi()
     require_v1_memory_controller()
     if not (UNIFIED_ROOT / "cgroup.controllers").is_file():
         pytest.skip(f"no cgroup2 hierarchy at {UNIFIED_ROOT} on this host")
+
+
+THRASHER = """
+import os, sys
+path = sys.argv[1]
+sys.stdin.readline()
+with open(path, "rb", buffering=0) as file:
+    while True:
+        file.seek(0)
+        while file.read(1 << 20):
+            pass
+"""
+
+
+def test_node_and_kubepods_pressure_files_see_a_real_stall(tmp_path: Path) -> None:
+    """A process in a pod cgroup under kubepods, limited to 16 MiB, reads a 64 MiB file
+    over and over: memcg reclaim stalls it, and the kernel accounts the stall to its
+    cgroup2 ancestors, the node and kubepods cgroups, which the collector reads."""
+    require_hybrid_cgroup2()
+    data = tmp_path / "data"
+    with open(data, "wb") as out:
+        out.write(os.urandom(1 << 20) * 64)
+        out.flush()
+        os.fsync(out.fileno())
+        os.posix_fadvise(out.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     name = unique_name()
+    layout = [name, f"{name}/kubepods", f"{name}/kubepods/podx"]
     with (
-        cgroups(MEMCG_ROOT, [name]),
-        cgroups(UNIFIED_ROOT, [name]) as (unified,),
+        cgroups(MEMCG_ROOT, layout) as (_, _, pod_memcg),
+        cgroups(UNIFIED_ROOT, layout) as (node, kubepods, pod_unified),
         SignalCollector(node_cgroup=name) as collector,
     ):
-        assert collector.cgroups.node_unified_dir == str(unified)
-        psi = collector.collect(0.0, PSI).psi
-        degraded = collector.degraded()
-    assert {"node/memory", "node/io", "node/cpu"} <= psi.keys()
-    assert psi["node/memory"].some.total == 0  # nothing ever ran in it
-    assert not any(source.startswith("psi/") for source in degraded)
+        assert collector.cgroups.kubepods_unified_dir == str(kubepods)
+        before = collector.collect(0.0, PSI).psi
+        assert not any(source.startswith("psi/") for source in collector.degraded())
+        assert before["node/memory"].some.total == before["kubepods/memory"].some.total == 0
+        (pod_memcg / "memory.limit_in_bytes").write_text(str(16 << 20))
+        with subprocess.Popen(
+            [sys.executable, "-c", THRASHER, str(data)], stdin=subprocess.PIPE, text=True
+        ) as process:
+            try:
+                for directory in (pod_memcg, pod_unified):
+                    (directory / "cgroup.procs").write_text(f"{process.pid}\n")
+                assert process.stdin is not None
+                process.stdin.write("go\n")
+                process.stdin.flush()
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    psi = collector.collect(time.monotonic(), PSI).psi
+                    if psi["kubepods/memory"].some.total > 0:
+                        break
+                    time.sleep(0.05)
+            finally:
+                process.kill()
+        raw = {
+            scope: parse.parse_psi((directory / "memory.pressure").read_bytes())
+            for scope, directory in (("node", node), ("kubepods", kubepods))
+        }
+    # Stalls are accounted to every cgroup2 ancestor of the stalled task; what was
+    # read while it ran is at most what the files hold now.
+    for scope in ("node", "kubepods"):
+        assert 0 < psi[f"{scope}/memory"].some.total <= raw[scope].some.total
+        assert psi[f"{scope}/memory"] != psi["memory"]  # not the system file
 
 
 def count_tasks() -> int:

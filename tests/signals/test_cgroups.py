@@ -14,6 +14,7 @@ from nodeagent.signals.cgroups import (
     CgroupVersion,
     PodCgroupIndex,
     detect_cgroups,
+    missing_kubepods_reason,
     normalize_cgroup,
     pod_uid_from_cgroup_name,
 )
@@ -144,6 +145,56 @@ def test_prefers_kubepods_under_the_node_cgroup(tmp_path: Path) -> None:
     tree.cgroup("/mynode/kubepods", Memory(0))
     paths = detect_cgroups(str(tree.path("/sys/fs/cgroup")), node_cgroup="/mynode")
     assert paths.kubepods_cgroup == "/mynode/kubepods"
+
+
+@pytest.mark.parametrize(
+    ("node_cgroup", "kubepods"),
+    [
+        pytest.param("/mynode.slice", "/mynode.slice/mynode-kubepods.slice", id="systemd-root"),
+        pytest.param("/a.slice/a-b.slice", "/a.slice/a-b.slice/a-b-kubepods.slice", id="nested"),
+        pytest.param("/mynode.slice", "/mynode.slice/kubepods.slice", id="plain-name-in-slice"),
+        pytest.param("/mynode", "/mynode/kubepods", id="cgroupfs-root"),
+        pytest.param("/mynode.slice", "/kubepods.slice", id="falls-back-to-the-root"),
+    ],
+)
+def test_finds_kubepods_under_a_kubelet_cgroup_root(
+    tmp_path: Path, node_cgroup: str, kubepods: str
+) -> None:
+    tree = HostTree(tmp_path, version=CgroupVersion.V2)
+    tree.cgroup(node_cgroup, Memory(0))
+    tree.cgroup(kubepods, Memory(0))
+    paths = detect_cgroups(str(tree.path("/sys/fs/cgroup")), node_cgroup=node_cgroup)
+    assert paths.kubepods_cgroup == kubepods
+
+
+def test_pods_under_a_systemd_cgroup_root(tmp_path: Path) -> None:
+    # kubelet --cgroup-driver=systemd --cgroup-root=/mynode.slice
+    tree = HostTree(tmp_path, version=CgroupVersion.V2)
+    kubepods = "/mynode.slice/mynode-kubepods.slice"
+    tree.cgroup(kubepods, Memory(0))
+    pods = {
+        f"{kubepods}/mynode-kubepods-pod{SYSTEMD_UID}.slice": QOSClass.GUARANTEED,
+        f"{kubepods}/mynode-kubepods-burstable.slice/mynode-kubepods-burstable-pod1.slice": (
+            QOSClass.BURSTABLE
+        ),
+    }
+    for cgroup in pods:
+        tree.cgroup(cgroup, Memory(1))
+    paths = detect_cgroups(str(tree.path("/sys/fs/cgroup")), node_cgroup="/mynode.slice")
+    assert paths.driver is CgroupDriver.SYSTEMD
+    index = PodCgroupIndex(paths)
+    index.refresh()
+    assert {pod.cgroup: pod.qos for pod in index.pods.values()} == pods
+    assert set(index.pods) == {UID, "1"}
+
+
+def test_missing_kubepods_names_every_place_looked_at(tmp_path: Path) -> None:
+    tree = HostTree(tmp_path, version=CgroupVersion.V2)
+    paths = detect_cgroups(str(tree.path("/sys/fs/cgroup")), node_cgroup="/n.slice")
+    reason = missing_kubepods_reason(paths)
+    for candidate in ("/n.slice/n-kubepods.slice", "/n.slice/kubepods", "/kubepods.slice"):
+        assert candidate in reason
+    assert "kubepodsCgroup" in reason
 
 
 def test_configured_kubepods_wins_over_detection(tmp_path: Path) -> None:

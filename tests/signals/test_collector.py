@@ -72,6 +72,7 @@ def test_a_full_collection_on_every_layout(tree: HostTree) -> None:
     assert observations.psi["memory"].full == PsiLine(3.0, 1.0, 0.5, 111)
     assert observations.psi["cpu"].full is None
     assert {"node/memory", "node/io", "node/cpu"} <= observations.psi.keys()
+    assert {"kubepods/memory", "kubepods/io", "kubepods/cpu"} <= observations.psi.keys()
 
     pods = observations.pods
     assert set(pods) == {"g", "b"}
@@ -153,14 +154,16 @@ def test_kubepods_created_after_start_is_found(tree: HostTree) -> None:
     with SignalCollector(host_root=tree.root) as collector:
         collector.collect(0.0)
         assert collector.cgroups.kubepods_cgroup is None
-        assert "pods" in collector.degraded()
+        assert {"pods", "psi/kubepods/memory"} <= collector.degraded().keys()
         tree.kubepods(Memory(0), limit=8 * GIB)
+        tree.pressure("memory", Psi(some=(7.0, 0.0, 0.0, 1)), cgroup=tree.kubepods_cgroup)
         tree.pod("late", Memory(2 * MIB), qos=QOSClass.BURSTABLE)
         observations = collector.collect(1.0, PER_SECOND_GROUPS)
         assert collector.cgroups.kubepods_cgroup == tree.kubepods_cgroup
         assert observations.pods[PodUID("late")].memory == 2 * MIB
         assert observations.value(Signal.ALLOCATABLE_MEMORY_AVAILABLE) is not None
-        assert "pods" not in collector.degraded()
+        assert observations.psi["kubepods/memory"].some.avg10 == 7.0
+        assert not {"pods", "psi/kubepods/memory"} & collector.degraded().keys()
 
 
 def test_pod_storage_is_scanned_on_its_own_interval(tree: HostTree) -> None:
@@ -208,6 +211,7 @@ def test_pure_v1_has_no_node_pressure_files(tmp_path: Path) -> None:
         degraded = collector.degraded()
     assert {"memory", "io", "cpu"} == set(observations.psi)
     assert "no cgroup2 hierarchy" in degraded["psi/node/memory"]
+    assert "no cgroup2 hierarchy" in degraded["psi/kubepods/cpu"]
 
 
 def test_from_settings(tree: HostTree) -> None:

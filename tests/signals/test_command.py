@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,3 +104,21 @@ def test_works_on_this_machine(capsys: pytest.CaptureFixture[str]) -> None:
     assert list(document["signals"]) == SIGNAL_NAMES
     memory = document["signals"]["memory.available"]
     assert 0 < memory["available"] <= memory["capacity"]
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # like `| head` exiting before the report is written
+    try:
+        process = subprocess.run(
+            [sys.executable, "-m", "nodeagent", "signals", "--host-root", str(tmp_path)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert process.stderr == ""
+    assert process.returncode == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 from pathlib import Path
 
 import pytest
@@ -52,5 +53,25 @@ def test_missing_file_raises_and_keeps_nothing(tmp_path: Path) -> None:
         read_checked(reader, str(tmp_path / "absent"))
 
 
-def test_default_budget_leaves_room() -> None:
-    assert 0 <= default_fd_budget() <= 16384
+@pytest.mark.parametrize(
+    ("soft_limit", "budget"),
+    [
+        pytest.param(1024, 448, id="default-ulimit"),
+        pytest.param(1048576, 16384, id="capped"),
+        pytest.param(resource.RLIM_INFINITY, 16384, id="unlimited"),
+        pytest.param(100, 0, id="too-few-to-keep-any"),
+    ],
+)
+def test_default_budget_leaves_half_the_descriptors_and_a_reserve(
+    monkeypatch: pytest.MonkeyPatch, soft_limit: int, budget: int
+) -> None:
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (soft_limit, resource.RLIM_INFINITY))
+    assert default_fd_budget() == budget
+
+
+def test_a_reader_without_budget_keeps_nothing_open(tmp_path: Path) -> None:
+    path = tmp_path / "pids.current"
+    path.write_text("3\n")
+    reader = FileReader(max_open=0)
+    assert [reader.read_int(str(path)) for _ in range(2)] == [3, 3]
+    assert reader.open_count == 0

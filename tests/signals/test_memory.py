@@ -78,6 +78,19 @@ def test_no_memory_controller_reads_meminfo(tmp_path: Path) -> None:
     assert "no cgroup memory controller" in allocatable.reason
 
 
+@pytest.mark.parametrize("key", ["AnonPages", "Cached", "Inactive(file)"])
+def test_meminfo_fallback_names_a_missing_field(tmp_path: Path, key: str) -> None:
+    tree = HostTree(tmp_path, version=CgroupVersion.V2)
+    (tree.path("/sys/fs/cgroup") / "cgroup.controllers").unlink()
+    tree.proc()
+    meminfo = tree.path("/proc/meminfo")
+    lines = meminfo.read_text().splitlines(keepends=True)
+    meminfo.write_text("".join(line for line in lines if not line.startswith(f"{key}:")))
+    node, _ = memory_signals(tree)
+    assert isinstance(node, Unavailable)
+    assert node.reason == f"{meminfo} lacks {key}"
+
+
 @pytest.mark.parametrize(
     ("limit", "expected_capacity"),
     [
@@ -159,6 +172,32 @@ def test_pod_working_sets(tree: HostTree) -> None:
         "b": (0, 2),
         "c": (64 * MIB, 7),
     }
+
+
+@pytest.mark.parametrize(
+    ("file", "contents", "expected"),
+    [
+        pytest.param("usage", "lots\n", "an integer", id="usage"),
+        pytest.param("limit", "unlimited\n", "bytes or 'max'", id="limit"),
+        pytest.param("limit", "", "bytes or 'max'", id="empty-limit"),
+    ],
+)
+def test_malformed_kubepods_file_names_the_file_and_the_format(
+    tree: HostTree, file: str, contents: str, expected: str
+) -> None:
+    tree.kubepods(Memory(1 * GIB), limit=4 * GIB)
+    v2 = tree.version is CgroupVersion.V2
+    names = {
+        "usage": "memory.current" if v2 else "memory.usage_in_bytes",
+        "limit": "memory.max" if v2 else "memory.limit_in_bytes",
+    }
+    path = tree.memory_dir(tree.kubepods_cgroup) / names[file]
+    path.write_text(contents)
+    node, allocatable = memory_signals(tree)
+    assert isinstance(node, SignalValue)
+    assert allocatable == Unavailable(
+        f"cannot parse {path}: expected {expected}, got {contents.encode()!r}"
+    )
 
 
 def test_malformed_memory_stat_degrades_with_the_path(tree: HostTree) -> None:
