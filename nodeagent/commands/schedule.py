@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -87,8 +88,13 @@ def run(args: argparse.Namespace) -> int:
         now=time.time() if args.now is None else args.now,
     )
     if args.output == "table":
-        print(planner.render_table(result))
+        text = planner.render_table(result)
     else:
-        json.dump(result.to_dict(), sys.stdout, indent=2)
-        print()
+        text = json.dumps(result.to_dict(), indent=2)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # The reader (head, grep -q) stopped reading: the plan was made all the same.
+        # Point stdout at /dev/null so the interpreter's last flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0

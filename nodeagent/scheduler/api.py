@@ -202,6 +202,9 @@ class Pod:
     """Init containers plus containers (ImageLocality's threshold scales with it)."""
     created: float = 0.0
     """``metadata.creationTimestamp`` as Unix seconds (queue order among equals)."""
+    deleting: bool = False
+    """``metadata.deletionTimestamp`` is set: kube-scheduler never schedules such a pod
+    (a bound one still holds its resources until it is gone)."""
 
     @property
     def key(self) -> str:

@@ -299,7 +299,8 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         host_ports=tuple(ports),
         images=tuple(images),
         container_count=len(raw_init) + len(raw_containers),
-        created=_timestamp(meta.get("creationTimestamp"), where / "metadata"),
+        created=_timestamp(meta.get("creationTimestamp"), where / "metadata" / "creationTimestamp"),
+        deleting=bool(meta.get("deletionTimestamp")),
     )
 
 

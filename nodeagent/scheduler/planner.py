@@ -2,10 +2,11 @@
 
 Given a cluster snapshot (Nodes and Pods as listed by ``kubectl``) and a scheduler
 configuration, the planner schedules every pending pod - no ``spec.nodeName``, not
-finished, and a ``schedulerName`` that has a profile - in queue order (the profile's
-QueueSort: PrioritySort by default; creation time, then input order, among equals), one
-at a time, each placement consuming resources in the snapshot like kube-scheduler's
-assume. Gated pods are reported as such and never attempted.
+finished, not being deleted, and a ``schedulerName`` that has a profile - in queue
+order (the profile's QueueSort: PrioritySort by default; creation time, then input
+order, among equals), one at a time, each placement consuming resources in the
+snapshot like kube-scheduler's assume. Gated pods are reported as such and never
+attempted.
 
 A single pass is exact for this plugin set: placing a pod only adds usage, so a pod that
 did not fit earlier cannot fit later (that changes with preemption, a later issue).
@@ -147,7 +148,11 @@ def plan(
         percentage_of_nodes_to_score=configuration.percentage_of_nodes_to_score,
         rng=random.Random(seed),
     )
-    pending = [p for p in cluster.pods if not p.node_name and p.scheduler_name in frameworks]
+    pending = [
+        p
+        for p in cluster.pods
+        if not p.node_name and not p.deleting and p.scheduler_name in frameworks
+    ]
     ordered = _queue_order(next(iter(frameworks.values())), pending)
     placements = []
     for pod in ordered:

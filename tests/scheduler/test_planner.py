@@ -4,6 +4,8 @@ from kube-scheduler's semantics (each example's header says why)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +152,27 @@ items:
     assert [p.pod for p in result.placements] == ["default/mine"]
 
 
+def test_pods_being_deleted_are_not_placed_but_still_hold_their_node() -> None:
+    text = """
+kind: List
+items:
+- {kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "1", memory: 1Gi, pods: "10"}}}
+- kind: Pod
+  metadata: {name: leaving, deletionTimestamp: "2024-01-01T00:00:00Z"}
+  spec: {nodeName: n1, containers: [{name: c, image: i, resources: {requests: {cpu: 800m}}}]}
+- kind: Pod
+  metadata: {name: cancelled, deletionTimestamp: "2024-01-01T00:00:00Z"}
+  spec: {containers: [{name: c, image: i}]}
+- kind: Pod
+  metadata: {name: waiting}
+  spec: {containers: [{name: c, image: i, resources: {requests: {cpu: 500m}}}]}
+"""
+    plugins = registry.in_tree_registry()
+    result = planner.plan(objects.load_cluster(text), config.parse_configuration(None, plugins))
+    assert [(p.pod, p.node) for p in result.placements] == [("default/waiting", None)]
+    assert result.placements[0].message == "0/1 nodes are available: 1 Insufficient cpu."
+
+
 @pytest.mark.parametrize(
     ("content", "mentions"),
     [
@@ -177,3 +200,15 @@ def test_bad_cluster_file_exits_2(
 def test_examples_are_valid_kubernetes_objects(example: Path) -> None:
     for item in yaml.safe_load(example.read_text())["items"]:
         kubernetes_validate.validate(item, "1.30", strict=True)
+
+
+def test_a_reader_that_stops_early_is_not_an_error() -> None:
+    # `nodeagent schedule ... | head`: the pipe closes before the plan is written.
+    command = [sys.executable, "-m", "nodeagent", "schedule", "--explain"]
+    command += ["--cluster", str(EXAMPLES / "mixed.yaml")]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        assert child.stdout is not None and child.stderr is not None
+        child.stdout.close()
+        stderr = child.stderr.read().decode()
+        assert child.wait(timeout=60) == 0, stderr
+    assert "Traceback" not in stderr
