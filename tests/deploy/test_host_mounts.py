@@ -4,9 +4,12 @@ namespace (``unshare -m``): what the agent can read and what it cannot write.
 It shows on this machine why the manifest is written as it is: a read-only bind
 leaves submounts writable (a cgroup can be created through it on a cgroup v1 host),
 ``recursiveReadOnly`` closes that, the read-only host ``/proc`` refuses PSI triggers,
-and the container's own ``/proc/pressure`` accepts them. Every mount lives in the
-child's namespace and vanishes with it; a cgroup created by the probe is removed at
-once.
+and the container's own ``/proc/pressure`` accepts them. The child joins a PID
+namespace of its own unless the DaemonSet sets ``hostPID``: the writable-layer reader
+(nodeagent/signals/pod_storage.py) finds a container's process in its cgroup's
+``cgroup.procs``, which lists no process outside the reader's PID namespace. Every
+mount lives in the child's namespace and vanishes with it; the probe cgroups are
+removed at once, the sleeper cgroup in the fixture's ``finally``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +31,7 @@ from tests.observability import tools
 CHILD = r"""
 import errno, json, os, subprocess, sys
 
-plan, root = json.loads(sys.argv[1]), sys.argv[2]
+plan, root, sleeper_cgroup = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 
 def mount(*args):
     subprocess.run(["mount", *args], check=True, capture_output=True)
@@ -82,6 +87,15 @@ for name, memory in (("recursive", host + "/sys/fs/cgroup/memory"),
             lambda m=memory: open(m + "/memory.usage_in_bytes").read()
         )
         results["new_cgroup_" + name] = attempt(new_cgroup(memory))
+def container_mountinfo():
+    # As pod_storage does: a process from the container's cgroup, then its mountinfo.
+    procs = open(host + "/sys/fs/cgroup" + sleeper_cgroup + "/cgroup.procs").read().split()
+    pids = [pid for pid in procs if pid != "0"]
+    if not pids:
+        raise OSError(errno.ESRCH, "no process visible in cgroup.procs")
+    open(host + "/proc/" + pids[0] + "/mountinfo").read()
+
+results["container_mountinfo"] = attempt(container_mountinfo)
 print(json.dumps(results))
 """
 
@@ -115,30 +129,49 @@ def mount_plan() -> list[dict[str, Any]]:
     return plan
 
 
+def sleeper_cgroup_parent() -> Path:
+    """Where a container-like cgroup is made: the v1 memory hierarchy, else cgroup2."""
+    memory = Path("/sys/fs/cgroup/memory")
+    return memory if memory.is_dir() else Path("/sys/fs/cgroup")
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     if os.geteuid() != 0:
         pytest.skip("needs root to create a mount namespace and bind mounts")
     unshare = tools.require("unshare")
     if shutil.which("mount") is None:
         pytest.skip("mount (util-linux) is not installed")
     root = tmp_path_factory.mktemp("container-root")
-    done = tools.run(
-        [
-            unshare,
-            "-m",
-            "--propagation",
-            "private",
-            sys.executable,
-            "-c",
-            CHILD,
-            json.dumps(mount_plan()),
-            str(root),
-        ]
-    )
-    assert done.returncode == 0, done.stderr
-    parsed: dict[str, str] = json.loads(done.stdout)
-    return parsed
+    # Stands for a container: a process in a cgroup of its own.
+    cgroup = sleeper_cgroup_parent() / f"nodeagent-deploy-probe-{os.getpid()}"
+    cgroup.mkdir()
+    sleeper = None
+    try:
+        sleeper = subprocess.Popen(["sleep", "60"])
+        (cgroup / "cgroup.procs").write_text(str(sleeper.pid))
+        host_pid = files.one("DaemonSet")["spec"]["template"]["spec"].get("hostPID", False)
+        namespaces = ["-m", "--propagation", "private"] + ([] if host_pid else ["-p", "-f"])
+        done = tools.run(
+            [
+                unshare,
+                *namespaces,
+                sys.executable,
+                "-c",
+                CHILD,
+                json.dumps(mount_plan()),
+                str(root),
+                "/" + str(cgroup.relative_to("/sys/fs/cgroup")),
+            ]
+        )
+        assert done.returncode == 0, done.stderr
+        parsed: dict[str, str] = json.loads(done.stdout)
+        yield parsed
+    finally:
+        if sleeper is not None:
+            sleeper.kill()
+            sleeper.wait()
+        cgroup.rmdir()
 
 
 @pytest.mark.kernel
@@ -156,6 +189,17 @@ def test_host_proc_is_read_only(results: dict[str, str]) -> None:
     assert results["host_psi_trigger"] == "EROFS"
     # Hence the agent arms system PSI triggers on its own /proc/pressure.
     assert results["own_psi_trigger"] == "ok"
+
+
+@pytest.mark.kernel
+def test_the_agent_finds_container_processes_for_their_writable_layers(
+    results: dict[str, str],
+) -> None:
+    """Per-pod ephemeral storage includes each container's writable layer, found from
+    one of its processes: without the host's PID namespace there is none to find, and
+    the agent would rank pods for disk pressure without it (and report itself degraded
+    on every node)."""
+    assert results["container_mountinfo"] == "ok"
 
 
 @pytest.mark.kernel

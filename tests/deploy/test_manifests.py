@@ -213,11 +213,13 @@ def daemonset_pod() -> dict[str, Any]:
     return pod
 
 
-def test_critical_priority_and_no_host_namespaces() -> None:
+def test_critical_priority_and_only_the_host_pid_namespace() -> None:
     pod = daemonset_pod()
     assert pod["priorityClassName"] == "system-node-critical"
-    assert pod["hostPID"] is False
+    # test_host_mounts.py shows the writable-layer reader needs the host's PIDs.
+    assert pod["hostPID"] is True
     assert pod["hostNetwork"] is False
+    assert "hostIPC" not in pod
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
 
 
@@ -398,20 +400,41 @@ def permissions(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
+def documented_permissions() -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+    """docs/kubernetes.md's RBAC table, "exactly what the code calls": the permissions
+    the agent always needs, and those only an option needs (rows saying "only with")."""
+    text = (files.REPO / "docs" / "kubernetes.md").read_text()
+    section = text.split("## RBAC", 1)[1].split("\n## ", 1)[0]
+    always: set[tuple[str, str, str]] = set()
+    optional: set[tuple[str, str, str]] = set()
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or not cells[0].startswith("`"):
+            continue
+        group, resource = cells[0].strip('`"'), cells[1].strip("`")
+        verbs = re.findall(r"`([a-z]+)`", cells[2])
+        target = optional if "only with" in cells[3] else always
+        target.update((group, resource, verb) for verb in verbs)
+    assert always, "no RBAC table found in docs/kubernetes.md"
+    return always, optional
+
+
 def test_cluster_role_is_exactly_what_the_agent_calls() -> None:
-    # nodeagent/kube/client.py: get_node, patch_node, patch_node_status, list_pods,
-    # watch_pods, evict_pod, create_event, patch_event (delete_pod is the opt-in below).
-    assert permissions(files.one("ClusterRole", "nodeagent")) == {
-        ("", "pods", "get"),
-        ("", "pods", "list"),
-        ("", "pods", "watch"),
-        ("", "pods/eviction", "create"),
-        ("", "nodes", "get"),
-        ("", "nodes", "patch"),
-        ("", "nodes/status", "patch"),
-        ("", "events", "create"),
-        ("", "events", "patch"),
-    }
+    always, optional = documented_permissions()
+    assert permissions(files.one("ClusterRole", "nodeagent")) == always
+    assert permissions(files.one("ClusterRole", "nodeagent-hard-eviction-bypass")) == optional
+
+
+def test_operations_guide_lists_the_same_permissions() -> None:
+    always, optional = documented_permissions()
+    text = (files.REPO / "docs" / "operations.md").read_text()
+    section = text.split("### RBAC", 1)[1].split("\n## ", 1)[0]
+    listed: set[tuple[str, str, str]] = set()
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            listed.update(("", cells[0].strip("`"), verb.strip()) for verb in cells[1].split(","))
+    assert listed == always | optional
 
 
 @pytest.mark.parametrize(
@@ -441,10 +464,7 @@ def test_bindings_grant_the_role_to_the_agents_account(binding: str, role: str) 
     assert daemonset_pod()["serviceAccountName"] == account["metadata"]["name"]
 
 
-def test_bypass_component_adds_pod_deletion_and_turns_the_option_on() -> None:
-    assert permissions(files.one("ClusterRole", "nodeagent-hard-eviction-bypass")) == {
-        ("", "pods", "delete")
-    }
+def test_bypass_component_turns_the_option_on() -> None:
     component = yaml.safe_load(
         (files.COMPONENTS / "hard-eviction-bypass" / "kustomization.yaml").read_text()
     )

@@ -5,12 +5,17 @@ say what the agent needs."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from nodeagent.config import NodeAgentConfiguration, load_config
+from nodeagent.triggers import psi, setup
 from tests.deploy import files
 from tests.observability import tools
 
@@ -125,6 +130,113 @@ def test_exec_start_runs_the_agent_with_the_shipped_config() -> None:
     assert flags == ["--config=/etc/nodeagent/config.yaml"]
     config = load_config(files.SYSTEMD / "config.yaml", environ={})
     assert str(config.host_root) == "/"
+
+
+def test_exec_start_is_where_the_documented_install_puts_the_agent() -> None:
+    """docs/operations.md installs into a virtual environment (Debian 12 and Ubuntu
+    23.04+ refuse pip into the system Python); ExecStart must name its script, on a
+    path the sandbox neither hides (ProtectHome) nor replaces (PrivateTmp)."""
+    guide = (files.REPO / "docs" / "operations.md").read_text()
+    section = guide.split("## systemd", 1)[1].split("\n## ", 1)[0]
+    [venv] = re.findall(r"python3 -m venv (\S+)", section)
+    [exec_start] = unit()["ExecStart"]
+    assert exec_start.split()[0] == f"{venv}/bin/nodeagent"
+    for hidden in ("/home/", "/root/", "/run/user/", "/tmp/", "/var/tmp/"):
+        assert not exec_start.startswith(hidden)
+    for source, target in re.findall(r"install .*?(systemd/\S+)\s+(\S+)", section):
+        assert (files.REPO / source).is_file(), source
+        assert target.startswith(("/etc/nodeagent/", "/etc/systemd/system/")), target
+
+
+def writable_paths() -> list[str]:
+    values = unit().get("ReadWritePaths", [])
+    return [path.lstrip("-") for value in values for path in value.split()]
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        # What nodeagent/triggers opens for writing on a bare-metal host (hostRoot /).
+        pytest.param(
+            setup.TriggerPaths(1, "/proc/pressure", {}, {}).pressure_file(
+                psi.TriggerSpec.parse("memory some 150ms 1s")
+            ),
+            id="system-psi-trigger",
+        ),
+        pytest.param(
+            setup.TriggerPaths(
+                2, "/proc/pressure", {}, {"kubepods": "/sys/fs/cgroup/kubepods.slice"}
+            ).pressure_file(psi.TriggerSpec.parse("kubepods/memory full 100ms 2s")),
+            id="cgroup2-psi-trigger",
+        ),
+        pytest.param("/sys/fs/cgroup/memory/kubepods/cgroup.event_control", id="memcg-threshold"),
+    ],
+)
+def test_the_triggers_files_stay_writable(written: str | None) -> None:
+    assert written is not None
+    assert any(written.startswith(path.rstrip("/") + "/") for path in writable_paths()), written
+    # ProtectControlGroups makes /sys/fs/cgroup read-only, whatever else is said.
+    assert unit().get("ProtectControlGroups", ["no"]) == ["no"]
+
+
+PROC_PROBE = r"""
+import json, os, subprocess, sys
+
+mountpoint, pid, setpriv, bounding = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+os.makedirs(mountpoint, exist_ok=True)
+# What ProtectProc=invisible gives the unit: its own /proc with hidepid=invisible.
+subprocess.run(["mount", "-t", "proc", "-o", "hidepid=invisible", "proc", mountpoint], check=True)
+read = ["cat", f"{mountpoint}/{pid}/mountinfo"]
+as_agent = [setpriv, f"--bounding-set={bounding}", *read]
+other_group = [setpriv, "--regid=65534", "--clear-groups", f"--bounding-set={bounding}", *read]
+results = {
+    name: subprocess.run(command, capture_output=True).returncode == 0
+    for name, command in (("agent", as_agent), ("other_group", other_group))
+}
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.kernel
+def test_protect_proc_hides_no_container_process_from_the_agent(tmp_path: Path) -> None:
+    """The writable-layer reader reads ``/proc/<pid>/mountinfo`` of containers'
+    processes, which run as other users. Under the unit's ``ProtectProc=invisible`` and
+    capability bounding set (no CAP_SYS_PTRACE), the agent still sees them because it
+    runs in the root group; a process of another group does not (the mount option is
+    in force, so the first check is not vacuous)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a procfs in a private mount namespace")
+    unshare, setpriv = tools.require("unshare"), tools.require("setpriv")
+    assert unit()["ProtectProc"] == ["invisible"]
+    assert "User" not in unit()
+    [capabilities] = unit()["CapabilityBoundingSet"]
+    bounding = ",".join(
+        ["-all", *(f"+{c.removeprefix('CAP_').lower()}" for c in capabilities.split())]
+    )
+    sleeper = subprocess.Popen(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"]
+    )
+    try:
+        done = tools.run(
+            [
+                unshare,
+                "-m",
+                "--propagation",
+                "private",
+                sys.executable,
+                "-c",
+                PROC_PROBE,
+                str(tmp_path / "proc"),
+                str(sleeper.pid),
+                setpriv,
+                bounding,
+            ]
+        )
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"agent": True, "other_group": False}
 
 
 def test_environment_file_names_real_settings() -> None:

@@ -15,6 +15,7 @@ PACKAGE_OF = {
     "systemd-analyze": "systemd",
     "kubectl": "kubectl (preinstalled google-cloud-cli; Debian's kubernetes-client is too old)",
     "unshare": "util-linux",
+    "setpriv": "util-linux",
 }
 
 
