@@ -188,6 +188,7 @@ def render_table(result: Plan) -> str:
             placement.nodes.items(),
             key=lambda item: (not item[1].feasible, -(item[1].score or 0), item[0]),
         )
+        name_width = max((len(name) for name in placement.nodes), default=0)
         for name, verdict in ranked:
             marker = "*" if name == placement.node else " "
             if verdict.feasible:
@@ -199,5 +200,5 @@ def render_table(result: Plan) -> str:
                 detail = "rejected: " + "; ".join(verdict.reasons)
             else:
                 detail = "not evaluated"
-            lines.append(f"  {marker} {name}  {detail}")
+            lines.append(f"  {marker} {name.ljust(name_width)}  {detail}")
     return "\n".join(lines)

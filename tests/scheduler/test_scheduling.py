@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodeagent.scheduler import api, scheduling, snapshot
+from nodeagent.scheduler import api, objects, scheduling, snapshot
 from nodeagent.scheduler.framework import CycleState
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Mask, NodeIndices
 from tests.scheduler import builders as b
@@ -243,3 +243,32 @@ def test_select_host_samples_ties_uniformly() -> None:
 def test_select_host_of_nothing_is_an_error() -> None:
     with pytest.raises(ValueError, match="empty"):
         scheduling.select_host(np.zeros(0, dtype=np.int64), random.Random(0))
+
+
+def nominated_pod(node: str) -> api.Pod:
+    raw = b.pod_dict("p", requests={"cpu": "1"})
+    raw["status"] = {"nominatedNodeName": node}
+    return objects.parse_pod(raw)
+
+
+def test_a_feasible_nominated_node_is_taken_without_scoring() -> None:
+    # "busy" would score lowest (LeastAllocated), but the nomination wins outright.
+    nodes = [b.node("idle-1"), b.node("idle-2"), b.node("busy")]
+    snap = b.snapshot(nodes, [b.pod("r", requests={"cpu": "2"}, node_name="busy")])
+    fw = b.default_framework()
+    sched = scheduling.Scheduler({fw.scheduler_name: fw}, snap, rng=random.Random(0))
+    result = sched.schedule_pod(fw, nominated_pod("busy"))
+    assert result.node == "busy"
+    assert result.scores is None
+    assert sched.next_start_node_index == 0  # the fast path does not move the start
+
+
+def test_an_infeasible_nominated_node_falls_back_to_a_full_cycle() -> None:
+    nodes = [b.node("idle-1"), b.node("full", cpu="1")]
+    snap = b.snapshot(nodes, [b.pod("r", requests={"cpu": "1"}, node_name="full")])
+    fw = b.default_framework()
+    sched = scheduling.Scheduler({fw.scheduler_name: fw}, snap, rng=random.Random(0))
+    result = sched.schedule_pod(fw, nominated_pod("full"))
+    assert result.node == "idle-1"
+    status = result.node_status(snap.index["full"])
+    assert status is not None and status.reasons == ("Insufficient cpu",)
