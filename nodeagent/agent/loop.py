@@ -52,7 +52,7 @@ from nodeagent.observability.sdnotify import SystemdNotifier
 from nodeagent.signals.cgroups import CgroupPaths, CgroupVersion
 from nodeagent.signals.collector import SignalGroup
 from nodeagent.triggers import setup
-from nodeagent.triggers.api import Mechanism, Triggers, Wake
+from nodeagent.triggers.api import Mechanism, MechanismStatus, Triggers, Wake
 from nodeagent.triggers.schedule import Poll, PollSchedule
 from nodeagent.triggers.settings import TriggerSettings
 
@@ -182,6 +182,9 @@ class AgentLoop:
         self._paths: CgroupPaths | None = None
         self._trigger_paths: setup.TriggerPaths | None = None
         self._degraded: dict[str, str | None] = {}
+        self._unarmed: dict[str, MechanismStatus] = {}
+        """Static triggers that had nothing to arm on (the triggers object has no status
+        for them)."""
         self._last_shape: report.DecisionShape | None = None
         self._last_logged = float("-inf")
         self._ready = False
@@ -287,7 +290,8 @@ class AgentLoop:
             for source, reason in self._collector.degraded().items()
             if source not in Signal.__members__.values()  # exported with the signal itself
         }
-        current.update(setup.degraded_components(self._triggers.status()))
+        statuses = {**self._unarmed, **self._triggers.status()}
+        current.update(setup.degraded_components(statuses))
         for component in self._degraded.keys() - current.keys():
             self._metrics.set_degraded(component, None)
         for component, reason in current.items():
@@ -307,6 +311,8 @@ class AgentLoop:
         statuses = setup.arm_static_triggers(
             self._triggers, self._trigger_settings, self._trigger_paths
         )
+        live = self._triggers.status()
+        self._unarmed = {name: s for name, s in statuses.items() if name not in live}
         for name, status in statuses.items():
             log.debug(
                 "trigger %s: %s",

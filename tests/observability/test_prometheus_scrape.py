@@ -1,10 +1,9 @@
 """A real Prometheus scrapes a running agent; PromQL sees its memory signal and its
 eviction counter.
 
-``agent_target`` yields the ``HOST:PORT`` to scrape. Until ``nodeagent run`` exists it
-is the agent's own ObservabilityServer fed by a recorder with what the loop would hand
-it; the loop's engineer replaces the fixture's body with a ``nodeagent run
---standalone --metrics-address=127.0.0.1:PORT`` subprocess, and the test stays as is.
+``agent_target`` yields the ``HOST:PORT`` of a ``nodeagent run --standalone`` process
+reading a fixture host under memory pressure with one pod, so the agent decides to evict
+it (standalone evictions are dry runs: counted with ``outcome="dry_run"``).
 """
 
 from __future__ import annotations
@@ -14,25 +13,36 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.clock import RealClock
-from nodeagent.observability.health import Health
-from nodeagent.observability.server import ObservabilityServer
-from nodeagent.observability.settings import ListenAddress
-from tests.observability import samples, tools
+from nodeagent.model import QOSClass
+from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion
+from nodeagent.signals.fixtures import GIB, HostTree, Memory
+from tests.e2e import harness
+from tests.observability import tools
 from tests.observability.prometheus import Prometheus
 
 
 @pytest.fixture
-def agent_target() -> Iterator[str]:
+def agent_target(tmp_path: Path) -> Iterator[str]:
     """``HOST:PORT`` of a running agent's metrics endpoint."""
-    clock = RealClock()
-    recorder = samples.fed_metrics()
-    health = Health(clock=clock, liveness_timeout=30.0, requires_api=False)
-    health.beat(clock.now())
-    with ObservabilityServer(
-        ListenAddress("127.0.0.1", 0), registry=recorder.registry, health=health
-    ) as server:
-        yield f"127.0.0.1:{server.port}"
+    host = HostTree(tmp_path / "host", version=CgroupVersion.V1, driver=CgroupDriver.CGROUPFS)
+    host.proc(mem_total=16 * GIB)
+    host.root_memory(Memory(15 * GIB + 512 * 2**20))
+    host.kubepods(Memory(4 * GIB), limit=15 * GIB)
+    host.pod("0b5e7c1a-hog", Memory(4 * GIB), qos=QOSClass.BEST_EFFORT)
+    args = [
+        "--standalone",
+        "--host-root",
+        str(host.root),
+        "--eviction-hard",
+        "memory.available<1Gi",
+        "--metrics-address",
+        "127.0.0.1:0",
+    ]
+    with harness.agent_process(args) as agent:
+        url = agent.wait_line("nodeagent running")["metrics"]
+        agent.wait_line("eviction dry-run: /0b5e7c1a-hog")
+        yield url.removeprefix("http://")
+        agent.terminate()
 
 
 @pytest.mark.slow
@@ -42,7 +52,7 @@ def test_prometheus_scrapes_the_memory_signal_and_the_eviction_counter(
     binary = tools.require("prometheus")
     with Prometheus(binary, tmp_path, targets=[agent_target]) as prometheus:
         memory = prometheus.wait_for('nodeagent_signal_available_bytes{signal="memory.available"}')
-        evictions = prometheus.wait_for('sum(nodeagent_evictions_total{outcome="evicted"})')
+        evictions = prometheus.wait_for('sum(nodeagent_evictions_total{outcome="dry_run"})')
         up = prometheus.query('up{job="nodeagent"}')
 
     [series] = memory

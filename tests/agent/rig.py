@@ -1,0 +1,205 @@
+"""A whole agent in one thread and virtual time, for the loop's component tests.
+
+The real signal collector reads a fixture host (:class:`~nodeagent.signals.fixtures.HostTree`,
+cgroup v1 with a kubepods cgroup), the real engine decides, the real actuators write to an
+in-memory API (:class:`~nodeagent.kube.fake.FakeKubeClient`); time is a
+:class:`~nodeagent.clock.FakeClock` that :class:`~nodeagent.triggers.fake.FakeTriggers`
+advances by each wait's timeout, and pods come from a view the test sets. The actuation
+worker's thread is not started: :meth:`Rig.cycle` applies each submission at once, so a
+test reads as a sequence of cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from nodeagent.actuators.events import EventRecorder
+from nodeagent.actuators.evictor import Evictor
+from nodeagent.actuators.node_status import NodeStatusActuator
+from nodeagent.actuators.safety import SafetyPolicy
+from nodeagent.agent.actuation import Actuation
+from nodeagent.agent.loop import AgentLoop, CycleResult
+from nodeagent.agent.pods import PodView
+from nodeagent.clock import FakeClock
+from nodeagent.config import NodeAgentConfiguration, load_config
+from nodeagent.eviction.policy import EvictionPolicy
+from nodeagent.kube import fake
+from nodeagent.model import PodInfo, PodUID, QOSClass
+from nodeagent.observability.health import Health
+from nodeagent.observability.metrics import AgentMetrics
+from nodeagent.observability.sdnotify import SystemdNotifier
+from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion
+from nodeagent.signals.collector import SignalCollector
+from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory
+from nodeagent.triggers.fake import FakeTriggers
+from tests.fakeapi import objects
+
+NODE = "node-a"
+MEM_TOTAL = 16 * GIB
+
+
+class StaticPods:
+    """A pod source the test sets."""
+
+    def __init__(self) -> None:
+        self.current = PodView(synced=True)
+
+    def view(self) -> PodView:
+        return self.current
+
+    def set(self, pods: list[PodInfo], *, terminating: frozenset[str] = frozenset()) -> None:
+        gone = {PodUID(uid) for uid in terminating}
+        self.current = PodView(
+            pods=tuple(p for p in pods if p.uid not in gone),
+            present=frozenset(p.uid for p in pods),
+            terminating=frozenset(gone),
+            synced=True,
+        )
+
+
+def pod(name: str, *, qos: QOSClass = QOSClass.BURSTABLE, priority: int = 0) -> PodInfo:
+    return PodInfo(
+        namespace="default",
+        name=name,
+        uid=PodUID(f"uid-{name}"),
+        qos=qos,
+        priority=priority,
+        termination_grace_period_seconds=30,
+    )
+
+
+class Rig:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        node: dict[str, Any] | None = None,
+    ) -> None:
+        self.host = HostTree(root / "host", version=CgroupVersion.V1, driver=CgroupDriver.CGROUPFS)
+        self.host.proc(mem_total=MEM_TOTAL)
+        self.host.kubepods(Memory(2 * GIB), limit=15 * GIB)
+        self.set_node_usage(4 * GIB)
+        fields: dict[str, Any] = {
+            "host_root": str(self.host.root),
+            "nodefs_path": "/",
+            "imagefs_path": "/",
+            "eviction_hard": {"memory.available": "1Gi"},
+            "eviction_pressure_transition_period": "30s",
+            "pod_storage_scan_interval": 0,
+            "node_name": NODE,
+        }
+        fields.update(settings or {})
+        self.config: NodeAgentConfiguration = load_config(overrides=fields, environ={})
+        self.clock = FakeClock(start=100.0)
+        self.cluster = fake.FakeCluster(wall=self.clock.wall)
+        self.cluster.create("nodes", node or objects.node(NODE))
+        self.kube = fake.FakeKubeClient(self.cluster)
+        self.triggers = FakeTriggers(self.clock)
+        self.pods = StaticPods()
+        self.metrics = AgentMetrics(process_metrics=False)
+        self.health = Health(clock=self.clock, liveness_timeout=30.0, requires_api=True)
+        self.collector = SignalCollector.from_settings(self.config)
+        self.policy = EvictionPolicy.from_settings(self.config)
+        dry_run = self.config.dry_run
+        self.recorder = EventRecorder(self.kube, node_name=NODE, clock=self.clock, dry_run=dry_run)
+        self.actuation = Actuation(
+            node_status=NodeStatusActuator(
+                self.kube,
+                NODE,
+                clock=self.clock,
+                condition_types=self.policy.condition_types.values(),
+                taint_keys=self.policy.taint_keys.values(),
+                dry_run=dry_run,
+            ),
+            evictor=Evictor(
+                self.kube,
+                clock=self.clock,
+                recorder=self.recorder,
+                policy=SafetyPolicy.from_settings(self.config),
+                deadline_margin=self.config.eviction_deadline_margin,
+                dry_run=dry_run,
+            ),
+            recorder=self.recorder,
+            clock=self.clock,
+            metrics=self.metrics,
+            health=self.health,
+            max_decision_age=2.0,
+            cleanup_wait=self.config.eviction_deadline_margin,
+        )
+        self.loop = AgentLoop(
+            policy=self.policy,
+            collector=self.collector,
+            triggers=self.triggers,
+            trigger_settings=self.config,
+            pods=self.pods,
+            actuation=self.actuation,
+            clock=self.clock,
+            metrics=self.metrics,
+            health=self.health,
+            notifier=SystemdNotifier(None, watchdog_timeout=None),
+            decision_log_interval=self.config.decision_log_interval,
+        )
+
+    # --- the host ----------------------------------------------------------------------------
+    def set_node_usage(self, working_set: int) -> None:
+        """The node's memory working set (memory.available = 16Gi - this)."""
+        self.host.root_memory(Memory(working_set + 256 * MIB, inactive_file=256 * MIB))
+
+    def add_pod(self, info: PodInfo, usage: int) -> None:
+        """A pod on the node: its cgroup on the host and its object in the API."""
+        self.host.pod(str(info.uid), Memory(usage), qos=info.qos)
+        self.cluster.create(
+            "pods",
+            objects.pod(info.name, namespace=info.namespace, node_name=NODE, uid=str(info.uid)),
+        )
+
+    # --- running -----------------------------------------------------------------------------
+    def cycle(self) -> CycleResult | None:
+        """Wait for the next poll (or a fired trigger), cycle, apply the decision."""
+        result = self.loop.tick()
+        self.actuation.apply_pending()
+        return result
+
+    def run_for(self, seconds: float) -> list[CycleResult]:
+        end = self.clock.now() + seconds
+        results = []
+        while self.clock.now() < end:
+            result = self.cycle()
+            if result is not None:
+                results.append(result)
+        return results
+
+    # --- what the API saw ---------------------------------------------------------------------
+    def node(self) -> dict[str, Any]:
+        return self.cluster.get("nodes", "", NODE)
+
+    def condition(self, kind: str) -> dict[str, Any] | None:
+        for condition in self.node()["status"].get("conditions", []):
+            if condition["type"] == kind:
+                return dict(condition)
+        return None
+
+    def own_taints(self) -> list[tuple[str, str]]:
+        return [
+            (t["key"], t["effect"])
+            for t in self.node()["spec"].get("taints", [])
+            if t["key"].startswith("nodeagent.io/")
+        ]
+
+    def evicted(self) -> list[tuple[str, int | None]]:
+        """Pods the API accepted an Eviction for, with its grace period."""
+        return [
+            (e.name, e.grace_period_seconds) for e in self.cluster.evictions if e.outcome == 201
+        ]
+
+    def condition_writes(self, kind: str) -> list[str]:
+        """Statuses written for condition ``kind``, in order."""
+        statuses = []
+        for call in self.kube.calls_to("patch_node_status"):
+            for condition in call.args[1]["status"]["conditions"]:
+                if condition["type"] == kind:
+                    statuses.append(condition["status"])
+        return statuses
