@@ -17,6 +17,7 @@ path, the value and what was expected.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -395,11 +396,17 @@ def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObje
                     int(status.get("disruptionsAllowed") or 0),
                 )
             )
-    names = [node.name for node in nodes]
-    if len(set(names)) != len(names):
-        duplicate = next(n for n in names if names.count(n) > 1)
-        raise ConfigError(f"{source}: Node {duplicate} appears more than once")
+    _reject_duplicates("Node", [node.name for node in nodes], source)
+    _reject_duplicates("Pod", [pod.key for pod in pods], source)
     return ClusterObjects(tuple(nodes), tuple(pods), classes, tuple(budgets))
+
+
+def _reject_duplicates(kind: str, names: Sequence[str], source: str) -> None:
+    """A snapshot lists each object once; twice means concatenated or overlapping dumps,
+    and a pending pod listed twice would be placed twice."""
+    repeated = [name for name, count in Counter(names).items() if count > 1]
+    if repeated:
+        raise ConfigError(f"{source}: {kind} {repeated[0]} appears more than once")
 
 
 def load_cluster(text: str, source: str = "cluster") -> ClusterObjects:

@@ -134,9 +134,10 @@ def plan(
     plugins: framework.Registry | None = None,
     seed: int | None = None,
     explain_nodes: bool = False,
-    now: float = 0.0,
+    now: float,
 ) -> Plan:
-    """Place ``cluster``'s pending pods; ``now`` (Unix seconds) dates published data."""
+    """Place ``cluster``'s pending pods as of ``now`` (Unix seconds), which decides
+    whether the pressure the nodes publish is fresh enough to use."""
     handle = framework.Handle(now=now)
     frameworks = framework.build_frameworks(
         configuration, plugins or registry.in_tree_registry(), handle

@@ -161,11 +161,13 @@ def test_input_formats(render: object) -> None:
     assert sorted(p.name for p in cluster.pods) == ["classy", "explicit", "plain"]
 
 
-def test_unknown_priority_class_and_duplicate_nodes_are_errors() -> None:
+def test_unknown_priority_class_and_duplicate_objects_are_errors() -> None:
     with pytest.raises(ConfigError, match="priorityClassName"):
         objects.read_cluster([b.pod_dict("p", priorityClassName="missing")])
     with pytest.raises(ConfigError, match="Node n1 appears more than once"):
         objects.read_cluster([b.node_dict("n1"), b.node_dict("n1")])
+    with pytest.raises(ConfigError, match="Pod default/p appears more than once"):
+        objects.read_cluster([b.node_dict("n1"), b.pod_dict("p"), b.pod_dict("p")])
     with pytest.raises(ConfigError, match="not valid YAML"):
         objects.load_cluster("items: [")
 

@@ -18,6 +18,7 @@ from nodeagent.scheduler import config, objects, planner, registry
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clusters"
 PRESSURE_NOW = "2024-05-01T10:00:30Z"
+NOW = objects.unix_time(PRESSURE_NOW)
 
 
 def schedule(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
@@ -128,7 +129,9 @@ items:
         for i in range(3)
     )
     plugins = registry.in_tree_registry()
-    result = planner.plan(objects.load_cluster(text), config.parse_configuration(None, plugins))
+    result = planner.plan(
+        objects.load_cluster(text), config.parse_configuration(None, plugins), now=NOW
+    )
     assert [(p.pod, p.node) for p in result.placements] == [
         ("default/p0", "only"),
         ("default/p1", "only"),
@@ -148,7 +151,9 @@ items:
   spec: {schedulerName: other, containers: [{name: c, image: i}]}
 """
     plugins = registry.in_tree_registry()
-    result = planner.plan(objects.load_cluster(text), config.parse_configuration(None, plugins))
+    result = planner.plan(
+        objects.load_cluster(text), config.parse_configuration(None, plugins), now=NOW
+    )
     assert [p.pod for p in result.placements] == ["default/mine"]
 
 
@@ -168,7 +173,9 @@ items:
   spec: {containers: [{name: c, image: i, resources: {requests: {cpu: 500m}}}]}
 """
     plugins = registry.in_tree_registry()
-    result = planner.plan(objects.load_cluster(text), config.parse_configuration(None, plugins))
+    result = planner.plan(
+        objects.load_cluster(text), config.parse_configuration(None, plugins), now=NOW
+    )
     assert [(p.pod, p.node) for p in result.placements] == [("default/waiting", None)]
     assert result.placements[0].message == "0/1 nodes are available: 1 Insufficient cpu."
 
