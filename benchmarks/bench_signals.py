@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m benchmarks.bench_signals            # full run, about half a minute
+    python -m benchmarks.bench_signals            # full run, about a minute
     python -m benchmarks.bench_signals --quick    # fewer iterations
 
 For cgroup v1 (cgroupfs driver, hybrid) and v2 (systemd driver) fixture trees with 110,
@@ -15,7 +15,11 @@ For cgroup v1 (cgroupfs driver, hybrid) and v2 (systemd driver) fixture trees wi
 * the same collection without kept-open descriptors (open/read/close per file), to
   show what the descriptor cache buys;
 * the ephemeral-storage scan (logs, emptyDir, writable layers), which runs on its own
-  interval.
+  interval, and the agent's whole CPU share: a collection every second plus a scan
+  every default ``podStorageScanInterval``.
+
+As root on a host with cgroup v1 memory and pids controllers it also builds the pod
+hierarchy for real in the kernel and times the collection there.
 
 Fixture files live on whatever filesystem holds the temporary directory; real cgroupfs
 reads cost more per file (docs/signals.md has both).
@@ -31,13 +35,16 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from nodeagent.model import QOSClass
 from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion
 from nodeagent.signals.collector import PER_SECOND_GROUPS, SignalCollector
 from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory, Psi
+from nodeagent.signals.settings import SignalSourceSettings
 
 SIZES = (110, 250, 1000)
 REAL_MEMORY = Path("/sys/fs/cgroup/memory")
@@ -48,6 +55,8 @@ LAYOUTS = (
     ("v2 systemd", CgroupVersion.V2, CgroupDriver.SYSTEMD),
 )
 QOS_CYCLE = (QOSClass.BURSTABLE, QOSClass.BURSTABLE, QOSClass.GUARANTEED, QOSClass.BEST_EFFORT)
+SCAN_INTERVAL = SignalSourceSettings().pod_storage_scan_interval
+SCANS = 5
 
 
 def build_tree(root: Path, pods: int, version: CgroupVersion, driver: CgroupDriver) -> HostTree:
@@ -126,6 +135,76 @@ def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100)[98]
 
 
+@dataclass(frozen=True)
+class Row:
+    """What was measured for one layout and number of pods."""
+
+    label: str
+    pods: int
+    walls: list[float]
+    """Wall seconds of each per-second collection."""
+    cpu_per_collection: float
+    """CPU seconds of one per-second collection (mean)."""
+    uncached: list[float]
+    """Wall seconds of collections that open, read and close every file."""
+    scan_wall: float | None = None
+    """Wall seconds of one ephemeral-storage walk (median), when measured."""
+    scan_cpu: float = 0.0
+    """CPU seconds of one ephemeral-storage walk (mean)."""
+
+    @property
+    def agent_cpu_share(self) -> float:
+        """CPU of collecting every second and walking storage every default interval,
+        as a share of one core."""
+        return self.cpu_per_collection + self.scan_cpu / SCAN_INTERVAL
+
+
+HEADER = (
+    f"{'layout':<12} {'pods':>5} {'median ms':>10} {'p99 ms':>8} {'CPU %@1s':>9} "
+    f"{'µs/pod':>7} {'ratio':>6} {'no-cache ms':>12} {'scan ms':>8} {'agent CPU %':>12}"
+)
+
+
+def print_rows(rows: list[Row]) -> None:
+    print(HEADER)
+    print("-" * len(HEADER))
+    base = statistics.median(rows[0].walls) / rows[0].pods
+    for row in rows:
+        median = statistics.median(row.walls)
+        per_pod = median / row.pods
+        scan = "-" if row.scan_wall is None else f"{row.scan_wall * 1e3:.1f}"
+        print(
+            f"{row.label:<12} {row.pods:>5} {median * 1e3:>10.2f} {p99(row.walls) * 1e3:>8.2f} "
+            f"{row.cpu_per_collection * 100:>9.3f} {per_pod * 1e6:>7.1f} "
+            f"{per_pod / base:>6.2f} {statistics.median(row.uncached) * 1e3:>12.2f} "
+            f"{scan:>8} {row.agent_cpu_share * 100:>12.3f}"
+        )
+
+
+def measure(label: str, pods: int, iterations: int, **collector: Any) -> Row:
+    """Time per-second collections (and, with a storage tree, walks) of ``pods`` pods
+    by a collector built with ``collector`` keywords."""
+    with SignalCollector(logger=QUIET, **collector) as cached:
+        first = cached.collect(0.0)
+        assert len(first.pods) == pods, (len(first.pods), pods)
+        walls, cpu = timed(partial(cached.collect, 1.0, PER_SECOND_GROUPS), iterations)
+        scan = cached.last_storage_scan
+        scans, scan_cpu = timed(partial(cached.refresh_pod_storage, 2.0), SCANS)
+    with SignalCollector(logger=QUIET, max_open_files=0, **collector) as uncached:
+        uncached.collect(0.0, PER_SECOND_GROUPS)
+        cold, _ = timed(partial(uncached.collect, 1.0, PER_SECOND_GROUPS), iterations // 5)
+    has_storage = scan is not None and bool(scan.pods)
+    return Row(
+        label=label,
+        pods=pods,
+        walls=walls,
+        cpu_per_collection=cpu / iterations,
+        uncached=cold,
+        scan_wall=statistics.median(scans) if has_storage else None,
+        scan_cpu=scan_cpu / SCANS if has_storage else 0.0,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
@@ -134,77 +213,30 @@ def main() -> None:
     iterations = 100 if args.quick else 500
 
     print(f"per-second collection ({iterations} iterations per row)")
-    header = (
-        f"{'layout':<12} {'pods':>5} {'median ms':>10} {'p99 ms':>8} {'CPU %@1s':>9} "
-        f"{'µs/pod':>7} {'ratio':>6} {'no-cache ms':>12} {'scan ms':>8}"
-    )
-    print(header)
-    print("-" * len(header))
     with tempfile.TemporaryDirectory(prefix="bench-signals-") as workdir:
         for label, version, driver in LAYOUTS:
-            per_pod_base = None
+            rows = []
             for pods in SIZES:
                 tree = build_tree(Path(workdir) / f"{version}-{pods}", pods, version, driver)
-                with SignalCollector(host_root=tree.root, logger=QUIET) as collector:
-                    first = collector.collect(0.0)
-                    assert len(first.pods) == pods, (len(first.pods), pods)
-                    walls, cpu = timed(
-                        partial(collector.collect, 1.0, PER_SECOND_GROUPS), iterations
-                    )
-                    scans, _ = timed(partial(collector.refresh_pod_storage, 2.0), 5)
-                with SignalCollector(
-                    host_root=tree.root, max_open_files=0, logger=QUIET
-                ) as uncached:
-                    uncached.collect(0.0)
-                    cold, _ = timed(
-                        partial(uncached.collect, 1.0, PER_SECOND_GROUPS), iterations // 5
-                    )
-                median = statistics.median(walls)
-                per_pod = median / pods
-                per_pod_base = per_pod_base or per_pod
-                print(
-                    f"{label:<12} {pods:>5} {median * 1e3:>10.2f} {p99(walls) * 1e3:>8.2f} "
-                    f"{cpu / iterations * 100:>9.3f} {per_pod * 1e6:>7.1f} "
-                    f"{per_pod / per_pod_base:>6.2f} {statistics.median(cold) * 1e3:>12.2f} "
-                    f"{statistics.median(scans) * 1e3:>8.1f}"
-                )
+                rows.append(measure(label, pods, iterations, host_root=tree.root))
+            print_rows(rows)
     if real_kernel_available():
         print(
             "\nper-second collection on this machine's kernel (cgroup v1 memory and pids "
             "controllers, empty pod cgroups with two container cgroups each)"
         )
-        print(header)
-        print("-" * len(header))
-        per_pod_base = None
+        rows = []
         for pods in SIZES:
             with real_kubepods(pods) as node_cgroup:
-                with SignalCollector(node_cgroup=node_cgroup, logger=QUIET) as collector:
-                    first = collector.collect(0.0, PER_SECOND_GROUPS)
-                    assert len(first.pods) == pods, (len(first.pods), pods)
-                    walls, cpu = timed(
-                        partial(collector.collect, 1.0, PER_SECOND_GROUPS), iterations
-                    )
-                with SignalCollector(
-                    node_cgroup=node_cgroup, max_open_files=0, logger=QUIET
-                ) as uncached:
-                    uncached.collect(0.0, PER_SECOND_GROUPS)
-                    cold, _ = timed(
-                        partial(uncached.collect, 1.0, PER_SECOND_GROUPS), iterations // 5
-                    )
-            median = statistics.median(walls)
-            per_pod = median / pods
-            per_pod_base = per_pod_base or per_pod
-            print(
-                f"{'real v1':<12} {pods:>5} {median * 1e3:>10.2f} {p99(walls) * 1e3:>8.2f} "
-                f"{cpu / iterations * 100:>9.3f} {per_pod * 1e6:>7.1f} "
-                f"{per_pod / per_pod_base:>6.2f} {statistics.median(cold) * 1e3:>12.2f} "
-                f"{'-':>8}"
-            )
+                rows.append(measure("real v1", pods, iterations, node_cgroup=node_cgroup))
+        print_rows(rows)
     else:
         print("\n(real-kernel rows skipped: needs root and cgroup v1 memory and pids controllers)")
     print(
         "\nCPU %@1s: CPU time of one collection as a share of one core when collecting "
-        "every second.\nratio: µs/pod relative to the 110-pod row (1.00 = linear)."
+        "every second.\nratio: µs/pod relative to the first row (1.00 = linear).\n"
+        f"agent CPU %: collecting every second plus one storage walk every {SCAN_INTERVAL:.0f} s "
+        "(the default podStorageScanInterval), as a share of one core."
     )
 
 
