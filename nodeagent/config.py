@@ -104,14 +104,40 @@ class NodeAgentConfiguration(
         return (init_settings, env_settings, _FileSource(settings_cls))
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key given twice in one mapping.
+
+    Plain YAML keeps the last value silently, so a threshold written twice (once
+    commented back in, say) would quietly lose one; the kubelet's own parser refuses
+    duplicates in its flag form, and so does ours."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    f"field {key!r} is given twice",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     """The file's fields, snake_cased; unknown fields are left for validation to name."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start}): {exc.reason}"
+        ) from exc
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
     if document is None:
