@@ -135,6 +135,14 @@ def _int(value: Any, where: FieldPath) -> int:
     return value
 
 
+def _bool(value: Any, where: FieldPath) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):  # a quoted "false" must not read as true
+        raise where.fail(value, "expected true or false")
+    return value
+
+
 def normalized_image_name(name: str) -> str:
     """kube-scheduler's image key: a name without a tag gets ``:latest``."""
     return name + ":latest" if name.rfind(":") <= name.rfind("/") else name
@@ -340,10 +348,26 @@ def parse_node(obj: Mapping[str, Any]) -> api.Node:
         labels=_string_map(meta.get("labels"), where / "metadata" / "labels"),
         annotations=_string_map(meta.get("annotations"), where / "metadata" / "annotations"),
         taints=tuple(taints),
-        unschedulable=bool(spec.get("unschedulable", False)),
+        unschedulable=_bool(spec.get("unschedulable"), where / "spec" / "unschedulable"),
         allocatable=parse_resource_list(allocatable_raw, where / "status" / "allocatable"),
         images=tuple(images),
         conditions=conditions,
+    )
+
+
+def parse_disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
+    meta = _mapping(obj.get("metadata"), FieldPath("PodDisruptionBudget", "metadata"))
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name") or "")
+    where = FieldPath(f"PodDisruptionBudget {namespace}/{name}")
+    spec = _mapping(obj.get("spec"), where / "spec")
+    status = _mapping(obj.get("status"), where / "status")
+    allowed = status.get("disruptionsAllowed")
+    return DisruptionBudget(
+        namespace,
+        name,
+        _mapping(spec.get("selector"), where / "spec" / "selector"),
+        0 if allowed is None else _int(allowed, where / "status" / "disruptionsAllowed"),
     )
 
 
@@ -385,17 +409,7 @@ def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObje
             if phase not in TERMINAL_PHASES:  # the scheduler never sees finished pods
                 pods.append(parse_pod(obj, classes))
         elif kind == "PodDisruptionBudget":
-            meta = _mapping(obj.get("metadata"), FieldPath("PodDisruptionBudget", "metadata"))
-            spec = _mapping(obj.get("spec"), FieldPath("PodDisruptionBudget", "spec"))
-            status = _mapping(obj.get("status"), FieldPath("PodDisruptionBudget", "status"))
-            budgets.append(
-                DisruptionBudget(
-                    str(meta.get("namespace") or "default"),
-                    str(meta.get("name") or ""),
-                    _mapping(spec.get("selector"), FieldPath("PodDisruptionBudget", "selector")),
-                    int(status.get("disruptionsAllowed") or 0),
-                )
-            )
+            budgets.append(parse_disruption_budget(obj))
     _reject_duplicates("Node", [node.name for node in nodes], source)
     _reject_duplicates("Pod", [pod.key for pod in pods], source)
     return ClusterObjects(tuple(nodes), tuple(pods), classes, tuple(budgets))

@@ -188,3 +188,41 @@ def test_image_names_are_normalized(image: str, normalized: str) -> None:
 def test_host_ports_default_protocol_and_address() -> None:
     pod = b.pod(containers=[b.container(host_ports=[8080])])
     assert pod.host_ports == (api.HostPort(8080, "TCP", "0.0.0.0"),)
+
+
+@pytest.mark.parametrize(
+    ("document", "mentions"),
+    [
+        pytest.param(
+            {**b.node_dict("n1"), "spec": {"unschedulable": "false"}},
+            "Node n1: spec.unschedulable = 'false': expected true or false",
+            id="quoted-boolean",
+        ),
+        pytest.param(
+            {
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": "web", "namespace": "shop"},
+                "status": {"disruptionsAllowed": "x"},
+            },
+            "PodDisruptionBudget shop/web: status.disruptionsAllowed = 'x': expected an integer",
+            id="pdb-allowed",
+        ),
+    ],
+)
+def test_malformed_fields_are_config_errors(document: dict[str, object], mentions: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        objects.read_cluster([document])
+    assert mentions in str(caught.value)
+
+
+def test_disruption_budgets_are_read() -> None:
+    budget = {
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": 1},
+    }
+    cluster = objects.read_cluster([budget])
+    assert cluster.disruption_budgets == (
+        objects.DisruptionBudget("shop", "web", {"matchLabels": {"app": "web"}}, 1),
+    )
