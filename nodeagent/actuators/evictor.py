@@ -44,6 +44,12 @@ BYPASS_GRACE_PERIOD_SECONDS = 1
 """Grace of a deletion that bypasses a PodDisruptionBudget: the kubelet's hard-eviction
 kill grace (kubelet-eviction.md §6)."""
 
+MIN_API_GRACE_PERIOD_SECONDS = 1
+"""The smallest grace the agent sends. Over the API, ``gracePeriodSeconds: 0`` is a force
+deletion: kube-apiserver removes the Pod object at once while its containers still run,
+so a replacement can start beside them. The kubelet's zero (soft evictions with the
+default ``evictionMaxPodGracePeriod: 0``) means "kill now", which 1 s gives safely."""
+
 
 class Outcome(StrEnum):
     EVICTED = "evicted"
@@ -169,15 +175,16 @@ class Evictor:
                 return self._capped(decision, eviction)
             self._started.append((now, pod.uid))
             self._in_flight[pod.uid] = now + eviction.grace_period_seconds + self._margin
+        grace = max(eviction.grace_period_seconds, MIN_API_GRACE_PERIOD_SECONDS)
         if self.dry_run:
-            log.info("dry-run: would evict %s (grace %ss)", pod.key, eviction.grace_period_seconds)
+            log.info("dry-run: would evict %s (grace %ss)", pod.key, grace)
             self._recorder.evicted(pod, eviction.message)
-            return result(Outcome.DRY_RUN)
+            return result(Outcome.DRY_RUN, grace=grace)
         try:
             self._kube.evict_pod(
                 pod.namespace,
                 pod.name,
-                grace_period_seconds=eviction.grace_period_seconds,
+                grace_period_seconds=grace,
                 uid=str(pod.uid) or None,
             )
         except kube_errors.EvictionBlocked as exc:
@@ -193,7 +200,7 @@ class Evictor:
             self._not_in_flight(pod.uid)
             return result(Outcome.FAILED, str(exc))
         self._recorder.evicted(pod, eviction.message)
-        return result(Outcome.EVICTED)
+        return result(Outcome.EVICTED, grace=grace)
 
     def _delete_bypassing_pdb(self, eviction: Eviction, hard: bool) -> EvictionResult:
         pod = eviction.pod

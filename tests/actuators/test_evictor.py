@@ -5,6 +5,8 @@ an outage without repeating an eviction, and aggregated events."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from nodeagent.actuators import events, evictor, safety
@@ -74,6 +76,18 @@ def test_evicts_with_the_decisions_grace_and_uid(
     evicted = next(e for e in cluster.cluster.list("events").items if e["reason"] == "Evicted")
     assert evicted["involvedObject"]["name"] == "p1"
     assert evicted["message"].startswith("The node was low on resource: memory.")
+
+
+def test_a_zero_grace_is_sent_as_one_second_never_as_a_force_delete(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, _ = make(kube, clock)
+    soft = decision(evict=pods("p1"), hard=False)
+    zero = dataclasses.replace(soft.evictions[0], grace_period_seconds=0)
+    results = ev.apply(dataclasses.replace(soft, evictions=(zero,), candidates=(zero,)))
+    assert [(r.outcome, r.grace_period_seconds) for r in results] == [(Outcome.EVICTED, 1)]
+    body = cluster.requests_to("POST", "/pods/p1/eviction$")[0].body
+    assert body["deleteOptions"]["gracePeriodSeconds"] == 1
 
 
 def test_pdb_refusal_moves_to_the_next_candidate_without_retrying(
