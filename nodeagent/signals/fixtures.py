@@ -147,6 +147,18 @@ class Memory:
         return self.usage - self.file
 
 
+def _stat_values(keys: tuple[str, ...], memory: Memory, **totals: int) -> dict[str, int]:
+    """A ``memory.stat``'s keys in order, zero but for ``totals`` and the LRU lists."""
+    values = dict.fromkeys(keys, 0)
+    values.update(
+        totals,
+        active_anon=memory.anon,
+        inactive_file=memory.inactive_file,
+        active_file=memory.active_file,
+    )
+    return values
+
+
 @dataclass
 class HostTree:
     """Builds a fake host below ``root``. Paths in arguments are host paths."""
@@ -414,14 +426,7 @@ class HostTree:
         return min(limits, default=V1_UNLIMITED)
 
     def _v1_stat(self, memory: Memory, cgroup: str) -> str:
-        values = dict.fromkeys(_V1_LOCAL_KEYS, 0)
-        values.update(
-            cache=memory.file,
-            rss=memory.anon,
-            active_anon=memory.anon,
-            inactive_file=memory.inactive_file,
-            active_file=memory.active_file,
-        )
+        values = _stat_values(_V1_LOCAL_KEYS, memory, cache=memory.file, rss=memory.anon)
         lines = [f"{key} {value}" for key, value in values.items()]
         limit = self._hierarchical_limit(cgroup)
         lines += [f"hierarchical_memory_limit {limit}", f"hierarchical_memsw_limit {V1_UNLIMITED}"]
@@ -430,14 +435,7 @@ class HostTree:
 
     @staticmethod
     def _v2_stat(memory: Memory) -> str:
-        values = dict.fromkeys(_V2_KEYS, 0)
-        values.update(
-            anon=memory.anon,
-            file=memory.file,
-            active_anon=memory.anon,
-            inactive_file=memory.inactive_file,
-            active_file=memory.active_file,
-        )
+        values = _stat_values(_V2_KEYS, memory, anon=memory.anon, file=memory.file)
         return "".join(f"{key} {value}\n" for key, value in values.items())
 
     @staticmethod

@@ -42,10 +42,30 @@ class SignalSourceSettings(BaseModel):
     reads, and disk fills slowly; the kubelet's cAdvisor rescans about every minute.
     ``0`` disables per-pod ephemeral-storage usage."""
 
-    @field_validator("node_cgroup", "kubepods_cgroup")
+    @field_validator("kubepods_cgroup", "containerfs_path", mode="before")
     @classmethod
-    def _cgroup_path(cls, value: str | None) -> str | None:
-        return None if value is None else normalize_cgroup(value)
+    def _empty_is_unset(cls, value: object) -> object:
+        # An empty value (``NODEAGENT_KUBEPODS_CGROUP=`` from a template) means the
+        # default, not the root cgroup or the current directory.
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("node_cgroup")
+    @classmethod
+    def _cgroup_path(cls, value: str) -> str:
+        return normalize_cgroup(value)
+
+    @field_validator("kubepods_cgroup")
+    @classmethod
+    def _kubepods_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        cgroup = normalize_cgroup(value)
+        if cgroup == "/":
+            raise ValueError(
+                "must not be the root cgroup: pods live below kubepods "
+                "(leave it unset to auto-detect)"
+            )
+        return cgroup
 
     @field_validator(
         "host_root",

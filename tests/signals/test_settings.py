@@ -40,10 +40,20 @@ def test_cgroups_are_normalised_and_paths_absolute(tmp_path: Path) -> None:
     assert config.kubepods_cgroup == "/mynode.slice/kubepods"
 
 
+@pytest.mark.parametrize("field", ["kubepods_cgroup", "containerfs_path"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_an_empty_optional_field_means_unset(field: str, value: str) -> None:
+    variable = f"NODEAGENT_{field.upper()}"
+    assert getattr(load_config(environ={variable: value}), field) is None
+    assert getattr(load_config(overrides={field: value}, environ={}), field) is None
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
         pytest.param("node_cgroup", "/../etc", r"\.\.", id="escaping-cgroup"),
+        pytest.param("kubepods_cgroup", "/", "root cgroup", id="kubepods-at-the-root"),
+        pytest.param("kubepods_cgroup", "/./", "root cgroup", id="kubepods-at-the-root-untidy"),
         pytest.param("nodefs_path", "var/lib/kubelet", "absolute", id="relative-path"),
         pytest.param("host_root", "host", "absolute", id="relative-host-root"),
     ],
