@@ -239,7 +239,7 @@ class AgentLoop:
         thresholds = self.policy.enforced_thresholds(observations)
         self._metrics.observe_collection(observations, thresholds)
         trigger = wake_label(kernel_wakes, due)
-        logged = self._log_decision(decision, trigger, now)
+        logged = self._log_decision(decision, trigger, now, decided)
         self._actuation.submit(
             ActuationJob(decision, headroom_of(observations, thresholds), view, now)
         )
@@ -270,7 +270,7 @@ class AgentLoop:
             if since > float("-inf"):
                 self._metrics.observe_detection_latency(max(0.0, collected - since), "poll")
 
-    def _log_decision(self, decision: Decision, trigger: str, now: float) -> bool:
+    def _log_decision(self, decision: Decision, trigger: str, now: float, decided: float) -> bool:
         shape = report.shape_of(decision)
         changed = shape != self._last_shape
         due = not shape.quiet and now - self._last_logged >= self._log_interval
@@ -280,7 +280,7 @@ class AgentLoop:
         self._last_logged = now
         decisions_log.info(
             report.decision_message(decision),
-            extra={FIELDS: report.decision_fields(decision, trigger=trigger)},
+            extra={FIELDS: report.decision_fields(decision, trigger=trigger, decided_at=decided)},
         )
         return True
 

@@ -92,10 +92,13 @@ def decision_message(decision: Decision) -> str:
     return "; ".join(clauses)
 
 
-def decision_fields(decision: Decision, *, trigger: str) -> dict[str, Any]:
-    """The decision as data, for the log record's fields."""
+def decision_fields(decision: Decision, *, trigger: str, decided_at: float) -> dict[str, Any]:
+    """The decision as data, for the log record's fields. ``monotonic`` is the instant
+    of the sample decided on, ``decidedMonotonic`` when the decision was made (both on
+    the agent's clock: CLOCK_MONOTONIC, comparable with other processes' readings)."""
     fields: dict[str, Any] = {
         "monotonic": round(decision.time, 6),
+        "decidedMonotonic": round(decided_at, 6),
         "trigger": trigger,
         "thresholds": [
             {

@@ -88,9 +88,11 @@ def test_decision_message(value: Decision, message: str) -> None:
 
 def test_decision_fields_carry_the_facts() -> None:
     fields = report.decision_fields(
-        decision(MEMORY_MET, pressure=(Pressure.MEMORY,), evict=("hog", "web")), trigger="poll"
+        decision(MEMORY_MET, pressure=(Pressure.MEMORY,), evict=("hog", "web")),
+        trigger="poll",
+        decided_at=12.75,
     )
-    assert fields["monotonic"] == 12.5
+    assert (fields["monotonic"], fields["decidedMonotonic"]) == (12.5, 12.75)
     assert fields["thresholds"] == [
         {
             "signal": "memory.available",
