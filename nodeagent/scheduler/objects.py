@@ -277,7 +277,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         classes = priority_classes or {}
         class_name = spec.get("priorityClassName")
         if class_name:
-            if class_name not in classes:
+            if not isinstance(class_name, str) or class_name not in classes:
                 raise (swhere / "priorityClassName").fail(
                     class_name, "no PriorityClass of that name in the cluster file"
                 )

@@ -207,6 +207,11 @@ def test_host_ports_default_protocol_and_address() -> None:
             "PodDisruptionBudget shop/web: status.disruptionsAllowed = 'x': expected an integer",
             id="pdb-allowed",
         ),
+        pytest.param(
+            b.pod_dict("p", priorityClassName={"name": "high"}),
+            "Pod default/p: spec.priorityClassName = {'name': 'high'}: no PriorityClass",
+            id="priority-class-not-a-name",
+        ),
     ],
 )
 def test_malformed_fields_are_config_errors(document: dict[str, object], mentions: str) -> None:
