@@ -173,9 +173,20 @@ def test_least_allocated_zero_when_over_capacity_most_allocated_clamps() -> None
     assert scores(fit(scoringStrategy={"type": "MostAllocated"}), pod, snap) == [100]
 
 
-def test_requested_to_capacity_ratio_documentation_example() -> None:
+@pytest.mark.parametrize(
+    ("gigabyte", "megabytes", "expected"),
+    [
+        pytest.param("1024Mi", ("256Mi", "512Mi"), [60, 69], id="1GB-as-1024MiB"),
+        pytest.param("1G", ("256M", "512M"), [60, 70], id="1GB-as-decimal"),
+    ],
+)
+def test_requested_to_capacity_ratio_documentation_example(
+    gigabyte: str, megabytes: tuple[str, str], expected: list[int]
+) -> None:
     # Resource bin packing docs: weights foo 5, memory 1, cpu 3; shape {0,0},{100,10};
-    # 1GB read as 1024 MiB -> Node1 60, Node2 69 (reference §5.3).
+    # the page's arithmetic, with integer utilization and Go's rounding, gives Node1 60 and
+    # Node2 69 reading 1GB as 1024 MiB, 60 and 70 reading it as 10^9 bytes (reference §5.3).
+    quarter, half = megabytes
     args = {
         "scoringStrategy": {
             "type": "RequestedToCapacityRatio",
@@ -190,19 +201,17 @@ def test_requested_to_capacity_ratio_documentation_example() -> None:
         }
     }
     nodes = [
-        b.node("node1", cpu="8", memory="1024Mi", extra={"intel.com/foo": "4"}),
-        b.node("node2", cpu="8", memory="1024Mi", extra={"intel.com/foo": "8"}),
+        b.node("node1", cpu="8", memory=gigabyte, extra={"intel.com/foo": "4"}),
+        b.node("node2", cpu="8", memory=gigabyte, extra={"intel.com/foo": "8"}),
     ]
     running = [
         b.pod(
-            "u1", requests={"intel.com/foo": "1", "memory": "256Mi", "cpu": "1"}, node_name="node1"
+            "u1", requests={"intel.com/foo": "1", "memory": quarter, "cpu": "1"}, node_name="node1"
         ),
-        b.pod(
-            "u2", requests={"intel.com/foo": "2", "memory": "512Mi", "cpu": "6"}, node_name="node2"
-        ),
+        b.pod("u2", requests={"intel.com/foo": "2", "memory": half, "cpu": "6"}, node_name="node2"),
     ]
-    pod = b.pod(requests={"intel.com/foo": "2", "memory": "256Mi", "cpu": "2"})
-    assert scores(fit(**args), pod, b.snapshot(nodes, running)) == [60, 69]
+    pod = b.pod(requests={"intel.com/foo": "2", "memory": quarter, "cpu": "2"})
+    assert scores(fit(**args), pod, b.snapshot(nodes, running)) == expected
 
 
 @pytest.mark.parametrize(
