@@ -15,6 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from nodeagent.config import NodeAgentConfiguration, load_config
+from nodeagent.triggers import psi
 from tests.deploy import files
 from tests.deploy.test_manifests import CRD_KINDS, CRD_SCHEMAS
 from tests.observability import tools
@@ -110,3 +112,38 @@ def test_monitoring_ships_the_dashboard_for_grafanas_sidecar(tmp_path: Path) -> 
         files.DASHBOARD.read_text()
     )
     assert {d["kind"] for d in docs} >= {"Service", "ServiceMonitor", "PrometheusRule"}
+
+
+def rendered_config(tmp_path: Path, docs: list[dict[str, Any]]) -> NodeAgentConfiguration:
+    """The configuration the rendered DaemonSet's agent loads: its ConfigMap's file and
+    its container's literal environment (which beats the file)."""
+    [config_map] = [d for d in by_kind(docs, "ConfigMap") if "config.yaml" in d["data"]]
+    file = tmp_path / "config.yaml"
+    file.write_text(config_map["data"]["config.yaml"])
+    environ = {e["name"]: e["value"] for e in agent(docs)["env"] if "value" in e}
+    return load_config(file, environ=environ)
+
+
+@pytest.mark.parametrize(
+    ("components", "writable"),
+    [
+        pytest.param((), False, id="base"),
+        pytest.param(("cgroup-notifications",), True, id="cgroup-notifications"),
+    ],
+)
+def test_the_agent_arms_cgroup_notifications_only_where_it_can_write(
+    tmp_path: Path, components: tuple[str, ...], writable: bool
+) -> None:
+    """A cgroup v1 memory threshold is armed by writing cgroup.event_control, a cgroup
+    PSI trigger by writing memory.pressure: on the read-only host cgroupfs both fail,
+    and every cgroup v1 node would report itself degraded (an alert) for a mechanism
+    the deployment never allowed. The base turns them off; the component back on."""
+    docs = render(tmp_path, components)
+    [cgroup_mount] = [
+        m for m in agent(docs)["volumeMounts"] if m["mountPath"] == "/host/sys/fs/cgroup"
+    ]
+    assert cgroup_mount["readOnly"] is not writable
+    config = rendered_config(tmp_path, docs)
+    assert config.kernel_memcg_notification is writable
+    if not writable:
+        assert all(spec.scope == psi.SYSTEM_SCOPE for spec in config.psi_triggers)
