@@ -164,9 +164,9 @@ def plan(
 
 def _placement(result: scheduling.CycleResult, explain_nodes: bool) -> Placement:
     pod = result.pod
+    verdicts = explain(result) if explain_nodes else None  # gated: none evaluated
     if result.gated:
-        return Placement(pod.key, None, Outcome.GATED, result.status.message)
-    verdicts = explain(result) if explain_nodes else None
+        return Placement(pod.key, None, Outcome.GATED, result.status.message, verdicts)
     if result.node is not None:
         return Placement(pod.key, result.node, Outcome.SCHEDULED, nodes=verdicts)
     outcome = Outcome.UNSCHEDULABLE if result.status.is_rejection else Outcome.ERROR

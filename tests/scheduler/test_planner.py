@@ -106,6 +106,19 @@ def test_mixed(capsys: pytest.CaptureFixture[str]) -> None:
     assert gated["message"] == "waiting for scheduling gates: [example.com/quota]"
 
 
+def test_with_explain_every_placement_has_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    result = schedule(capsys, "--cluster", str(EXAMPLES / "mixed.yaml"), "--explain")
+    for placement in result["placements"]:
+        keys = {"pod", "node", "status", "nodes"}
+        if placement["status"] != "Scheduled":
+            keys.add("message")  # why not: the FitError, or the gates
+        assert set(placement) == keys
+        assert len(placement["nodes"]) == 4
+    gated = result["placements"][-1]
+    assert gated["status"] == "Gated"
+    assert all(v == {"evaluated": False, "feasible": False} for v in gated["nodes"].values())
+
+
 def test_same_seed_same_plan_and_table_output(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["--cluster", str(EXAMPLES / "mixed.yaml"), "--seed", "9", "--explain"]
     assert schedule(capsys, *args) == schedule(capsys, *args)
