@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -246,3 +247,52 @@ def test_environment_file_names_real_settings() -> None:
     assert names
     for name in names:
         assert name in fields | {"NODE_NAME", "KUBECONFIG"}, name
+
+
+MDWE_EXEC = r"""
+import ctypes, os, sys
+
+# MemoryDenyWriteExecute=yes, as the kernel's own switch (PR_SET_MDWE, Linux 6.3):
+# no mapping may become writable and executable, in this process and what it execs.
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(65, 1, 0, 0, 0) != 0:
+    sys.exit(f"PR_SET_MDWE: {os.strerror(ctypes.get_errno())}")
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+WRITE_EXECUTE = "import mmap; mmap.mmap(-1, 4096, prot=7)"
+"""A mapping readable, writable and executable: what MemoryDenyWriteExecute refuses."""
+
+
+def _mdwe_supported() -> bool:
+    probe = tools.run([sys.executable, "-c", MDWE_EXEC, "true"])
+    return probe.returncode == 0
+
+
+@pytest.mark.kernel
+def test_the_agent_reads_the_node_under_the_units_process_restrictions() -> None:
+    """NoNewPrivileges, CapabilityBoundingSet and MemoryDenyWriteExecute applied with
+    the kernel's own mechanisms (setpriv, PR_SET_MDWE): ``nodeagent signals`` reads
+    this machine as the service would. A W+X mapping is refused under the same
+    wrapper, so the restriction is really in force."""
+    setpriv = tools.require("setpriv")
+    if not _mdwe_supported():
+        pytest.skip("this kernel has no PR_SET_MDWE (Linux 6.3+)")
+    settings = unit()
+    assert settings["NoNewPrivileges"] == ["yes"]
+    assert settings["MemoryDenyWriteExecute"] == ["yes"]
+    [capabilities] = settings["CapabilityBoundingSet"]
+    bounding = ",".join(
+        ["-all", *(f"+{c.removeprefix('CAP_').lower()}" for c in capabilities.split())]
+    )
+    sandbox = [setpriv, f"--bounding-set={bounding}", "--no-new-privs"]
+    sandbox += [sys.executable, "-c", MDWE_EXEC]
+
+    refused = tools.run([*sandbox, sys.executable, "-c", WRITE_EXECUTE])
+    assert refused.returncode != 0
+    assert "Permission denied" in refused.stderr
+
+    agent = shutil.which("nodeagent") or pytest.fail("nodeagent is not installed")
+    done = tools.run([*sandbox, agent, "signals", "--output", "json"])
+    assert done.returncode == 0, done.stderr
+    assert "memory.available" in done.stdout
