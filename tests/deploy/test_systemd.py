@@ -180,6 +180,13 @@ def test_the_triggers_files_stay_writable(written: str | None) -> None:
     assert unit().get("ProtectControlGroups", ["no"]) == ["no"]
 
 
+def setpriv_bounding_set() -> str:
+    """The unit's CapabilityBoundingSet as setpriv spells it (``-all,+dac_read_search``)."""
+    [capabilities] = unit()["CapabilityBoundingSet"]
+    names = (c.removeprefix("CAP_").lower() for c in capabilities.split())
+    return ",".join(["-all", *(f"+{name}" for name in names)])
+
+
 PROC_PROBE = r"""
 import json, os, subprocess, sys
 
@@ -210,10 +217,7 @@ def test_protect_proc_hides_no_container_process_from_the_agent(tmp_path: Path) 
     unshare, setpriv = tools.require("unshare"), tools.require("setpriv")
     assert unit()["ProtectProc"] == ["invisible"]
     assert "User" not in unit()
-    [capabilities] = unit()["CapabilityBoundingSet"]
-    bounding = ",".join(
-        ["-all", *(f"+{c.removeprefix('CAP_').lower()}" for c in capabilities.split())]
-    )
+    bounding = setpriv_bounding_set()
     sleeper = subprocess.Popen(
         [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60"]
     )
@@ -281,11 +285,7 @@ def test_the_agent_reads_the_node_under_the_units_process_restrictions() -> None
     settings = unit()
     assert settings["NoNewPrivileges"] == ["yes"]
     assert settings["MemoryDenyWriteExecute"] == ["yes"]
-    [capabilities] = settings["CapabilityBoundingSet"]
-    bounding = ",".join(
-        ["-all", *(f"+{c.removeprefix('CAP_').lower()}" for c in capabilities.split())]
-    )
-    sandbox = [setpriv, f"--bounding-set={bounding}", "--no-new-privs"]
+    sandbox = [setpriv, f"--bounding-set={setpriv_bounding_set()}", "--no-new-privs"]
     sandbox += [sys.executable, "-c", MDWE_EXEC]
 
     refused = tools.run([*sandbox, sys.executable, "-c", WRITE_EXECUTE])
