@@ -395,3 +395,19 @@ def test_profiles_are_keyed_by_scheduler_name_and_must_share_the_queue_sort() ->
     }
     with pytest.raises(ConfigError, match="queueSort must be the same for all profiles"):
         framework.build_frameworks(config.parse_configuration(different, plugins), plugins)
+
+
+def test_added_preferred_terms_of_weight_zero_are_not_validated() -> None:
+    # kube-scheduler drops them before parsing, so even a bad operator is accepted.
+    bad_term = {"matchExpressions": [{"key": "a", "operator": "Near", "values": ["x"]}]}
+    preferred = [{"weight": 0, "preference": bad_term}]
+    added = {"addedAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": preferred}}
+    doc = {
+        "apiVersion": config.API_VERSION,
+        "kind": config.KIND,
+        **with_args("NodeAffinity", added),
+    }
+    build(doc)
+    preferred[0]["weight"] = 1
+    with pytest.raises(ConfigError, match="'Near' is not a valid operator"):
+        build(doc)

@@ -243,6 +243,8 @@ class Args(config.ConfigModel):
                     f".nodeSelectorTerms[{i}].{problem}"
                 )
         for i, preferred in enumerate(affinity.preferred):
+            if preferred.weight == 0:  # never parsed by kube-scheduler, so never an error
+                continue
             if (problem := term_error(preferred.preference)) is not None:
                 raise ValueError(
                     "addedAffinity.preferredDuringSchedulingIgnoredDuringExecution"
