@@ -367,9 +367,8 @@ class SignalCollector:
             gone = index.refresh()
         except OSError as exc:
             self._pod_cgroup_usage = {}
-            self._degradations.update(
-                "pods", f"cannot list {self._paths.kubepods_memory_dir}: {exc.strerror or exc}"
-            )
+            directory = exc.filename or self._paths.kubepods_memory_dir
+            self._degradations.update("pods", f"cannot list {directory}: {exc.strerror or exc}")
             return
         self._degradations.update("pods", None)
         reader = self._reader

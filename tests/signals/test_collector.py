@@ -236,3 +236,23 @@ def test_from_settings(tree: HostTree) -> None:
 def test_missing_host_root_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="hostRoot"):
         SignalCollector(host_root=tmp_path / "absent")
+
+
+def test_an_unlistable_qos_parent_degrades_pods_naming_it(
+    tree: HostTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    populate(tree)
+    burstable = str(tree.memory_dir(tree.pod_cgroup("x", QOSClass.BURSTABLE)).parent)
+    listdir = os.listdir
+
+    def refuse_burstable(path: str) -> list[str]:
+        if path == burstable:
+            raise PermissionError(13, "Permission denied", path)
+        return listdir(path)
+
+    monkeypatch.setattr(os, "listdir", refuse_burstable)
+    with SignalCollector(host_root=tree.root) as collector:
+        observations = collector.collect(0.0, PER_SECOND_GROUPS)
+        assert collector.degraded()["pods"] == f"cannot list {burstable}: Permission denied"
+    assert observations.pods == {}
+    assert observations.value(Signal.MEMORY_AVAILABLE) is not None
