@@ -170,6 +170,49 @@ items:
     assert [p.pod for p in result.placements] == ["default/mine"]
 
 
+def test_each_pod_is_scheduled_by_the_profile_its_scheduler_name_selects() -> None:
+    # cpu and memory in the same proportion everywhere: BalancedAllocation scores both
+    # nodes 100, so the scoring strategy decides.
+    text = """
+kind: List
+items:
+- {kind: Node, metadata: {name: busy}, status: {allocatable: {cpu: "4", memory: 4Gi, pods: "10"}}}
+- {kind: Node, metadata: {name: idle}, status: {allocatable: {cpu: "4", memory: 4Gi, pods: "10"}}}
+- kind: Pod
+  metadata: {name: running}
+  spec:
+    nodeName: busy
+    containers: [{name: c, image: i, resources: {requests: {cpu: "2", memory: 2Gi}}}]
+- kind: Pod
+  metadata: {name: spread}
+  spec: {containers: [{name: c, image: i, resources: {requests: {cpu: 500m, memory: 512Mi}}}]}
+- kind: Pod
+  metadata: {name: packed}
+  spec:
+    schedulerName: bin-packer
+    containers: [{name: c, image: i, resources: {requests: {cpu: 500m, memory: 512Mi}}}]
+"""
+    packer = {
+        "schedulerName": "bin-packer",
+        "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}
+        ],
+    }
+    document = {
+        "apiVersion": config.API_VERSION,
+        "kind": config.KIND,
+        "profiles": [{"schedulerName": "default-scheduler"}, packer],
+    }
+    plugins = registry.in_tree_registry()
+    result = planner.plan(
+        objects.load_cluster(text), config.parse_configuration(document, plugins), now=NOW
+    )
+    assert {p.pod: p.node for p in result.placements} == {
+        "default/spread": "idle",  # LeastAllocated
+        "default/packed": "busy",  # MostAllocated
+    }
+
+
 def test_pods_being_deleted_are_not_placed_but_still_hold_their_node() -> None:
     text = """
 kind: List
