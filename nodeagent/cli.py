@@ -8,6 +8,7 @@ its parser) and ``run`` (does the work, returns the exit code). Exit codes: 0 su
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -44,4 +45,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader stopped reading (`nodeagent simulate ... | head`): the work is done and
+        # this is no error. Point stdout at /dev/null so the interpreter's final flush does
+        # not raise again with a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     return code

@@ -234,7 +234,9 @@ class NodeObservations:
     pods: Mapping[PodUID, PodUsage] = field(default_factory=dict)
     psi: Mapping[str, PsiStats] = field(default_factory=dict)
     """PSI by scope: ``"memory"``, ``"io"``, ``"cpu"`` for the system files in
-    /proc/pressure, ``"node/memory"`` etc. for the node cgroup's files."""
+    /proc/pressure, ``"node/memory"`` etc. for the node cgroup's files and
+    ``"kubepods/memory"`` etc. for the pods' cgroup (what the pods, and only they, stall
+    on)."""
     fs_layout: FsLayout = FsLayout.SINGLE
     swap: SignalValue | None = None
     """Swap free and total, when the node has swap."""

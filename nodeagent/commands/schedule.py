@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -91,10 +89,5 @@ def run(args: argparse.Namespace) -> int:
         text = planner.render_table(result)
     else:
         text = json.dumps(result.to_dict(), indent=2)
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        # The reader (head, grep -q) stopped reading: the plan was made all the same.
-        # Point stdout at /dev/null so the interpreter's last flush does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    print(text, flush=True)
     return 0

@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -73,13 +71,7 @@ def run(args: argparse.Namespace) -> int:
             text = json.dumps(report(observations, collector), indent=2)
         else:
             text = render_table(observations, collector)
-    try:
-        print(text, flush=True)
-    except BrokenPipeError:
-        # The reader left early (`nodeagent signals | head`). Point stdout at /dev/null
-        # so the interpreter's own flush at exit does not fail again with a traceback.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    print(text, flush=True)
     return 0
 
 

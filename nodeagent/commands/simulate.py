@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
@@ -70,10 +69,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 for cycle in cycles:
                     print(json.dumps(replay.decision_record(cycle.decision)))
-    except BrokenPipeError:  # the reader (head, less) left: not an error
-        with contextlib.suppress(OSError):
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
-        return EXIT_OK
+    except BrokenPipeError:
+        raise  # the reader left (`| head`): cli.main ends quietly
     except OSError as exc:
         print(f"nodeagent: cannot read trace {args.trace}: {exc.strerror}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -121,4 +121,4 @@ def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path) -> None:
     finally:
         os.close(write_end)
     assert process.stderr == ""
-    assert process.returncode == 1
+    assert process.returncode == 0
