@@ -285,16 +285,11 @@ class HTTPKubeClient:
         grace_period_seconds: int | None,
         uid: str | None = None,
     ) -> None:
-        options: dict[str, Any] = {}
-        if grace_period_seconds is not None:
-            options["grace_period_seconds"] = grace_period_seconds
-        if uid is not None:
-            options["preconditions"] = kubernetes.client.V1Preconditions(uid=uid)
         body = kubernetes.client.V1Eviction(
             api_version="policy/v1",
             kind="Eviction",
             metadata=kubernetes.client.V1ObjectMeta(name=name, namespace=namespace),
-            delete_options=kubernetes.client.V1DeleteOptions(**options) if options else None,
+            delete_options=_delete_options(grace_period_seconds, uid),
         )
         self._call(
             "create",
@@ -314,11 +309,7 @@ class HTTPKubeClient:
         grace_period_seconds: int | None,
         uid: str | None = None,
     ) -> None:
-        options: dict[str, Any] = {}
-        if grace_period_seconds is not None:
-            options["grace_period_seconds"] = grace_period_seconds
-        if uid is not None:
-            options["preconditions"] = kubernetes.client.V1Preconditions(uid=uid)
+        body = _delete_options(grace_period_seconds, uid) or kubernetes.client.V1DeleteOptions()
         self._call(
             "delete",
             "pods",
@@ -326,7 +317,7 @@ class HTTPKubeClient:
             lambda: self._core.delete_namespaced_pod(
                 name,
                 namespace,
-                body=kubernetes.client.V1DeleteOptions(**options),
+                body=body,
                 _preload_content=False,
                 _request_timeout=self._timeout,
             ),
@@ -424,6 +415,19 @@ def _socket_of(response: urllib3.BaseHTTPResponse) -> socket.socket | None:
     connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
     sock = getattr(connection, "sock", None)
     return sock if isinstance(sock, socket.socket) else None
+
+
+def _delete_options(
+    grace_period_seconds: int | None, uid: str | None
+) -> kubernetes.client.V1DeleteOptions | None:
+    """Delete options carrying the grace period and a uid precondition (so a namesake
+    created since the decision is never hit), or None when there is neither."""
+    options: dict[str, Any] = {}
+    if grace_period_seconds is not None:
+        options["grace_period_seconds"] = grace_period_seconds
+    if uid is not None:
+        options["preconditions"] = kubernetes.client.V1Preconditions(uid=uid)
+    return kubernetes.client.V1DeleteOptions(**options) if options else None
 
 
 def _event_model(event: Mapping[str, Any]) -> kubernetes.client.CoreV1Event:
