@@ -29,6 +29,7 @@ Prints p50/p99/max per mode and the ratios to the ``notifications`` mode.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -78,6 +79,8 @@ PHASE_SPREAD = {"notifications": 1.0, "poll-1s": 1.0, "poll-10s": 10.0, "tmpfs":
 class Result:
     mode: str
     latencies_s: Sequence[float]
+    triggers: Sequence[str] = ()
+    """What caused each run's decision cycle (the decision line's ``trigger``)."""
 
     def percentile(self, q: float) -> float:
         return float(np.percentile(np.asarray(self.latencies_s), q))
@@ -155,8 +158,15 @@ def relieved(record: dict[str, Any]) -> bool:
     return is_decision(record) and not record.get("thresholds")
 
 
+def trigger_kind(decision: dict[str, Any]) -> str:
+    """``memcg-threshold``, ``psi``, ``poll:node``... without the trigger's name."""
+    trigger = str(decision.get("trigger", ""))
+    return trigger if trigger.startswith("poll:") else trigger.split(":", 1)[0]
+
+
 def memory_latencies(mode: str, runs: int) -> Result:
     latencies = []
+    triggers = []
     with loadgen.temporary_cgroup(loadgen.MEMCG_ROOT, limit_bytes=NODE_LIMIT) as cgroup:
         args = [
             "--standalone",
@@ -179,8 +189,9 @@ def memory_latencies(mode: str, runs: int) -> Result:
                 finally:
                     loadgen.stop(child)
                 latencies.append(decision["decidedMonotonic"] - crossed)
+                triggers.append(trigger_kind(decision))
                 agent.wait(relieved, timeout=30)
-    return Result(mode, latencies)
+    return Result(mode, latencies, triggers)
 
 
 def fill(path: str, threshold: int, overshoot: int, delay: float) -> None:
@@ -204,6 +215,7 @@ def fill(path: str, threshold: int, overshoot: int, delay: float) -> None:
 
 def tmpfs_latencies(runs: int) -> Result:
     latencies = []
+    triggers = []
     with tempfile.TemporaryDirectory(prefix="nodeagent-bench-") as scratch:
         mount = Path(scratch)
         subprocess.run(
@@ -242,10 +254,11 @@ def tmpfs_latencies(runs: int) -> Result:
                         loadgen.stop(child)
                         (mount / "fill").unlink(missing_ok=True)
                     latencies.append(decision["decidedMonotonic"] - crossed)
+                    triggers.append(trigger_kind(decision))
                     agent.wait(relieved, timeout=30)
         finally:
             subprocess.run(["umount", scratch], check=False)
-    return Result("tmpfs", latencies)
+    return Result("tmpfs", latencies, triggers)
 
 
 def report(results: Sequence[Result]) -> None:
@@ -257,6 +270,10 @@ def report(results: Sequence[Result]) -> None:
             f"{result.percentile(99) * 1e3:>10.1f}ms"
             f"{max(result.latencies_s) * 1e3:>10.1f}ms"
         )
+    for result in results:
+        counts = collections.Counter(result.triggers)
+        caught = ", ".join(f"{kind} {count}" for kind, count in counts.most_common())
+        print(f"{result.mode}: caught by {caught}")
     base = next((r for r in results if r.mode == "notifications"), None)
     if base is None:
         return

@@ -151,14 +151,16 @@ class Actuation:
         self._thread.start()
 
     def stop(self, timeout: float) -> None:
-        """Stop after the application under way (abandoned after ``timeout``: the thread
-        is a daemon, and a request stuck on a dead API must not delay the exit)."""
+        """Stop after the application under way and a last flush of event counts, both
+        abandoned after ``timeout``: the thread is a daemon, and a request stuck on a dead
+        API must not delay the exit."""
         with self._condition:
             self._stopping = True
             self._condition.notify()
         if self._thread is not None:
             self._thread.join(timeout)
-        self.recorder.flush()
+        else:
+            self.recorder.flush()
 
     def _run(self) -> None:
         while True:
@@ -166,11 +168,12 @@ class Actuation:
                 while self._pending is None and not self._stopping:
                     self._condition.wait()
                 if self._stopping:
-                    return
+                    break
             try:
                 self.apply_pending()
             except Exception:  # the worker must survive anything one decision does
                 log.exception("applying a decision failed")
+        self.recorder.flush()
 
     # --- one application -------------------------------------------------------------------
     def apply_pending(self) -> bool:

@@ -89,12 +89,22 @@ class Collector(Protocol):
     def degraded(self) -> Mapping[str, str]: ...
 
 
-def read_memory_usage(cgroup_dir: str) -> int | None:
-    """A cgroup v1 memcg's ``memory.usage_in_bytes``, or None when unreadable."""
+def read_inactive_file(cgroup_dir: str) -> int | None:
+    """A cgroup v1 memcg's ``total_inactive_file`` (its reclaimable page cache, children
+    included), or None when unreadable."""
     try:
-        with open(os.path.join(cgroup_dir, "memory.usage_in_bytes"), "rb") as file:
-            return int(file.read())
-    except (OSError, ValueError):
+        with open(os.path.join(cgroup_dir, "memory.stat"), "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    start = stat.find(b"\ntotal_inactive_file ")
+    if start < 0:
+        return None
+    start += len(b"\ntotal_inactive_file ")
+    end = stat.find(b"\n", start)
+    try:
+        return int(stat[start:] if end < 0 else stat[start:end])
+    except ValueError:
         return None
 
 
@@ -323,7 +333,16 @@ class AgentLoop:
 
     def _rearm(self, observations: NodeObservations) -> None:
         """Keep one usage threshold per memory threshold on the node and kubepods memcgs
-        (cgroup v1), placed from this collection."""
+        (cgroup v1), placed from this collection.
+
+        The kernel watches usage; the threshold is on available. The usage at which
+        available reaches the threshold is ``capacity - threshold + inactive_file`` (the
+        kubelet's formula), so the usage handed to the placement rule is derived from
+        this collection's available rather than read again: a second read of a usage
+        that moves fast (a process allocating or freeing hundreds of MiB a second) would
+        place the threshold off by whatever moved in between, and a threshold placed
+        below the current usage stays silent until usage falls back under it. The page
+        cache's size, read from ``memory.stat``, moves slowly."""
         paths = self._trigger_paths
         if paths is None or paths.cgroup_version != 1:
             return
@@ -332,8 +351,8 @@ class AgentLoop:
             directory = paths.memory_cgroup_dirs.get(scope)
             value = observations.value(signal)
             wanted = [t for t in layout_thresholds if t.signal is signal]
-            usage = read_memory_usage(directory) if directory and value and wanted else None
-            if usage is None or value is None:
+            inactive = read_inactive_file(directory) if directory and value and wanted else None
+            if inactive is None or value is None:
                 setup.rearm_memory_thresholds(
                     self._triggers,
                     self._trigger_settings,
@@ -349,7 +368,7 @@ class AgentLoop:
                 self._trigger_settings,
                 paths,
                 scope=scope,
-                usage=usage,
+                usage=value.capacity - value.available + inactive,
                 available=value.available,
                 thresholds={
                     f"{t.describe()} {'hard' if t.hard else 'soft'}": thr.threshold_quantity(

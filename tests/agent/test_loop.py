@@ -5,6 +5,7 @@ behaves across API failures and restarts."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ from nodeagent import errors
 from nodeagent.agent.actuation import ActuationJob
 from nodeagent.kube import errors as kube_errors
 from nodeagent.kube.client import api_time
-from nodeagent.model import QOSClass
+from nodeagent.model import NodeObservations, QOSClass
+from nodeagent.signals.collector import ALL_GROUPS, SignalGroup
 from nodeagent.signals.fixtures import GIB, MIB
 from nodeagent.triggers.api import Mechanism
 from tests.agent.rig import NODE, Rig, pod
@@ -83,6 +85,27 @@ def test_memcg_thresholds_are_armed_where_available_would_reach_them(tmp_path: P
     assert usage == (4 * GIB + 256 * MIB) + 12 * GIB - 1 * GIB
     allocatable = "memcg:kubepods:allocatableMemory.available<1Gi hard"
     assert rig.triggers.armed[allocatable][1] == str(rig.host.memory_dir("/kubepods"))
+
+
+def test_memcg_thresholds_ignore_usage_that_moved_after_the_sample(tmp_path: Path) -> None:
+    """A process freeing (or allocating) hundreds of MiB a second moves usage between the
+    collection and any later read; the threshold must be placed from the sample."""
+    rig = Rig(tmp_path, settings={"eviction_hard": {"memory.available": "1Gi"}})
+    rig.set_node_usage(4 * GIB)
+    collect = rig.collector.collect
+
+    def collect_then_free(
+        now: float, groups: Collection[SignalGroup] = ALL_GROUPS
+    ) -> NodeObservations:
+        observations = collect(now, groups)
+        usage_file = rig.host.memory_dir("/") / "memory.usage_in_bytes"
+        usage_file.write_text(f"{int(usage_file.read_text()) - 2 * GIB}\n")
+        return observations
+
+    rig.collector.collect = collect_then_free  # type: ignore[method-assign]
+    rig.cycle()
+    _, _, usage = rig.triggers.armed["memcg:node:memory.available<1Gi hard"]
+    assert usage == 16 * GIB - 1 * GIB + 256 * MIB  # capacity - threshold + inactive_file
 
 
 def test_psi_triggers_are_armed_once(tmp_path: Path) -> None:
