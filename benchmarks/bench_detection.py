@@ -271,6 +271,8 @@ def report(results: Sequence[Result]) -> None:
             f"{max(result.latencies_s) * 1e3:>10.1f}ms"
         )
     for result in results:
+        if not result.triggers:
+            continue
         counts = collections.Counter(result.triggers)
         caught = ", ".join(f"{kind} {count}" for kind, count in counts.most_common())
         print(f"{result.mode}: caught by {caught}")

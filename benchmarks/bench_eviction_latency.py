@@ -16,8 +16,11 @@ events and the Eviction. The pressure is real:
 Each child records the CLOCK_MONOTONIC instant it crossed the threshold; the server
 stamps the instant the ``POST .../pods/<pod>/eviction`` arrives. The latency between
 them covers detection, the decision, the hand-over to the actuation thread, safety
-checks and one HTTP request. The default configuration is used (kernel notifications
-on, 1 s node poll, 500 ms filesystem poll). Prints p50/p99/max per mode.
+checks and the requests the worker sends first (the condition, the taint, the
+``EvictionThresholdMet`` event), then the Eviction. The default configuration is used
+(kernel notifications on, 1 s node poll, 500 ms filesystem poll), except for the cap
+on evictions per interval, lifted because the runs follow each other within seconds.
+Prints p50/p99/max per mode.
 """
 
 from __future__ import annotations
@@ -82,6 +85,9 @@ def latencies(mode: str, runs: int) -> Result:
             f"--kubeconfig={kubeconfig}",
             f"--node-name={NODE}",
             "--metrics-address=127.0.0.1:0",
+            # runs follow each other within seconds: the safety cap (5 per 10 s) would
+            # hold back every sixth eviction and measure the cap, not the agent
+            "--max-evictions-per-interval=1000",
         ]
         if mode == "memory":
             cgroup = stack.enter_context(

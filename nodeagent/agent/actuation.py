@@ -187,12 +187,14 @@ class Actuation:
         return True
 
     def _apply(self, job: ActuationJob) -> None:
+        # Evictions first: under a hard threshold the seconds before the kernel's OOM
+        # killer matter more than the taint, which only keeps new pods away.
         now = self._clock.now()
+        self._evict(job, now)
         if self.node_status.state is None:
             self._adopt(now)
         else:
             self._publish(job, now)
-        self._evict(job, now)
         self.recorder.flush()
 
     def _adopt(self, now: float) -> None:

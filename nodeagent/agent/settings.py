@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator, model_validator
 
-from nodeagent.triggers import durations
+from nodeagent import durations
 
 NODE_NAME_ENV = "NODE_NAME"
 """The variable a DaemonSet sets from the downward API (``spec.nodeName``)."""
@@ -95,7 +95,7 @@ class AgentSettings(BaseModel):
     @field_validator("decision_log_interval", mode="before")
     @classmethod
     def _seconds(cls, value: Any) -> Any:
-        seconds = durations.parse_duration(value) if isinstance(value, str | int | float) else value
+        seconds = durations.parse_seconds(value) if isinstance(value, str | int | float) else value
         if isinstance(seconds, float) and seconds <= 0:
             raise ValueError("must be a positive duration such as 10s")
         return seconds
