@@ -10,40 +10,20 @@ its selectors with ``;``).
 from __future__ import annotations
 
 import json
-import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from pydantic_settings import NoDecode
 
+from nodeagent import durations
 from nodeagent.kube import selectors
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
 
 
 def duration_seconds(value: Any) -> Any:
     """``"1m30s"`` -> 90.0; numbers pass through as seconds; anything else is left for
     pydantic to reject with the field's name."""
     if isinstance(value, str):
-        text = value.strip()
-        try:
-            return float(text)
-        except ValueError:
-            pass
-        if not text or _DURATION_PART.sub("", text):
-            raise ValueError(
-                f"invalid duration {value!r}: use seconds or a Go duration like 30s, 1m30s, 5m"
-            )
-        return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
+        return durations.parse_seconds(value)
     return value
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from nodeagent import durations
 from nodeagent.config import (
     add_config_flags,
     camel_to_snake,
@@ -27,7 +28,7 @@ from nodeagent.config import (
     describe_validation_error,
 )
 from nodeagent.errors import ConfigError
-from nodeagent.eviction import compare, units
+from nodeagent.eviction import compare
 from nodeagent.eviction.policy import EvictionPolicy, policy_record
 from nodeagent.eviction.settings import EvictionSettings, kubelet_eviction_fields
 from nodeagent.eviction.thresholds import Operator, Threshold
@@ -125,7 +126,8 @@ def _text(policy: EvictionPolicy, layout: FsLayout, findings: tuple[compare.Find
     lines += [
         "",
         f"filesystem layout: {layout}",
-        f"pressure transition period: {units.format_duration(policy.pressure_transition_period)}",
+        "pressure transition period: "
+        + durations.format_go_duration(policy.pressure_transition_period),
         f"max pod grace period (soft): {_max_pod_grace(policy.max_pod_grace_period_seconds)}",
         f"strategy: {policy.strategy}",
     ]
@@ -143,7 +145,7 @@ def _row(threshold: Threshold) -> tuple[str, ...]:
         str(threshold.signal),
         ">" if threshold.operator is Operator.GREATER_THAN else "<",
         str(threshold.value),
-        units.format_duration(threshold.grace_period),
+        durations.format_go_duration(threshold.grace_period),
         "-" if threshold.min_reclaim is None else str(threshold.min_reclaim),
         "hard" if threshold.hard else "soft",
         str(threshold.derived_from or "config"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from nodeagent import durations
 from nodeagent.eviction import units
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.eviction.thresholds import PSI_SIGNALS, Percentage, Quantity, Threshold
@@ -69,7 +70,7 @@ def _describe(threshold: Threshold) -> str:
     kind = (
         "hard"
         if threshold.hard
-        else f"soft, grace period {units.format_duration(threshold.grace_period)}"
+        else f"soft, grace period {durations.format_go_duration(threshold.grace_period)}"
     )
     return f"{threshold.describe()} ({kind})"
 

@@ -44,8 +44,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from nodeagent import durations
 from nodeagent.eviction import layout as fs_layout
-from nodeagent.eviction import messages, ranking, units
+from nodeagent.eviction import messages, ranking
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.observations import observe
 from nodeagent.eviction.policy import EvictionPolicy
@@ -348,7 +349,7 @@ def _condition(
     elif on:
         message = (
             f"no {pressure} eviction threshold is met; the condition holds for the pressure "
-            f"transition period ({units.format_duration(policy.pressure_transition_period)})"
+            f"transition period ({durations.format_go_duration(policy.pressure_transition_period)})"
         )
     else:
         message = f"no {pressure} eviction threshold is met"

@@ -20,6 +20,7 @@ alone; the message carries the figures.
 
 from __future__ import annotations
 
+from nodeagent import durations
 from nodeagent.eviction import units
 from nodeagent.eviction.observations import stall_percent
 from nodeagent.eviction.thresholds import PSI_SIGNALS, Quantity, Threshold
@@ -54,7 +55,9 @@ def threshold_met_text(threshold: Threshold, observed: SignalValue, quantity: in
     ``memory.available 480Mi is below the hard threshold 500Mi``."""
     kind = "hard" if threshold.hard else "soft"
     grace = (
-        "" if threshold.hard else f" (grace period {units.format_duration(threshold.grace_period)})"
+        ""
+        if threshold.hard
+        else f" (grace period {durations.format_go_duration(threshold.grace_period)})"
     )
     if threshold.signal in PSI_SIGNALS:
         stalled = stall_percent(observed)

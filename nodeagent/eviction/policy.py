@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy
 
+from nodeagent import durations
 from nodeagent.errors import ConfigError
 from nodeagent.eviction import observations as engine_observations
 from nodeagent.eviction import thresholds as thr
@@ -105,8 +106,8 @@ class EvictionPolicy:
                 minimum_reclaims=settings.eviction_minimum_reclaim,
                 enforce_pods_allocatable="pods" in settings.enforce_node_allocatable,
             )
-            transition = units.parse_duration(settings.eviction_pressure_transition_period)
-        except (thr.ThresholdError, units.UnitError) as exc:
+            transition = durations.parse_go_duration(settings.eviction_pressure_transition_period)
+        except (thr.ThresholdError, units.UnitError, durations.DurationError) as exc:
             name = getattr(exc, "field", "evictionPressureTransitionPeriod")
             value = sources.get(name, settings.eviction_pressure_transition_period)
             message = f"config field {name!r} (value {value!r}): {exc}"
@@ -211,6 +212,6 @@ def _warnings(settings: EvictionSettings, thresholds: tuple[thr.Threshold, ...])
             f"evictions give each pod its own terminationGracePeriodSeconds (what the "
             f"kubelet's flag help promises; the kubelet itself kills at once, #118172)"
         )
-    if units.parse_duration(settings.eviction_pressure_transition_period) == 0:
+    if durations.parse_go_duration(settings.eviction_pressure_transition_period) == 0:
         notes.append("evictionPressureTransitionPeriod 0s means the default 5m0s (as the kubelet)")
     return tuple(notes)

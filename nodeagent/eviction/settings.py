@@ -26,7 +26,8 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_va
 from pydantic_core import PydanticCustomError
 from pydantic_settings import NoDecode
 
-from nodeagent.eviction import thresholds, units
+from nodeagent import durations
+from nodeagent.eviction import thresholds
 from nodeagent.model import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure
 
 __all__ = [
@@ -262,8 +263,8 @@ class EvictionSettings(BaseModel):
     @classmethod
     def _transition_period_parses(cls, value: str) -> str:
         try:
-            seconds = units.parse_duration(value.strip())
-        except units.UnitError as exc:
+            seconds = durations.parse_go_duration(value.strip())
+        except durations.DurationError as exc:
             raise _invalid(f"{exc} (durations look like 30s, 5m, 1h)") from None
         if seconds < 0:
             raise _invalid("must not be negative")

@@ -28,6 +28,7 @@ from enum import StrEnum
 
 import numpy
 
+from nodeagent import durations
 from nodeagent.eviction import units
 from nodeagent.model import FsLayout, Signal, SignalValue
 
@@ -242,8 +243,8 @@ def parse_grace_periods(
     for name, text in entries.items():
         signal = parse_signal(name, field=field)
         try:
-            seconds = units.parse_duration(text.strip())
-        except units.UnitError as exc:
+            seconds = durations.parse_go_duration(text.strip())
+        except durations.DurationError as exc:
             raise ThresholdError(
                 field, f"{exc} for {signal} (durations look like 90s, 1m30s, 2h)"
             ) from None

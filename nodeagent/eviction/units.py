@@ -33,10 +33,8 @@ __all__ = [
     "ParsedQuantity",
     "QuantityFormat",
     "UnitError",
-    "format_duration",
     "format_quantity",
     "json_number",
-    "parse_duration",
     "parse_exact_quantity",
     "parse_percentage",
     "parse_quantity",
@@ -157,76 +155,6 @@ def parse_percentage(text: str) -> float:
     return float(numpy.float32(float(number)) / numpy.float32(100))
 
 
-_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,  # U+00B5 micro sign
-    "μs": 1e-6,  # U+03BC Greek mu
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_DURATION_TERM = re.compile(r"([0-9]*(?:\.[0-9]*)?)([^0-9.]*)")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a Go duration string (``1m30s`` -> 90.0, ``300ms`` -> 0.3, ``-5s``)."""
-    body = text
-    sign = 1.0
-    if body[:1] in ("+", "-"):
-        sign = -1.0 if body[0] == "-" else 1.0
-        body = body[1:]
-    if body == "0":
-        return 0.0
-    if not body:
-        raise UnitError(f'time: invalid duration "{text}"')
-    seconds = 0.0
-    position = 0
-    while position < len(body):
-        term = _DURATION_TERM.match(body, position)
-        assert term is not None  # the pattern matches the empty string
-        number, unit = term.groups()
-        if number in ("", "."):
-            raise UnitError(f'time: invalid duration "{text}"')
-        if not unit:
-            raise UnitError(f'time: missing unit in duration "{text}"')
-        if unit not in _DURATION_UNITS:
-            raise UnitError(f'time: unknown unit "{unit}" in duration "{text}"')
-        seconds += float(number) * _DURATION_UNITS[unit]
-        position = term.end()
-    return sign * seconds
-
-
-def format_duration(seconds: float) -> str:
-    """Go's ``Duration.String()``: ``1m30s``, ``5m0s``, ``300ms``, ``0s``."""
-    nanoseconds = round(seconds * 1e9)
-    if nanoseconds == 0:
-        return "0s"
-    sign = "-" if nanoseconds < 0 else ""
-    nanoseconds = abs(nanoseconds)
-    if nanoseconds < 1_000_000_000:
-        for unit, size in (("ms", 1_000_000), ("µs", 1_000), ("ns", 1)):
-            if nanoseconds >= size or unit == "ns":
-                return sign + _trim_fraction(nanoseconds, size) + unit
-    hours, rest = divmod(nanoseconds, 3_600_000_000_000)
-    minutes, rest = divmod(rest, 60_000_000_000)
-    text = _trim_fraction(rest, 1_000_000_000) + "s"
-    if hours or minutes:
-        text = f"{minutes}m{text}"
-    if hours:
-        text = f"{hours}h{text}"
-    return sign + text
-
-
 def json_number(value: float) -> float | int:
     """A whole number as an int (``90``, not ``90.0``), anything else as it is."""
     return int(value) if float(value).is_integer() else value
-
-
-def _trim_fraction(amount: int, unit: int) -> str:
-    whole, fraction = divmod(amount, unit)
-    if not fraction:
-        return str(whole)
-    digits = len(str(unit)) - 1
-    return f"{whole}.{fraction:0{digits}d}".rstrip("0")

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator
 
-from nodeagent.triggers import durations
+from nodeagent import durations
 
 DEFAULT_METRICS_PORT = 9813
 """The port of ``/metrics``, ``/healthz`` and ``/readyz`` (see the module docstring)."""
@@ -99,7 +99,7 @@ class ObservabilitySettings(BaseModel):
     @field_validator("liveness_timeout", mode="before")
     @classmethod
     def _positive_duration(cls, value: Any) -> float:
-        seconds = durations.parse_duration(value)
+        seconds = durations.parse_seconds(value)
         if seconds <= 0:
             raise ValueError("must be a positive duration")
         return seconds

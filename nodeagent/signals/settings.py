@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, field_validator
 
+from nodeagent import durations
 from nodeagent.signals.cgroups import normalize_cgroup
-from nodeagent.triggers import durations
 
 
 class SignalSourceSettings(BaseModel):
@@ -84,4 +84,4 @@ class SignalSourceSettings(BaseModel):
     @field_validator("pod_storage_scan_interval", mode="before")
     @classmethod
     def _duration(cls, value: str | float) -> float:
-        return durations.parse_duration(value)
+        return durations.parse_seconds(value)

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from nodeagent.triggers import durations
+from nodeagent import durations
 
 WINDOW_MIN_US = 500_000
 WINDOW_MAX_US = 10_000_000
@@ -69,8 +69,8 @@ class TriggerSpec:
         if not WINDOW_MIN_US <= self.window_us <= WINDOW_MAX_US:
             raise ValueError(
                 f"PSI trigger {self}: window must be between "
-                f"{durations.format_duration(WINDOW_MIN_US / 1e6)} and "
-                f"{durations.format_duration(WINDOW_MAX_US / 1e6)} (the kernel's limits)"
+                f"{durations.format_go_duration(WINDOW_MIN_US / 1e6)} and "
+                f"{durations.format_go_duration(WINDOW_MAX_US / 1e6)} (the kernel's limits)"
             )
         if not 0 < self.stall_us <= self.window_us:
             raise ValueError(
@@ -93,8 +93,8 @@ class TriggerSpec:
         if fields[1] not in Line.__members__.values():
             raise ValueError(f"PSI trigger {text!r}: the line must be 'some' or 'full'")
         try:
-            stall = durations.parse_duration(fields[2])
-            window = durations.parse_duration(fields[3])
+            stall = durations.parse_seconds(fields[2])
+            window = durations.parse_seconds(fields[3])
         except ValueError as exc:
             raise ValueError(f"PSI trigger {text!r}: {exc}") from exc
         return cls(
@@ -108,8 +108,8 @@ class TriggerSpec:
     def __str__(self) -> str:
         target = f"{self.scope}/{self.resource}" if self.scope else str(self.resource)
         return (
-            f"{target} {self.line} {durations.format_duration(self.stall_us / 1e6)} "
-            f"{durations.format_duration(self.window_us / 1e6)}"
+            f"{target} {self.line} {durations.format_go_duration(self.stall_us / 1e6)} "
+            f"{durations.format_go_duration(self.window_us / 1e6)}"
         )
 
     @property

@@ -16,7 +16,8 @@ from kubernetes.utils import quantity
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer, PlainValidator
 from pydantic_settings import NoDecode
 
-from nodeagent.triggers import durations, memcg, psi
+from nodeagent import durations
+from nodeagent.triggers import memcg, psi
 
 
 def _parse_specs(value: Any) -> tuple[psi.TriggerSpec, ...]:
@@ -54,7 +55,7 @@ def _parse_bytes(value: Any) -> int:
 
 
 def _parse_interval(value: Any) -> float:
-    seconds = durations.parse_duration(value)
+    seconds = durations.parse_seconds(value)
     if not 0 < seconds <= MAX_INTERVAL_S:
         raise ValueError(f"expected an interval above 0s and at most 1h, got {value!r}")
     return seconds

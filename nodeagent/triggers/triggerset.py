@@ -30,7 +30,8 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nodeagent.triggers import durations, kernel, memcg, psi
+from nodeagent import durations
+from nodeagent.triggers import kernel, memcg, psi
 from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus, Wake
 from nodeagent.triggers.settings import TriggerSettings
 
@@ -242,7 +243,7 @@ class TriggerSet:
                         MechanismState.FALLBACK,
                         pressure_file,
                         f"armed {armed} instead of {spec}: the kernel refused a "
-                        f"{durations.format_duration(spec.window_s)} window (EINVAL); "
+                        f"{durations.format_go_duration(spec.window_s)} window (EINVAL); "
                         f"without CAP_SYS_RESOURCE it accepts only multiples of 2s",
                     )
                 return self._set_status(name, status)
@@ -284,7 +285,7 @@ class TriggerSet:
                 MechanismState.FALLBACK,
                 pressure_file,
                 f"{spec} emulated by reading the stall total every "
-                f"{durations.format_duration(self._poll_interval)}: {why}",
+                f"{durations.format_go_duration(self._poll_interval)}: {why}",
             ),
         )
 

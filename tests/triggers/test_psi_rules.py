@@ -88,7 +88,7 @@ def test_unprivileged_equivalent_is_acceptable_and_keeps_the_share(spec: psi.Tri
     ("requested", "armed"),
     [
         pytest.param("memory some 150ms 1s", "memory some 300ms 2s", id="doc-example"),
-        pytest.param("io full 1s 3s", "io full 1333334us 4s", id="rounds-stall-up"),
+        pytest.param("io full 1s 3s", "io full 1.333334s 4s", id="rounds-stall-up"),
         pytest.param("memory some 9s 9s", "memory some 10s 10s", id="to-the-limit"),
         pytest.param("memory some 100ms 2s", None, id="already-acceptable"),
     ],
