@@ -196,12 +196,13 @@ class Agent:
         triggers: Triggers | None = None,
         serve_metrics: bool = True,
         notifier: SystemdNotifier | None = None,
+        pod_source: PodSource | None = None,
     ) -> Agent:
         """Make every part; nothing runs yet. Raises ConfigError (exit code 2) for a
         configuration that cannot work: bad thresholds, no cluster access, no host root.
 
-        ``kube`` and ``triggers`` replace the real ones (tests); a given ``kube`` means
-        cluster mode unless ``standalone`` is set."""
+        ``kube``, ``triggers`` and ``pod_source`` replace the real ones (tests); a given
+        ``kube`` means cluster mode unless ``standalone`` is set."""
         clock = clock or RealClock()
         policy = EvictionPolicy.from_settings(config)
         for warning in policy.warnings:
@@ -224,7 +225,9 @@ class Agent:
         )
         pod_cache: PodCache | None = None
         pods: PodSource
-        if standalone:
+        if pod_source is not None:
+            pods = pod_source
+        elif standalone:
             pods = CgroupPods(collector)
         else:
             pod_cache = PodCache(kube, node_name, watch_timeout=config.pod_watch_timeout)

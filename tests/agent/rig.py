@@ -15,23 +15,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nodeagent.actuators.events import EventRecorder
-from nodeagent.actuators.evictor import Evictor
-from nodeagent.actuators.node_status import NodeStatusActuator
-from nodeagent.actuators.safety import SafetyPolicy
-from nodeagent.agent.actuation import Actuation
-from nodeagent.agent.loop import AgentLoop, CycleResult
+from nodeagent.agent.loop import CycleResult
 from nodeagent.agent.pods import PodView
+from nodeagent.agent.runtime import Agent
 from nodeagent.clock import FakeClock
 from nodeagent.config import NodeAgentConfiguration, load_config
-from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.kube import fake
 from nodeagent.model import PodInfo, PodUID, QOSClass
-from nodeagent.observability.health import Health
-from nodeagent.observability.metrics import AgentMetrics
 from nodeagent.observability.sdnotify import SystemdNotifier
 from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion
-from nodeagent.signals.collector import SignalCollector
 from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory
 from nodeagent.triggers.fake import FakeTriggers
 from tests.fakeapi import objects
@@ -99,49 +91,23 @@ class Rig:
         self.kube = fake.FakeKubeClient(self.cluster)
         self.triggers = FakeTriggers(self.clock)
         self.pods = StaticPods()
-        self.metrics = AgentMetrics(process_metrics=False)
-        self.health = Health(clock=self.clock, liveness_timeout=30.0, requires_api=True)
-        self.collector = SignalCollector.from_settings(self.config)
-        self.policy = EvictionPolicy.from_settings(self.config)
-        dry_run = self.config.dry_run
-        self.recorder = EventRecorder(self.kube, node_name=NODE, clock=self.clock, dry_run=dry_run)
-        self.actuation = Actuation(
-            node_status=NodeStatusActuator(
-                self.kube,
-                NODE,
-                clock=self.clock,
-                condition_types=self.policy.condition_types.values(),
-                taint_keys=self.policy.taint_keys.values(),
-                dry_run=dry_run,
-            ),
-            evictor=Evictor(
-                self.kube,
-                clock=self.clock,
-                recorder=self.recorder,
-                policy=SafetyPolicy.from_settings(self.config),
-                deadline_margin=self.config.eviction_deadline_margin,
-                dry_run=dry_run,
-            ),
-            recorder=self.recorder,
+        # The agent as `nodeagent run` wires it, with the fakes in place of the API, the
+        # kernel's notifications and the pod cache; nothing is started, so the test drives
+        # each cycle itself.
+        self.agent = Agent.build(
+            self.config,
             clock=self.clock,
-            metrics=self.metrics,
-            health=self.health,
-            max_decision_age=2.0,
-            cleanup_wait=self.config.eviction_deadline_margin,
-        )
-        self.loop = AgentLoop(
-            policy=self.policy,
-            collector=self.collector,
+            kube=self.kube,
             triggers=self.triggers,
-            trigger_settings=self.config,
-            pods=self.pods,
-            actuation=self.actuation,
-            clock=self.clock,
-            metrics=self.metrics,
-            health=self.health,
+            serve_metrics=False,
             notifier=SystemdNotifier(None, watchdog_timeout=None),
-            decision_log_interval=self.config.decision_log_interval,
+            pod_source=self.pods,
         )
+        self.loop = self.agent.loop
+        self.actuation = self.agent.actuation
+        self.collector = self.agent.collector
+        self.metrics = self.agent.metrics
+        self.health = self.agent.health
 
     # --- the host ----------------------------------------------------------------------------
     def set_node_usage(self, working_set: int) -> None:
