@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import NewType
 
 PodUID = NewType("PodUID", str)
@@ -61,6 +62,23 @@ class Signal(StrEnum):
     IO_PRESSURE_FULL_AVG300 = "io.pressure.full.avg300"
 
 
+class LocalStorageLimit(StrEnum):
+    """The local ephemeral-storage limits the kubelet enforces every cycle, apart from any
+    threshold (``localStorageCapacityIsolation``); spelled as the kubelet's eviction
+    metric labels, they stand where a signal would in an eviction."""
+
+    EMPTY_DIR = "emptydirfs.limit"
+    """An emptyDir volume used more than its ``sizeLimit``."""
+    POD = "ephemeralpodfs.limit"
+    """The pod used more than its pod-level ``ephemeral-storage`` limit."""
+    CONTAINER = "ephemeralcontainerfs.limit"
+    """A container used more than its own ``ephemeral-storage`` limit."""
+
+
+EvictionSignal = Signal | LocalStorageLimit
+"""Why a pod is evicted: a threshold's signal, or a local-storage limit."""
+
+
 class Resource(StrEnum):
     """The resource a signal starves; used in eviction messages (``The node was low on
     resource: memory.``) and to pick the ranking."""
@@ -79,7 +97,7 @@ class Pressure(StrEnum):
     PID = "pid"
 
 
-SIGNAL_RESOURCE: Mapping[Signal, Resource] = {
+SIGNAL_RESOURCE: Mapping[EvictionSignal, Resource] = {
     Signal.MEMORY_AVAILABLE: Resource.MEMORY,
     Signal.ALLOCATABLE_MEMORY_AVAILABLE: Resource.MEMORY,
     Signal.NODEFS_AVAILABLE: Resource.EPHEMERAL_STORAGE,
@@ -91,9 +109,10 @@ SIGNAL_RESOURCE: Mapping[Signal, Resource] = {
     Signal.PID_AVAILABLE: Resource.PIDS,
     **{s: Resource.MEMORY for s in Signal if s.startswith("memory.pressure.")},
     **{s: Resource.EPHEMERAL_STORAGE for s in Signal if s.startswith("io.pressure.")},
+    **dict.fromkeys(LocalStorageLimit, Resource.EPHEMERAL_STORAGE),
 }
 
-SIGNAL_PRESSURE: Mapping[Signal, Pressure] = {
+SIGNAL_PRESSURE: Mapping[EvictionSignal, Pressure] = {
     Signal.MEMORY_AVAILABLE: Pressure.MEMORY,
     Signal.ALLOCATABLE_MEMORY_AVAILABLE: Pressure.MEMORY,
     Signal.NODEFS_AVAILABLE: Pressure.DISK,
@@ -105,6 +124,7 @@ SIGNAL_PRESSURE: Mapping[Signal, Pressure] = {
     Signal.PID_AVAILABLE: Pressure.PID,
     **{s: Pressure.MEMORY for s in Signal if s.startswith("memory.pressure.")},
     **{s: Pressure.DISK for s in Signal if s.startswith("io.pressure.")},
+    **dict.fromkeys(LocalStorageLimit, Pressure.DISK),
 }
 
 
@@ -198,6 +218,20 @@ class PsiStats:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    """One container's ephemeral storage, in bytes (``None``: no stats)."""
+
+    rootfs: int | None = None
+    """Its writable layer."""
+    logs: int | None = None
+    """Its log directory (every restart's files)."""
+
+
+_NOTHING: Mapping[str, ContainerUsage] = MappingProxyType({})
+_NO_VOLUMES: Mapping[str, int] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
 class PodUsage:
     """What one pod uses on this node, keyed by UID, as the kubelet Summary API names it.
 
@@ -219,6 +253,11 @@ class PodUsage:
     local_volumes_inodes: int | None = None
     processes: int | None = None
     """Number of tasks (threads) in the pod cgroup."""
+    containers: Mapping[str, ContainerUsage] = field(default_factory=lambda: _NOTHING)
+    """Per container, by name, where known (the local-storage limit checks need it)."""
+    volumes: Mapping[str, int] = field(default_factory=lambda: _NO_VOLUMES)
+    """Bytes used per emptyDir volume, by volume name, memory-backed ones included (they
+    count against their ``sizeLimit`` but not in ``local_volumes``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +291,34 @@ class NodeObservations:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerInfo:
+    """An app container of a pod spec, as far as the local-storage checks need it."""
+
+    name: str
+    ephemeral_storage_limit: int | None = None
+    """Its ``limits.ephemeral-storage`` in bytes; ``None`` (or 0) when it sets none."""
+
+
+MEMORY_MEDIUM = "Memory"
+"""``emptyDir.medium`` of a tmpfs-backed volume (its usage is memory, not disk)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyDirVolume:
+    """An emptyDir volume of a pod spec."""
+
+    name: str
+    medium: str = ""
+    """``""`` (the node's disk), ``Memory`` (tmpfs) or ``HugePages[-<size>]``."""
+    size_limit: int | None = None
+    """``sizeLimit`` in bytes, when set."""
+
+    @property
+    def memory_backed(self) -> bool:
+        return self.medium == MEMORY_MEDIUM
+
+
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     """What the engine needs to know about a pod from its spec and status.
 
@@ -276,7 +343,15 @@ class PodInfo:
     requests: Mapping[str, int] = field(default_factory=dict)
     """Effective pod requests, overhead included where the kubelet counts it."""
     limits: Mapping[str, int] = field(default_factory=dict)
+    """Effective pod limits as the kubelet's ``PodLimits`` counts them: the containers'
+    sum, init containers by maximum, plus overhead where a limit is set. Its
+    ``ephemeral-storage`` is the pod-level local-storage limit."""
     labels: Mapping[str, str] = field(default_factory=dict)
+    containers: tuple[ContainerInfo, ...] = ()
+    """App containers (not init containers), in spec order; from the API only those
+    that set an ``ephemeral-storage`` limit (the others cannot break one)."""
+    volumes: tuple[EmptyDirVolume, ...] = ()
+    """emptyDir volumes, in spec order (other volume types are not listed)."""
 
     @property
     def key(self) -> str:
@@ -319,7 +394,7 @@ class Eviction:
     """The engine's verdict that one pod must go, and why."""
 
     pod: PodInfo
-    signal: Signal
+    signal: EvictionSignal
     grace_period_seconds: int
     message: str
     reclaim_estimate: int = 0

@@ -36,7 +36,14 @@ from nodeagent.actuators import events, safety
 from nodeagent.clock import Clock
 from nodeagent.kube import client
 from nodeagent.kube import errors as kube_errors
-from nodeagent.model import SIGNAL_RESOURCE, Decision, Eviction, PodUID, Signal
+from nodeagent.model import (
+    SIGNAL_RESOURCE,
+    Decision,
+    Eviction,
+    EvictionSignal,
+    LocalStorageLimit,
+    PodUID,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +78,7 @@ class EvictionResult:
     pod: str
     """``namespace/name``."""
     uid: PodUID
-    signal: Signal
+    signal: EvictionSignal
     outcome: Outcome
     grace_period_seconds: int
     hard: bool
@@ -269,6 +276,8 @@ class Evictor:
 
     def _record_threshold_met(self, decision: Decision) -> None:
         signal = decision.evictions[0].signal if decision.evictions else None
+        if isinstance(signal, LocalStorageLimit):
+            return  # over a pod's own limit: the node reclaims nothing (no threshold event)
         if signal is None:
             signal = next(t.signal for t in decision.thresholds_met if t.grace_satisfied)
         resource = SIGNAL_RESOURCE.get(signal)
@@ -276,5 +285,5 @@ class Evictor:
             self._recorder.threshold_met(str(resource))
 
 
-def _is_hard(decision: Decision, signal: Signal) -> bool:
+def _is_hard(decision: Decision, signal: EvictionSignal) -> bool:
     return any(t.hard and t.signal == signal for t in decision.thresholds_met)

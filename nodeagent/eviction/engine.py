@@ -24,7 +24,12 @@ It follows the kubelet's synchronize cycle (kubelet-eviction.md §5) step for st
    it helps; when the observation's reclaimable figures show it would leave no threshold
    met (with min reclaim, any signal, ignoring grace: the kubelet's global check), no pod
    is evicted this cycle.
-9. Evictable pods are ranked (:mod:`nodeagent.eviction.ranking`); the ``kubelet``
+9. Before any of that, with ``localStorageCapacityIsolation``, every pod over an
+   emptyDir ``sizeLimit``, its pod-level or a container's ``ephemeral-storage`` limit is
+   evicted (:mod:`nodeagent.eviction.local_storage`), whatever the thresholds; a cycle
+   that evicts for local storage evicts for no threshold (conditions, taints and the
+   thresholds met are reported as usual).
+10. Evictable pods are ranked (:mod:`nodeagent.eviction.ranking`); the ``kubelet``
    strategy evicts the first, ``relief`` the shortest prefix whose usage covers the gap
    to ``threshold + min_reclaim``.
 
@@ -46,7 +51,7 @@ from dataclasses import dataclass, field
 
 from nodeagent import durations
 from nodeagent.eviction import layout as fs_layout
-from nodeagent.eviction import messages, ranking
+from nodeagent.eviction import local_storage, messages, ranking
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.observations import observe
 from nodeagent.eviction.policy import EvictionPolicy
@@ -152,7 +157,15 @@ def evaluate(
         a for a in active if now - first_observed[a.threshold] >= a.threshold.grace_period
     ]
     fresh = [a for a in actionable if _fresh(a.threshold.signal, observations.time, now, state)]
-    choice = _choose(policy, fresh, observed, observations, pods)
+    over_limit = (
+        local_storage.limit_evictions(pods, observations.pods, layout)
+        if policy.local_storage_capacity_isolation
+        else ()
+    )
+    if over_limit:
+        choice = _Choice(evictions=over_limit, candidates=over_limit)
+    else:
+        choice = _choose(policy, fresh, observed, observations, pods)
 
     pressure_observed = _stamped(state.pressure_observed, active, now)
     acted_observed = _stamped(state.acted_observed, actionable, now)

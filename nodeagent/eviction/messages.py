@@ -28,7 +28,10 @@ from nodeagent.model import SIGNAL_RESOURCE, PodInfo, Pressure, Resource, Signal
 
 __all__ = [
     "condition_reason",
+    "container_storage_limit_message",
+    "empty_dir_limit_message",
     "eviction_message",
+    "pod_storage_limit_message",
     "threshold_met_text",
     "threshold_sentence",
 ]
@@ -106,6 +109,36 @@ def eviction_message(lead: str, resource: Resource, pod: PodInfo, used: int | No
         f"{lead}Pod {pod.name} was using {units.format_quantity(used)}, request is "
         f"{units.format_quantity(request)}, has larger consumption of {resource}. "
     )
+
+
+def empty_dir_limit_message(volume: str, size_limit: int) -> str:
+    """The kubelet's message for an emptyDir over its ``sizeLimit``."""
+    return (
+        f"Usage of EmptyDir volume {_go_quoted(volume)} exceeds the limit "
+        f"{_go_quoted(units.format_quantity(size_limit))}. "
+    )
+
+
+def pod_storage_limit_message(limit: int) -> str:
+    """The kubelet's message for a pod over its pod-level ephemeral-storage limit."""
+    return (
+        "Pod ephemeral local storage usage exceeds the total limit of containers "
+        f"{units.format_quantity(limit)}. "
+    )
+
+
+def container_storage_limit_message(container: str, limit: int) -> str:
+    """The kubelet's message for a container over its own ephemeral-storage limit."""
+    return (
+        f"Container {container} exceeded its local ephemeral storage limit "
+        f"{_go_quoted(units.format_quantity(limit))}. "
+    )
+
+
+def _go_quoted(text: str) -> str:
+    """Go's ``%q`` for the names and quantities it quotes here (DNS labels and quantity
+    text: printable ASCII without quotes or backslashes, so plain double quotes)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 _REQUESTED = frozenset({Resource.MEMORY, Resource.EPHEMERAL_STORAGE})

@@ -60,6 +60,8 @@ class EvictionPolicy:
     )
     taint_keys: Mapping[Pressure, str] = field(default_factory=lambda: dict(DEFAULT_TAINT_KEYS))
     soft_pressure_taint: bool = False
+    local_storage_capacity_isolation: bool = True
+    """Evict pods over their emptyDir, pod or container ephemeral-storage limits."""
     warnings: tuple[str, ...] = ()
     """Configuration the policy had to ignore or reinterpret, for the operator."""
     _by_layout: Mapping[FsLayout, tuple[thr.Threshold, ...]] = field(
@@ -120,6 +122,7 @@ class EvictionPolicy:
             condition_types=dict(settings.condition_types),
             taint_keys=dict(settings.taint_keys),
             soft_pressure_taint=settings.soft_pressure_taint,
+            local_storage_capacity_isolation=settings.local_storage_capacity_isolation,
             warnings=_warnings(settings, thresholds),
         )
 
@@ -175,6 +178,7 @@ def policy_record(policy: EvictionPolicy, layout: FsLayout = FsLayout.SINGLE) ->
         "conditionTypes": {str(p): name for p, name in policy.condition_types.items()},
         "taintKeys": {str(p): key for p, key in policy.taint_keys.items()},
         "softPressureTaint": policy.soft_pressure_taint,
+        "localStorageCapacityIsolation": policy.local_storage_capacity_isolation,
         "warnings": list(policy.warnings),
     }
 

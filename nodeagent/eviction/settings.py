@@ -55,6 +55,7 @@ KUBELET_CONFIGURATION_FIELDS = (
     "evictionPressureTransitionPeriod",
     "enforceNodeAllocatable",
     "mergeDefaultEvictionSettings",
+    "localStorageCapacityIsolation",
 )
 """The KubeletConfiguration fields the agent reads from a ``kind: KubeletConfiguration``
 document; every other kubelet field is ignored."""
@@ -212,6 +213,12 @@ class EvictionSettings(BaseModel):
     that steers new pods away without refusing them); ``NoSchedule`` from the moment a
     threshold is acted on. Default false: ``NoSchedule`` whenever the condition is on,
     as the node lifecycle controller does for the kubelet's conditions."""
+
+    local_storage_capacity_isolation: bool = True
+    """The kubelet's localStorageCapacityIsolation: every cycle, whatever the thresholds,
+    evict each pod whose emptyDir uses more than its ``sizeLimit``, whose ephemeral usage
+    exceeds its pod-level ``ephemeral-storage`` limit, or one of whose containers exceeds
+    its own; such a cycle evicts for no threshold. Default true, as in the kubelet."""
 
     @field_validator("eviction_hard", "eviction_soft")
     @classmethod

@@ -11,7 +11,12 @@ docs/eviction.md)::
      "reclaimable": {"images": 1073741824},
      "pods": [{"namespace": "default", "name": "a", "priority": 0,
                "requests": {"memory": "256Mi"}, "limits": {"memory": "1Gi"},
-               "usage": {"memory": 536870912, "rootfs": 0, "logs": 0}}]}
+               "usage": {"memory": 536870912, "rootfs": 0, "logs": 0},
+               "containers": [{"name": "app", "limits": {"ephemeral-storage": "1Gi"},
+                               "usage": {"rootfs": 0, "logs": 0}}],
+               "volumes": [{"name": "scratch",
+                            "emptyDir": {"medium": "", "sizeLimit": "512Mi"},
+                            "usage": 0}]}]}
 
 Parsing is strict (an unknown key is an error naming the line and the key, so a typo
 never silently changes a replay) and produces the same values the agent's collector
@@ -19,6 +24,13 @@ does: :class:`~nodeagent.model.NodeObservations` and :class:`~nodeagent.model.Po
 A pod's QoS class is derived from its requests and limits when the line does not give
 it, and its RuntimeClass ``overhead`` is added to its requests, as the kubelet counts it
 when ranking. A usage key that is absent means "no stats" for that figure.
+
+``containers`` and ``volumes`` (both optional) feed the local-storage limit checks. The
+pod-level ``ephemeral-storage`` limit is the pod's ``limits`` entry when given (the
+trace's producer computed it as the kubelet does), else the sum of its containers'
+limits plus any ``ephemeral-storage`` overhead. Where the pod's own ``usage.rootfs`` /
+``usage.logs`` are absent they are its containers' sums, and ``usage.localVolumes``
+defaults to the usage of its disk-backed emptyDir volumes.
 """
 
 from __future__ import annotations
@@ -44,6 +56,10 @@ from nodeagent.errors import NodeAgentError
 from nodeagent.eviction import units
 from nodeagent.eviction.thresholds import PSI_CAPACITY, PSI_SIGNALS
 from nodeagent.model import (
+    MEMORY_MEDIUM,
+    ContainerInfo,
+    ContainerUsage,
+    EmptyDirVolume,
     FsLayout,
     NodeObservations,
     Observation,
@@ -93,6 +109,13 @@ def _amounts(value: Any) -> Any:
 
 
 ResourceAmounts = Annotated[dict[str, NonNegativeInt], BeforeValidator(_amounts)]
+
+
+def _amount(value: Any) -> Any:
+    """One amount in bytes: a whole number or a quantity string."""
+    if isinstance(value, str):
+        return _amounts({"amount": value})["amount"]
+    return value
 
 
 class _Strict(BaseModel):
@@ -152,6 +175,32 @@ class _Usage(_Strict):
     processes: NonNegativeInt | None = None
 
 
+class _ContainerUsage(_Strict):
+    rootfs: NonNegativeInt | None = None
+    logs: NonNegativeInt | None = None
+
+
+class _Container(_Strict):
+    name: str = Field(min_length=1)
+    limits: ResourceAmounts = Field(default_factory=dict)
+    usage: _ContainerUsage | None = None
+
+
+_MEDIUM = r"^(|Memory|HugePages(-[0-9]+[A-Za-z]*)?)$"
+
+
+class _EmptyDir(_Strict):
+    medium: str = Field(default="", pattern=_MEDIUM)
+    size_limit: Annotated[NonNegativeInt | None, BeforeValidator(_amount)] = None
+
+
+class _Volume(_Strict):
+    name: str = Field(min_length=1)
+    empty_dir: _EmptyDir | None = None
+    usage: NonNegativeInt | None = None
+    """Bytes used."""
+
+
 class _Pod(_Strict):
     namespace: str = "default"
     name: str
@@ -168,6 +217,19 @@ class _Pod(_Strict):
     overhead: ResourceAmounts = Field(default_factory=dict)
     labels: dict[str, str] = Field(default_factory=dict)
     usage: _Usage | None = None
+    containers: list[_Container] = Field(default_factory=list)
+    volumes: list[_Volume] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> _Pod:
+        for kind, names in (
+            ("container", [c.name for c in self.containers]),
+            ("volume", [v.name for v in self.volumes]),
+        ):
+            twice = sorted({name for name in names if names.count(name) > 1})
+            if twice:
+                raise ValueError(f"{kind} {twice[0]!r} listed twice")
+        return self
 
 
 class _Line(_Strict):
@@ -236,6 +298,39 @@ def parse_trace(lines: Iterable[str]) -> Iterator[TraceSample]:
         yield sample
 
 
+_EPHEMERAL_STORAGE = "ephemeral-storage"
+
+
+def _pod_usage(uid: PodUID, pod: _Pod) -> PodUsage | None:
+    """The pod's usage record: as given, with the defaults its containers and volumes
+    imply (see the module docstring); ``None`` when the line says nothing of its usage."""
+    containers = {
+        c.name: ContainerUsage(c.usage.rootfs, c.usage.logs)
+        for c in pod.containers
+        if c.usage is not None
+    }
+    volumes = {v.name: v.usage for v in pod.volumes if v.usage is not None}
+    if pod.usage is None and not containers and not volumes:
+        return None
+    fields = pod.usage.model_dump() if pod.usage is not None else {}
+    for name in ("rootfs", "logs"):
+        if fields.get(name) is None:
+            fields[name] = _sum(getattr(c, name) for c in containers.values())
+    if fields.get("local_volumes") is None:
+        fields["local_volumes"] = _sum(
+            v.usage
+            for v in pod.volumes
+            if v.empty_dir is not None and v.empty_dir.medium != MEMORY_MEDIUM
+        )
+    return PodUsage(uid=uid, containers=containers, volumes=volumes, **fields)
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    """The sum of the known values; ``None`` (no stats) when none is known."""
+    known = [value for value in values if value is not None]
+    return sum(known) if known else None
+
+
 def _seconds(value: float) -> str:
     return str(int(value)) if value.is_integer() else str(value)
 
@@ -263,6 +358,14 @@ def _sample(parsed: _Line, line: int) -> TraceSample:
         for name, amount in pod.overhead.items():
             if amount:
                 requests[name] = requests.get(name, 0) + amount
+        limits = dict(pod.limits)
+        storage_limits = [
+            c.limits[_EPHEMERAL_STORAGE] for c in pod.containers if _EPHEMERAL_STORAGE in c.limits
+        ]
+        if _EPHEMERAL_STORAGE not in limits and storage_limits:
+            limits[_EPHEMERAL_STORAGE] = sum(storage_limits) + pod.overhead.get(
+                _EPHEMERAL_STORAGE, 0
+            )
         pods.append(
             PodInfo(
                 namespace=pod.namespace,
@@ -276,12 +379,21 @@ def _sample(parsed: _Line, line: int) -> TraceSample:
                 daemonset=pod.daemonset,
                 termination_grace_period_seconds=pod.termination_grace_period_seconds,
                 requests=requests,
-                limits=dict(pod.limits),
+                limits=limits,
                 labels=dict(pod.labels),
+                containers=tuple(
+                    ContainerInfo(c.name, c.limits.get(_EPHEMERAL_STORAGE)) for c in pod.containers
+                ),
+                volumes=tuple(
+                    EmptyDirVolume(v.name, v.empty_dir.medium, v.empty_dir.size_limit)
+                    for v in pod.volumes
+                    if v.empty_dir is not None
+                ),
             )
         )
-        if pod.usage is not None:
-            usage[uid] = PodUsage(uid=uid, **pod.usage.model_dump())
+        record = _pod_usage(uid, pod)
+        if record is not None:
+            usage[uid] = record
     observations = NodeObservations(
         time=parsed.time,
         signals=signals,

@@ -17,7 +17,10 @@ as the kubelet would:
   container needs its own request plus the sidecars started before it; the pod needs
   the larger of the two; pod-level ``spec.resources`` replace the container sums for the
   resources they set; ``spec.overhead`` (RuntimeClass) is added. Values in base units:
-  bytes, and millicores for cpu.
+  bytes, and millicores for cpu. The ``ephemeral-storage`` limit so computed is the
+  pod-level limit the kubelet's local-storage check enforces.
+* **local-storage limits**: each app container's ``ephemeral-storage`` limit, and each
+  emptyDir volume's ``medium`` and ``sizeLimit``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from nodeagent.model import PodInfo, PodUID, QOSClass
+from nodeagent.model import ContainerInfo, EmptyDirVolume, PodInfo, PodUID, QOSClass
 
 CRITICAL_PRIORITY = 2_000_000_000
 """``scheduling.SystemCriticalPriority``: system-cluster-critical and above."""
@@ -105,6 +108,36 @@ def effective_resources(spec: Mapping[str, Any], which: str) -> dict[str, int]:
     return {name: value for name, value in total.items() if value}
 
 
+def storage_limited_containers(spec: Mapping[str, Any]) -> tuple[ContainerInfo, ...]:
+    """The app containers that set an ``ephemeral-storage`` limit, with it (init
+    containers count only towards the pod-level limit, as in the kubelet)."""
+    containers = []
+    for container in spec.get("containers") or ():
+        limits = (container.get("resources") or {}).get("limits") or {}
+        limit = quantity(limits.get("ephemeral-storage", 0))
+        if limit:
+            containers.append(ContainerInfo(str(container.get("name", "")), limit))
+    return tuple(containers)
+
+
+def empty_dir_volumes(spec: Mapping[str, Any]) -> tuple[EmptyDirVolume, ...]:
+    """The spec's emptyDir volumes with their medium and ``sizeLimit``."""
+    volumes = []
+    for volume in spec.get("volumes") or ():
+        empty_dir = volume.get("emptyDir")
+        if not isinstance(empty_dir, Mapping):
+            continue
+        size_limit = empty_dir.get("sizeLimit")
+        volumes.append(
+            EmptyDirVolume(
+                name=str(volume.get("name", "")),
+                medium=str(empty_dir.get("medium") or ""),
+                size_limit=None if size_limit is None else quantity(size_limit),
+            )
+        )
+    return tuple(volumes)
+
+
 def derive_qos(spec: Mapping[str, Any]) -> QOSClass:
     """The kubelet's ``GetPodQOS`` over app and init containers (pod-level resources, when
     set, stand for the containers)."""
@@ -176,6 +209,8 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         requests=effective_resources(spec, "requests"),
         limits=effective_resources(spec, "limits"),
         labels=dict(meta.get("labels") or {}),
+        containers=storage_limited_containers(spec),
+        volumes=empty_dir_volumes(spec),
     )
 
 

@@ -67,7 +67,7 @@ def signal_unit(signal: model.Signal) -> Unit | None:
     return RESOURCE_UNIT[model.SIGNAL_RESOURCE[signal]]
 
 
-def reclaim_unit(signal: model.Signal) -> Unit:
+def reclaim_unit(signal: model.EvictionSignal) -> Unit:
     """The unit of what evicting a pod for ``signal`` frees: that of the resource it
     starves (bytes of memory for ``memory.pressure.*``, as the engine ranks by memory)."""
     return RESOURCE_UNIT[model.SIGNAL_RESOURCE[signal]]
@@ -488,7 +488,7 @@ class AgentMetrics:
 
     def record_eviction(
         self,
-        signal: model.Signal,
+        signal: model.EvictionSignal,
         outcome: EvictionOutcome,
         qos: model.QOSClass,
         reclaimed: int = 0,

@@ -52,7 +52,12 @@ from nodeagent.signals.files import FileReader
 from nodeagent.signals.filesystems import FilesystemReader, FsPath
 from nodeagent.signals.memory import MemoryReader
 from nodeagent.signals.pids import PidReader
-from nodeagent.signals.pod_storage import NO_STORAGE_FIELDS, PodStorageScanner, StorageScan
+from nodeagent.signals.pod_storage import (
+    NO_STORAGE_FIELDS,
+    PodStorageScanner,
+    StorageFields,
+    StorageScan,
+)
 from nodeagent.signals.psi import PsiReader
 from nodeagent.signals.settings import SignalSourceSettings
 
@@ -192,7 +197,7 @@ class SignalCollector:
         self._pod_cgroup_usage: dict[PodUID, tuple[int | None, int | None]] = {}
         self._storage: StorageScan | None = None
         self._merged_storage: StorageScan | None = None
-        self._storage_fields: dict[PodUID, dict[str, int | None]] = {}
+        self._storage_fields: dict[PodUID, StorageFields] = {}
         self._pods: dict[PodUID, PodUsage] = {}
         self._read_times: dict[SignalGroup, float] = {}
 

@@ -141,6 +141,29 @@ def overlay_upperdir(mountinfo: str) -> str | None:
     return upper
 
 
+def container_name_from_mountinfo(mountinfo: str, pod_uid: str) -> str | None:
+    """The name of the container a process runs in, from its ``/proc/<pid>/mountinfo``.
+
+    The kubelet bind-mounts each container's termination-message file (by default
+    ``/dev/termination-log``) from ``<kubelet root>/pods/<uid>/containers/<name>/<id>``;
+    that mount's root (the fourth field, relative to the filesystem it comes from, so the
+    kubelet root directory may sit on its own filesystem) names the container. ``None``
+    when no such mount is found.
+    """
+    marker = f"/pods/{pod_uid}/containers/"
+    for line in mountinfo.splitlines():
+        if marker not in line:
+            continue
+        fields = line.split(" ", 5)
+        if len(fields) < 5:
+            continue
+        _, found, rest = _unescape_mount_field(fields[3]).partition(marker)
+        name = rest.partition("/")[0]
+        if found and name:
+            return name
+    return None
+
+
 def pod_uid_from_log_dir(name: str) -> str | None:
     """The pod UID of a kubelet log directory ``<namespace>_<name>_<uid>``.
 

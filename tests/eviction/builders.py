@@ -48,7 +48,7 @@ def pod(
     )
 
 
-def usage(name: str, **figures: int | None) -> PodUsage:
+def usage(name: str, **figures: Any) -> PodUsage:
     return PodUsage(uid=PodUID(name), **figures)
 
 

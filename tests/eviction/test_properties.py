@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -182,6 +183,10 @@ def pressure_policy(strategy: str, signal: Signal, reclaim: int) -> EvictionPoli
     )
 
 
+def _figure(name: str, used: int) -> dict[str, Any]:
+    return {name: used}
+
+
 def run_to_rest(strategy: str, node: Pressured) -> list[int]:
     """Evictions per cycle over a node whose pods free what they use when evicted."""
     resolved = pressure_policy(strategy, node.signal, node.reclaim)
@@ -190,7 +195,7 @@ def run_to_rest(strategy: str, node: Pressured) -> list[int]:
         for i, (_, priority) in enumerate(node.pods)
     )
     usage = {
-        PodUID(f"p{i}"): PodUsage(PodUID(f"p{i}"), **{node.figure: used})
+        PodUID(f"p{i}"): PodUsage(PodUID(f"p{i}"), **_figure(node.figure, used))
         for i, (used, _) in enumerate(node.pods)
         if used is not None
     }
