@@ -319,6 +319,8 @@ def test_every_example_config_passes_config_check_and_runs_in_both_strategies() 
             assert len(cycles) == len(samples)
 
 
-@pytest.mark.parametrize("name", ["memory-ramp", "disk-fill", "soft-oscillation", "psi-memory"])
+@pytest.mark.parametrize(
+    "name", ["memory-ramp", "disk-fill", "soft-oscillation", "psi-memory", "local-storage"]
+)
 def test_each_example_has_its_config_and_trace(name: str) -> None:
     assert (EXAMPLES / f"{name}.yaml").is_file() and (EXAMPLES / f"{name}.jsonl").is_file()

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nodeagent.config import load_config
 from nodeagent.eviction import engine, local_storage, replay, trace
+from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.kube import pods as kube_pods
 from nodeagent.model import (
     ContainerInfo,
@@ -567,3 +570,70 @@ def test_an_old_trace_line_still_loads_without_container_or_volume_detail() -> N
     assert (info.containers, info.volumes) == ((), ())
     used = sample.observations.pods[info.uid]
     assert (used.rootfs, used.logs, used.local_volumes, dict(used.containers)) == (5, 6, 7, {})
+
+
+# --- the shipped example, against an oracle computed from its lines ----------------------
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _oracle_violation(record: dict[str, Any]) -> str | None:
+    """§11 on one trace pod record, written out from the reference (not the engine)."""
+    if record.get("priority", 0) >= 2_000_000_000:
+        return None
+    q = trace._amount  # the trace's own quantity reading, shared on purpose
+    for volume in record.get("volumes", []):
+        limit = q(volume.get("emptyDir", {}).get("sizeLimit", 0) or 0)
+        if limit and volume.get("usage", 0) > limit:
+            return "emptydirfs.limit"
+    containers = record.get("containers", [])
+    limits = [q(c["limits"]["ephemeral-storage"]) for c in containers if c.get("limits")]
+    used = sum(c["usage"].get("rootfs", 0) + c["usage"].get("logs", 0) for c in containers)
+    used += sum(
+        v.get("usage", 0)
+        for v in record.get("volumes", [])
+        if v["emptyDir"].get("medium") != "Memory"
+    )
+    if limits and used > sum(limits):
+        return "ephemeralpodfs.limit"
+    for c in containers:
+        if c.get("limits") and sum(c["usage"].values()) > q(c["limits"]["ephemeral-storage"]):
+            return "ephemeralcontainerfs.limit"
+    return None
+
+
+@pytest.mark.parametrize("isolation", [True, False])
+def test_the_local_storage_example(isolation: bool) -> None:
+    config = load_config(
+        EXAMPLES / "local-storage.yaml",
+        environ={},
+        overrides={"local_storage_capacity_isolation": isolation},
+    )
+    text = (EXAMPLES / "local-storage.jsonl").read_text().splitlines()
+    samples = [trace.parse_trace_line(t, n) for n, t in enumerate(text, start=1)]
+    decisions = [c.decision for c in replay.replay(EvictionPolicy.from_settings(config), samples)]
+    lines = [json.loads(t) for t in text]
+    limit_evictions_seen = threshold_evictions_seen = 0
+    for line, decision in zip(lines, decisions, strict=True):
+        nodefs = line["signals"]["nodefs.available"]
+        below = nodefs["available"] < nodefs["capacity"] // 10
+        violators = [
+            (f"{p.get('namespace', 'default')}/{p['name']}", v)
+            for p in line["pods"]
+            if isolation and (v := _oracle_violation(p)) is not None
+        ]
+        got = [(e.pod.key, str(e.signal)) for e in decision.evictions]
+        if below:
+            assert decision.pressure[Pressure.DISK]
+        if violators:
+            assert got == violators
+            assert all(e.grace_period_seconds == 1 for e in decision.evictions)
+            limit_evictions_seen += len(got)
+        elif below:
+            assert [signal for _, signal in got] == ["nodefs.available"]
+            threshold_evictions_seen += 1
+        else:
+            assert got == []
+    assert limit_evictions_seen == (3 if isolation else 0)
+    # with the checks on, the threshold waits one cycle for the renderer's eviction
+    assert threshold_evictions_seen == (1 if isolation else 2)
