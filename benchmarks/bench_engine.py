@@ -8,7 +8,15 @@ Scenarios, each on a node with every default kubelet threshold plus a soft memor
 * ``memory, kubelet``: a hard memory threshold met, every pod ranked, the top one evicted;
 * ``disk, kubelet``: a hard nodefs threshold met, disk usage summed per pod by layout;
 * ``memory, relief``: as ``memory, kubelet`` with the relief strategy;
-* ``PSI, kubelet``: a soft PSI threshold past its grace period.
+* ``PSI, kubelet``: a soft PSI threshold past its grace period;
+* ``at rest, no LSI``: ``at rest`` with ``localStorageCapacityIsolation: false``, the
+  baseline for the cost of the local-storage checks (every other scenario runs them);
+* ``local storage``: no threshold met, 3% of the pods over a local-storage limit (all
+  evicted in the cycle).
+
+Half the pods set local-storage limits (container ``ephemeral-storage`` limits, an
+emptyDir with a ``sizeLimit``, a memory-backed one), with per-container and per-volume
+usage, none over them except in ``local storage``.
 
 Each scenario carries the engine state from cycle to cycle, as the agent does, with a
 fresh observation time per cycle. Prints the median and 99th percentile of one cycle,
@@ -29,6 +37,9 @@ from nodeagent.config import load_config
 from nodeagent.eviction import engine
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.model import (
+    ContainerInfo,
+    ContainerUsage,
+    EmptyDirVolume,
     FsLayout,
     NodeObservations,
     PodInfo,
@@ -47,8 +58,13 @@ Scenario = Callable[[dict[PodUID, PodUsage]], tuple[EvictionPolicy, NodeObservat
 """Pod usage -> the policy and the observation of one scenario."""
 
 
-def node(pods: int, seed: int = 7) -> tuple[tuple[PodInfo, ...], dict[PodUID, PodUsage]]:
+def node(
+    pods: int, seed: int = 7, over_limits: float = 0.0
+) -> tuple[tuple[PodInfo, ...], dict[PodUID, PodUsage]]:
+    """``pods`` pods and their usage; a share ``over_limits`` of them over a local-storage
+    limit (their own random stream, so the rest of the node is the same either way)."""
     rng = random.Random(seed)
+    storage_rng = random.Random(seed + 1)
     infos = []
     usage = {}
     for i in range(pods):
@@ -77,7 +93,46 @@ def node(pods: int, seed: int = 7) -> tuple[tuple[PodInfo, ...], dict[PodUID, Po
                 local_volumes_inodes=rng.randint(0, 10_000),
                 processes=rng.randint(1, 200),
             )
+        if storage_rng.random() < 0.5:
+            infos[-1], usage = _storage_limited(infos[-1], usage, storage_rng, over_limits)
     return tuple(infos), usage
+
+
+def _storage_limited(
+    pod: PodInfo, usage: dict[PodUID, PodUsage], rng: random.Random, over_limits: float
+) -> tuple[PodInfo, dict[PodUID, PodUsage]]:
+    """``pod`` with two limited containers, a limited emptyDir and a memory-backed one,
+    using up to half of each limit (or twice the container's, for a share of them)."""
+    limit = rng.choice([Gi, 2 * Gi, 4 * Gi])
+    containers = (ContainerInfo("app", limit), ContainerInfo("sidecar", limit // 4))
+    volumes = (
+        EmptyDirVolume("scratch", size_limit=limit),
+        EmptyDirVolume("shm", "Memory", 64 * Mi),
+    )
+    limited = replace(
+        pod,
+        limits={**pod.limits, "ephemeral-storage": limit + limit // 4},
+        containers=containers,
+        volumes=volumes,
+    )
+    record = usage.get(pod.uid)
+    if record is None:
+        return limited, usage
+    app_logs = 2 * limit if rng.random() < over_limits else rng.randint(0, limit // 8)
+    per_container = {
+        "app": ContainerUsage(rootfs=rng.randint(0, limit // 8), logs=app_logs),
+        "sidecar": ContainerUsage(rootfs=0, logs=rng.randint(0, limit // 16)),
+    }
+    scratch = rng.randint(0, limit // 8)
+    usage[pod.uid] = replace(
+        record,
+        rootfs=sum(c.rootfs or 0 for c in per_container.values()),
+        logs=sum(c.logs or 0 for c in per_container.values()),
+        local_volumes=scratch,
+        containers=per_container,
+        volumes={"scratch": scratch, "shm": rng.randint(0, 32 * Mi)},
+    )
+    return limited, usage
 
 
 def observations(
@@ -136,7 +191,9 @@ def main() -> None:
 
     kubelet = policy()
     relief = policy(eviction_strategy="relief")
+    no_lsi = policy(local_storage_capacity_isolation="false")
     scenarios: dict[str, Scenario] = {
+        "at rest, no LSI": lambda u: (no_lsi, observations(u, memory=20 * Gi, nodefs=300 * Gi)),
         "at rest": lambda u: (kubelet, observations(u, memory=20 * Gi, nodefs=300 * Gi)),
         "memory, kubelet": lambda u: (kubelet, observations(u, memory=512 * Mi, nodefs=300 * Gi)),
         "disk, kubelet": lambda u: (kubelet, observations(u, memory=20 * Gi, nodefs=10 * Gi)),
@@ -145,13 +202,14 @@ def main() -> None:
             kubelet,
             observations(u, memory=20 * Gi, nodefs=300 * Gi, stall=35.0),
         ),
+        "local storage": lambda u: (kubelet, observations(u, memory=20 * Gi, nodefs=300 * Gi)),
     }
     sizes = (110, 1000)
     print(f"{'scenario':<18}{'pods':>6}{'median µs':>12}{'p99 µs':>10}{'per pod µs':>12}")
     results: dict[tuple[str, int], float] = {}
     for name, build in scenarios.items():
         for size in sizes:
-            pods, usage = node(size)
+            pods, usage = node(size, over_limits=0.06 if name == "local storage" else 0.0)
             resolved, sample = build(usage)
             repeat = args.repeat if size == sizes[0] else max(200, args.repeat // 5)
             durations = sorted(time_cycles(resolved, sample, pods, repeat))
@@ -167,6 +225,15 @@ def main() -> None:
         print(
             f"{name:<18} 1000/110 pods: x{large / small:.1f} time, x{per_pod_ratio:.2f} per pod;"
             f" 110 pods vs 1 ms target: {small / TARGET_US_AT_110:.2f} ({verdict})"
+        )
+    print()
+    for size in sizes:
+        baseline = results["at rest, no LSI", size]
+        at_rest, evicting = results["at rest", size], results["local storage", size]
+        print(
+            f"local-storage checks at {size} pods: at rest x{at_rest / baseline:.2f}"
+            f" (+{at_rest - baseline:.1f} µs), evicting x{evicting / baseline:.2f}"
+            f" (+{evicting - baseline:.1f} µs) of at rest without them"
         )
 
 

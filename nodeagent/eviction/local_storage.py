@@ -65,14 +65,14 @@ def limit_evictions(
         if not (pod.volumes or pod.containers or EPHEMERAL_STORAGE in pod.limits):
             continue  # nothing limited: the common case, decided without a lookup
         record = usage.get(pod.uid)
-        if record is None or not is_evictable(pod):
+        if record is None:
             continue
         violation = (
             _empty_dir_violation(pod, record)
             or _pod_violation(pod, record)
             or _container_violation(pod, record, dedicated)
         )
-        if violation is not None:
+        if violation is not None and is_evictable(pod):
             signal, message = violation
             evictions.append(
                 Eviction(
