@@ -34,12 +34,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from nodeagent import model
 from nodeagent.observability import metrics
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -150,12 +150,16 @@ def _child(duration: float, interval: float) -> None:
 
 
 def _sample(pid: int) -> tuple[float, int, int]:
-    """CPU seconds, RSS and peak RSS (bytes) of ``pid``."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-    status = Path(f"/proc/{pid}/status").read_text().splitlines()
-    kib = {line.split(":")[0]: int(line.split()[1]) for line in status if line.startswith("Vm")}
-    return cpu, kib["VmRSS"] * 1024, kib["VmHWM"] * 1024
+    """CPU seconds (user + system), RSS and peak RSS (bytes) of ``pid``. psutil reads the
+    first two; the peak (``VmHWM``) it does not report on Linux, so that one line comes
+    from ``/proc/<pid>/status``."""
+    process = psutil.Process(pid)
+    with process.oneshot():
+        times = process.cpu_times()
+        rss = process.memory_info().rss
+    status = Path(f"/proc/{pid}/status").read_text()
+    peak_kib = int(status.partition("VmHWM:")[2].split()[0])
+    return times.user + times.system, rss, peak_kib * 1024
 
 
 MEMORY_CGROUP_ROOT = Path("/sys/fs/cgroup/memory")

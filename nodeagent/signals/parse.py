@@ -8,6 +8,20 @@ per pod, so scanning for one key beats building a dict.
 
 Malformed input raises :class:`ValueError` naming what was expected; the readers turn
 that into an unavailable signal with the file's path.
+
+Why not psutil for ``/proc/meminfo``: it does not expose the facts the readers need in
+the form they need them. The meminfo fallback of ``memory.available`` needs
+``AnonPages``, ``SwapCached`` and ``Inactive(file)``, which psutil does not report (its
+``cached`` adds ``SReclaimable`` and its ``inactive`` is anon plus file, other
+quantities than the kubelet's). Swap (``SwapTotal``, ``SwapFree``) it does report, but
+only by reading meminfo again (and ``/proc/vmstat``) in the per-second collection,
+from the directory in ``psutil.PROCFS_PATH``, one setting for the whole process where
+every reader here takes its root as a parameter; and when those lines are missing it
+falls back to ``sysinfo(2)``, which describes the machine the agent runs on, not the
+host root or fixture tree it was pointed at. So the readers parse the one meminfo read
+they already make, and the kernel tests check them against psutil's own parse of the
+same file (tests/kernel/test_meminfo_against_psutil.py), which is where psutil does
+replace hand-written parsing, as in the benchmarks' process sampler.
 """
 
 from __future__ import annotations
