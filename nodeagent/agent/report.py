@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodeagent.eviction import thresholds, units
-from nodeagent.model import Decision, Pressure, Signal, ThresholdMet
+from nodeagent.model import Decision, Eviction, LocalStorageLimit, Pressure, Signal, ThresholdMet
 
 MAX_CANDIDATES_LOGGED = 10
 """Candidates beyond this many are counted, not named."""
@@ -79,17 +79,19 @@ def decision_message(decision: Decision) -> str:
     if held:
         clauses.append("pressure " + ", ".join(held))
     if decision.evictions:
-        clauses.append(
-            "evict "
-            + ", ".join(
-                f"{e.pod.key} (grace {e.grace_period_seconds}s)" for e in decision.evictions
-            )
-        )
+        clauses.append("evict " + ", ".join(_eviction_clause(e) for e in decision.evictions))
     elif any(t.grace_satisfied for t in decision.thresholds_met) and not decision.candidates:
         clauses.append("no pod to evict")
     if decision.node_reclaim:
         clauses.append("node-level reclaim " + ", ".join(decision.node_reclaim))
     return "; ".join(clauses)
+
+
+def _eviction_clause(eviction: Eviction) -> str:
+    """``default/hog (grace 1s)``; a local-storage eviction, which no threshold explains,
+    names its limit: ``default/scratch (emptydirfs.limit, grace 1s)``."""
+    why = f"{eviction.signal}, " if isinstance(eviction.signal, LocalStorageLimit) else ""
+    return f"{eviction.pod.key} ({why}grace {eviction.grace_period_seconds}s)"
 
 
 def decision_fields(decision: Decision, *, trigger: str, decided_at: float) -> dict[str, Any]:
