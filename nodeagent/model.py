@@ -290,6 +290,17 @@ class NodeObservations:
         return observed if isinstance(observed, SignalValue) else None
 
 
+class QuantityFormat(StrEnum):
+    """How a quantity prints, as ``resource.Quantity`` remembers from its input."""
+
+    BINARY_SI = "BinarySI"
+    """``Ki``, ``Mi``... (and every amount the kubelet computes itself, e.g. ``available``)."""
+    DECIMAL_SI = "DecimalSI"
+    """``k``, ``M``, ``G``... or no suffix."""
+    DECIMAL_EXPONENT = "DecimalExponent"
+    """``1e3``."""
+
+
 @dataclass(frozen=True, slots=True)
 class ContainerInfo:
     """An app container of a pod spec, as far as the local-storage checks need it."""
@@ -297,6 +308,8 @@ class ContainerInfo:
     name: str
     ephemeral_storage_limit: int | None = None
     """Its ``limits.ephemeral-storage`` in bytes; ``None`` (or 0) when it sets none."""
+    limit_format: QuantityFormat = QuantityFormat.BINARY_SI
+    """How that limit was written, so a message prints it as the kubelet does."""
 
 
 MEMORY_MEDIUM = "Memory"
@@ -312,6 +325,8 @@ class EmptyDirVolume:
     """``""`` (the node's disk), ``Memory`` (tmpfs) or ``HugePages[-<size>]``."""
     size_limit: int | None = None
     """``sizeLimit`` in bytes, when set."""
+    size_limit_format: QuantityFormat = QuantityFormat.BINARY_SI
+    """How it was written (``512Mi``, ``500M``)."""
 
     @property
     def memory_backed(self) -> bool:
@@ -346,6 +361,9 @@ class PodInfo:
     """Effective pod limits as the kubelet's ``PodLimits`` counts them: the containers'
     sum, init containers by maximum, plus overhead where a limit is set. Its
     ``ephemeral-storage`` is the pod-level local-storage limit."""
+    limit_formats: Mapping[str, QuantityFormat] = field(default_factory=dict)
+    """How a pod-level limit prints where it is not binary (the format of the
+    container quantity the kubelet's sum took it from)."""
     labels: Mapping[str, str] = field(default_factory=dict)
     containers: tuple[ContainerInfo, ...] = ()
     """App containers (not init containers), in spec order; from the API only those

@@ -37,6 +37,7 @@ from nodeagent.model import (
     PodInfo,
     PodUID,
     PodUsage,
+    QuantityFormat,
     Resource,
 )
 
@@ -102,7 +103,9 @@ def _empty_dir_violation(pod: PodInfo, record: PodUsage) -> _Violation:
             continue
         used = record.volumes.get(volume.name)
         if used is not None and used > limit:
-            return LocalStorageLimit.EMPTY_DIR, messages.empty_dir_limit_message(volume.name, limit)
+            return LocalStorageLimit.EMPTY_DIR, messages.empty_dir_limit_message(
+                volume.name, limit, volume.size_limit_format
+            )
     return None
 
 
@@ -110,7 +113,9 @@ def _pod_violation(pod: PodInfo, record: PodUsage) -> _Violation:
     limit = pod.limits.get(EPHEMERAL_STORAGE)
     if limit is None or pod_ephemeral_usage(record) <= limit:
         return None
-    return LocalStorageLimit.POD, messages.pod_storage_limit_message(limit)
+    return LocalStorageLimit.POD, messages.pod_storage_limit_message(
+        limit, pod.limit_formats.get(EPHEMERAL_STORAGE, QuantityFormat.BINARY_SI)
+    )
 
 
 def _container_violation(pod: PodInfo, record: PodUsage, dedicated: bool) -> _Violation:
@@ -122,6 +127,6 @@ def _container_violation(pod: PodInfo, record: PodUsage, dedicated: bool) -> _Vi
         used = (stats.logs or 0) + (0 if dedicated else (stats.rootfs or 0))
         if used > limit:
             return LocalStorageLimit.CONTAINER, messages.container_storage_limit_message(
-                container.name, limit
+                container.name, limit, container.limit_format
             )
     return None

@@ -24,7 +24,14 @@ from nodeagent import durations
 from nodeagent.eviction import units
 from nodeagent.eviction.observations import stall_percent
 from nodeagent.eviction.thresholds import PSI_SIGNALS, Quantity, Threshold
-from nodeagent.model import SIGNAL_RESOURCE, PodInfo, Pressure, Resource, SignalValue
+from nodeagent.model import (
+    SIGNAL_RESOURCE,
+    PodInfo,
+    Pressure,
+    QuantityFormat,
+    Resource,
+    SignalValue,
+)
 
 __all__ = [
     "condition_reason",
@@ -111,27 +118,34 @@ def eviction_message(lead: str, resource: Resource, pod: PodInfo, used: int | No
     )
 
 
-def empty_dir_limit_message(volume: str, size_limit: int) -> str:
-    """The kubelet's message for an emptyDir over its ``sizeLimit``."""
+def empty_dir_limit_message(
+    volume: str, size_limit: int, written: QuantityFormat = QuantityFormat.BINARY_SI
+) -> str:
+    """The kubelet's message for an emptyDir over its ``sizeLimit`` (printed in the
+    format it was ``written`` in, as ``Quantity.String()`` does)."""
     return (
         f"Usage of EmptyDir volume {_go_quoted(volume)} exceeds the limit "
-        f"{_go_quoted(units.format_quantity(size_limit))}. "
+        f"{_go_quoted(units.format_quantity(size_limit, written))}. "
     )
 
 
-def pod_storage_limit_message(limit: int) -> str:
+def pod_storage_limit_message(
+    limit: int, written: QuantityFormat = QuantityFormat.BINARY_SI
+) -> str:
     """The kubelet's message for a pod over its pod-level ephemeral-storage limit."""
     return (
         "Pod ephemeral local storage usage exceeds the total limit of containers "
-        f"{units.format_quantity(limit)}. "
+        f"{units.format_quantity(limit, written)}. "
     )
 
 
-def container_storage_limit_message(container: str, limit: int) -> str:
+def container_storage_limit_message(
+    container: str, limit: int, written: QuantityFormat = QuantityFormat.BINARY_SI
+) -> str:
     """The kubelet's message for a container over its own ephemeral-storage limit."""
     return (
         f"Container {container} exceeded its local ephemeral storage limit "
-        f"{_go_quoted(units.format_quantity(limit))}. "
+        f"{_go_quoted(units.format_quantity(limit, written))}. "
     )
 
 

@@ -24,10 +24,11 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal
-from enum import StrEnum
 
 import numpy
 from kubernetes.utils import quantity as k8s_quantity
+
+from nodeagent.model import QuantityFormat
 
 __all__ = [
     "ParsedQuantity",
@@ -44,17 +45,6 @@ __all__ = [
 
 class UnitError(ValueError):
     """A quantity, percentage or duration that does not parse; the message says why."""
-
-
-class QuantityFormat(StrEnum):
-    """How a quantity prints, as ``resource.Quantity`` remembers from its input."""
-
-    BINARY_SI = "BinarySI"
-    """``Ki``, ``Mi``... (and every amount the kubelet computes itself, e.g. ``available``)."""
-    DECIMAL_SI = "DecimalSI"
-    """``k``, ``M``, ``G``... or no suffix."""
-    DECIMAL_EXPONENT = "DecimalExponent"
-    """``1e3``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ as the kubelet would:
   bytes, and millicores for cpu. The ``ephemeral-storage`` limit so computed is the
   pod-level limit the kubelet's local-storage check enforces.
 * **local-storage limits**: each app container's ``ephemeral-storage`` limit, and each
-  emptyDir volume's ``medium`` and ``sizeLimit``.
+  emptyDir volume's ``medium`` and ``sizeLimit``, each with the format it was written in
+  so that the eviction message prints it as the kubelet does (``1G`` stays ``1G``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from nodeagent.model import ContainerInfo, EmptyDirVolume, PodInfo, PodUID, QOSClass
+from nodeagent.eviction import units
+from nodeagent.model import (
+    ContainerInfo,
+    EmptyDirVolume,
+    PodInfo,
+    PodUID,
+    QOSClass,
+    QuantityFormat,
+)
 
 CRITICAL_PRIORITY = 2_000_000_000
 """``scheduling.SystemCriticalPriority``: system-cluster-critical and above."""
@@ -41,6 +50,7 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 SOURCE_ANNOTATION = "kubernetes.io/config.source"
 QOS_RESOURCES = ("cpu", "memory")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
 def quantity(value: Any, resource: str = "") -> int:
@@ -108,16 +118,45 @@ def effective_resources(spec: Mapping[str, Any], which: str) -> dict[str, int]:
     return {name: value for name, value in total.items() if value}
 
 
+def quantity_format(value: Any) -> QuantityFormat:
+    """How a quantity from the API prints (``Quantity.String()`` keeps the format it was
+    parsed with: ``1G`` stays ``1G``); binary when it is not a quantity string."""
+    try:
+        return units.parse_exact_quantity(str(value))[1]
+    except units.UnitError:
+        return QuantityFormat.BINARY_SI
+
+
+def _storage_limit(container: Mapping[str, Any]) -> Any:
+    return ((container.get("resources") or {}).get("limits") or {}).get(EPHEMERAL_STORAGE)
+
+
 def storage_limited_containers(spec: Mapping[str, Any]) -> tuple[ContainerInfo, ...]:
     """The app containers that set an ``ephemeral-storage`` limit, with it (init
     containers count only towards the pod-level limit, as in the kubelet)."""
     containers = []
     for container in spec.get("containers") or ():
-        limits = (container.get("resources") or {}).get("limits") or {}
-        limit = quantity(limits.get("ephemeral-storage", 0))
+        written = _storage_limit(container)
+        limit = quantity(written or 0)
         if limit:
-            containers.append(ContainerInfo(str(container.get("name", "")), limit))
+            containers.append(
+                ContainerInfo(str(container.get("name", "")), limit, quantity_format(written))
+            )
     return tuple(containers)
+
+
+def storage_limit_formats(spec: Mapping[str, Any]) -> dict[str, QuantityFormat]:
+    """The format of the pod-level ``ephemeral-storage`` limit when not binary: that of
+    the first container (app, then init) that sets one, which is where the kubelet's
+    sum takes its format from (``Quantity.Add`` keeps the first non-zero addend's). Not
+    modelled: an init container that needs more than the app containers together, whose
+    own format the kubelet's maximum would print."""
+    for container in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ())):
+        written = _storage_limit(container)
+        if quantity(written or 0):
+            found = quantity_format(written)
+            return {} if found is QuantityFormat.BINARY_SI else {EPHEMERAL_STORAGE: found}
+    return {}
 
 
 def empty_dir_volumes(spec: Mapping[str, Any]) -> tuple[EmptyDirVolume, ...]:
@@ -133,6 +172,7 @@ def empty_dir_volumes(spec: Mapping[str, Any]) -> tuple[EmptyDirVolume, ...]:
                 name=str(volume.get("name", "")),
                 medium=str(empty_dir.get("medium") or ""),
                 size_limit=None if size_limit is None else quantity(size_limit),
+                size_limit_format=quantity_format(size_limit),
             )
         )
     return tuple(volumes)
@@ -209,6 +249,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         requests=effective_resources(spec, "requests"),
         limits=effective_resources(spec, "limits"),
         labels=dict(meta.get("labels") or {}),
+        limit_formats=storage_limit_formats(spec),
         containers=storage_limited_containers(spec),
         volumes=empty_dir_volumes(spec),
     )

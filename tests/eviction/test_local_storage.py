@@ -27,6 +27,7 @@ from nodeagent.model import (
     LocalStorageLimit,
     PodInfo,
     Pressure,
+    QuantityFormat,
     Signal,
 )
 
@@ -375,7 +376,7 @@ def test_pod_info_carries_container_limits_and_empty_dirs_from_the_api_object() 
         },
     }
     info = kube_pods.pod_info(obj)
-    assert info.containers == (ContainerInfo("app", 500_000_000),)
+    assert info.containers == (ContainerInfo("app", 500_000_000, QuantityFormat.DECIMAL_SI),)
     assert info.volumes == (
         EmptyDirVolume("scratch", "", Gi),
         EmptyDirVolume("shm", "Memory", None),
@@ -637,3 +638,72 @@ def test_the_local_storage_example(isolation: bool) -> None:
     assert limit_evictions_seen == (3 if isolation else 0)
     # with the checks on, the threshold waits one cycle for the renderer's eviction
     assert threshold_evictions_seen == (1 if isolation else 2)
+
+
+# --- limits print as the kubelet's Quantity.String() prints them ---------------------------
+
+
+def _api_pod(
+    containers: list[dict[str, Any]], volumes: list[dict[str, Any]] | None = None
+) -> PodInfo:
+    spec: dict[str, Any] = {"containers": containers, "volumes": volumes or []}
+    return kube_pods.pod_info(
+        {"metadata": {"name": "p", "namespace": "d", "uid": "u"}, "spec": spec}
+    )
+
+
+@pytest.mark.parametrize(
+    ("info", "figures", "message"),
+    [
+        (
+            _api_pod([_container("app", "1G")]),
+            {"logs": 10**9 + 1},
+            "Pod ephemeral local storage usage exceeds the total limit of containers 1G. ",
+        ),
+        (
+            _api_pod([_container("app", "1G"), _container("side", "500M")]),
+            {"logs": 2 * 10**9},
+            "Pod ephemeral local storage usage exceeds the total limit of containers 1500M. ",
+        ),
+        (
+            _api_pod([_container("app", "1Gi"), _container("side", "512Mi")]),
+            {"logs": 2 * Gi},
+            "Pod ephemeral local storage usage exceeds the total limit of containers 1536Mi. ",
+        ),
+        (
+            _api_pod(
+                [_container("app", "1G"), _container("side", "4G")],
+            ),
+            {"containers": {"app": ContainerUsage(rootfs=0, logs=10**9 + 1)}},
+            'Container app exceeded its local ephemeral storage limit "1G". ',
+        ),
+        (
+            _api_pod(
+                [_container("app", None)],
+                [{"name": "scratch", "emptyDir": {"sizeLimit": "500M"}}],
+            ),
+            {"volumes": {"scratch": 5 * 10**8 + 1}},
+            'Usage of EmptyDir volume "scratch" exceeds the limit "500M". ',
+        ),
+        (
+            _api_pod(
+                [_container("app", None)],
+                [{"name": "scratch", "emptyDir": {"sizeLimit": "2Gi"}}],
+            ),
+            {"volumes": {"scratch": 2 * Gi + 1}},
+            'Usage of EmptyDir volume "scratch" exceeds the limit "2Gi". ',
+        ),
+    ],
+    ids=[
+        "decimal",
+        "decimal-sum",
+        "binary-sum",
+        "container-decimal",
+        "sizeLimit-decimal",
+        "sizeLimit-binary",
+    ],
+)
+def test_limits_print_in_the_format_they_were_written(
+    info: PodInfo, figures: dict[str, Any], message: str
+) -> None:
+    assert [e.message for e in decide([info], {"u": usage("u", **figures)}).evictions] == [message]
