@@ -82,7 +82,7 @@ def _psi_line(line: PsiLine) -> dict[str, float | int]:
     return {"avg10": line.avg10, "avg60": line.avg60, "avg300": line.avg300, "total": line.total}
 
 
-def _pod(usage: PodUsage) -> dict[str, int | None]:
+def _pod(usage: PodUsage) -> dict[str, Any]:
     return {
         "memory": usage.memory,
         "processes": usage.processes,
@@ -92,6 +92,10 @@ def _pod(usage: PodUsage) -> dict[str, int | None]:
         "logsInodes": usage.logs_inodes,
         "localVolumes": usage.local_volumes,
         "localVolumesInodes": usage.local_volumes_inodes,
+        "containers": {
+            name: {"rootfs": c.rootfs, "logs": c.logs} for name, c in usage.containers.items()
+        },
+        "volumes": dict(usage.volumes),
     }
 
 

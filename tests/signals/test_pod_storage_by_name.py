@@ -5,8 +5,11 @@ by container directory, emptyDir usage by volume name."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from nodeagent.cli import main
 from nodeagent.model import ContainerUsage, PodUID, QOSClass
 from nodeagent.signals import parse
 from nodeagent.signals.cgroups import PodCgroupIndex, detect_cgroups
@@ -93,3 +96,26 @@ def test_disk_usage_by_child_adds_up_to_disk_usage(tree: HostTree) -> None:
     assert total == disk_usage(str(top))
     assert set(children) == {"a", "b"}
     assert children["a"] == disk_usage(str(top / "a"))
+
+
+def test_nodeagent_signals_json_carries_each_containers_and_volumes_figures(
+    tree: HostTree, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree.proc()
+    tree.root_memory(Memory(1 << 30))
+    tree.kubepods(Memory(0), limit=None)
+    tree.pod(UID, Memory(1), containers={"c1": 4242})
+    logs = tree.pod_logs("default", "web", UID, {"app/0.log": 3000})
+    scratch = tree.empty_dir(UID, "scratch", {"blob": 9000})
+    layer = tree.container_rootfs(4242, "/var/lib/containerd/snapshots/11/fs", {"x": 7000})
+    with open(tree.path("/proc/4242/mountinfo"), "a") as mountinfo:
+        mountinfo.write(termination_log_mount("/var/lib/kubelet", UID, "app"))
+    assert main(["signals", "--output", "json", "--host-root", str(tree.root)]) == 0
+    pod = json.loads(capsys.readouterr().out)["pods"][UID]
+    assert pod["containers"] == {
+        "app": {
+            "rootfs": disk_usage(str(layer)).bytes,
+            "logs": disk_usage(str(logs / "app")).bytes,
+        }
+    }
+    assert pod["volumes"] == {"scratch": disk_usage(str(scratch)).bytes}
