@@ -49,6 +49,8 @@ from nodeagent.model import Decision, NodeObservations, Signal
 from nodeagent.observability.health import Health
 from nodeagent.observability.metrics import AgentMetrics
 from nodeagent.observability.sdnotify import SystemdNotifier
+from nodeagent.reclaim.cycle import reclaim_before_evicting
+from nodeagent.reclaim.reclaimer import NodeReclaimer
 from nodeagent.signals.cgroups import CgroupPaths, CgroupVersion
 from nodeagent.signals.collector import SignalGroup
 from nodeagent.triggers import setup
@@ -174,8 +176,10 @@ class AgentLoop:
         notifier: SystemdNotifier,
         decision_log_interval: float = 10.0,
         proc_pressure_dir: str = PROC_PRESSURE_DIR,
+        reclaimer: NodeReclaimer | None = None,
     ) -> None:
         self.policy = policy
+        self.reclaimer = reclaimer
         self._collector = collector
         self._triggers = triggers
         self._trigger_settings = trigger_settings
@@ -245,6 +249,7 @@ class AgentLoop:
         )
         decided = self._clock.now()
         self._metrics.observe_decision_latency(decided - collected)
+        decision, observations = self._reclaim_node(decision, observations)
 
         thresholds = self.policy.enforced_thresholds(observations)
         self._metrics.observe_collection(observations, thresholds)
@@ -266,6 +271,26 @@ class AgentLoop:
         self.cycles += 1
         self.last = CycleResult(decision, observations, trigger, logged)
         return self.last
+
+    # --- node-level reclaim -----------------------------------------------------------------
+    def _reclaim_node(
+        self, decision: Decision, observations: NodeObservations
+    ) -> tuple[Decision, NodeObservations]:
+        """Before a disk eviction, free what the node can and re-check
+        (:mod:`nodeagent.reclaim.cycle`); the re-read observations replace the cycle's."""
+        reclaimer = self.reclaimer
+        if reclaimer is None or not decision.node_reclaim or not reclaimer.due(self._clock.now()):
+            return decision, observations
+        decision, observations = reclaim_before_evicting(
+            reclaimer,
+            self.policy,
+            decision,
+            observations,
+            lambda: self._collector.collect(self._clock.now(), {SignalGroup.FILESYSTEMS}),
+        )
+        if decision.node_reclaim_result is not None:
+            self._metrics.record_node_reclaim(decision.node_reclaim_result)
+        return decision, observations
 
     # --- reporting -------------------------------------------------------------------------
     def _observe_detection(

@@ -73,6 +73,7 @@ __all__ = [
     "EngineState",
     "evaluate",
     "kill_grace_period",
+    "thresholds_clear",
 ]
 
 HARD_EVICTION_GRACE_PERIOD_SECONDS = 1
@@ -319,6 +320,14 @@ def _reclaim_suffices(
         ):
             return False
     return True
+
+
+def thresholds_clear(policy: EvictionPolicy, observations: NodeObservations) -> bool:
+    """Whether no configured threshold, of any signal and ignoring grace periods, is met
+    counting its minimum reclaim: the kubelet's check after node-level reclaim, on
+    observations re-read after it."""
+    observed = observe(observations, policy.signals_for(observations.fs_layout))
+    return _reclaim_suffices(policy, observed, observations)
 
 
 def _relief_count(candidates: Sequence[Eviction], need: int) -> int:
