@@ -45,10 +45,17 @@ _Response = TypeVar("_Response", bound=Message)
 class Containerd:
     """One containerd; :meth:`start`, then :meth:`stop` (removes its pods, unmounts)."""
 
-    def __init__(self, base: Path, *, imagefs_mib: int = 48, extra_config: str = "") -> None:
+    def __init__(
+        self,
+        base: Path,
+        *,
+        imagefs: Path | None = None,
+        imagefs_mib: int = 64,
+        extra_config: str = "",
+    ) -> None:
         self.base = base
         self._extra_config = extra_config
-        self.imagefs = base / "imagefs"
+        self.imagefs = imagefs or base / "imagefs"
         self.root = self.imagefs / "root"
         self.state = base / "state"
         self.socket = base / "containerd.sock"

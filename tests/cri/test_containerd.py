@@ -1,0 +1,243 @@
+"""Node-level reclaim against a real containerd (Debian's, CRI plugin) the tests start.
+
+containerd's root is on a small tmpfs mounted as the image filesystem; its images are
+tarballs built by the tests and imported with ``ctr``; pods are host-network sandboxes
+made through the CRI, their containers run a program that exits at once. The agent
+speaks to it only through :class:`~nodeagent.cri.client.GrpcRuntime` on the socket.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nodeagent.clock import FakeClock
+from nodeagent.cri.client import ContainerState
+from nodeagent.eviction.layout import RECLAIM_CONTAINERS, RECLAIM_IMAGES
+from nodeagent.model import PodUID, Signal
+from nodeagent.reclaim.reclaimer import NodeReclaimer
+from tests.agent.rig import Rig, pod
+from tests.cri.containerd import SANDBOX_IMAGE, Containerd, available
+
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.slow,
+    pytest.mark.skipif(available() is not None, reason=str(available())),
+]
+
+MiB = 1 << 20
+PINNED = ("nodeagent.test/pause", "nodeagent.test/keep:1")
+
+
+def start(imagefs: Path | None = None) -> Containerd:
+    # A short base directory: the gRPC socket's path must fit a sockaddr_un.
+    runtime = Containerd(Path(tempfile.mkdtemp(prefix="cri-", dir="/tmp")), imagefs=imagefs)
+    try:
+        runtime.start()
+    except BaseException:
+        runtime.stop()
+        raise
+    return runtime
+
+
+def stop(runtime: Containerd) -> None:
+    runtime.stop()
+    shutil.rmtree(runtime.base, ignore_errors=True)
+
+
+@pytest.fixture
+def containerd() -> Iterator[Containerd]:
+    runtime = start()
+    yield runtime
+    stop(runtime)
+
+
+def free_bytes(path: Path) -> int:
+    vfs = os.statvfs(path)
+    return vfs.f_bavail * vfs.f_frsize
+
+
+def run_app_three_times(runtime: Containerd, image: str) -> list[str]:
+    """Pod p1's container ``app`` exited three times (attempts 0, 1, 2)."""
+    sandbox = runtime.run_sandbox("p1", "uid-p1")
+    return [
+        runtime.run_container(sandbox, ("p1", "uid-p1"), "app", image, attempt=attempt)
+        for attempt in range(3)
+    ]
+
+
+def test_the_client_speaks_cri_v1_to_containerd(containerd: Containerd) -> None:
+    runtime = containerd.runtime
+    assert runtime is not None
+    version = runtime.version()
+    assert (version.runtime_name, version.runtime_api_version) == ("containerd", "v1")
+    app = containerd.build_and_import("nodeagent.test/app:1", padding=MiB)
+    [container] = run_app_three_times(containerd, "nodeagent.test/app:1")[-1:]
+    images = {i.id: i for i in runtime.list_images()}
+    assert images[app].repo_tags == ("nodeagent.test/app:1",)
+    assert images[app].size > MiB
+    listed = {c.id: c for c in runtime.list_containers()}
+    assert listed[container].state is ContainerState.EXITED
+    assert listed[container].name == "app" and listed[container].attempt == 2
+    assert app in listed[container].image_refs
+    [sandbox] = runtime.list_sandboxes()
+    assert (sandbox.pod_uid, sandbox.pod_name, sandbox.ready) == ("uid-p1", "p1", True)
+    fs_info = runtime.image_fs_info()
+    [image_fs] = fs_info.image_filesystems
+    assert image_fs.mountpoint.startswith(str(containerd.root))
+    assert image_fs.used_bytes is not None  # sampled every 10 s by containerd
+
+
+def test_reclaim_removes_dead_containers_and_unused_images_oldest_first(
+    containerd: Containerd,
+) -> None:
+    runtime = containerd.runtime
+    assert runtime is not None
+    reclaimer = NodeReclaimer(runtime, clock=FakeClock(), dry_run=False, pinned_images=PINNED)
+    app = containerd.build_and_import("nodeagent.test/app:1", padding=MiB)
+    keep = containerd.build_and_import("nodeagent.test/keep:1", padding=MiB)
+    old = containerd.build_and_import("nodeagent.test/old:1", padding=MiB)
+    reclaimer.inventory(1.0)
+    newer = containerd.build_and_import("nodeagent.test/newer:1", padding=MiB)
+    reclaimer.inventory(2.0)
+    attempts = run_app_three_times(containerd, "nodeagent.test/app:1")
+    before = free_bytes(containerd.imagefs)
+
+    # A need the oldest unused image covers: only it goes, with the dead containers.
+    first = reclaimer.reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=lambda: 1)
+    assert [c.id for c in first.containers] == attempts[:2]
+    assert [i.id for i in first.images] == [old]
+    assert first.errors == ()
+    containers = runtime.list_containers()
+    assert [c.id for c in containers] == attempts[2:]
+    assert {i.id for i in runtime.list_images()} >= {app, keep, newer}
+    assert old not in {i.id for i in runtime.list_images()}
+
+    # Every unused image: the newer one goes; the image the kept exited container uses,
+    # the pinned one and the sandbox image stay.
+    second = reclaimer.reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=lambda: None)
+    assert second.containers == ()
+    assert [i.id for i in second.images] == [newer]
+    remaining = {tag for i in runtime.list_images() for tag in i.repo_tags}
+    assert remaining == {"nodeagent.test/app:1", "nodeagent.test/keep:1", SANDBOX_IMAGE}
+    assert free_bytes(containerd.imagefs) - before >= 2 * MiB
+
+
+def test_dry_run_removes_nothing(containerd: Containerd) -> None:
+    runtime = containerd.runtime
+    assert runtime is not None
+    containerd.build_and_import("nodeagent.test/app:1")
+    unused = containerd.build_and_import("nodeagent.test/old:1")
+    attempts = run_app_three_times(containerd, "nodeagent.test/app:1")
+    images_before = runtime.list_images()
+    reclaimer = NodeReclaimer(runtime, clock=FakeClock(), dry_run=True, pinned_images=PINNED)
+    report = reclaimer.reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=lambda: None)
+    assert [c.id for c in report.containers] == attempts[:2]
+    assert [i.id for i in report.images] == [unused]
+    assert len(runtime.list_containers()) == 3
+    assert runtime.list_images() == images_before
+
+
+# --- the agent, with its nodefs and imagefs on containerd's filesystem --------------------
+
+
+@pytest.fixture
+def agent_on_containerd(tmp_path: Path) -> Iterator[tuple[Rig, Containerd]]:
+    """A rig whose host has containerd's tmpfs at /var/lib/containerd, holding three
+    unused 4 MiB images (imported in age order) and pod p1's three exited containers."""
+    host_mount = tmp_path / "host" / "var" / "lib" / "containerd"
+    runtime = start(host_mount)
+    try:
+        runtime.build_and_import("nodeagent.test/app:1")
+        run_app_three_times(runtime, "nodeagent.test/app:1")
+        yield _rig(tmp_path, runtime), runtime
+    finally:
+        stop(runtime)
+
+
+def _rig(tmp_path: Path, runtime: Containerd) -> Rig:
+    # The threshold is placed from the filesystem as the images leave it, so build the
+    # rig, fill the disk, and only then set the threshold (see each test).
+    return Rig(
+        tmp_path,
+        settings={
+            "nodefs_path": "/var/lib/containerd",
+            "imagefs_path": "/var/lib/containerd",
+            "container_runtime_endpoint": runtime.endpoint,
+            "pinned_images": list(PINNED),
+            "eviction_hard": {"memory.available": "100Mi"},
+        },
+    )
+
+
+def _with_disk_threshold(rig: Rig, runtime: Containerd, above_free: int) -> Rig:
+    """The same rig again, with ``nodefs.available`` hard at the current free space plus
+    ``above_free`` bytes, and 1Mi of minimum reclaim."""
+    for n in range(3):
+        runtime.build_and_import(f"nodeagent.test/unused-{n}:1", padding=4 * MiB)
+    threshold = free_bytes(runtime.imagefs) + above_free
+    fresh = Rig(
+        rig.host.root.parent,
+        settings={
+            "nodefs_path": "/var/lib/containerd",
+            "imagefs_path": "/var/lib/containerd",
+            "container_runtime_endpoint": runtime.endpoint,
+            "pinned_images": list(PINNED),
+            "eviction_hard": {"nodefs.available": f"{threshold // 1024}Ki"},
+            "eviction_minimum_reclaim": {"nodefs.available": "1Mi"},
+        },
+    )
+    victim = pod("victim")
+    fresh.add_pod(victim, 64 * MiB)
+    fresh.pods.set([victim])
+    return fresh
+
+
+def test_reclaim_ends_disk_pressure_without_evicting(
+    agent_on_containerd: tuple[Rig, Containerd],
+) -> None:
+    rig, runtime = agent_on_containerd
+    rig = _with_disk_threshold(rig, runtime, above_free=2 * MiB)
+    result = rig.cycle()
+    assert result is not None
+    decision = result.decision
+    assert Signal.NODEFS_AVAILABLE in {t.signal for t in decision.thresholds_met}
+    reclaimed = decision.node_reclaim_result
+    assert reclaimed is not None
+    assert reclaimed.enough and decision.evictions == ()
+    # Two dead containers, and of the unused images only the oldest: 4 MiB of it is
+    # what the 3 MiB gap (2 MiB + 1Mi minimum reclaim) needed.
+    assert (reclaimed.containers_removed, reclaimed.images_removed) == (2, 1)
+    assert reclaimed.bytes_reclaimed >= 3 * MiB
+    assert runtime.runtime is not None
+    tags = {t for i in runtime.runtime.list_images() for t in i.repo_tags}
+    assert "nodeagent.test/unused-0:1" not in tags
+    assert {"nodeagent.test/unused-1:1", "nodeagent.test/unused-2:1"} <= tags
+    rig.run_for(2.0)
+    assert rig.evicted() == []
+    exposition = rig.metrics.exposition().decode()
+    assert 'nodeagent_node_reclaims_total{result="enough"} 1.0' in exposition
+    assert 'nodeagent_node_reclaim_removed_total{kind="containers"} 2.0' in exposition
+    assert 'nodeagent_node_reclaim_removed_total{kind="images"} 1.0' in exposition
+
+
+def test_pods_are_evicted_when_reclaim_is_not_enough(
+    agent_on_containerd: tuple[Rig, Containerd],
+) -> None:
+    rig, runtime = agent_on_containerd
+    rig = _with_disk_threshold(rig, runtime, above_free=512 * MiB)  # more than the disk
+    result = rig.cycle()
+    assert result is not None
+    reclaimed = result.decision.node_reclaim_result
+    assert reclaimed is not None and not reclaimed.enough
+    assert (reclaimed.containers_removed, reclaimed.images_removed) == (2, 3)
+    assert [e.pod.uid for e in result.decision.evictions] == [PodUID("uid-victim")]
+    assert rig.evicted() == [("victim", 1)]
+    assert 'nodeagent_node_reclaims_total{result="not_enough"} 1.0' in (
+        rig.metrics.exposition().decode()
+    )
