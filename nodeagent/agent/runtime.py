@@ -184,6 +184,7 @@ class Agent:
     notifier: SystemdNotifier
     storage: StorageRefresher
     kube: client.KubeClient
+    container_runtime: ContainerRuntime
     server: ObservabilityServer | None
     pod_cache: PodCache | None
     stop_event: threading.Event
@@ -226,8 +227,13 @@ class Agent:
             kube = LocalNodeClient(node_name)
         elif kube is None:
             kube = connect(config, metrics=metrics, clock=clock)
+        container_runtime = container_runtime or GrpcRuntime(
+            config.container_runtime_endpoint, timeout=config.container_runtime_request_timeout
+        )
         collector = SignalCollector.from_settings(
-            config, logger=logging.getLogger("nodeagent.signals")
+            config,
+            logger=logging.getLogger("nodeagent.signals"),
+            image_fs_info=container_runtime.image_fs_info,
         )
         pod_cache: PodCache | None = None
         pods: PodSource
@@ -283,11 +289,7 @@ class Agent:
         notifier = notifier or SystemdNotifier.from_environ()
         reclaimer = (
             NodeReclaimer(
-                container_runtime
-                or GrpcRuntime(
-                    config.container_runtime_endpoint,
-                    timeout=config.container_runtime_request_timeout,
-                ),
+                container_runtime,
                 clock=clock,
                 dry_run=dry_run,
                 pinned_images=config.pinned_images,
@@ -334,6 +336,7 @@ class Agent:
                 collector, clock=clock, interval=config.pod_storage_scan_interval
             ),
             kube=kube,
+            container_runtime=container_runtime,
             server=server,
             pod_cache=pod_cache,
             stop_event=threading.Event(),
@@ -371,8 +374,7 @@ class Agent:
             self.server.stop()
         self.triggers.close()
         self.collector.close()
-        if self.loop.reclaimer is not None:
-            self.loop.reclaimer.runtime.close()
+        self.container_runtime.close()
         closer = getattr(self.kube, "close", None)
         if callable(closer):
             closer()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -229,3 +230,39 @@ def wait_for(condition: Callable[[], bool], *, what: str, timeout: float = 20.0)
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+MiB = 1 << 20
+PINNED = ("nodeagent.test/pause", "nodeagent.test/keep:1")
+"""``pinnedImages`` for the tests: containerd 1.6 reports no image as pinned (the CRI's
+``pinned`` flag came with 1.7), so the sandbox image and one more are pinned by name."""
+
+
+def start(imagefs: Path | None = None) -> Containerd:
+    # A short base directory: the gRPC socket's path must fit a sockaddr_un.
+    runtime = Containerd(Path(tempfile.mkdtemp(prefix="cri-", dir="/tmp")), imagefs=imagefs)
+    try:
+        runtime.start()
+    except BaseException:
+        runtime.stop()
+        raise
+    return runtime
+
+
+def stop(runtime: Containerd) -> None:
+    runtime.stop()
+    shutil.rmtree(runtime.base, ignore_errors=True)
+
+
+def free_bytes(path: Path) -> int:
+    vfs = os.statvfs(path)
+    return vfs.f_bavail * vfs.f_frsize
+
+
+def run_app_three_times(runtime: Containerd, image: str) -> list[str]:
+    """Pod p1's container ``app`` exited three times (attempts 0, 1, 2)."""
+    sandbox = runtime.run_sandbox("p1", "uid-p1")
+    return [
+        runtime.run_container(sandbox, ("p1", "uid-p1"), "app", image, attempt=attempt)
+        for attempt in range(3)
+    ]

@@ -9,8 +9,6 @@ speaks to it only through :class:`~nodeagent.cri.client.GrpcRuntime` on the sock
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,10 +17,21 @@ import pytest
 from nodeagent.clock import FakeClock
 from nodeagent.cri.client import ContainerState
 from nodeagent.eviction.layout import RECLAIM_CONTAINERS, RECLAIM_IMAGES
-from nodeagent.model import PodUID, Signal
+from nodeagent.model import FsLayout, PodUID, Signal
 from nodeagent.reclaim.reclaimer import NodeReclaimer
+from nodeagent.signals.collector import SignalCollector, SignalGroup
 from tests.agent.rig import Rig, pod
-from tests.cri.containerd import SANDBOX_IMAGE, Containerd, available
+from tests.cri.containerd import (
+    PINNED,
+    SANDBOX_IMAGE,
+    Containerd,
+    MiB,
+    available,
+    free_bytes,
+    run_app_three_times,
+    start,
+    stop,
+)
 
 pytestmark = [
     pytest.mark.kernel,
@@ -30,45 +39,12 @@ pytestmark = [
     pytest.mark.skipif(available() is not None, reason=str(available())),
 ]
 
-MiB = 1 << 20
-PINNED = ("nodeagent.test/pause", "nodeagent.test/keep:1")
-
-
-def start(imagefs: Path | None = None) -> Containerd:
-    # A short base directory: the gRPC socket's path must fit a sockaddr_un.
-    runtime = Containerd(Path(tempfile.mkdtemp(prefix="cri-", dir="/tmp")), imagefs=imagefs)
-    try:
-        runtime.start()
-    except BaseException:
-        runtime.stop()
-        raise
-    return runtime
-
-
-def stop(runtime: Containerd) -> None:
-    runtime.stop()
-    shutil.rmtree(runtime.base, ignore_errors=True)
-
 
 @pytest.fixture
 def containerd() -> Iterator[Containerd]:
     runtime = start()
     yield runtime
     stop(runtime)
-
-
-def free_bytes(path: Path) -> int:
-    vfs = os.statvfs(path)
-    return vfs.f_bavail * vfs.f_frsize
-
-
-def run_app_three_times(runtime: Containerd, image: str) -> list[str]:
-    """Pod p1's container ``app`` exited three times (attempts 0, 1, 2)."""
-    sandbox = runtime.run_sandbox("p1", "uid-p1")
-    return [
-        runtime.run_container(sandbox, ("p1", "uid-p1"), "app", image, attempt=attempt)
-        for attempt in range(3)
-    ]
 
 
 def test_the_client_speaks_cri_v1_to_containerd(containerd: Containerd) -> None:
@@ -140,7 +116,7 @@ def test_dry_run_removes_nothing(containerd: Containerd) -> None:
     assert [c.id for c in report.containers] == attempts[:2]
     assert [i.id for i in report.images] == [unused]
     assert len(runtime.list_containers()) == 3
-    assert runtime.list_images() == images_before
+    assert set(runtime.list_images()) == set(images_before)
 
 
 # --- the agent, with its nodefs and imagefs on containerd's filesystem --------------------
@@ -241,3 +217,25 @@ def test_pods_are_evicted_when_reclaim_is_not_enough(
     assert 'nodeagent_node_reclaims_total{result="not_enough"} 1.0' in (
         rig.metrics.exposition().decode()
     )
+
+
+def test_imagefs_is_where_containerd_says_when_no_path_is_configured(
+    containerd: Containerd, tmp_path: Path
+) -> None:
+    """No ``imagefsPath``: imagefs is the filesystem of containerd's ImageFsInfo
+    mountpoint (its tmpfs here), apart from nodefs, so the layout is a dedicated imagefs."""
+    runtime = containerd.runtime
+    assert runtime is not None
+    with SignalCollector(
+        nodefs_path=tmp_path, imagefs_path=None, image_fs_info=runtime.image_fs_info
+    ) as collector:
+        observations = collector.collect(1.0, {SignalGroup.FILESYSTEMS})
+    imagefs = observations.value(Signal.IMAGEFS_AVAILABLE)
+    assert imagefs is not None
+    vfs = os.statvfs(containerd.imagefs)
+    assert (imagefs.available, imagefs.capacity) == (
+        vfs.f_bavail * vfs.f_frsize,
+        vfs.f_blocks * vfs.f_frsize,
+    )
+    assert "from CRI ImageFsInfo" in imagefs.source and str(containerd.root) in imagefs.source
+    assert observations.fs_layout is FsLayout.DEDICATED_IMAGEFS
