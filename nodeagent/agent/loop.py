@@ -5,6 +5,7 @@ One loop per node, on one thread::
     wakes = triggers.wait(schedule.timeout(now))      # a kernel notification, or a poll due
     observations = collector.collect(now, groups)     # fresh signals
     decision, state = engine.evaluate(policy, state, observations, pods, now)
+    reclaim through the CRI, re-read, re-check        # only before a disk eviction
     log + metrics + health + watchdog                 # one line when the decision changes
     actuation.submit(decision)                        # applied by another thread
     re-arm the memcg thresholds                       # they move with the page cache
@@ -21,7 +22,10 @@ directory walk left to its own thread (:class:`StorageRefresher`) on its own int
 
 **Nothing here blocks on the API.** Pods come from a cache kept by another thread, and
 decisions go to :class:`~nodeagent.agent.actuation.Actuation`, which applies the latest
-one in its own thread; an API outage leaves the loop deciding at full speed.
+one in its own thread; an API outage leaves the loop deciding at full speed. The one
+wait is node-level reclaim before a disk eviction (:mod:`nodeagent.reclaim.cycle`):
+whether to evict depends on what it freed, so the loop waits for the container
+runtime, each call under a deadline.
 
 The loop reads no clock but the one it is given, so tests run it in virtual time with
 :class:`~nodeagent.clock.FakeClock` and :class:`~nodeagent.triggers.fake.FakeTriggers`.

@@ -90,7 +90,11 @@ def decision_message(decision: Decision) -> str:
                 f"{e.pod.key} (grace {e.grace_period_seconds}s)" for e in decision.evictions
             )
         )
-    elif any(t.grace_satisfied for t in decision.thresholds_met) and not decision.candidates:
+    elif (
+        any(t.grace_satisfied for t in decision.thresholds_met)
+        and not decision.candidates
+        and not (decision.node_reclaim_result and decision.node_reclaim_result.enough)
+    ):
         clauses.append("no pod to evict")
     result = decision.node_reclaim_result
     if result is not None:

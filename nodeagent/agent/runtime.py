@@ -351,6 +351,8 @@ class Agent:
             self.pod_cache.start()
         self.actuation.start()
         self.storage.start()
+        if self.loop.reclaimer is not None:
+            self.loop.reclaimer.start(self.config.image_inventory_interval)
         self._log_start()
 
     def run(self) -> None:
@@ -370,6 +372,8 @@ class Agent:
             self.pod_cache.stop(SHUTDOWN_STEP_TIMEOUT)
         self.actuation.stop(SHUTDOWN_STEP_TIMEOUT)
         self.storage.stop(SHUTDOWN_STEP_TIMEOUT)
+        if self.loop.reclaimer is not None:
+            self.loop.reclaimer.stop(SHUTDOWN_STEP_TIMEOUT)
         if self.server is not None:
             self.server.stop()
         self.triggers.close()

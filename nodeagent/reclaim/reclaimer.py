@@ -13,12 +13,18 @@ ignores garbage-collection errors too): a runtime that is down costs the evictio
 most one ``containerRuntimeRequestTimeout`` per call, never the loop.
 
 The agent's view of image age (:class:`~nodeagent.reclaim.plan.ImageRecord`) is kept
-here, updated by every inventory: the CRI does not say when an image was last used.
+here, updated by every reclaim and by an inventory every ``imageInventoryInterval`` in a
+thread of its own (:meth:`NodeReclaimer.start`; the kubelet's image manager detects
+images every 5 minutes too): the CRI says neither when an image arrived nor when it was
+last used, so "oldest" is as the agent saw it. Images first seen together (at the
+agent's start) are ordered by id.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -98,6 +104,36 @@ class NodeReclaimer:
         self._interval = interval
         self._last: float = float("-inf")
         self.records: dict[str, plan.ImageRecord] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- the inventory thread ----------------------------------------------------------
+    def start(self, inventory_interval: float) -> None:
+        """Take an inventory now and every ``inventory_interval`` seconds (0: never), in
+        a daemon thread, so image ages are known before the first reclaim."""
+        if inventory_interval <= 0:
+            return
+        self._thread = threading.Thread(
+            target=self._inventories,
+            args=(inventory_interval,),
+            name="image-inventory",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _inventories(self, interval: float) -> None:
+        while True:
+            try:
+                self.inventory(self._clock.now())
+            except CRIError as exc:
+                log.debug("image inventory failed: %s", exc)
+            if self._stop.wait(interval):
+                return
 
     def due(self, now: float) -> bool:
         """Whether ``nodeReclaimInterval`` has passed since the last reclaim."""
@@ -133,7 +169,8 @@ class NodeReclaimer:
         return report
 
     def inventory(self, now: float) -> tuple[list[Image], list[Container]]:
-        """List images and containers and update the image records."""
+        """List images and containers and update the image records (replaced whole, so
+        the loop and the inventory thread never see a half-updated map)."""
         images = list(self.runtime.list_images())
         containers = list(self.runtime.list_containers())
         self.records = plan.track_images(self.records, images, containers, now)
@@ -162,18 +199,13 @@ class NodeReclaimer:
                 "attempt": container.attempt,
                 "dryRun": self.dry_run,
             }
-            if self.dry_run:
-                log.info("would remove dead container %s", container.name, extra={FIELDS: fields})
+            if self._remove(
+                f"dead container {container.name}",
+                functools.partial(self.runtime.remove_container, container.id),
+                fields,
+                errors,
+            ):
                 removed.append(container)
-                continue
-            try:
-                self.runtime.remove_container(container.id)
-            except CRIError as exc:
-                errors.append(str(exc))
-                log.warning("could not remove dead container: %s", exc, extra={FIELDS: fields})
-                continue
-            log.info("removed dead container %s", container.name, extra={FIELDS: fields})
-            removed.append(container)
         gone = {c.id for c in removed}
         return tuple(removed), [c for c in containers if c.id not in gone]
 
@@ -209,16 +241,31 @@ class NodeReclaimer:
                 "sizeBytes": image.size,
                 "dryRun": self.dry_run,
             }
-            if self.dry_run:
-                log.info("would remove unused image %s", image.describe(), extra={FIELDS: fields})
+            if self._remove(
+                f"unused image {image.describe()}",
+                functools.partial(self.runtime.remove_image, image.id),
+                fields,
+                errors,
+            ):
                 removed.append(image)
-                continue
-            try:
-                self.runtime.remove_image(image.id)
-            except CRIError as exc:
-                errors.append(str(exc))
-                log.warning("could not remove unused image: %s", exc, extra={FIELDS: fields})
-                continue
-            log.info("removed unused image %s", image.describe(), extra={FIELDS: fields})
-            removed.append(image)
         return tuple(removed), need
+
+    def _remove(
+        self,
+        what: str,
+        remove: Callable[[], None],
+        fields: Mapping[str, object],
+        errors: list[str],
+    ) -> bool:
+        """Remove one thing (or, in a dry run, say it would); True when it is gone."""
+        if self.dry_run:
+            log.info("would remove %s", what, extra={FIELDS: fields})
+            return True
+        try:
+            remove()
+        except CRIError as exc:
+            errors.append(str(exc))
+            log.warning("could not remove %s: %s", what, exc, extra={FIELDS: fields})
+            return False
+        log.info("removed %s", what, extra={FIELDS: fields})
+        return True

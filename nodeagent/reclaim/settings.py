@@ -25,6 +25,10 @@ class NodeReclaimSettings(BaseModel):
     """Seconds (default 10s, the kubelet's cycle) between two reclaims: while a pod
     evicted after a reclaim that was not enough terminates, the runtime is not listed
     again every cycle."""
+    image_inventory_interval: Seconds = 300.0
+    """Seconds (default 5m, as the kubelet's image detection) between two listings of
+    the runtime's images and containers, from which reclaim knows which unused images are
+    oldest (first seen, last seen in use); ``0`` leaves that to reclaims alone."""
     pinned_images: StringList = Field(
         default_factory=lambda: ["registry.k8s.io/pause", "k8s.gcr.io/pause"]
     )

@@ -94,3 +94,12 @@ def build_image(path: Path, tag: str, *, program: bytes, padding: int = 0) -> Pa
         )
     )
     return path
+
+
+def image_id(tarball: Path) -> str:
+    """The id containerd gives the image in ``tarball``: its config's digest."""
+    with tarfile.open(tarball) as tar:
+        member = tar.extractfile("manifest.json")
+        assert member is not None
+        [entry] = json.loads(member.read())
+    return "sha256:" + str(entry["Config"]).removesuffix(".json")

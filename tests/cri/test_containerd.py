@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 
 from nodeagent.clock import FakeClock
+from nodeagent.config import load_config
 from nodeagent.cri.client import ContainerState
 from nodeagent.eviction.layout import RECLAIM_CONTAINERS, RECLAIM_IMAGES
+from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.model import FsLayout, PodUID, Signal
 from nodeagent.reclaim.reclaimer import NodeReclaimer
 from nodeagent.signals.collector import SignalCollector, SignalGroup
 from tests.agent.rig import Rig, pod
+from tests.cri import images
 from tests.cri.containerd import (
     PINNED,
     SANDBOX_IMAGE,
@@ -38,13 +41,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(available() is not None, reason=str(available())),
 ]
-
-
-@pytest.fixture
-def containerd() -> Iterator[Containerd]:
-    runtime = start()
-    yield runtime
-    stop(runtime)
 
 
 def test_the_client_speaks_cri_v1_to_containerd(containerd: Containerd) -> None:
@@ -124,61 +120,71 @@ def test_dry_run_removes_nothing(containerd: Containerd) -> None:
 
 @pytest.fixture
 def agent_on_containerd(tmp_path: Path) -> Iterator[tuple[Rig, Containerd]]:
-    """A rig whose host has containerd's tmpfs at /var/lib/containerd, holding three
-    unused 4 MiB images (imported in age order) and pod p1's three exited containers."""
-    host_mount = tmp_path / "host" / "var" / "lib" / "containerd"
-    runtime = start(host_mount)
+    """A rig whose host has containerd's tmpfs at /var/lib/containerd (nodefs and imagefs)
+    and pod p1's three exited containers; pod ``victim`` in the API."""
+    runtime = start(tmp_path / "host" / "var" / "lib" / "containerd")
     try:
         runtime.build_and_import("nodeagent.test/app:1")
         run_app_three_times(runtime, "nodeagent.test/app:1")
-        yield _rig(tmp_path, runtime), runtime
+        rig = Rig(
+            tmp_path,
+            settings={
+                "nodefs_path": "/var/lib/containerd",
+                "imagefs_path": "/var/lib/containerd",
+                "container_runtime_endpoint": runtime.endpoint,
+                "pinned_images": list(PINNED),
+            },
+        )
+        victim = pod("victim")
+        rig.add_pod(victim, 64 * MiB)
+        rig.pods.set([victim])
+        yield rig, runtime
     finally:
         stop(runtime)
 
 
-def _rig(tmp_path: Path, runtime: Containerd) -> Rig:
-    # The threshold is placed from the filesystem as the images leave it, so build the
-    # rig, fill the disk, and only then set the threshold (see each test).
-    return Rig(
-        tmp_path,
-        settings={
-            "nodefs_path": "/var/lib/containerd",
-            "imagefs_path": "/var/lib/containerd",
-            "container_runtime_endpoint": runtime.endpoint,
-            "pinned_images": list(PINNED),
-            "eviction_hard": {"memory.available": "100Mi"},
-        },
-    )
-
-
-def _with_disk_threshold(rig: Rig, runtime: Containerd, above_free: int) -> Rig:
-    """The same rig again, with ``nodefs.available`` hard at the current free space plus
-    ``above_free`` bytes, and 1Mi of minimum reclaim."""
+def pull_three_unused_images(rig: Rig, runtime: Containerd) -> list[str]:
+    """Three unused 4 MiB images, arriving one per second as the agent's inventory sees
+    them, in *descending* id order: the oldest has the largest id, so removing by age and
+    removing by id disagree. Returns their tags, oldest first."""
+    built = {}
     for n in range(3):
-        runtime.build_and_import(f"nodeagent.test/unused-{n}:1", padding=4 * MiB)
+        tag = f"nodeagent.test/unused-{n}:1"
+        tarball = images.build_image(
+            runtime.base / f"unused-{n}.tar", tag, program=images.EXIT_PROGRAM, padding=4 * MiB
+        )
+        built[images.image_id(tarball)] = (tag, tarball)
+    reclaimer = rig.loop.reclaimer
+    assert reclaimer is not None
+    order = [built[image_id] for image_id in sorted(built, reverse=True)]
+    for _, tarball in order:
+        runtime.import_image(tarball)
+        reclaimer.inventory(rig.clock.now())  # what the inventory thread does
+        rig.clock.advance(1.0)
+    return [tag for tag, _ in order]
+
+
+def disk_threshold(rig: Rig, runtime: Containerd, above_free: int) -> None:
+    """``nodefs.available`` hard at the current free space plus ``above_free``, with 1Mi
+    of minimum reclaim."""
     threshold = free_bytes(runtime.imagefs) + above_free
-    fresh = Rig(
-        rig.host.root.parent,
-        settings={
-            "nodefs_path": "/var/lib/containerd",
-            "imagefs_path": "/var/lib/containerd",
-            "container_runtime_endpoint": runtime.endpoint,
-            "pinned_images": list(PINNED),
-            "eviction_hard": {"nodefs.available": f"{threshold // 1024}Ki"},
-            "eviction_minimum_reclaim": {"nodefs.available": "1Mi"},
-        },
+    rig.loop.policy = EvictionPolicy.from_settings(
+        load_config(
+            overrides={
+                "eviction_hard": {"nodefs.available": f"{threshold // 1024}Ki"},
+                "eviction_minimum_reclaim": {"nodefs.available": "1Mi"},
+            },
+            environ={},
+        )
     )
-    victim = pod("victim")
-    fresh.add_pod(victim, 64 * MiB)
-    fresh.pods.set([victim])
-    return fresh
 
 
 def test_reclaim_ends_disk_pressure_without_evicting(
     agent_on_containerd: tuple[Rig, Containerd],
 ) -> None:
     rig, runtime = agent_on_containerd
-    rig = _with_disk_threshold(rig, runtime, above_free=2 * MiB)
+    oldest, *newer = pull_three_unused_images(rig, runtime)
+    disk_threshold(rig, runtime, above_free=2 * MiB)
     result = rig.cycle()
     assert result is not None
     decision = result.decision
@@ -186,14 +192,14 @@ def test_reclaim_ends_disk_pressure_without_evicting(
     reclaimed = decision.node_reclaim_result
     assert reclaimed is not None
     assert reclaimed.enough and decision.evictions == ()
-    # Two dead containers, and of the unused images only the oldest: 4 MiB of it is
-    # what the 3 MiB gap (2 MiB + 1Mi minimum reclaim) needed.
+    # Two dead containers, and of the unused images only the oldest: its 4 MiB is what
+    # the 3 MiB gap (2 MiB + 1Mi minimum reclaim) needed.
     assert (reclaimed.containers_removed, reclaimed.images_removed) == (2, 1)
     assert reclaimed.bytes_reclaimed >= 3 * MiB
     assert runtime.runtime is not None
     tags = {t for i in runtime.runtime.list_images() for t in i.repo_tags}
-    assert "nodeagent.test/unused-0:1" not in tags
-    assert {"nodeagent.test/unused-1:1", "nodeagent.test/unused-2:1"} <= tags
+    assert oldest not in tags
+    assert set(newer) <= tags
     rig.run_for(2.0)
     assert rig.evicted() == []
     exposition = rig.metrics.exposition().decode()
@@ -206,7 +212,8 @@ def test_pods_are_evicted_when_reclaim_is_not_enough(
     agent_on_containerd: tuple[Rig, Containerd],
 ) -> None:
     rig, runtime = agent_on_containerd
-    rig = _with_disk_threshold(rig, runtime, above_free=512 * MiB)  # more than the disk
+    pull_three_unused_images(rig, runtime)
+    disk_threshold(rig, runtime, above_free=512 * MiB)  # more than the whole disk
     result = rig.cycle()
     assert result is not None
     reclaimed = result.decision.node_reclaim_result

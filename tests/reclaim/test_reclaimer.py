@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
@@ -228,3 +229,24 @@ def test_reclaimed_bytes_counts_each_filesystem_once() -> None:
     single_before = observations(1.0, {Signal.NODEFS_AVAILABLE: (1 * Gi, 10 * Gi)})
     single_after = observations(2.0, {Signal.NODEFS_AVAILABLE: (2 * Gi, 10 * Gi)})
     assert reclaimed_bytes(single_before, single_after, kinds) == 1 * Gi
+
+
+def test_the_inventory_thread_records_ages_before_any_reclaim() -> None:
+    fake = runtime()
+    made = NodeReclaimer(fake, clock=FakeClock(start=3.0), dry_run=False)
+    made.start(inventory_interval=0.01)
+    try:
+        deadline = time.monotonic() + 5
+        while fake.removed("list_images").count("") < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        made.stop(timeout=2.0)
+    assert made.records["sha256:b"] == plan.ImageRecord(first_seen=3.0)
+    assert made.records["sha256:a"] == plan.ImageRecord(first_seen=3.0, last_used=3.0)
+    fake.failures["list_images"] = "UNAVAILABLE"
+    failing = NodeReclaimer(fake, clock=FakeClock(), dry_run=False)
+    failing.start(inventory_interval=0.01)  # a failing runtime does not kill the thread
+    time.sleep(0.05)
+    failing.stop(timeout=2.0)
+    assert failing.records == {}

@@ -64,7 +64,10 @@ def decision(reclaimed: NodeReclaimResult | None) -> Decision:
 def test_the_decision_line_says_what_reclaim_did(
     reclaimed: NodeReclaimResult | None, clause: str
 ) -> None:
-    assert report.decision_message(decision(reclaimed)).endswith("; " + clause)
+    message = report.decision_message(decision(reclaimed))
+    assert message.endswith("; " + clause)
+    # Nothing to evict because reclaim was enough is not "no pod to evict".
+    assert ("no pod to evict" in message) is not (reclaimed is not None and reclaimed.enough)
 
 
 def test_the_fields_say_when_eviction_was_skipped() -> None:
