@@ -73,6 +73,7 @@ __all__ = [
     "EngineState",
     "evaluate",
     "kill_grace_period",
+    "relief_count",
     "thresholds_clear",
 ]
 
@@ -297,7 +298,7 @@ def _choose(
     count = min(1, len(candidates))
     if policy.strategy is EvictionStrategy.RELIEF and signal not in thr.PSI_SIGNALS:
         target = max(a.quantity + a.reclaim for a in fresh if a.threshold.signal is signal)
-        count = _relief_count(candidates, target - acted.observed.available - (freed or 0))
+        count = relief_count(candidates, target - acted.observed.available - (freed or 0))
     return _Choice(evictions=candidates[:count], candidates=candidates, node_reclaim=node_reclaim)
 
 
@@ -330,7 +331,7 @@ def thresholds_clear(policy: EvictionPolicy, observations: NodeObservations) -> 
     return _reclaim_suffices(policy, observed, observations)
 
 
-def _relief_count(candidates: Sequence[Eviction], need: int) -> int:
+def relief_count(candidates: Sequence[Eviction], need: int) -> int:
     """The shortest prefix whose estimated reclaim covers ``need``; when no prefix does,
     the prefix up to the last pod that frees anything (evicting pods that free nothing
     cannot help). At least one pod, as the kubelet would evict."""

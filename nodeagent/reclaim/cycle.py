@@ -8,7 +8,8 @@ eviction manager does (kubelet-eviction.md §5 step 17, §8):
    up to what the image filesystem still needs after the containers are gone;
 2. re-reads the filesystems;
 3. drops the cycle's evictions if no configured threshold, of any signal and ignoring
-   grace periods, is met any more counting its minimum reclaim.
+   grace periods, is met any more counting its minimum reclaim; otherwise, with the
+   ``relief`` strategy, shortens its prefix of pods to the gap left after reclaim.
 
 It runs in the loop because the eviction must wait for its outcome; each CRI call is
 bounded by ``containerRuntimeRequestTimeout``, and memory signals are acted on before
@@ -23,8 +24,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from nodeagent.eviction import engine
+from nodeagent.eviction import thresholds as thr
+from nodeagent.eviction.observations import observe
 from nodeagent.eviction.policy import EvictionPolicy
-from nodeagent.model import Decision, NodeObservations, NodeReclaimResult
+from nodeagent.eviction.settings import EvictionStrategy
+from nodeagent.model import Decision, Eviction, NodeObservations, NodeReclaimResult
 from nodeagent.reclaim import plan
 from nodeagent.reclaim.reclaimer import NodeReclaimer, reclaimed_bytes
 
@@ -60,4 +64,24 @@ def reclaim_before_evicting(
     )
     if enough:
         decision = replace(decision, evictions=(), candidates=(), ranked=())
+    elif policy.strategy is EvictionStrategy.RELIEF and len(decision.evictions) > 1:
+        decision = replace(decision, evictions=_relief_after(policy, decision, after))
     return replace(decision, node_reclaim_result=result), after
+
+
+def _relief_after(
+    policy: EvictionPolicy, decision: Decision, after: NodeObservations
+) -> tuple[Eviction, ...]:
+    """The ``relief`` strategy chose its prefix of pods for the gap before reclaim; what
+    reclaim freed shortens the gap, and so perhaps the prefix."""
+    signal = decision.evictions[0].signal
+    value = observe(after, (signal,)).get(signal)
+    if value is None:
+        return decision.evictions
+    target = max(
+        thr.threshold_quantity(t, value.capacity) + thr.reclaim_quantity(t, value.capacity)
+        for t in policy.thresholds_for(after.fs_layout)
+        if t.signal is signal
+    )
+    count = engine.relief_count(decision.candidates, target - value.available)
+    return decision.candidates[: min(count, len(decision.evictions))]

@@ -16,7 +16,7 @@ from nodeagent.model import Decision, FsLayout, NodeObservations, Signal
 from nodeagent.reclaim import plan
 from nodeagent.reclaim.cycle import reclaim_before_evicting
 from nodeagent.reclaim.reclaimer import NodeReclaimer, reclaimed_bytes
-from tests.eviction.builders import Gi, Mi, observations, pod, policy
+from tests.eviction.builders import Gi, Mi, observations, pod, policy, usage
 from tests.reclaim.test_plan import container, image, sandbox
 
 
@@ -161,7 +161,10 @@ class Disk:
     def read(self) -> NodeObservations:
         self.time += 0.1
         return observations(
-            self.time, {Signal.NODEFS_AVAILABLE: (self.available, 10 * Gi)}, layout=self.layout
+            self.time,
+            {Signal.NODEFS_AVAILABLE: (self.available, 10 * Gi)},
+            layout=self.layout,
+            pods={name: usage(name, rootfs=400 * Mi) for name in ("p1", "p2", "p3")},
         )
 
 
@@ -210,6 +213,28 @@ def test_pod_eviction_is_skipped_only_when_reclaim_ends_the_pressure(
     assert plan.image_bytes_needed(RULES, after) == (
         0 if enough else 1 * Gi + 500 * Mi - disk.available
     )
+
+
+def test_relief_evicts_only_for_the_gap_reclaim_left() -> None:
+    """Relief chose three 400Mi pods for a 1024Mi gap; reclaim freed about 600Mi (two
+    dead containers, every unused image), so two pods cover the 424Mi left."""
+    rules = policy(
+        eviction_hard={"nodefs.available": "1Gi"},
+        eviction_minimum_reclaim={"nodefs.available": "500Mi"},
+        eviction_strategy="relief",
+    )
+    disk = Disk(500 * Mi)
+    fake = runtime()
+    fake.images = [Image(i.id, i.size * Mi, pinned=i.pinned) for i in fake.images]
+    fake.on_remove = disk.free
+    before = disk.read()
+    pods = [pod(name) for name in ("p1", "p2", "p3")]
+    decision, _ = engine.evaluate(rules, engine.EngineState(), before, pods, before.time)
+    assert len(decision.evictions) == 3
+    after_decision, _ = reclaim_before_evicting(reclaimer(fake), rules, decision, before, disk.read)
+    assert disk.available == 1100 * Mi + 50  # c2 weighs 50 bytes
+    assert after_decision.evictions == decision.evictions[:2]
+    assert after_decision.candidates == decision.candidates
 
 
 def test_reclaimed_bytes_counts_each_filesystem_once() -> None:
