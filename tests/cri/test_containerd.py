@@ -118,10 +118,9 @@ def test_dry_run_removes_nothing(containerd: Containerd) -> None:
 # --- the agent, with its nodefs and imagefs on containerd's filesystem --------------------
 
 
-@pytest.fixture
-def agent_on_containerd(tmp_path: Path) -> Iterator[tuple[Rig, Containerd]]:
-    """A rig whose host has containerd's tmpfs at /var/lib/containerd (nodefs and imagefs)
-    and pod p1's three exited containers; pod ``victim`` in the API."""
+def rig_on_containerd(tmp_path: Path, nodefs_path: str) -> Iterator[tuple[Rig, Containerd]]:
+    """A rig whose host has containerd's tmpfs at /var/lib/containerd (imagefs), nodefs
+    at ``nodefs_path``, pod p1's three exited containers, and pod ``victim`` in the API."""
     runtime = start(tmp_path / "host" / "var" / "lib" / "containerd")
     try:
         runtime.build_and_import("nodeagent.test/app:1")
@@ -129,7 +128,7 @@ def agent_on_containerd(tmp_path: Path) -> Iterator[tuple[Rig, Containerd]]:
         rig = Rig(
             tmp_path,
             settings={
-                "nodefs_path": "/var/lib/containerd",
+                "nodefs_path": nodefs_path,
                 "imagefs_path": "/var/lib/containerd",
                 "container_runtime_endpoint": runtime.endpoint,
                 "pinned_images": list(PINNED),
@@ -141,6 +140,18 @@ def agent_on_containerd(tmp_path: Path) -> Iterator[tuple[Rig, Containerd]]:
         yield rig, runtime
     finally:
         stop(runtime)
+
+
+@pytest.fixture
+def agent_on_containerd(tmp_path: Path) -> Iterator[tuple[Rig, Containerd]]:
+    """Single filesystem: nodefs and imagefs are containerd's tmpfs."""
+    yield from rig_on_containerd(tmp_path, "/var/lib/containerd")
+
+
+@pytest.fixture
+def agent_on_dedicated_imagefs(tmp_path: Path) -> Iterator[tuple[Rig, Containerd]]:
+    """Dedicated imagefs: nodefs on the host's disk, imagefs on containerd's tmpfs."""
+    yield from rig_on_containerd(tmp_path, "/")
 
 
 def pull_three_unused_images(rig: Rig, runtime: Containerd) -> list[str]:
@@ -164,15 +175,17 @@ def pull_three_unused_images(rig: Rig, runtime: Containerd) -> list[str]:
     return [tag for tag, _ in order]
 
 
-def disk_threshold(rig: Rig, runtime: Containerd, above_free: int) -> None:
-    """``nodefs.available`` hard at the current free space plus ``above_free``, with 1Mi
-    of minimum reclaim."""
+def disk_threshold(
+    rig: Rig, runtime: Containerd, above_free: int, signal: str = "nodefs.available"
+) -> None:
+    """``signal`` hard at containerd's filesystem's free space plus ``above_free``, with
+    1Mi of minimum reclaim."""
     threshold = free_bytes(runtime.imagefs) + above_free
     rig.loop.policy = EvictionPolicy.from_settings(
         load_config(
             overrides={
-                "eviction_hard": {"nodefs.available": f"{threshold // 1024}Ki"},
-                "eviction_minimum_reclaim": {"nodefs.available": "1Mi"},
+                "eviction_hard": {signal: f"{threshold // 1024}Ki"},
+                "eviction_minimum_reclaim": {signal: "1Mi"},
             },
             environ={},
         )
@@ -224,6 +237,38 @@ def test_pods_are_evicted_when_reclaim_is_not_enough(
     assert 'nodeagent_node_reclaims_total{result="not_enough"} 1.0' in (
         rig.metrics.exposition().decode()
     )
+
+
+@pytest.mark.parametrize(
+    ("signal", "reclaims"),
+    [
+        pytest.param("imagefs.available", True, id="imagefs-pressure-reclaims"),
+        pytest.param("nodefs.available", False, id="nodefs-pressure-goes-straight-to-eviction"),
+    ],
+)
+def test_a_dedicated_imagefs_reclaims_only_for_imagefs_pressure(
+    agent_on_dedicated_imagefs: tuple[Rig, Containerd], signal: str, reclaims: bool
+) -> None:
+    """nodefs on the host's disk, imagefs on containerd's tmpfs: images and writable
+    layers live on imagefs, so reclaim relieves imagefs and, as in the kubelet, nodefs
+    pressure goes straight to eviction."""
+    rig, runtime = agent_on_dedicated_imagefs
+    pull_three_unused_images(rig, runtime)
+    if signal == "nodefs.available":
+        threshold = free_bytes(rig.host.root) + 512 * MiB
+        rig.loop.policy = EvictionPolicy.from_settings(
+            load_config(overrides={"eviction_hard": {signal: f"{threshold >> 20}Mi"}}, environ={})
+        )
+    else:
+        disk_threshold(rig, runtime, above_free=2 * MiB, signal=signal)
+    result = rig.cycle()
+    assert result is not None
+    assert result.observations.fs_layout is FsLayout.DEDICATED_IMAGEFS
+    reclaimed = result.decision.node_reclaim_result
+    assert (reclaimed is not None) is reclaims
+    assert runtime.runtime is not None
+    assert (len(runtime.runtime.list_containers()) == 1) is reclaims
+    assert bool(rig.evicted()) is not reclaims
 
 
 def test_imagefs_is_where_containerd_says_when_no_path_is_configured(
