@@ -187,10 +187,15 @@ class FilesystemReader:
     def read(self) -> tuple[dict[Signal, Observation], FsLayout]:
         nodefs = stat_filesystem(self._nodefs.path, self._nodefs.label)
         imagefs_path, containerfs_path = self._imagefs, self._containerfs
+        runtime_error = None
         if isinstance(imagefs_path, RuntimeFilesystems):
-            imagefs_path, reported = imagefs_path.locate()
+            runtime = imagefs_path
+            imagefs_path, reported = runtime.locate()
+            runtime_error = runtime.error
             containerfs_path = containerfs_path or reported
         imagefs = stat_filesystem(imagefs_path.path, imagefs_path.label)
+        if isinstance(imagefs, Unavailable) and runtime_error:
+            imagefs = Unavailable(f"{imagefs.reason}; {runtime_error}")
         configured = (
             None
             if containerfs_path is None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nodeagent.cri.client import FilesystemUsage
 from nodeagent.cri.fake import FakeRuntime
-from nodeagent.model import FsLayout, Observation, Signal, SignalValue
+from nodeagent.model import FsLayout, Observation, Signal, SignalValue, Unavailable
 from nodeagent.signals.filesystems import FilesystemReader, FsPath, RuntimeFilesystems
 
 
@@ -101,3 +101,13 @@ def test_without_an_answer_the_usual_path_with_the_reason(tmp_path: Path) -> Non
     signals, _ = fs_reader.read()
     assert not located.error
     assert "from CRI ImageFsInfo" in source(signals, Signal.IMAGEFS_AVAILABLE)
+
+
+def test_a_missing_fallback_says_why_the_runtime_did_not_answer(tmp_path: Path) -> None:
+    (tmp_path / "var/lib/kubelet").mkdir(parents=True)
+    runtime = FakeRuntime(failures={"image_fs_info": "UNAVAILABLE: no socket"})
+    signals, _ = reader(tmp_path, runtime, Clock())[0].read()
+    assert signals[Signal.IMAGEFS_AVAILABLE] == Unavailable(
+        f"path {tmp_path}/var/lib/containerd does not exist; "
+        "CRI image_fs_info: UNAVAILABLE: no socket"
+    )
