@@ -39,6 +39,7 @@ from nodeagent.agent.settings import AgentSettings
 from nodeagent.errors import ConfigError
 from nodeagent.eviction.settings import EvictionSettings, kubelet_eviction_fields
 from nodeagent.observability.settings import ObservabilitySettings
+from nodeagent.reclaim.settings import NodeReclaimSettings
 from nodeagent.signals.settings import SignalSourceSettings
 from nodeagent.triggers.settings import TriggerSettings
 
@@ -75,6 +76,7 @@ class NodeAgentConfiguration(
     AgentSettings,
     TriggerSettings,
     ObservabilitySettings,
+    NodeReclaimSettings,
 ):
     """The agent's whole configuration, one flat document.
 

@@ -420,6 +420,25 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeReclaimResult:
+    """What node-level reclaim did before a disk eviction, measured by re-reading the
+    filesystems after it (kubelet-eviction.md §8)."""
+
+    kinds: tuple[str, ...]
+    """What was reclaimed, in order: ``containers`` (dead ones), ``images`` (unused)."""
+    containers_removed: int
+    images_removed: int
+    """In a dry run: what would have been removed."""
+    bytes_reclaimed: int
+    """Bytes that became available on the filesystems reclaimed."""
+    seconds: float
+    enough: bool
+    """No threshold is met any more counting its minimum reclaim: no pod is evicted."""
+    dry_run: bool
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """Everything one evaluation cycle decided, and enough to explain it.
 
@@ -442,3 +461,5 @@ class Decision:
     """``namespace/name`` of the candidates considered, in eviction order."""
     node_reclaim: tuple[str, ...] = ()
     """Node-level reclaim the engine asks for before evicting (e.g. ``images``)."""
+    node_reclaim_result: NodeReclaimResult | None = None
+    """What the agent's node-level reclaim did this cycle, when it ran."""

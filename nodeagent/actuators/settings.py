@@ -57,9 +57,12 @@ class ActuationSettings(BaseModel):
     """How decisions are applied to the cluster: safety limits, pacing of writes, dry run,
     and the API client's budget."""
 
-    dry_run: bool = False
+    dry_run: bool | None = None
     """Decide, log, count and emit events marked as dry-run, but change no node and no
-    pod: no condition, taint, annotation, eviction or deletion is written."""
+    pod: no condition, taint, annotation, eviction or deletion is written, and node-level
+    reclaim removes no container or image. Default: off in a cluster, on when standalone
+    (``--standalone --no-dry-run`` lets node-level reclaim act; pods still cannot be
+    evicted without the API)."""
 
     # --- conditions, taints, annotation ----------------------------------------------------
     condition_heartbeat_period: Seconds = 300.0

@@ -5,6 +5,7 @@ One loop per node, on one thread::
     wakes = triggers.wait(schedule.timeout(now))      # a kernel notification, or a poll due
     observations = collector.collect(now, groups)     # fresh signals
     decision, state = engine.evaluate(policy, state, observations, pods, now)
+    reclaim through the CRI, re-read, re-check        # only before a disk eviction
     log + metrics + health + watchdog                 # one line when the decision changes
     actuation.submit(decision)                        # applied by another thread
     re-arm the memcg thresholds                       # they move with the page cache
@@ -21,7 +22,10 @@ directory walk left to its own thread (:class:`StorageRefresher`) on its own int
 
 **Nothing here blocks on the API.** Pods come from a cache kept by another thread, and
 decisions go to :class:`~nodeagent.agent.actuation.Actuation`, which applies the latest
-one in its own thread; an API outage leaves the loop deciding at full speed.
+one in its own thread; an API outage leaves the loop deciding at full speed. The one
+wait is node-level reclaim before a disk eviction (:mod:`nodeagent.reclaim.cycle`):
+whether to evict depends on what it freed, so the loop waits for the container
+runtime, each call under a deadline.
 
 The loop reads no clock but the one it is given, so tests run it in virtual time with
 :class:`~nodeagent.clock.FakeClock` and :class:`~nodeagent.triggers.fake.FakeTriggers`.
@@ -49,6 +53,8 @@ from nodeagent.model import Decision, NodeObservations, Signal
 from nodeagent.observability.health import Health
 from nodeagent.observability.metrics import AgentMetrics
 from nodeagent.observability.sdnotify import SystemdNotifier
+from nodeagent.reclaim.cycle import reclaim_before_evicting
+from nodeagent.reclaim.reclaimer import NodeReclaimer
 from nodeagent.signals.cgroups import CgroupPaths, CgroupVersion
 from nodeagent.signals.collector import SignalGroup
 from nodeagent.triggers import setup
@@ -174,8 +180,10 @@ class AgentLoop:
         notifier: SystemdNotifier,
         decision_log_interval: float = 10.0,
         proc_pressure_dir: str = PROC_PRESSURE_DIR,
+        reclaimer: NodeReclaimer | None = None,
     ) -> None:
         self.policy = policy
+        self.reclaimer = reclaimer
         self._collector = collector
         self._triggers = triggers
         self._trigger_settings = trigger_settings
@@ -245,6 +253,7 @@ class AgentLoop:
         )
         decided = self._clock.now()
         self._metrics.observe_decision_latency(decided - collected)
+        decision, observations = self._reclaim_node(decision, observations)
 
         thresholds = self.policy.enforced_thresholds(observations)
         self._metrics.observe_collection(observations, thresholds)
@@ -266,6 +275,26 @@ class AgentLoop:
         self.cycles += 1
         self.last = CycleResult(decision, observations, trigger, logged)
         return self.last
+
+    # --- node-level reclaim -----------------------------------------------------------------
+    def _reclaim_node(
+        self, decision: Decision, observations: NodeObservations
+    ) -> tuple[Decision, NodeObservations]:
+        """Before a disk eviction, free what the node can and re-check
+        (:mod:`nodeagent.reclaim.cycle`); the re-read observations replace the cycle's."""
+        reclaimer = self.reclaimer
+        if reclaimer is None or not decision.node_reclaim or not reclaimer.due(self._clock.now()):
+            return decision, observations
+        decision, observations = reclaim_before_evicting(
+            reclaimer,
+            self.policy,
+            decision,
+            observations,
+            lambda: self._collector.collect(self._clock.now(), {SignalGroup.FILESYSTEMS}),
+        )
+        if decision.node_reclaim_result is not None:
+            self._metrics.record_node_reclaim(decision.node_reclaim_result)
+        return decision, observations
 
     # --- reporting -------------------------------------------------------------------------
     def _observe_detection(

@@ -37,6 +37,7 @@ from nodeagent.agent.loop import AgentLoop
 from nodeagent.agent.pods import CachedPods, CgroupPods, PodSource
 from nodeagent.clock import Clock, RealClock
 from nodeagent.config import NodeAgentConfiguration
+from nodeagent.cri.client import ContainerRuntime, GrpcRuntime
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.kube import client, http, retry
 from nodeagent.kube.podcache import PodCache
@@ -44,6 +45,7 @@ from nodeagent.observability.health import Health
 from nodeagent.observability.metrics import AgentMetrics
 from nodeagent.observability.sdnotify import SystemdNotifier
 from nodeagent.observability.server import ObservabilityServer
+from nodeagent.reclaim.reclaimer import NodeReclaimer
 from nodeagent.signals.collector import SignalCollector
 from nodeagent.triggers.api import Triggers
 from nodeagent.triggers.triggerset import TriggerSet
@@ -182,6 +184,7 @@ class Agent:
     notifier: SystemdNotifier
     storage: StorageRefresher
     kube: client.KubeClient
+    container_runtime: ContainerRuntime
     server: ObservabilityServer | None
     pod_cache: PodCache | None
     stop_event: threading.Event
@@ -197,12 +200,13 @@ class Agent:
         serve_metrics: bool = True,
         notifier: SystemdNotifier | None = None,
         pod_source: PodSource | None = None,
+        container_runtime: ContainerRuntime | None = None,
     ) -> Agent:
         """Make every part; nothing runs yet. Raises ConfigError (exit code 2) for a
         configuration that cannot work: bad thresholds, no cluster access, no host root.
 
-        ``kube``, ``triggers`` and ``pod_source`` replace the real ones (tests); a given
-        ``kube`` means cluster mode unless ``standalone`` is set."""
+        ``kube``, ``triggers``, ``pod_source`` and ``container_runtime`` replace the real
+        ones (tests); a given ``kube`` means cluster mode unless ``standalone`` is set."""
         clock = clock or RealClock()
         policy = EvictionPolicy.from_settings(config)
         for warning in policy.warnings:
@@ -211,7 +215,10 @@ class Agent:
         standalone = config.standalone or (
             kube is None and not http.cluster_configured(config.kubeconfig)
         )
-        dry_run = config.dry_run or standalone
+        # Standalone, nothing reaches a cluster (there is none), so the actuators always
+        # only log; dryRun then governs node-level reclaim alone (default: on).
+        dry_run = standalone if config.dry_run is None else config.dry_run
+        api_dry_run = dry_run or standalone
         metrics = AgentMetrics()
         health = Health(
             clock=clock, liveness_timeout=config.liveness_timeout, requires_api=not standalone
@@ -220,8 +227,13 @@ class Agent:
             kube = LocalNodeClient(node_name)
         elif kube is None:
             kube = connect(config, metrics=metrics, clock=clock)
+        container_runtime = container_runtime or GrpcRuntime(
+            config.container_runtime_endpoint, timeout=config.container_runtime_request_timeout
+        )
         collector = SignalCollector.from_settings(
-            config, logger=logging.getLogger("nodeagent.signals")
+            config,
+            logger=logging.getLogger("nodeagent.signals"),
+            image_fs_info=container_runtime.image_fs_info,
         )
         pod_cache: PodCache | None = None
         pods: PodSource
@@ -238,7 +250,7 @@ class Agent:
             clock=clock,
             aggregation_window=config.event_aggregation_window,
             refresh_interval=config.event_refresh_interval,
-            dry_run=dry_run,
+            dry_run=api_dry_run,
         )
         actuation = Actuation(
             node_status=NodeStatusActuator(
@@ -251,7 +263,7 @@ class Agent:
                 annotation=config.pressure_annotation,
                 annotation_refresh_period=config.pressure_annotation_refresh_period,
                 annotation_min_change=config.pressure_annotation_min_change,
-                dry_run=dry_run,
+                dry_run=api_dry_run,
             ),
             evictor=Evictor(
                 kube,
@@ -262,7 +274,7 @@ class Agent:
                 cap_interval=config.eviction_cap_interval,
                 deadline_margin=config.eviction_deadline_margin,
                 hard_bypasses_pdb=config.hard_eviction_bypasses_pdb,
-                dry_run=dry_run,
+                dry_run=api_dry_run,
             ),
             recorder=recorder,
             clock=clock,
@@ -275,6 +287,17 @@ class Agent:
             config, logger=logging.getLogger("nodeagent.triggers")
         )
         notifier = notifier or SystemdNotifier.from_environ()
+        reclaimer = (
+            NodeReclaimer(
+                container_runtime,
+                clock=clock,
+                dry_run=dry_run,
+                pinned_images=config.pinned_images,
+                interval=config.node_reclaim_interval,
+            )
+            if config.node_reclaim
+            else None
+        )
         loop = AgentLoop(
             policy=policy,
             collector=collector,
@@ -287,6 +310,7 @@ class Agent:
             health=health,
             notifier=notifier,
             decision_log_interval=config.decision_log_interval,
+            reclaimer=reclaimer,
         )
         server = (
             ObservabilityServer(
@@ -312,6 +336,7 @@ class Agent:
                 collector, clock=clock, interval=config.pod_storage_scan_interval
             ),
             kube=kube,
+            container_runtime=container_runtime,
             server=server,
             pod_cache=pod_cache,
             stop_event=threading.Event(),
@@ -326,6 +351,8 @@ class Agent:
             self.pod_cache.start()
         self.actuation.start()
         self.storage.start()
+        if self.loop.reclaimer is not None:
+            self.loop.reclaimer.start(self.config.image_inventory_interval)
         self._log_start()
 
     def run(self) -> None:
@@ -345,10 +372,13 @@ class Agent:
             self.pod_cache.stop(SHUTDOWN_STEP_TIMEOUT)
         self.actuation.stop(SHUTDOWN_STEP_TIMEOUT)
         self.storage.stop(SHUTDOWN_STEP_TIMEOUT)
+        if self.loop.reclaimer is not None:
+            self.loop.reclaimer.stop(SHUTDOWN_STEP_TIMEOUT)
         if self.server is not None:
             self.server.stop()
         self.triggers.close()
         self.collector.close()
+        self.container_runtime.close()
         closer = getattr(self.kube, "close", None)
         if callable(closer):
             closer()
@@ -374,4 +404,13 @@ class Agent:
         }
         if self.server is not None:
             fields["metrics"] = self.server.url
+        reclaimer = self.loop.reclaimer
+        if reclaimer is not None:
+            fields["nodeReclaim"] = self.config.container_runtime_endpoint
         log.info("nodeagent running", extra={FIELDS: fields})
+        if self.standalone and not self.dry_run:
+            log.warning(
+                "standalone without dry run: node-level reclaim removes dead containers and "
+                "unused images for real; pods cannot be evicted without the Kubernetes API, "
+                "so evictions are only logged"
+            )

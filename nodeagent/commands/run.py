@@ -45,6 +45,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
             default=None,
             help=text,
         )
+    parser.add_argument(
+        "--no-dry-run",
+        dest="cfg_dry_run",
+        action="store_const",
+        const=False,
+        help="act even when standalone: node-level reclaim removes dead containers and "
+        "unused images (pods cannot be evicted without the API)",
+    )
     parser.set_defaults(handler=run)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nodeagent.config import add_config_flags, config_from_args
+from nodeagent.cri.client import GrpcRuntime
 from nodeagent.model import (
     SIGNAL_RESOURCE,
     NodeObservations,
@@ -65,12 +66,19 @@ def run(args: argparse.Namespace) -> int:
     # degradation warnings would say it twice on stderr.
     quiet = logging.getLogger("nodeagent.commands.signals")
     quiet.setLevel(logging.ERROR)
-    with SignalCollector.from_settings(config, logger=quiet) as collector:
+    # Without imagefsPath, imagefs is where the container runtime says (ImageFsInfo).
+    runtime = GrpcRuntime(
+        config.container_runtime_endpoint, timeout=config.container_runtime_request_timeout
+    )
+    with SignalCollector.from_settings(
+        config, logger=quiet, image_fs_info=runtime.image_fs_info
+    ) as collector:
         observations = collector.collect(time.monotonic())
         if args.output == "json":
             text = json.dumps(report(observations, collector), indent=2)
         else:
             text = render_table(observations, collector)
+    runtime.close()
     print(text, flush=True)
     return 0
 

@@ -78,6 +78,8 @@ __all__ = [
     "EngineState",
     "evaluate",
     "kill_grace_period",
+    "relief_count",
+    "thresholds_clear",
 ]
 
 HARD_EVICTION_GRACE_PERIOD_SECONDS = 1
@@ -309,7 +311,7 @@ def _choose(
     count = min(1, len(candidates))
     if policy.strategy is EvictionStrategy.RELIEF and signal not in thr.PSI_SIGNALS:
         target = max(a.quantity + a.reclaim for a in fresh if a.threshold.signal is signal)
-        count = _relief_count(candidates, target - acted.observed.available - (freed or 0))
+        count = relief_count(candidates, target - acted.observed.available - (freed or 0))
     return _Choice(evictions=candidates[:count], candidates=candidates, node_reclaim=node_reclaim)
 
 
@@ -334,7 +336,15 @@ def _reclaim_suffices(
     return True
 
 
-def _relief_count(candidates: Sequence[Eviction], need: int) -> int:
+def thresholds_clear(policy: EvictionPolicy, observations: NodeObservations) -> bool:
+    """Whether no configured threshold, of any signal and ignoring grace periods, is met
+    counting its minimum reclaim: the kubelet's check after node-level reclaim, on
+    observations re-read after it."""
+    observed = observe(observations, policy.signals_for(observations.fs_layout))
+    return _reclaim_suffices(policy, observed, observations)
+
+
+def relief_count(candidates: Sequence[Eviction], need: int) -> int:
     """The shortest prefix whose estimated reclaim covers ``need``; when no prefix does,
     the prefix up to the last pod that frees anything (evicting pods that free nothing
     cannot help). At least one pod, as the kubelet would evict."""

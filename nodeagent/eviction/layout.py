@@ -31,6 +31,7 @@ __all__ = [
     "RECLAIM_CONTAINERS",
     "RECLAIM_IMAGES",
     "fallback_signal",
+    "filesystem_of",
     "pod_usage",
     "reclaim_kinds",
     "reclaimable_amount",
@@ -100,6 +101,13 @@ def pod_usage(usage: PodUsage | None, fields: tuple[str, ...]) -> int | None:
             total += value
             found = True
     return total if found else None
+
+
+def filesystem_of(signal: Signal, layout: FsLayout) -> str | None:
+    """Which filesystem (``"node"`` or ``"image"``) a filesystem signal measures under
+    ``layout``; None for other signals."""
+    fs = _fs_signal(signal)
+    return None if fs is None else _FILESYSTEM[layout][fs[0]]
 
 
 def reclaim_kinds(signal: Signal, layout: FsLayout) -> tuple[str, ...]:

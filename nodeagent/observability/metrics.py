@@ -73,6 +73,14 @@ def reclaim_unit(signal: model.EvictionSignal) -> Unit:
     return RESOURCE_UNIT[model.SIGNAL_RESOURCE[signal]]
 
 
+class NodeReclaimOutcome(StrEnum):
+    """How a node-level reclaim ended."""
+
+    ENOUGH = "enough"
+    NOT_ENOUGH = "not_enough"
+    DRY_RUN = "dry_run"
+
+
 class EvictionOutcome(StrEnum):
     """What became of one eviction the engine asked for."""
 
@@ -449,6 +457,7 @@ class AgentMetrics:
             registry=self.registry,
         )
         self._initialised_signals: set[model.Signal] = set()
+        self._init_node_reclaim_metrics()
 
     # --- state -----------------------------------------------------------------------
 
@@ -520,6 +529,56 @@ class AgentMetrics:
         """One retry of a request; ``reason`` is the kind of failure retried, as the
         client names it (``Unavailable``, ``RateLimited``)."""
         self._api_retries.labels(verb, resource, reason).inc()
+
+    # --- node-level reclaim ------------------------------------------------------------
+
+    def _init_node_reclaim_metrics(self) -> None:
+        self._node_reclaims = prometheus_client.Counter(
+            f"{PREFIX}_node_reclaims",
+            "Node-level reclaims (dead containers, unused images) run before a disk "
+            "eviction, by result: enough (no threshold met any more, pod eviction "
+            "skipped), not_enough, or dry_run.",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in NodeReclaimOutcome:
+            self._node_reclaims.labels(result.value)
+        self._node_reclaim_removed = prometheus_client.Counter(
+            f"{PREFIX}_node_reclaim_removed",
+            "Dead containers and unused images node-level reclaim removed, by kind.",
+            ["kind"],
+            registry=self.registry,
+        )
+        for kind in ("containers", "images"):
+            self._node_reclaim_removed.labels(kind)
+        self._node_reclaimed_bytes = prometheus_client.Counter(
+            f"{PREFIX}_node_reclaimed_bytes",
+            "Bytes node-level reclaim made available on the filesystems it freed, "
+            "measured by re-reading them.",
+            registry=self.registry,
+        )
+        self._node_reclaim_duration = prometheus_client.Histogram(
+            f"{PREFIX}_node_reclaim_duration_seconds",
+            "Duration of node-level reclaims: listing, removing through the container "
+            "runtime, and re-reading the filesystems.",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+            registry=self.registry,
+        )
+
+    def record_node_reclaim(self, result: model.NodeReclaimResult) -> None:
+        """Count one node-level reclaim and what it removed and freed."""
+        if result.dry_run:
+            outcome = NodeReclaimOutcome.DRY_RUN
+        elif result.enough:
+            outcome = NodeReclaimOutcome.ENOUGH
+        else:
+            outcome = NodeReclaimOutcome.NOT_ENOUGH
+        self._node_reclaims.labels(outcome.value).inc()
+        self._node_reclaim_duration.observe(result.seconds)
+        if not result.dry_run:
+            self._node_reclaim_removed.labels("containers").inc(result.containers_removed)
+            self._node_reclaim_removed.labels("images").inc(result.images_removed)
+        self._node_reclaimed_bytes.inc(max(0, result.bytes_reclaimed))
 
     # --- helpers ---------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 
+from nodeagent.cri.client import ImageFsInfo
 from nodeagent.errors import ConfigError, SignalReadError
 from nodeagent.model import (
     FsLayout,
@@ -49,7 +50,7 @@ from nodeagent.signals.cgroups import (
     missing_kubepods_reason,
 )
 from nodeagent.signals.files import FileReader
-from nodeagent.signals.filesystems import FilesystemReader, FsPath
+from nodeagent.signals.filesystems import FilesystemReader, FsPath, RuntimeFilesystems
 from nodeagent.signals.memory import MemoryReader
 from nodeagent.signals.pids import PidReader
 from nodeagent.signals.pod_storage import (
@@ -113,6 +114,21 @@ def _under(host_root: str, path: str | Path) -> str:
     return host_root.rstrip("/") + "/" + str(path).lstrip("/")
 
 
+DEFAULT_IMAGEFS_PATH = "/var/lib/containerd"
+
+
+def _imagefs(
+    root: str, path: str | Path | None, image_fs_info: Callable[[], ImageFsInfo] | None
+) -> FsPath | RuntimeFilesystems:
+    """The configured imagefs path; unset, where the container runtime says it is."""
+    if path is not None:
+        return FsPath(_under(root, path), str(path))
+    fallback = FsPath(_under(root, DEFAULT_IMAGEFS_PATH), DEFAULT_IMAGEFS_PATH)
+    if image_fs_info is None:
+        return fallback
+    return RuntimeFilesystems(image_fs_info, host_root=root, fallback=fallback)
+
+
 class _Degradations:
     """The reason each degraded source is degraded; logs each change once."""
 
@@ -147,13 +163,14 @@ class SignalCollector:
         node_cgroup: str = "/",
         kubepods_cgroup: str | None = None,
         nodefs_path: str | Path = "/var/lib/kubelet",
-        imagefs_path: str | Path = "/var/lib/containerd",
+        imagefs_path: str | Path | None = "/var/lib/containerd",
         containerfs_path: str | Path | None = None,
         pod_logs_path: str | Path = "/var/log/pods",
         kubelet_root_dir: str | Path = "/var/lib/kubelet",
         pod_storage_scan_interval: float = 30.0,
         logger: logging.Logger | None = None,
         max_open_files: int | None = None,
+        image_fs_info: Callable[[], ImageFsInfo] | None = None,
     ) -> None:
         root = str(host_root)
         if not os.path.isdir(root):
@@ -173,7 +190,7 @@ class SignalCollector:
         self._psi = PsiReader(proc_dir=self._proc_dir, cgroups=self._paths)
         self._filesystems = FilesystemReader(
             nodefs=FsPath(_under(root, nodefs_path), str(nodefs_path)),
-            imagefs=FsPath(_under(root, imagefs_path), str(imagefs_path)),
+            imagefs=_imagefs(root, imagefs_path, image_fs_info),
             containerfs=(
                 None
                 if containerfs_path is None
@@ -203,7 +220,11 @@ class SignalCollector:
 
     @classmethod
     def from_settings(
-        cls, settings: SignalSourceSettings, *, logger: logging.Logger | None = None
+        cls,
+        settings: SignalSourceSettings,
+        *,
+        logger: logging.Logger | None = None,
+        image_fs_info: Callable[[], ImageFsInfo] | None = None,
     ) -> SignalCollector:
         return cls(
             host_root=settings.host_root,
@@ -216,6 +237,7 @@ class SignalCollector:
             kubelet_root_dir=settings.kubelet_root_dir,
             pod_storage_scan_interval=settings.pod_storage_scan_interval,
             logger=logger,
+            image_fs_info=image_fs_info,
         )
 
     # -- what the rest of the agent needs to know ---------------------------------------

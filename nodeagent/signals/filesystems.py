@@ -16,13 +16,22 @@ The layout follows from the devices the configured paths live on:
 A path that does not exist (no kubelet on this machine yet) makes its signals
 unavailable with that reason: the kubelet would have no observation either, and an
 operator learns exactly which path to configure.
+
+Where no ``imagefsPath`` is configured, the container runtime says where its image
+filesystem is (CRI ``ImageFsInfo``, :class:`RuntimeFilesystems`), and, for runtimes that
+keep writable layers apart (CRI-O's split image filesystem), its container filesystem:
+the kubelet's CRI stats provider finds imagefs the same way, then takes capacity and
+available from the filesystem of that mountpoint, as here.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from nodeagent.cri.client import CRIError, ImageFsInfo
 from nodeagent.model import FsLayout, Observation, Signal, SignalValue, Unavailable
 
 
@@ -101,21 +110,96 @@ class FsPath:
     label: str
 
 
-class FilesystemReader:
-    """Reads the six filesystem signals from the configured paths."""
+class RuntimeFilesystems:
+    """The image (and container) filesystem as the container runtime reports it.
 
-    def __init__(self, *, nodefs: FsPath, imagefs: FsPath, containerfs: FsPath | None) -> None:
+    ``ImageFsInfo`` is asked at most every ``refresh`` seconds (the mountpoints move only
+    when the runtime is reconfigured), or ``retry`` seconds after it failed; meanwhile
+    the last answer stands. While the runtime has never answered, ``fallback`` (the
+    usual containerd path) is used, its source saying why."""
+
+    def __init__(
+        self,
+        image_fs_info: Callable[[], ImageFsInfo],
+        *,
+        host_root: str,
+        fallback: FsPath,
+        refresh: float = 600.0,
+        retry: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ask = image_fs_info
+        self._host_root = host_root.rstrip("/")
+        self._fallback = fallback
+        self._refresh = refresh
+        self._retry = retry
+        self._clock = clock
+        self._next = float("-inf")
+        self._located: tuple[FsPath, FsPath | None] | None = None
+        self.error: str | None = None
+
+    def locate(self) -> tuple[FsPath, FsPath | None]:
+        """(image filesystem, container filesystem if the runtime reports one)."""
+        now = self._clock()
+        if now >= self._next:
+            try:
+                info = self._ask()
+            except CRIError as exc:
+                self.error = str(exc)
+                self._next = now + self._retry
+            else:
+                self.error = None
+                self._next = now + self._refresh
+                self._located = self._paths(info) or self._located
+        if self._located is not None:
+            return self._located
+        reason = self.error or "CRI ImageFsInfo reported no image filesystem"
+        return FsPath(self._fallback.path, f"{self._fallback.label}; {reason}"), None
+
+    def _paths(self, info: ImageFsInfo) -> tuple[FsPath, FsPath | None] | None:
+        def located(mountpoint: str) -> FsPath:
+            return FsPath(
+                self._host_root + "/" + mountpoint.lstrip("/"), f"{mountpoint} from CRI ImageFsInfo"
+            )
+
+        images = [fs.mountpoint for fs in info.image_filesystems if fs.mountpoint]
+        if not images:
+            return None
+        layers = [fs.mountpoint for fs in info.container_filesystems if fs.mountpoint]
+        return located(images[0]), located(layers[0]) if layers else None
+
+
+class FilesystemReader:
+    """Reads the six filesystem signals from the configured paths, or from where the
+    container runtime says its filesystems are."""
+
+    def __init__(
+        self,
+        *,
+        nodefs: FsPath,
+        imagefs: FsPath | RuntimeFilesystems,
+        containerfs: FsPath | None,
+    ) -> None:
         self._nodefs = nodefs
         self._imagefs = imagefs
         self._containerfs = containerfs
 
     def read(self) -> tuple[dict[Signal, Observation], FsLayout]:
         nodefs = stat_filesystem(self._nodefs.path, self._nodefs.label)
-        imagefs = stat_filesystem(self._imagefs.path, self._imagefs.label)
+        imagefs_path, containerfs_path = self._imagefs, self._containerfs
+        runtime_error = None
+        if isinstance(imagefs_path, RuntimeFilesystems):
+            runtime = imagefs_path
+            imagefs_path, reported = runtime.locate()
+            runtime_error = runtime.error
+            containerfs_path = containerfs_path or reported
+        imagefs = stat_filesystem(imagefs_path.path, imagefs_path.label)
+        if isinstance(imagefs, Unavailable) and runtime_error:
+            imagefs = Unavailable(f"{imagefs.reason}; {runtime_error}")
         configured = (
             None
-            if self._containerfs is None
-            else stat_filesystem(self._containerfs.path, self._containerfs.label)
+            if containerfs_path is None
+            else stat_filesystem(containerfs_path.path, containerfs_path.label)
         )
         layout = detect_layout(nodefs, imagefs, configured)
         if configured is not None:

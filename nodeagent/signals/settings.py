@@ -25,9 +25,12 @@ class SignalSourceSettings(BaseModel):
     the root."""
     nodefs_path: Path = Path("/var/lib/kubelet")
     """A path on the filesystem the kubelet root dir lives on (nodefs)."""
-    imagefs_path: Path = Path("/var/lib/containerd")
+    imagefs_path: Path | None = None
     """A path on the container runtime's image filesystem (imagefs):
-    ``/var/lib/containerd`` for containerd, ``/var/lib/containers`` for CRI-O."""
+    ``/var/lib/containerd`` for containerd, ``/var/lib/containers`` for CRI-O. Default:
+    where the runtime on ``containerRuntimeEndpoint`` says (CRI ``ImageFsInfo``, as the
+    kubelet finds it; with the writable-layer filesystem too when the runtime reports
+    one), else ``/var/lib/containerd``."""
     containerfs_path: Path | None = None
     """A path on the writable-layer filesystem when the runtime splits it from images
     (containerfs). Default: unset, and containerfs follows the detected layout (nodefs
@@ -42,7 +45,7 @@ class SignalSourceSettings(BaseModel):
     reads, and disk fills slowly; the kubelet's cAdvisor rescans about every minute.
     ``0`` disables per-pod ephemeral-storage usage."""
 
-    @field_validator("kubepods_cgroup", "containerfs_path", mode="before")
+    @field_validator("kubepods_cgroup", "containerfs_path", "imagefs_path", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         # An empty value (``NODEAGENT_KUBEPODS_CGROUP=`` from a template) means the

@@ -20,6 +20,7 @@ from nodeagent.agent.pods import PodView
 from nodeagent.agent.runtime import Agent
 from nodeagent.clock import FakeClock
 from nodeagent.config import NodeAgentConfiguration, load_config
+from nodeagent.cri.client import ContainerRuntime
 from nodeagent.kube import fake
 from nodeagent.model import PodInfo, PodUID, QOSClass
 from nodeagent.observability.sdnotify import SystemdNotifier
@@ -69,6 +70,7 @@ class Rig:
         *,
         settings: Mapping[str, Any] | None = None,
         node: dict[str, Any] | None = None,
+        container_runtime: ContainerRuntime | None = None,
     ) -> None:
         self.host = HostTree(root / "host", version=CgroupVersion.V1, driver=CgroupDriver.CGROUPFS)
         self.host.proc(mem_total=MEM_TOTAL)
@@ -102,6 +104,7 @@ class Rig:
             serve_metrics=False,
             notifier=SystemdNotifier(None, watchdog_timeout=None),
             pod_source=self.pods,
+            container_runtime=container_runtime,
         )
         self.loop = self.agent.loop
         self.actuation = self.agent.actuation

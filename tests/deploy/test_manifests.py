@@ -305,6 +305,7 @@ def test_host_paths_are_read_only_under_the_host_root() -> None:
         "/var/lib/kubelet",
         "/var/lib/containerd",
         "/var/log/pods",
+        "/run/containerd",
     }
     # Mounts the kubelet and the runtime add later must be seen, never pinned; the
     # others are read-only all the way down (submounts too) where the runtime can.

@@ -123,4 +123,15 @@ def fed_metrics() -> metrics.AgentMetrics:
     agent.api_request("get", "nodes", "error")
     agent.api_retry("get", "nodes", "Unavailable")
     agent.set_degraded("trigger/psi-memory", "EINVAL for a 1 s window: using 2 s")
+    agent.record_node_reclaim(
+        model.NodeReclaimResult(
+            kinds=("containers", "images"),
+            containers_removed=2,
+            images_removed=1,
+            bytes_reclaimed=300 * MIB,
+            seconds=0.04,
+            enough=True,
+            dry_run=False,
+        )
+    )
     return agent

@@ -39,8 +39,12 @@ def host(tree: HostTree) -> HostTree:
     return tree
 
 
+NO_RUNTIME = "unix:///nonexistent/nodeagent-test.sock"
+"""The fixture host has no container runtime to ask where imagefs is."""
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    assert main(["signals", *argv]) == 0
+    assert main(["signals", "--container-runtime-endpoint", NO_RUNTIME, *argv]) == 0
     return capsys.readouterr().out
 
 
@@ -52,9 +56,9 @@ def test_json_document(host: HostTree, capsys: pytest.CaptureFixture[str]) -> No
     assert signals["allocatableMemory.available"] == {"available": 5 * GIB, "capacity": 6 * GIB}
     assert signals["pid.available"] == {"available": 32668, "capacity": 32768}
     assert set(signals["nodefs.available"]) == {"available", "capacity"}
-    assert signals["imagefs.available"] == {
-        "unavailable": f"path {host.root}/var/lib/containerd does not exist"
-    }
+    imagefs = signals["imagefs.available"]["unavailable"]
+    assert imagefs.startswith(f"path {host.root}/var/lib/containerd does not exist; ")
+    assert "CRI ImageFsInfo: UNAVAILABLE" in imagefs and NO_RUNTIME in imagefs
     for value in signals.values():
         assert set(value) in ({"available", "capacity"}, {"unavailable"})
         assert all(isinstance(number, int) for key, number in value.items() if key != "unavailable")
@@ -70,7 +74,7 @@ def test_json_document(host: HostTree, capsys: pytest.CaptureFixture[str]) -> No
     assert document["fsLayout"] == "single"
     assert document["swap"] is None
     assert "memory.available" in document["sources"]
-    assert document["degraded"]["imagefs.available"].endswith("does not exist")
+    assert document["degraded"]["imagefs.available"] == imagefs
 
 
 def test_table(host: HostTree, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,71 @@
+"""Node-level reclaim in the agent's loop, in virtual time, with the in-memory runtime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nodeagent.cri.fake import FakeRuntime
+from tests.agent.rig import Rig, pod
+from tests.reclaim.test_reclaimer import runtime
+
+MIB = 1 << 20
+
+
+def disk_pressure_rig(tmp_path: Path, fake: FakeRuntime, **settings: object) -> Rig:
+    """nodefs (the fixture host, on this machine's disk) always below its threshold; the
+    fake runtime frees nothing, so reclaim is never enough."""
+    rig = Rig(
+        tmp_path,
+        settings={"eviction_hard": {"nodefs.available": "1Ei"}, **settings},
+        container_runtime=fake,
+    )
+    victim = pod("victim")
+    rig.add_pod(victim, 64 * MIB)
+    rig.pods.set([victim])
+    return rig
+
+
+def reclaims(fake: FakeRuntime) -> int:
+    return len(fake.removed("list_sandboxes"))
+
+
+def test_one_reclaim_per_interval_and_eviction_when_not_enough(tmp_path: Path) -> None:
+    fake = runtime()
+    rig = disk_pressure_rig(tmp_path, fake)
+    first = rig.cycle()
+    assert first is not None and first.decision.node_reclaim_result is not None
+    assert not first.decision.node_reclaim_result.enough
+    assert fake.removed("remove_container") == ["old", "mid"]
+    assert rig.evicted() == [("victim", 1)]
+    results = rig.run_for(9.0)
+    assert reclaims(fake) == 1  # the fs poll runs every 500 ms; reclaim waits 10 s
+    assert all(r.decision.node_reclaim_result is None for r in results)
+    rig.run_for(1.5)
+    assert reclaims(fake) == 2
+
+
+def test_dry_run_reclaims_nothing_and_reports_what_it_would(tmp_path: Path) -> None:
+    fake = runtime()
+    rig = disk_pressure_rig(tmp_path, fake, dry_run=True)
+    result = rig.cycle()
+    assert result is not None
+    reclaimed = result.decision.node_reclaim_result
+    assert reclaimed is not None and reclaimed.dry_run
+    assert (reclaimed.containers_removed, reclaimed.images_removed) == (2, 2)  # b, c
+    assert not fake.removed("remove_container") and not fake.removed("remove_image")
+
+
+def test_reclaim_off_and_memory_pressure_never_touch_the_runtime(tmp_path: Path) -> None:
+    fake = runtime()
+    rig = disk_pressure_rig(tmp_path, fake, node_reclaim=False)
+    rig.run_for(2.0)
+    assert rig.evicted() == [("victim", 1)]
+    memory = runtime()
+    rig = Rig(tmp_path / "memory", container_runtime=memory)
+    rig.set_node_usage(15 * 1024 * MIB + 512 * MIB)  # memory.available < 1Gi
+    victim = pod("victim")
+    rig.add_pod(victim, 512 * MIB)
+    rig.pods.set([victim])
+    rig.run_for(2.0)
+    assert rig.evicted() == [("victim", 1)]
+    assert fake.calls == [] and memory.calls == []

@@ -1,0 +1,277 @@
+"""NodeReclaimer and the reclaim-then-recheck step, against the in-memory runtime."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from nodeagent.clock import FakeClock
+from nodeagent.cri.client import Container, ContainerState, Image
+from nodeagent.cri.fake import FakeRuntime
+from nodeagent.eviction import engine
+from nodeagent.eviction.layout import RECLAIM_CONTAINERS, RECLAIM_IMAGES
+from nodeagent.model import Decision, FsLayout, NodeObservations, Signal
+from nodeagent.reclaim import plan
+from nodeagent.reclaim.cycle import reclaim_before_evicting
+from nodeagent.reclaim.reclaimer import NodeReclaimer, reclaimed_bytes
+from tests.eviction.builders import Gi, Mi, observations, pod, policy, usage
+from tests.reclaim.test_plan import container, image, sandbox
+
+
+def runtime() -> FakeRuntime:
+    """Pod uid-1 ran ``app`` three times (all exited) on image a; b and c are unused
+    (b older), p is pinned by the runtime, w is used by a running container."""
+    return FakeRuntime(
+        sandboxes=[sandbox("s1", "uid-1")],
+        containers=[
+            container("old", created=1, image="sha256:a"),
+            container("mid", created=2, image="sha256:a"),
+            container("new", created=3, image="sha256:a"),
+            container("web", name="web", state=ContainerState.RUNNING, image="sha256:w"),
+        ],
+        images=[
+            image("sha256:a", 100),
+            image("sha256:b", 200),
+            image("sha256:c", 300),
+            image("sha256:p", 400, pinned=True),
+            image("sha256:w", 500),
+        ],
+    )
+
+
+def reclaimer(fake: FakeRuntime, *, dry_run: bool = False) -> NodeReclaimer:
+    clock = FakeClock(start=10.0)
+    made = NodeReclaimer(fake, clock=clock, dry_run=dry_run, interval=10.0)
+    fake.images.sort(key=lambda i: i.id)
+    made.inventory(1.0)  # b and everything else first seen at 1
+    fake.images.append(image("sha256:c2", 50))  # then c2, newer
+    made.inventory(5.0)
+    return made
+
+
+def test_dead_containers_then_unused_images_oldest_first() -> None:
+    fake = runtime()
+    report = reclaimer(fake).reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=lambda: None)
+    assert fake.removed("remove_container") == ["old", "mid"]
+    assert fake.removed("remove_image") == ["sha256:b", "sha256:c", "sha256:c2"]
+    assert [c.id for c in fake.containers] == ["new", "web"]
+    assert {i.id for i in fake.images} == {"sha256:a", "sha256:p", "sha256:w"}
+    assert (len(report.containers), report.image_bytes, report.errors) == (2, 550, ())
+    # Containers first, then the images are listed and planned.
+    calls = [name for name, _ in fake.calls if name.startswith("remove")]
+    assert calls == ["remove_container"] * 2 + ["remove_image"] * 3
+
+
+def test_image_need_is_asked_after_the_containers_are_gone() -> None:
+    fake = runtime()
+    asked_with: list[int] = []
+
+    def need() -> int:
+        asked_with.append(len(fake.containers))
+        return 250
+
+    reclaimer(fake).reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=need)
+    assert asked_with == [2]
+    assert fake.removed("remove_image") == ["sha256:b", "sha256:c"]  # 200 < 250 <= 500
+
+
+def test_an_image_whose_containers_reclaim_removed_is_unused() -> None:
+    fake = FakeRuntime(
+        sandboxes=[sandbox("s1", "uid-1")],
+        containers=[container("x1", created=1, image="sha256:x"), container("y", name="y")],
+        images=[image("sha256:x", 10), image("sha256:a", 10)],
+    )
+    # x1 is the only instance of its name: kept, so its image stays.
+    reclaimer(fake).reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=lambda: None)
+    assert fake.removed("remove_image") == ["sha256:c2"]
+    fake.containers.insert(0, container("x0", created=0, image="sha256:old"))
+    fake.images.append(image("sha256:old", 10))
+    reclaimer(fake).reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=lambda: None)
+    assert "x0" in fake.removed("remove_container")
+    assert "sha256:old" in fake.removed("remove_image")
+
+
+@pytest.mark.parametrize(
+    ("kinds", "containers", "images"),
+    [
+        ((RECLAIM_CONTAINERS,), ["old", "mid"], []),
+        ((RECLAIM_IMAGES,), [], ["sha256:b", "sha256:c", "sha256:c2"]),
+    ],
+)
+def test_only_the_kinds_asked_for(
+    kinds: tuple[str, ...], containers: list[str], images: list[str]
+) -> None:
+    fake = runtime()
+    reclaimer(fake).reclaim(kinds, image_need=lambda: None)
+    assert fake.removed("remove_container") == containers
+    assert fake.removed("remove_image") == images
+
+
+def test_dry_run_removes_nothing_and_logs_what_it_would(caplog: pytest.LogCaptureFixture) -> None:
+    fake = runtime()
+    with caplog.at_level(logging.INFO, logger="nodeagent.reclaim"):
+        report = reclaimer(fake, dry_run=True).reclaim(
+            (RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=lambda: None
+        )
+    assert not fake.removed("remove_container") and not fake.removed("remove_image")
+    assert [c.id for c in report.containers] == ["old", "mid"]
+    assert [i.id for i in report.images] == ["sha256:b", "sha256:c", "sha256:c2"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages.count("would remove dead container app") == 2
+    assert "would remove unused image sha256:b" in messages
+
+
+def test_failures_are_reported_and_reclaim_goes_on() -> None:
+    fake = runtime()
+    fake.failures["remove_container"] = "UNAVAILABLE: gone"
+    report = reclaimer(fake).reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=lambda: None)
+    assert report.containers == () and len(report.errors) == 2
+    assert "CRI remove_container: UNAVAILABLE: gone" in report.errors[0]
+    assert len(report.images) == 3
+    made = reclaimer(fake)
+    fake.failures["list_images"] = "DEADLINE_EXCEEDED"
+    report = made.reclaim((RECLAIM_IMAGES,), image_need=lambda: None)
+    assert report.images == () and report.errors == ("CRI list_images: DEADLINE_EXCEEDED",)
+
+
+def test_one_reclaim_per_interval() -> None:
+    fake = runtime()
+    made = reclaimer(fake)
+    assert made.due(10.0)
+    made.reclaim((RECLAIM_IMAGES,), image_need=lambda: 0)
+    assert not made.due(19.9) and made.due(20.0)
+
+
+# --- reclaim, re-read, re-check -------------------------------------------------------
+
+
+class Disk:
+    """A filesystem the fake runtime frees space on: 10Gi, ``available`` free."""
+
+    def __init__(self, available: int, layout: FsLayout = FsLayout.SINGLE) -> None:
+        self.available = available
+        self.layout = layout
+        self.time = 1.0
+
+    def free(self, removed: Container | Image) -> None:
+        self.available += removed.size if isinstance(removed, Image) else 50 * Mi
+
+    def read(self) -> NodeObservations:
+        self.time += 0.1
+        return observations(
+            self.time,
+            {Signal.NODEFS_AVAILABLE: (self.available, 10 * Gi)},
+            layout=self.layout,
+            pods={name: usage(name, rootfs=400 * Mi) for name in ("p1", "p2", "p3")},
+        )
+
+
+RULES = policy(
+    eviction_hard={"nodefs.available": "1Gi"},
+    eviction_minimum_reclaim={"nodefs.available": "500Mi"},
+)
+
+
+def decide(disk: Disk) -> tuple[Decision, NodeObservations]:
+    before = disk.read()
+    decision, _ = engine.evaluate(RULES, engine.EngineState(), before, [pod("p")], before.time)
+    return decision, before
+
+
+@pytest.mark.parametrize(
+    ("available", "enough", "images_removed"),
+    [
+        pytest.param(950 * Mi, True, 2, id="two dead containers + b, c: 950+100+500 >= 1Gi+500Mi"),
+        pytest.param(500 * Mi, False, 3, id="everything freed still short of 1Gi+500Mi"),
+    ],
+)
+def test_pod_eviction_is_skipped_only_when_reclaim_ends_the_pressure(
+    available: int, enough: bool, images_removed: int
+) -> None:
+    disk = Disk(available)
+    fake = runtime()
+    fake.images = [Image(i.id, i.size * Mi, pinned=i.pinned) for i in fake.images]
+    fake.on_remove = disk.free
+    decision, before = decide(disk)
+    assert decision.node_reclaim == (RECLAIM_CONTAINERS, RECLAIM_IMAGES)
+    assert decision.evictions  # what the engine would do without reclaim
+
+    after_decision, after = reclaim_before_evicting(
+        reclaimer(fake), RULES, decision, before, disk.read
+    )
+    result = after_decision.node_reclaim_result
+    assert result is not None
+    assert (result.enough, result.containers_removed, result.images_removed) == (
+        enough,
+        2,
+        images_removed,
+    )
+    assert result.bytes_reclaimed == disk.available - available
+    assert bool(after_decision.evictions) is not enough
+    assert plan.image_bytes_needed(RULES, after) == (
+        0 if enough else 1 * Gi + 500 * Mi - disk.available
+    )
+
+
+def test_relief_evicts_only_for_the_gap_reclaim_left() -> None:
+    """Relief chose three 400Mi pods for a 1024Mi gap; reclaim freed about 600Mi (two
+    dead containers, every unused image), so two pods cover the 424Mi left."""
+    rules = policy(
+        eviction_hard={"nodefs.available": "1Gi"},
+        eviction_minimum_reclaim={"nodefs.available": "500Mi"},
+        eviction_strategy="relief",
+    )
+    disk = Disk(500 * Mi)
+    fake = runtime()
+    fake.images = [Image(i.id, i.size * Mi, pinned=i.pinned) for i in fake.images]
+    fake.on_remove = disk.free
+    before = disk.read()
+    pods = [pod(name) for name in ("p1", "p2", "p3")]
+    decision, _ = engine.evaluate(rules, engine.EngineState(), before, pods, before.time)
+    assert len(decision.evictions) == 3
+    after_decision, _ = reclaim_before_evicting(reclaimer(fake), rules, decision, before, disk.read)
+    assert disk.available == 1100 * Mi + 50  # c2 weighs 50 bytes
+    assert after_decision.evictions == decision.evictions[:2]
+    assert after_decision.candidates == decision.candidates
+
+
+def test_reclaimed_bytes_counts_each_filesystem_once() -> None:
+    before = observations(
+        1.0,
+        {Signal.NODEFS_AVAILABLE: (1 * Gi, 10 * Gi), Signal.IMAGEFS_AVAILABLE: (2 * Gi, 10 * Gi)},
+        layout=FsLayout.SPLIT,
+    )
+    after = observations(
+        2.0,
+        {Signal.NODEFS_AVAILABLE: (3 * Gi, 10 * Gi), Signal.IMAGEFS_AVAILABLE: (5 * Gi, 10 * Gi)},
+        layout=FsLayout.SPLIT,
+    )
+    kinds = (RECLAIM_CONTAINERS, RECLAIM_IMAGES)
+    assert reclaimed_bytes(before, after, kinds) == 5 * Gi  # containerfs = nodefs here
+    assert reclaimed_bytes(before, after, (RECLAIM_IMAGES,)) == 3 * Gi
+    single_before = observations(1.0, {Signal.NODEFS_AVAILABLE: (1 * Gi, 10 * Gi)})
+    single_after = observations(2.0, {Signal.NODEFS_AVAILABLE: (2 * Gi, 10 * Gi)})
+    assert reclaimed_bytes(single_before, single_after, kinds) == 1 * Gi
+
+
+def test_the_inventory_thread_records_ages_before_any_reclaim() -> None:
+    fake = runtime()
+    made = NodeReclaimer(fake, clock=FakeClock(start=3.0), dry_run=False)
+    made.start(inventory_interval=0.01)
+    try:
+        deadline = time.monotonic() + 5
+        while fake.removed("list_images").count("") < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        made.stop(timeout=2.0)
+    assert made.records["sha256:b"] == plan.ImageRecord(first_seen=3.0)
+    assert made.records["sha256:a"] == plan.ImageRecord(first_seen=3.0, last_used=3.0)
+    fake.failures["list_images"] = "UNAVAILABLE"
+    failing = NodeReclaimer(fake, clock=FakeClock(), dry_run=False)
+    failing.start(inventory_interval=0.01)  # a failing runtime does not kill the thread
+    time.sleep(0.05)
+    failing.stop(timeout=2.0)
+    assert failing.records == {}
