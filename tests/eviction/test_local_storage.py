@@ -563,6 +563,30 @@ def test_the_new_fields_are_as_strict_as_the_rest(record: dict[str, Any], proble
         trace.parse_trace_line(_line(record), 3)
 
 
+@pytest.mark.parametrize(
+    ("medium", "on_disk"),
+    [("", True), ("Memory", False), ("HugePages", False), ("HugePages-2Mi", False)],
+)
+def test_only_disk_backed_empty_dirs_default_the_local_volumes(medium: str, on_disk: bool) -> None:
+    """The kubelet's pod total counts an emptyDir only with the default medium
+    (``IsLocalEphemeralVolume``); hugetlbfs is memory like tmpfs, and the scanner leaves
+    both out (another device), so the trace's default must too."""
+    sample = trace.parse_trace_line(
+        _line(
+            {
+                "name": "w",
+                "containers": [{"name": "a", "limits": {"ephemeral-storage": 4096}}],
+                "volumes": [{"name": "v", "emptyDir": {"medium": medium}, "usage": 8192}],
+            }
+        ),
+        1,
+    )
+    used = sample.observations.pods[sample.pods[0].uid]
+    assert used.local_volumes == (8192 if on_disk else None)
+    evicted = local_storage.limit_evictions(sample.pods, sample.observations.pods, FsLayout.SINGLE)
+    assert [e.signal for e in evicted] == ([POD] if on_disk else [])
+
+
 def test_an_old_trace_line_still_loads_without_container_or_volume_detail() -> None:
     sample = trace.parse_trace_line(
         _line({"name": "old", "usage": {"rootfs": 5, "logs": 6, "localVolumes": 7}}), 1
@@ -593,7 +617,7 @@ def _oracle_violation(record: dict[str, Any]) -> str | None:
     used += sum(
         v.get("usage", 0)
         for v in record.get("volumes", [])
-        if v["emptyDir"].get("medium") != "Memory"
+        if v["emptyDir"].get("medium", "") == ""  # disk-backed only
     )
     if limits and used > sum(limits):
         return "ephemeralpodfs.limit"
