@@ -14,8 +14,9 @@ and ``candidates`` (every evictable pod in eviction order; ``evictions`` is a pr
 5. **Eviction** (policy/v1, ``deleteOptions.gracePeriodSeconds`` = the engine's grace,
    ``preconditions.uid`` so a recreated namesake is never hit). A PodDisruptionBudget's
    429 is an answer, not a fault: the pod is reported ``blocked-by-pdb`` and replaced by
-   the next unused candidate; for a *hard* threshold with ``hardEvictionBypassesPDB`` the
-   pod is deleted with the 1 s grace instead (``deleted``).
+   the next unused candidate; for a *hard* threshold (or a local-storage limit, which
+   the kubelet enforces as immediately) with ``hardEvictionBypassesPDB`` the pod is
+   deleted with the 1 s grace instead (``deleted``).
 
 Outcomes are values (:class:`EvictionResult`) for the loop's log line and metrics.
 Nothing here raises on API failures: a failed eviction is ``failed`` and, not being in
@@ -286,4 +287,8 @@ class Evictor:
 
 
 def _is_hard(decision: Decision, signal: EvictionSignal) -> bool:
+    """Whether the eviction is immediate: for a hard threshold, or for a local-storage
+    limit, which the kubelet enforces at once whatever the thresholds."""
+    if isinstance(signal, LocalStorageLimit):
+        return True
     return any(t.hard and t.signal == signal for t in decision.thresholds_met)

@@ -13,7 +13,7 @@ from nodeagent.actuators import events, evictor, safety
 from nodeagent.actuators.evictor import Outcome
 from nodeagent.clock import FakeClock
 from nodeagent.kube import http, selectors
-from nodeagent.model import PodInfo, PodUID
+from nodeagent.model import Eviction, LocalStorageLimit, PodInfo, PodUID
 from tests.actuators.builders import decision, pod_info
 from tests.fakeapi import objects
 from tests.fakeapi.server import FakeAPIServer
@@ -117,6 +117,42 @@ def test_hard_threshold_bypass_deletes_with_one_second_grace(
     cluster.cluster.add_pdb("default", "pdb4", selector="app=p4")
     blocked = ev.apply(decision(evict=pods("p4"), hard=False))
     assert outcomes(blocked) == [("default/p4", Outcome.BLOCKED_BY_PDB)], "soft: never bypass"
+
+
+def test_a_local_storage_eviction_is_immediate_like_a_hard_one(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    """The kubelet kills a pod over its local-storage limit at once (grace override 0),
+    as for a hard threshold: it is reported hard, and with the hard-eviction bypass a
+    PodDisruptionBudget does not keep it, though no threshold of its signal is met."""
+    cluster.cluster.add_pdb("default", "pdb", selector="app in (p1,p2)")
+    over = dataclasses.replace(
+        decision(evict=pods("p1"), hard=False),
+        thresholds_met=(),
+        evictions=(
+            Eviction(
+                pod_info("p1"),
+                LocalStorageLimit.POD,
+                1,
+                "Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. ",
+            ),
+        ),
+    )
+    over = dataclasses.replace(over, candidates=over.evictions)
+    ev, _ = make(kube, clock, hard_bypasses_pdb=True)
+    (result,) = ev.apply(over)
+    assert (result.outcome, result.hard, result.grace_period_seconds) == (
+        Outcome.DELETED,
+        True,
+        1,
+    )
+    without_bypass, _ = make(kube, clock)
+    other = dataclasses.replace(
+        over,
+        evictions=(dataclasses.replace(over.evictions[0], pod=pod_info("p2")),),
+    )
+    (blocked,) = without_bypass.apply(dataclasses.replace(other, candidates=other.evictions))
+    assert (blocked.outcome, blocked.hard) == (Outcome.BLOCKED_BY_PDB, True)
 
 
 def test_never_twice_the_same_pod(
