@@ -18,7 +18,8 @@ as the kubelet would:
   the larger of the two; pod-level ``spec.resources`` replace the container sums for the
   resources they set; ``spec.overhead`` (RuntimeClass) is added. Values in base units:
   bytes, and millicores for cpu. The ``ephemeral-storage`` limit so computed is the
-  pod-level limit the kubelet's local-storage check enforces.
+  pod-level limit the kubelet's local-storage check enforces (a zero one
+  included: :func:`pod_limits`).
 * **local-storage limits**: each app container's ``ephemeral-storage`` limit, and each
   emptyDir volume's ``medium`` and ``sizeLimit``, each with the format it was written in
   so that the eviction message prints it as the kubelet does (``1G`` stays ``1G``).
@@ -129,6 +130,19 @@ def quantity_format(value: Any) -> QuantityFormat:
 
 def _storage_limit(container: Mapping[str, Any]) -> Any:
     return ((container.get("resources") or {}).get("limits") or {}).get(EPHEMERAL_STORAGE)
+
+
+def pod_limits(spec: Mapping[str, Any]) -> dict[str, int]:
+    """:func:`effective_resources` of the limits, where a pod whose containers set an
+    ``ephemeral-storage`` limit of 0 keeps it: the kubelet's ``PodLimits`` keeps every
+    limit a container names, so its local-storage check takes any usage as over it."""
+    limits = effective_resources(spec, "limits")
+    containers = (*(spec.get("containers") or ()), *(spec.get("initContainers") or ()))
+    if EPHEMERAL_STORAGE not in limits and any(
+        _storage_limit(container) is not None for container in containers
+    ):
+        limits[EPHEMERAL_STORAGE] = 0
+    return limits
 
 
 def storage_limited_containers(spec: Mapping[str, Any]) -> tuple[ContainerInfo, ...]:
@@ -247,7 +261,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         daemonset=daemonset,
         termination_grace_period_seconds=int(grace) if isinstance(grace, int) else 30,
         requests=effective_resources(spec, "requests"),
-        limits=effective_resources(spec, "limits"),
+        limits=pod_limits(spec),
         labels=dict(meta.get("labels") or {}),
         limit_formats=storage_limit_formats(spec),
         containers=storage_limited_containers(spec),

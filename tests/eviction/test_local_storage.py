@@ -343,6 +343,16 @@ POD_LIMIT_CASES = [
         None,
     ),
     ("no container limits: no pod limit", {"containers": [_container("a", None)]}, None),
+    (
+        "a zero limit is set (PodLimits keeps it): any usage is over it",
+        {"containers": [_container("a", "0"), _container("b", None)]},
+        0,
+    ),
+    (
+        "a zero init container limit is set too",
+        {"containers": [_container("a", None)], "initContainers": [_container("i", "0")]},
+        0,
+    ),
 ]
 
 
@@ -717,6 +727,11 @@ def _api_pod(
             {"volumes": {"scratch": 2 * Gi + 1}},
             'Usage of EmptyDir volume "scratch" exceeds the limit "2Gi". ',
         ),
+        (
+            _api_pod([_container("app", "0")]),
+            {"logs": 1},
+            "Pod ephemeral local storage usage exceeds the total limit of containers 0. ",
+        ),
     ],
     ids=[
         "decimal",
@@ -725,6 +740,7 @@ def _api_pod(
         "container-decimal",
         "sizeLimit-decimal",
         "sizeLimit-binary",
+        "zero",
     ],
 )
 def test_limits_print_in_the_format_they_were_written(
