@@ -333,6 +333,28 @@ POD_LIMIT_CASES = [
         2 * Gi,
     ),
     (
+        "a sidecar adds to the app sum and to every later init container's need",
+        {
+            "containers": [_container("a", "1Gi")],
+            "initContainers": [
+                {**_container("s", "512Mi"), "restartPolicy": "Always"},
+                _container("i", "3Gi"),
+            ],
+        },
+        3 * Gi + 512 * Mi,
+    ),
+    (
+        "a sidecar below an init container's need still adds to the app sum",
+        {
+            "containers": [_container("a", "2Gi")],
+            "initContainers": [
+                _container("i", "2Gi"),
+                {**_container("s", "1Gi"), "restartPolicy": "Always"},
+            ],
+        },
+        3 * Gi,
+    ),
+    (
         "overhead adds to a set limit",
         {"containers": [_container("a", "1Gi")], "overhead": {"ephemeral-storage": "100Mi"}},
         Gi + 100 * Mi,
