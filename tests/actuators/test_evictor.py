@@ -12,9 +12,11 @@ import pytest
 from nodeagent.actuators import events, evictor, safety
 from nodeagent.actuators.evictor import Outcome
 from nodeagent.clock import FakeClock
+from nodeagent.eviction import engine
 from nodeagent.kube import http, selectors
-from nodeagent.model import Eviction, LocalStorageLimit, PodInfo, PodUID
+from nodeagent.model import Eviction, LocalStorageLimit, PodInfo, PodUID, Signal
 from tests.actuators.builders import decision, pod_info
+from tests.eviction import builders as eviction_builders
 from tests.fakeapi import objects
 from tests.fakeapi.server import FakeAPIServer
 
@@ -153,6 +155,33 @@ def test_a_local_storage_eviction_is_immediate_like_a_hard_one(
     )
     (blocked,) = without_bypass.apply(dataclasses.replace(other, candidates=other.evictions))
     assert (blocked.outcome, blocked.hard) == (Outcome.BLOCKED_BY_PDB, True)
+
+
+def test_an_over_limit_pod_the_safety_policy_keeps_does_not_stall_the_threshold(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    """The kubelet ends a cycle at the local-storage checks only when it evicted a pod
+    there. A pod over its limit that the agent's safety policy keeps (a DaemonSet pod,
+    by default) must not keep the disk threshold from evicting, cycle after cycle: the
+    threshold's candidates follow the over-limit pods, and a refusal moves on to them."""
+    shipper = pod_info("p1", daemonset=True, limits={"ephemeral-storage": 1 << 20})
+    hog = pod_info("p2")
+    observed = eviction_builders.observations(
+        1.0,
+        {Signal.NODEFS_AVAILABLE: (1 << 30, 100 << 30)},
+        pods={
+            "uid-p1": eviction_builders.usage("uid-p1", logs=2 << 20),
+            "uid-p2": eviction_builders.usage("uid-p2", logs=50 << 30),
+        },
+    )
+    resolved = eviction_builders.policy(eviction_hard="nodefs.available<10%")
+    chosen, _ = engine.evaluate(resolved, engine.EngineState(), observed, [shipper, hog], 1.0)
+    ev, _ = make(kube, clock)
+    results = ev.apply(chosen)
+    assert [(r.pod, r.outcome, str(r.signal)) for r in results] == [
+        ("default/p1", Outcome.REFUSED, "ephemeralpodfs.limit"),
+        ("default/p2", Outcome.EVICTED, "nodefs.available"),
+    ]
 
 
 def test_never_twice_the_same_pod(
