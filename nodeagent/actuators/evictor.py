@@ -138,8 +138,9 @@ class Evictor:
         """
         with self._lock:
             self._expire(present)
+        recorded = False
         if decision.evictions or any(t.grace_satisfied for t in decision.thresholds_met):
-            self._record_threshold_met(decision)
+            recorded = self._record_threshold_met(decision)
         chosen = {e.pod.uid for e in decision.evictions}
         spare = (c for c in decision.candidates if c.pod.uid not in chosen)
         queue = deque(decision.evictions)
@@ -151,6 +152,9 @@ class Evictor:
             if result.outcome in (Outcome.REFUSED, Outcome.BLOCKED_BY_PDB):
                 replacement = self._next_candidate(spare, terminating)
                 if replacement is not None:
+                    if not recorded and not isinstance(replacement.signal, LocalStorageLimit):
+                        # a threshold's candidate stands in for a kept over-limit pod
+                        recorded = self._record_threshold_met(decision, replacement.signal)
                     chosen.add(replacement.pod.uid)
                     queue.append(replacement)
             if result.outcome is Outcome.CAPPED:
@@ -275,15 +279,21 @@ class Evictor:
         ]:
             del self._in_flight[uid]
 
-    def _record_threshold_met(self, decision: Decision) -> None:
-        signal = decision.evictions[0].signal if decision.evictions else None
+    def _record_threshold_met(
+        self, decision: Decision, signal: EvictionSignal | None = None
+    ) -> bool:
+        """The node's ``EvictionThresholdMet`` event for the threshold acted on; whether
+        it was recorded."""
+        if signal is None and decision.evictions:
+            signal = decision.evictions[0].signal
         if isinstance(signal, LocalStorageLimit):
-            return  # over a pod's own limit: the node reclaims nothing (no threshold event)
+            return False  # over a pod's own limit: the node reclaims nothing
         if signal is None:
             signal = next(t.signal for t in decision.thresholds_met if t.grace_satisfied)
         resource = SIGNAL_RESOURCE.get(signal)
         if resource is not None:
             self._recorder.threshold_met(str(resource))
+        return True
 
 
 def _is_hard(decision: Decision, signal: EvictionSignal) -> bool:

@@ -176,12 +176,15 @@ def test_an_over_limit_pod_the_safety_policy_keeps_does_not_stall_the_threshold(
     )
     resolved = eviction_builders.policy(eviction_hard="nodefs.available<10%")
     chosen, _ = engine.evaluate(resolved, engine.EngineState(), observed, [shipper, hog], 1.0)
-    ev, _ = make(kube, clock)
+    ev, recorder = make(kube, clock)
     results = ev.apply(chosen)
     assert [(r.pod, r.outcome, str(r.signal)) for r in results] == [
         ("default/p1", Outcome.REFUSED, "ephemeralpodfs.limit"),
         ("default/p2", Outcome.EVICTED, "nodefs.available"),
     ]
+    recorder.flush()
+    reasons = sorted(e["reason"] for e in cluster.cluster.list("events").items)
+    assert reasons == ["Evicted", "EvictionThresholdMet"]  # as the threshold's eviction has
 
 
 def test_never_twice_the_same_pod(
