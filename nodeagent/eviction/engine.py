@@ -169,7 +169,9 @@ def evaluate(
         # The local-storage evictions replace the threshold's; its candidates follow
         # them, for the evictor to move on to if it may not evict an over-limit pod
         # (the kubelet ends the cycle here only when it did evict one).
-        choice = _Choice(evictions=over_limit, candidates=over_limit + choice.candidates)
+        going = {eviction.pod.uid for eviction in over_limit}
+        spare = tuple(c for c in choice.candidates if c.pod.uid not in going)
+        choice = _Choice(evictions=over_limit, candidates=over_limit + spare)
 
     pressure_observed = _stamped(state.pressure_observed, active, now)
     acted_observed = _stamped(state.acted_observed, actionable, now)
