@@ -704,6 +704,52 @@ def test_the_local_storage_example(isolation: bool) -> None:
 # --- limits print as the kubelet's Quantity.String() prints them ---------------------------
 
 
+def _init_pod(containers: list[dict[str, Any]], init: list[dict[str, Any]]) -> PodInfo:
+    spec = {"containers": containers, "initContainers": init}
+    return kube_pods.pod_info(
+        {"metadata": {"name": "p", "namespace": "d", "uid": "u"}, "spec": spec}
+    )
+
+
+def _sidecar(name: str, limit: str) -> dict[str, Any]:
+    return {**_container(name, limit), "restartPolicy": "Always"}
+
+
+@pytest.mark.parametrize(
+    ("info", "printed"),
+    [
+        # PodLimits' maximum copies the larger quantity, format and all
+        (_init_pod([_container("a", "1G")], [_container("i", "2Gi")]), "2Gi"),
+        (_init_pod([_container("a", "1Gi")], [_container("i", "3G")]), "3G"),
+        (_init_pod([_container("a", "2Gi")], [_container("i", "1G")]), "2Gi"),
+        # an init container's need adds the sidecars before it to its own quantity
+        (
+            _init_pod([_container("a", "1Gi")], [_sidecar("s", "1Gi"), _container("i", "4Gi")]),
+            "5Gi",
+        ),
+        (_init_pod([_container("a", "1Gi")], [_sidecar("s", "1G"), _container("i", "3G")]), "4G"),
+        # a sidecar adds to the app sum, whose first addend keeps its format
+        (_init_pod([_container("a", "1G")], [_sidecar("s", "1Gi")]), "2073741824"),
+        (_init_pod([_container("a", None)], [_sidecar("s", "500M")]), "500M"),
+    ],
+    ids=[
+        "init-binary",
+        "init-decimal",
+        "app-wins",
+        "init-plus-sidecar",
+        "sum-of-init",
+        "sidecar-sum",
+        "sidecar-only",
+    ],
+)
+def test_a_dominating_init_container_lends_its_format(info: PodInfo, printed: str) -> None:
+    limit = info.limits["ephemeral-storage"]
+    (eviction,) = decide([info], {"u": usage("u", logs=limit + 1)}).evictions
+    assert eviction.message == (
+        f"Pod ephemeral local storage usage exceeds the total limit of containers {printed}. "
+    )
+
+
 def _api_pod(
     containers: list[dict[str, Any]], volumes: list[dict[str, Any]] | None = None
 ) -> PodInfo:
