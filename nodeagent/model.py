@@ -312,8 +312,10 @@ class ContainerInfo:
     """How that limit was written, so a message prints it as the kubelet does."""
 
 
-MEMORY_MEDIUM = "Memory"
-"""``emptyDir.medium`` of a tmpfs-backed volume (its usage is memory, not disk)."""
+DISK_MEDIUM = ""
+"""``emptyDir.medium`` of a volume on the node's disk (the API's default medium), the
+only one the kubelet counts in a pod's local volumes (``IsLocalEphemeralVolume``); the
+others (``Memory``: tmpfs, ``HugePages[-<size>]``: hugetlbfs) hold memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,10 +329,6 @@ class EmptyDirVolume:
     """``sizeLimit`` in bytes, when set."""
     size_limit_format: QuantityFormat = QuantityFormat.BINARY_SI
     """How it was written (``512Mi``, ``500M``)."""
-
-    @property
-    def memory_backed(self) -> bool:
-        return self.medium == MEMORY_MEDIUM
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,9 @@ and ``candidates`` (every evictable pod in eviction order; ``evictions`` is a pr
 5. **Eviction** (policy/v1, ``deleteOptions.gracePeriodSeconds`` = the engine's grace,
    ``preconditions.uid`` so a recreated namesake is never hit). A PodDisruptionBudget's
    429 is an answer, not a fault: the pod is reported ``blocked-by-pdb`` and replaced by
-   the next unused candidate; for a *hard* threshold with ``hardEvictionBypassesPDB`` the
-   pod is deleted with the 1 s grace instead (``deleted``).
+   the next unused candidate; for a *hard* threshold (or a local-storage limit, which
+   the kubelet enforces as immediately) with ``hardEvictionBypassesPDB`` the pod is
+   deleted with the 1 s grace instead (``deleted``).
 
 Outcomes are values (:class:`EvictionResult`) for the loop's log line and metrics.
 Nothing here raises on API failures: a failed eviction is ``failed`` and, not being in
@@ -137,8 +138,9 @@ class Evictor:
         """
         with self._lock:
             self._expire(present)
+        recorded = False
         if decision.evictions or any(t.grace_satisfied for t in decision.thresholds_met):
-            self._record_threshold_met(decision)
+            recorded = self._record_threshold_met(decision)
         chosen = {e.pod.uid for e in decision.evictions}
         spare = (c for c in decision.candidates if c.pod.uid not in chosen)
         queue = deque(decision.evictions)
@@ -150,6 +152,9 @@ class Evictor:
             if result.outcome in (Outcome.REFUSED, Outcome.BLOCKED_BY_PDB):
                 replacement = self._next_candidate(spare, terminating)
                 if replacement is not None:
+                    if not recorded and not isinstance(replacement.signal, LocalStorageLimit):
+                        # a threshold's candidate stands in for a kept over-limit pod
+                        recorded = self._record_threshold_met(decision, replacement.signal)
                     chosen.add(replacement.pod.uid)
                     queue.append(replacement)
             if result.outcome is Outcome.CAPPED:
@@ -274,16 +279,26 @@ class Evictor:
         ]:
             del self._in_flight[uid]
 
-    def _record_threshold_met(self, decision: Decision) -> None:
-        signal = decision.evictions[0].signal if decision.evictions else None
+    def _record_threshold_met(
+        self, decision: Decision, signal: EvictionSignal | None = None
+    ) -> bool:
+        """The node's ``EvictionThresholdMet`` event for the threshold acted on; whether
+        it was recorded."""
+        if signal is None and decision.evictions:
+            signal = decision.evictions[0].signal
         if isinstance(signal, LocalStorageLimit):
-            return  # over a pod's own limit: the node reclaims nothing (no threshold event)
+            return False  # over a pod's own limit: the node reclaims nothing
         if signal is None:
             signal = next(t.signal for t in decision.thresholds_met if t.grace_satisfied)
         resource = SIGNAL_RESOURCE.get(signal)
         if resource is not None:
             self._recorder.threshold_met(str(resource))
+        return True
 
 
 def _is_hard(decision: Decision, signal: EvictionSignal) -> bool:
+    """Whether the eviction is immediate: for a hard threshold, or for a local-storage
+    limit, which the kubelet enforces at once whatever the thresholds."""
+    if isinstance(signal, LocalStorageLimit):
+        return True
     return any(t.hard and t.signal == signal for t in decision.thresholds_met)

@@ -130,6 +130,8 @@ def _text(policy: EvictionPolicy, layout: FsLayout, findings: tuple[compare.Find
         + durations.format_go_duration(policy.pressure_transition_period),
         f"max pod grace period (soft): {_max_pod_grace(policy.max_pod_grace_period_seconds)}",
         f"strategy: {policy.strategy}",
+        "local-storage limits (localStorageCapacityIsolation): "
+        + ("enforced" if policy.local_storage_capacity_isolation else "off"),
     ]
     lines += [f"warning: {w}" for w in policy.warnings]
     lines += [f"{f.severity}: {f.message}" for f in findings]

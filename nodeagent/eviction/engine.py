@@ -28,7 +28,9 @@ It follows the kubelet's synchronize cycle (kubelet-eviction.md §5) step for st
    emptyDir ``sizeLimit``, its pod-level or a container's ``ephemeral-storage`` limit is
    evicted (:mod:`nodeagent.eviction.local_storage`), whatever the thresholds; a cycle
    that evicts for local storage evicts for no threshold (conditions, taints and the
-   thresholds met are reported as usual).
+   thresholds met are reported as usual). The threshold's candidates follow the
+   over-limit pods in ``candidates``: a pod the agent's safety policy keeps is replaced
+   by the next one, as the kubelet goes on to thresholds when it evicted no pod.
 10. Evictable pods are ranked (:mod:`nodeagent.eviction.ranking`); the ``kubelet``
    strategy evicts the first, ``relief`` the shortest prefix whose usage covers the gap
    to ``threshold + min_reclaim``.
@@ -164,10 +166,14 @@ def evaluate(
         if policy.local_storage_capacity_isolation
         else ()
     )
+    choice = _choose(policy, fresh, observed, observations, pods)
     if over_limit:
-        choice = _Choice(evictions=over_limit, candidates=over_limit)
-    else:
-        choice = _choose(policy, fresh, observed, observations, pods)
+        # The local-storage evictions replace the threshold's; its candidates follow
+        # them, for the evictor to move on to if it may not evict an over-limit pod
+        # (the kubelet ends the cycle here only when it did evict one).
+        going = {eviction.pod.uid for eviction in over_limit}
+        spare = tuple(c for c in choice.candidates if c.pod.uid not in going)
+        choice = _Choice(evictions=over_limit, candidates=over_limit + spare)
 
     pressure_observed = _stamped(state.pressure_observed, active, now)
     acted_observed = _stamped(state.acted_observed, actionable, now)

@@ -56,7 +56,7 @@ from nodeagent.errors import NodeAgentError
 from nodeagent.eviction import units
 from nodeagent.eviction.thresholds import PSI_CAPACITY, PSI_SIGNALS
 from nodeagent.model import (
-    MEMORY_MEDIUM,
+    DISK_MEDIUM,
     ContainerInfo,
     ContainerUsage,
     EmptyDirVolume,
@@ -320,7 +320,7 @@ def _pod_usage(uid: PodUID, pod: _Pod) -> PodUsage | None:
         fields["local_volumes"] = _sum(
             v.usage
             for v in pod.volumes
-            if v.empty_dir is not None and v.empty_dir.medium != MEMORY_MEDIUM
+            if v.empty_dir is not None and v.empty_dir.medium == DISK_MEDIUM
         )
     return PodUsage(uid=uid, containers=containers, volumes=volumes, **fields)
 

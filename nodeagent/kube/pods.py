@@ -18,7 +18,8 @@ as the kubelet would:
   the larger of the two; pod-level ``spec.resources`` replace the container sums for the
   resources they set; ``spec.overhead`` (RuntimeClass) is added. Values in base units:
   bytes, and millicores for cpu. The ``ephemeral-storage`` limit so computed is the
-  pod-level limit the kubelet's local-storage check enforces.
+  pod-level limit the kubelet's local-storage check enforces (a zero one
+  included: :func:`pod_limits`).
 * **local-storage limits**: each app container's ``ephemeral-storage`` limit, and each
   emptyDir volume's ``medium`` and ``sizeLimit``, each with the format it was written in
   so that the eviction message prints it as the kubelet does (``1G`` stays ``1G``).
@@ -27,9 +28,10 @@ as the kubelet would:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import operator
+from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.utils import parse_quantity
 
@@ -50,6 +52,8 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 SOURCE_ANNOTATION = "kubernetes.io/config.source"
 QOS_RESOURCES = ("cpu", "memory")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+T = TypeVar("T")
+"""A per-resource amount the container walk adds and compares."""
 EPHEMERAL_STORAGE = "ephemeral-storage"
 
 
@@ -72,40 +76,55 @@ def _resources(container: Mapping[str, Any], which: str) -> dict[str, int]:
     return {name: quantity(value, name) for name, value in values.items()}
 
 
-def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
+def _add(total: dict[str, T], extra: Mapping[str, T], plus: Callable[[T, T], T]) -> None:
+    """``addResourceList``: a missing entry becomes the addend, a present one the sum."""
     for name, value in extra.items():
-        total[name] = total.get(name, 0) + value
+        total[name] = plus(total[name], value) if name in total else value
 
 
-def _max(total: dict[str, int], other: Mapping[str, int]) -> None:
+def _max(total: dict[str, T], other: Mapping[str, T], larger: Callable[[T, T], T]) -> None:
+    """``maxResourceList``: each entry the larger of the two."""
     for name, value in other.items():
-        total[name] = max(total.get(name, 0), value)
+        total[name] = larger(total[name], value) if name in total else value
 
 
 def _is_sidecar(container: Mapping[str, Any]) -> bool:
     return container.get("restartPolicy") == "Always"
 
 
+def _containers_aggregate(
+    spec: Mapping[str, Any],
+    own: Callable[[Mapping[str, Any]], Mapping[str, T]],
+    plus: Callable[[T, T], T],
+    larger: Callable[[T, T], T],
+) -> dict[str, T]:
+    """The containers' part of ``PodRequests`` / ``PodLimits``, over any value that adds
+    and compares (bytes, or bytes with the format they print in): app containers and
+    sidecars add up; each regular init container needs its own plus the sidecars
+    started before it; the larger of the two wins."""
+    total: dict[str, T] = {}
+    for container in spec.get("containers") or ():
+        _add(total, own(container), plus)
+    sidecars: dict[str, T] = {}
+    init_peak: dict[str, T] = {}
+    for init in spec.get("initContainers") or ():
+        mine = own(init)
+        if _is_sidecar(init):
+            _add(total, mine, plus)
+            _add(sidecars, mine, plus)
+            _max(init_peak, sidecars, larger)
+        else:
+            need = dict(mine)
+            _add(need, sidecars, plus)
+            _max(init_peak, need, larger)
+    _max(total, init_peak, larger)
+    return total
+
+
 def effective_resources(spec: Mapping[str, Any], which: str) -> dict[str, int]:
     """Pod-level ``requests`` or ``limits`` (``which``) as the scheduler and kubelet count
     them; see the module docstring."""
-    containers: Iterable[Mapping[str, Any]] = spec.get("containers") or ()
-    total: dict[str, int] = {}
-    for container in containers:
-        _add(total, _resources(container, which))
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for init in spec.get("initContainers") or ():
-        own = _resources(init, which)
-        if _is_sidecar(init):
-            _add(sidecars, own)
-            _max(init_peak, sidecars)
-        else:
-            need = dict(sidecars)
-            _add(need, own)
-            _max(init_peak, need)
-    _add(total, sidecars)
-    _max(total, init_peak)
+    total = _containers_aggregate(spec, lambda c: _resources(c, which), operator.add, max)
     pod_level = ((spec.get("resources") or {}).get(which)) or {}
     for name in QOS_RESOURCES:
         if name in pod_level:
@@ -114,7 +133,7 @@ def effective_resources(spec: Mapping[str, Any], which: str) -> dict[str, int]:
     if which == "limits":
         # overhead only raises limits that exist; an absent limit stays unlimited
         overhead = {name: v for name, v in overhead.items() if name in total}
-    _add(total, overhead)
+    _add(total, overhead, operator.add)
     return {name: value for name, value in total.items() if value}
 
 
@@ -131,6 +150,19 @@ def _storage_limit(container: Mapping[str, Any]) -> Any:
     return ((container.get("resources") or {}).get("limits") or {}).get(EPHEMERAL_STORAGE)
 
 
+def pod_limits(spec: Mapping[str, Any]) -> dict[str, int]:
+    """:func:`effective_resources` of the limits, where a pod whose containers set an
+    ``ephemeral-storage`` limit of 0 keeps it: the kubelet's ``PodLimits`` keeps every
+    limit a container names, so its local-storage check takes any usage as over it."""
+    limits = effective_resources(spec, "limits")
+    containers = (*(spec.get("containers") or ()), *(spec.get("initContainers") or ()))
+    if EPHEMERAL_STORAGE not in limits and any(
+        _storage_limit(container) is not None for container in containers
+    ):
+        limits[EPHEMERAL_STORAGE] = 0
+    return limits
+
+
 def storage_limited_containers(spec: Mapping[str, Any]) -> tuple[ContainerInfo, ...]:
     """The app containers that set an ``ephemeral-storage`` limit, with it (init
     containers count only towards the pod-level limit, as in the kubelet)."""
@@ -145,18 +177,40 @@ def storage_limited_containers(spec: Mapping[str, Any]) -> tuple[ContainerInfo, 
     return tuple(containers)
 
 
+_Written = tuple[int, QuantityFormat]
+"""A quantity's value and the format ``resource.Quantity`` keeps with it."""
+
+
+def _storage_limit_written(container: Mapping[str, Any]) -> dict[str, _Written]:
+    written = _storage_limit(container)
+    if written is None:
+        return {}
+    return {EPHEMERAL_STORAGE: (quantity(written), quantity_format(written))}
+
+
+def _add_written(total: _Written, extra: _Written) -> _Written:
+    """``Quantity.Add``: the sum keeps its format unless it was zero."""
+    return total[0] + extra[0], extra[1] if total[0] == 0 else total[1]
+
+
+def _larger_written(total: _Written, other: _Written) -> _Written:
+    """``maxResourceList``'s choice: the larger quantity, copied with its format (a tie
+    keeps the first)."""
+    return other if other[0] > total[0] else total
+
+
 def storage_limit_formats(spec: Mapping[str, Any]) -> dict[str, QuantityFormat]:
-    """The format of the pod-level ``ephemeral-storage`` limit when not binary: that of
-    the first container (app, then init) that sets one, which is where the kubelet's
-    sum takes its format from (``Quantity.Add`` keeps the first non-zero addend's). Not
-    modelled: an init container that needs more than the app containers together, whose
-    own format the kubelet's maximum would print."""
-    for container in (*(spec.get("containers") or ()), *(spec.get("initContainers") or ())):
-        written = _storage_limit(container)
-        if quantity(written or 0):
-            found = quantity_format(written)
-            return {} if found is QuantityFormat.BINARY_SI else {EPHEMERAL_STORAGE: found}
-    return {}
+    """The format of the pod-level ``ephemeral-storage`` limit when not binary, which
+    the kubelet's message prints it in: ``PodLimits`` (the walk of
+    :func:`effective_resources`) on values that carry their format."""
+    limit = _containers_aggregate(spec, _storage_limit_written, _add_written, _larger_written)
+    total = limit.get(EPHEMERAL_STORAGE)
+    if total is None:
+        return {}
+    overhead = (spec.get("overhead") or {}).get(EPHEMERAL_STORAGE)
+    if overhead is not None:
+        total = _add_written(total, (quantity(overhead), quantity_format(overhead)))
+    return {} if total[1] is QuantityFormat.BINARY_SI else {EPHEMERAL_STORAGE: total[1]}
 
 
 def empty_dir_volumes(spec: Mapping[str, Any]) -> tuple[EmptyDirVolume, ...]:
@@ -200,7 +254,7 @@ def derive_qos(spec: Mapping[str, Any]) -> QOSClass:
         for name, value in container_requests.items():
             if name in QOS_RESOURCES and value:
                 requests[name] = requests.get(name, 0) + value
-        _add(limits, container_limits)
+        _add(limits, container_limits, operator.add)
         if set(container_limits) != set(QOS_RESOURCES):
             guaranteed = False
     if not requests and not limits:
@@ -247,7 +301,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         daemonset=daemonset,
         termination_grace_period_seconds=int(grace) if isinstance(grace, int) else 30,
         requests=effective_resources(spec, "requests"),
-        limits=effective_resources(spec, "limits"),
+        limits=pod_limits(spec),
         labels=dict(meta.get("labels") or {}),
         limit_formats=storage_limit_formats(spec),
         containers=storage_limited_containers(spec),

@@ -12,9 +12,11 @@ import pytest
 from nodeagent.actuators import events, evictor, safety
 from nodeagent.actuators.evictor import Outcome
 from nodeagent.clock import FakeClock
+from nodeagent.eviction import engine
 from nodeagent.kube import http, selectors
-from nodeagent.model import PodInfo, PodUID
+from nodeagent.model import Eviction, LocalStorageLimit, PodInfo, PodUID, Signal
 from tests.actuators.builders import decision, pod_info
+from tests.eviction import builders as eviction_builders
 from tests.fakeapi import objects
 from tests.fakeapi.server import FakeAPIServer
 
@@ -117,6 +119,72 @@ def test_hard_threshold_bypass_deletes_with_one_second_grace(
     cluster.cluster.add_pdb("default", "pdb4", selector="app=p4")
     blocked = ev.apply(decision(evict=pods("p4"), hard=False))
     assert outcomes(blocked) == [("default/p4", Outcome.BLOCKED_BY_PDB)], "soft: never bypass"
+
+
+def test_a_local_storage_eviction_is_immediate_like_a_hard_one(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    """The kubelet kills a pod over its local-storage limit at once (grace override 0),
+    as for a hard threshold: it is reported hard, and with the hard-eviction bypass a
+    PodDisruptionBudget does not keep it, though no threshold of its signal is met."""
+    cluster.cluster.add_pdb("default", "pdb", selector="app in (p1,p2)")
+    over = dataclasses.replace(
+        decision(evict=pods("p1"), hard=False),
+        thresholds_met=(),
+        evictions=(
+            Eviction(
+                pod_info("p1"),
+                LocalStorageLimit.POD,
+                1,
+                "Pod ephemeral local storage usage exceeds the total limit of containers 1Gi. ",
+            ),
+        ),
+    )
+    over = dataclasses.replace(over, candidates=over.evictions)
+    ev, _ = make(kube, clock, hard_bypasses_pdb=True)
+    (result,) = ev.apply(over)
+    assert (result.outcome, result.hard, result.grace_period_seconds) == (
+        Outcome.DELETED,
+        True,
+        1,
+    )
+    without_bypass, _ = make(kube, clock)
+    other = dataclasses.replace(
+        over,
+        evictions=(dataclasses.replace(over.evictions[0], pod=pod_info("p2")),),
+    )
+    (blocked,) = without_bypass.apply(dataclasses.replace(other, candidates=other.evictions))
+    assert (blocked.outcome, blocked.hard) == (Outcome.BLOCKED_BY_PDB, True)
+
+
+def test_an_over_limit_pod_the_safety_policy_keeps_does_not_stall_the_threshold(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    """The kubelet ends a cycle at the local-storage checks only when it evicted a pod
+    there. A pod over its limit that the agent's safety policy keeps (a DaemonSet pod,
+    by default) must not keep the disk threshold from evicting, cycle after cycle: the
+    threshold's candidates follow the over-limit pods, and a refusal moves on to them."""
+    shipper = pod_info("p1", daemonset=True, limits={"ephemeral-storage": 1 << 20})
+    hog = pod_info("p2")
+    observed = eviction_builders.observations(
+        1.0,
+        {Signal.NODEFS_AVAILABLE: (1 << 30, 100 << 30)},
+        pods={
+            "uid-p1": eviction_builders.usage("uid-p1", logs=2 << 20),
+            "uid-p2": eviction_builders.usage("uid-p2", logs=50 << 30),
+        },
+    )
+    resolved = eviction_builders.policy(eviction_hard="nodefs.available<10%")
+    chosen, _ = engine.evaluate(resolved, engine.EngineState(), observed, [shipper, hog], 1.0)
+    ev, recorder = make(kube, clock)
+    results = ev.apply(chosen)
+    assert [(r.pod, r.outcome, str(r.signal)) for r in results] == [
+        ("default/p1", Outcome.REFUSED, "ephemeralpodfs.limit"),
+        ("default/p2", Outcome.EVICTED, "nodefs.available"),
+    ]
+    recorder.flush()
+    reasons = sorted(e["reason"] for e in cluster.cluster.list("events").items)
+    assert reasons == ["Evicted", "EvictionThresholdMet"]  # as the threshold's eviction has
 
 
 def test_never_twice_the_same_pod(

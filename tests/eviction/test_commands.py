@@ -221,6 +221,11 @@ def test_config_check_text_and_invalid_config(
     ]
     assert "imagefs.inodesFree" in out and "pressure transition period: 5m0s" in out
     assert "max pod grace period (soft): 0s" in out
+    assert "local-storage limits (localStorageCapacityIsolation): enforced" in out
+
+    assert main(["config", "check", "--local-storage-capacity-isolation=false"]) == 0
+    out = capsys.readouterr().out
+    assert "local-storage limits (localStorageCapacityIsolation): off" in out
 
     assert main(["config", "check", "--eviction-max-pod-grace-period=-1"]) == 0
     out = capsys.readouterr().out

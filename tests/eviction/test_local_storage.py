@@ -274,6 +274,11 @@ def test_a_local_storage_eviction_replaces_the_threshold_eviction_of_its_cycle()
     pressed = {Signal.NODEFS_AVAILABLE: (Gi, 100 * Gi)}
     decision = decide([over, hog], usages, signals=pressed, eviction_hard="nodefs.available<10%")
     assert [(e.pod.name, e.signal) for e in decision.evictions] == [("over", POD)]
+    # the threshold's other candidates follow, for the evictor should it refuse "over"
+    assert [(e.pod.name, e.signal) for e in decision.candidates] == [
+        ("over", POD),
+        ("hog", Signal.NODEFS_AVAILABLE),
+    ]
     # thresholds, pressure and conditions are reported as usual
     assert Signal.NODEFS_AVAILABLE in [m.signal for m in decision.thresholds_met]
     assert decision.pressure[Pressure.DISK]
@@ -333,6 +338,28 @@ POD_LIMIT_CASES = [
         2 * Gi,
     ),
     (
+        "a sidecar adds to the app sum and to every later init container's need",
+        {
+            "containers": [_container("a", "1Gi")],
+            "initContainers": [
+                {**_container("s", "512Mi"), "restartPolicy": "Always"},
+                _container("i", "3Gi"),
+            ],
+        },
+        3 * Gi + 512 * Mi,
+    ),
+    (
+        "a sidecar below an init container's need still adds to the app sum",
+        {
+            "containers": [_container("a", "2Gi")],
+            "initContainers": [
+                _container("i", "2Gi"),
+                {**_container("s", "1Gi"), "restartPolicy": "Always"},
+            ],
+        },
+        3 * Gi,
+    ),
+    (
         "overhead adds to a set limit",
         {"containers": [_container("a", "1Gi")], "overhead": {"ephemeral-storage": "100Mi"}},
         Gi + 100 * Mi,
@@ -343,6 +370,16 @@ POD_LIMIT_CASES = [
         None,
     ),
     ("no container limits: no pod limit", {"containers": [_container("a", None)]}, None),
+    (
+        "a zero limit is set (PodLimits keeps it): any usage is over it",
+        {"containers": [_container("a", "0"), _container("b", None)]},
+        0,
+    ),
+    (
+        "a zero init container limit is set too",
+        {"containers": [_container("a", None)], "initContainers": [_container("i", "0")]},
+        0,
+    ),
 ]
 
 
@@ -563,6 +600,30 @@ def test_the_new_fields_are_as_strict_as_the_rest(record: dict[str, Any], proble
         trace.parse_trace_line(_line(record), 3)
 
 
+@pytest.mark.parametrize(
+    ("medium", "on_disk"),
+    [("", True), ("Memory", False), ("HugePages", False), ("HugePages-2Mi", False)],
+)
+def test_only_disk_backed_empty_dirs_default_the_local_volumes(medium: str, on_disk: bool) -> None:
+    """The kubelet's pod total counts an emptyDir only with the default medium
+    (``IsLocalEphemeralVolume``); hugetlbfs is memory like tmpfs, and the scanner leaves
+    both out (another device), so the trace's default must too."""
+    sample = trace.parse_trace_line(
+        _line(
+            {
+                "name": "w",
+                "containers": [{"name": "a", "limits": {"ephemeral-storage": 4096}}],
+                "volumes": [{"name": "v", "emptyDir": {"medium": medium}, "usage": 8192}],
+            }
+        ),
+        1,
+    )
+    used = sample.observations.pods[sample.pods[0].uid]
+    assert used.local_volumes == (8192 if on_disk else None)
+    evicted = local_storage.limit_evictions(sample.pods, sample.observations.pods, FsLayout.SINGLE)
+    assert [e.signal for e in evicted] == ([POD] if on_disk else [])
+
+
 def test_an_old_trace_line_still_loads_without_container_or_volume_detail() -> None:
     sample = trace.parse_trace_line(
         _line({"name": "old", "usage": {"rootfs": 5, "logs": 6, "localVolumes": 7}}), 1
@@ -593,7 +654,7 @@ def _oracle_violation(record: dict[str, Any]) -> str | None:
     used += sum(
         v.get("usage", 0)
         for v in record.get("volumes", [])
-        if v["emptyDir"].get("medium") != "Memory"
+        if v["emptyDir"].get("medium", "") == ""  # disk-backed only
     )
     if limits and used > sum(limits):
         return "ephemeralpodfs.limit"
@@ -641,6 +702,52 @@ def test_the_local_storage_example(isolation: bool) -> None:
 
 
 # --- limits print as the kubelet's Quantity.String() prints them ---------------------------
+
+
+def _init_pod(containers: list[dict[str, Any]], init: list[dict[str, Any]]) -> PodInfo:
+    spec = {"containers": containers, "initContainers": init}
+    return kube_pods.pod_info(
+        {"metadata": {"name": "p", "namespace": "d", "uid": "u"}, "spec": spec}
+    )
+
+
+def _sidecar(name: str, limit: str) -> dict[str, Any]:
+    return {**_container(name, limit), "restartPolicy": "Always"}
+
+
+@pytest.mark.parametrize(
+    ("info", "printed"),
+    [
+        # PodLimits' maximum copies the larger quantity, format and all
+        (_init_pod([_container("a", "1G")], [_container("i", "2Gi")]), "2Gi"),
+        (_init_pod([_container("a", "1Gi")], [_container("i", "3G")]), "3G"),
+        (_init_pod([_container("a", "2Gi")], [_container("i", "1G")]), "2Gi"),
+        # an init container's need adds the sidecars before it to its own quantity
+        (
+            _init_pod([_container("a", "1Gi")], [_sidecar("s", "1Gi"), _container("i", "4Gi")]),
+            "5Gi",
+        ),
+        (_init_pod([_container("a", "1Gi")], [_sidecar("s", "1G"), _container("i", "3G")]), "4G"),
+        # a sidecar adds to the app sum, whose first addend keeps its format
+        (_init_pod([_container("a", "1G")], [_sidecar("s", "1Gi")]), "2073741824"),
+        (_init_pod([_container("a", None)], [_sidecar("s", "500M")]), "500M"),
+    ],
+    ids=[
+        "init-binary",
+        "init-decimal",
+        "app-wins",
+        "init-plus-sidecar",
+        "sum-of-init",
+        "sidecar-sum",
+        "sidecar-only",
+    ],
+)
+def test_a_dominating_init_container_lends_its_format(info: PodInfo, printed: str) -> None:
+    limit = info.limits["ephemeral-storage"]
+    (eviction,) = decide([info], {"u": usage("u", logs=limit + 1)}).evictions
+    assert eviction.message == (
+        f"Pod ephemeral local storage usage exceeds the total limit of containers {printed}. "
+    )
 
 
 def _api_pod(
@@ -693,6 +800,11 @@ def _api_pod(
             {"volumes": {"scratch": 2 * Gi + 1}},
             'Usage of EmptyDir volume "scratch" exceeds the limit "2Gi". ',
         ),
+        (
+            _api_pod([_container("app", "0")]),
+            {"logs": 1},
+            "Pod ephemeral local storage usage exceeds the total limit of containers 0. ",
+        ),
     ],
     ids=[
         "decimal",
@@ -701,6 +813,7 @@ def _api_pod(
         "container-decimal",
         "sizeLimit-decimal",
         "sizeLimit-binary",
+        "zero",
     ],
 )
 def test_limits_print_in_the_format_they_were_written(

@@ -90,10 +90,31 @@ def test_null_kubelet_fields_mean_unset_as_in_the_kubelet(tmp_path: Path) -> Non
         "kind: KubeletConfiguration\nevictionHard:\nevictionSoft:\nevictionSoftGracePeriod:\n"
         "evictionMinimumReclaim: null\nevictionMaxPodGracePeriod: null\n"
         "evictionPressureTransitionPeriod: null\nenforceNodeAllocatable: null\n"
-        "mergeDefaultEvictionSettings: null\n"
+        "mergeDefaultEvictionSettings: null\nlocalStorageCapacityIsolation: null\n"
     )
     resolved = EvictionPolicy.from_settings(load_config(file, environ={}))
     assert resolved == policy()
+    assert resolved.local_storage_capacity_isolation is True
+
+
+@pytest.mark.parametrize("isolation", [False, True])
+def test_local_storage_capacity_isolation_from_a_kubelet_configuration(
+    tmp_path: Path, isolation: bool
+) -> None:
+    file = tmp_path / "kubelet.yaml"
+    file.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        f"localStorageCapacityIsolation: {str(isolation).lower()}\n"
+    )
+    resolved = EvictionPolicy.from_settings(load_config(file, environ={}))
+    assert resolved.local_storage_capacity_isolation is isolation
+
+
+def test_a_non_boolean_local_storage_capacity_isolation_names_the_field(tmp_path: Path) -> None:
+    file = tmp_path / "kubelet.yaml"
+    file.write_text("kind: KubeletConfiguration\nlocalStorageCapacityIsolation: sometimes\n")
+    with pytest.raises(ConfigError, match=r"localStorageCapacityIsolation.*sometimes"):
+        load_config(file, environ={})
 
 
 @pytest.mark.parametrize(
