@@ -189,6 +189,8 @@ class SignalCollector:
         self._psi_stats: dict[str, PsiStats] = {}
         self._layout = FsLayout.SINGLE
         self._swap: SignalValue | None = None
+        self._mem_total: int | None = None
+        """``MemTotal`` from the last full memory read, for :meth:`memory_probe`."""
         self._pod_cgroup_usage: dict[PodUID, tuple[int | None, int | None]] = {}
         self._storage: StorageScan | None = None
         self._merged_storage: StorageScan | None = None
@@ -253,6 +255,37 @@ class SignalCollector:
     def proc_dir(self) -> str:
         """The host's /proc as this process sees it (``/proc/pressure`` is below it)."""
         return self._proc_dir
+
+    def memory_probe(self, signal: Signal) -> Callable[[], int] | None:
+        """A function that re-reads ``signal``'s available bytes now, and nothing else:
+        the fast path of the adaptive memory poll
+        (:mod:`nodeagent.triggers.adaptive`). ``memory.available`` reads the node
+        cgroup's usage and ``memory.stat`` (or the v2 root's ``memory.stat``, or
+        /proc/meminfo without cgroups), taking ``MemTotal`` from the last full
+        collection; ``allocatableMemory.available`` reads kubepods' limit, usage and
+        ``memory.stat``. Every file stays open between reads. ``None`` for other
+        signals, and for allocatable without a kubepods cgroup. The function raises
+        :class:`SignalReadError` (or :class:`OSError`) when it cannot read.
+        """
+        if signal is Signal.MEMORY_AVAILABLE:
+            return self._probe_node
+        if signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE and self._paths.kubepods_cgroup:
+            return self._probe_allocatable
+        return None
+
+    def _probe_node(self) -> int:
+        memory = self._memory
+        if memory.node_needs_meminfo or self._mem_total is None:
+            meminfo = memory.meminfo(self._reader)
+        else:
+            meminfo = {"MemTotal": self._mem_total}
+        return memory.node(self._reader, meminfo).available
+
+    def _probe_allocatable(self) -> int:
+        observation = self._memory.allocatable(self._reader)
+        if isinstance(observation, Unavailable):
+            raise SignalReadError(observation.reason)
+        return observation.available
 
     # -- collection ---------------------------------------------------------------------
 
@@ -338,7 +371,9 @@ class SignalCollector:
         except SignalReadError as exc:
             node: Observation = Unavailable(str(exc))
             self._swap = None
+            self._mem_total = None
         else:
+            self._mem_total = meminfo["MemTotal"]
             try:
                 node = self._memory.node(self._reader, meminfo)
             except SignalReadError as exc:

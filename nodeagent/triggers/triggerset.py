@@ -8,10 +8,13 @@ trigger is one descriptor in one epoll instance:
 - psi: the pressure file itself, opened O_RDWR with the trigger written to it (POLLPRI);
 - wake: an eventfd that :meth:`TriggerSet.wake` writes to (POLLIN).
 
-A PSI trigger the kernel refuses is emulated by reading the pressure file at the poll
-interval (:class:`~nodeagent.triggers.psi.StallTracker`); :meth:`TriggerSet.wait` wakes
-for those reads itself and returns only when something fired or the caller's timeout
-ran out.
+Two triggers have no descriptor and are polled by :meth:`TriggerSet.wait` itself, which
+wakes for their reads and returns only when something fired or the caller's timeout ran
+out: a PSI trigger the kernel refuses, emulated by reading the pressure file at the poll
+interval (:class:`~nodeagent.triggers.psi.StallTracker`), and the adaptive memory poll
+(:mod:`~nodeagent.triggers.adaptive`), which reads a memory signal through a probe the
+signals layer provides, at an interval that shrinks as the signal nears a threshold, and
+fires when the set of thresholds it is below changes.
 
 Failures never raise out of arming: a missing file, a refusing kernel or a removed
 cgroup becomes the trigger's status, logged once when it changes, and the loop's poll
@@ -31,8 +34,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nodeagent import durations
-from nodeagent.triggers import kernel, memcg, psi
-from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus, Wake
+from nodeagent.errors import SignalReadError
+from nodeagent.triggers import adaptive, kernel, memcg, psi
+from nodeagent.triggers.api import (
+    Mechanism,
+    MechanismState,
+    MechanismStatus,
+    MemoryProbe,
+    Wake,
+)
 from nodeagent.triggers.settings import TriggerSettings
 
 WAKE_TRIGGER = "wake"
@@ -64,6 +74,17 @@ class _PolledPsi:
 
 
 @dataclass(slots=True)
+class _PolledMemory:
+    source: str
+    probe: MemoryProbe
+    thresholds: tuple[int, ...]
+    due: float
+    rate: adaptive.FallRate
+    below: frozenset[int] | None = None
+    """The thresholds the last read was below; ``None`` before the first read."""
+
+
+@dataclass(slots=True)
 class _MemoryEvents:
     path: str
     wd: int
@@ -74,7 +95,8 @@ class _Unarmed:
     """A trigger that could not be armed (its status says why)."""
 
 
-_Entry = _MemcgThreshold | _KernelPsi | _PolledPsi | _MemoryEvents | _Unarmed
+_Entry = _MemcgThreshold | _KernelPsi | _PolledPsi | _PolledMemory | _MemoryEvents | _Unarmed
+_Polled = (_PolledPsi, _PolledMemory)
 
 
 @dataclass(slots=True)
@@ -90,6 +112,8 @@ class TriggerSet:
 
     ``poll_interval`` is how often emulated PSI triggers read their file (the loop's
     poll interval). With ``psi_kernel_triggers=False`` every PSI trigger is emulated.
+    ``memory_poll`` bounds the adaptive memory poll's interval (floor, ceiling) and
+    sets the fall rate it assumes when memory is not moving.
     """
 
     def __init__(
@@ -98,10 +122,16 @@ class TriggerSet:
         poll_interval: float = 1.0,
         psi_kernel_triggers: bool = True,
         rearm_policy: memcg.RearmPolicy | None = None,
+        memory_poll: adaptive.PollBounds | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        self._memory_poll = memory_poll or adaptive.PollBounds(
+            floor=adaptive.DEFAULT_FLOOR_S,
+            ceiling=poll_interval,
+            min_rate=adaptive.DEFAULT_MIN_RATE,
+        )
         self._poll_interval = poll_interval
         self._psi_kernel_triggers = psi_kernel_triggers
         self._rearm = rearm_policy or memcg.RearmPolicy.for_page_size(
@@ -127,6 +157,11 @@ class TriggerSet:
             psi_kernel_triggers=settings.psi_kernel_triggers,
             rearm_policy=memcg.RearmPolicy.for_page_size(
                 os.sysconf("SC_PAGE_SIZE"), hysteresis_bytes=settings.memory_threshold_hysteresis
+            ),
+            memory_poll=adaptive.PollBounds(
+                floor=min(settings.memory_poll_floor, settings.poll_interval),
+                ceiling=settings.poll_interval,
+                min_rate=settings.memory_poll_assumed_rate,
             ),
             logger=logger,
         )
@@ -180,6 +215,18 @@ class TriggerSet:
             and current.entry.path == path
         ):
             return self._statuses[name]
+        limit = _memory_limit(cgroup_dir)
+        if limit is None and os.path.exists(path):
+            self._release(name)
+            return self._unarmed(
+                name,
+                ("events", path),
+                Mechanism.MEMORY_EVENTS,
+                path,
+                f"{cgroup_dir} has no memory.max limit: its memory.events counts only OOM "
+                f"kills, and never changes at an eviction threshold (the memory poll "
+                f"watches those)",
+            )
         try:
             if self._inotify is None:
                 self._inotify = kernel.Inotify()
@@ -201,7 +248,11 @@ class TriggerSet:
         return self._set_status(
             name,
             MechanismStatus(
-                Mechanism.MEMORY_EVENTS, MechanismState.ACTIVE, path, "inotify IN_MODIFY"
+                Mechanism.MEMORY_EVENTS,
+                MechanismState.ACTIVE,
+                path,
+                f"inotify IN_MODIFY: fires when the cgroup reaches memory.max ({limit} bytes) "
+                f"or OOMs, not at an eviction threshold below it",
             ),
         )
 
@@ -289,6 +340,41 @@ class TriggerSet:
             ),
         )
 
+    def arm_memory_poll(
+        self, name: str, source: str, probe: MemoryProbe, thresholds: tuple[int, ...]
+    ) -> MechanismStatus:
+        """Read ``probe`` (one memory signal's available bytes) at the adaptive interval
+        and wake when the set of ``thresholds`` (bytes of available) it is below changes.
+
+        Re-arming the same name and source keeps the poll's rate and side; new
+        thresholds are compared at the next read. The first read is due at once.
+        """
+        current = self._named.get(name)
+        if isinstance(current, _Named) and isinstance(current.entry, _PolledMemory):
+            entry = current.entry
+            if entry.source == source:
+                entry.probe = probe
+                if entry.thresholds != thresholds:
+                    entry.thresholds = thresholds
+                    entry.due = time.monotonic()
+                return self._statuses[name]
+        entry = _PolledMemory(
+            source, probe, thresholds, due=time.monotonic(), rate=adaptive.FallRate()
+        )
+        self._replace(name, entry)
+        bounds = self._memory_poll
+        return self._set_status(
+            name,
+            MechanismStatus(
+                Mechanism.MEMORY_POLL,
+                MechanismState.ACTIVE,
+                source,
+                f"read every {durations.format_go_duration(bounds.floor)} to "
+                f"{durations.format_go_duration(bounds.ceiling)}, sooner the nearer a "
+                f"threshold and the faster memory falls",
+            ),
+        )
+
     def disarm(self, name: str) -> None:
         """Release the trigger ``name`` and forget its status; unknown names are fine."""
         self._release(name)
@@ -311,7 +397,7 @@ class TriggerSet:
             wakes = self._poll_emulated(now)
             limit = deadline
             for named in self._named.values():
-                if isinstance(named.entry, _PolledPsi):
+                if isinstance(named.entry, _Polled):
                     limit = named.entry.due if limit is None else min(limit, named.entry.due)
             block = -1.0 if limit is None else max(0.0, limit - now)
             events = self._epoll.poll(0.0 if wakes else block)
@@ -327,6 +413,10 @@ class TriggerSet:
         wakes: list[Wake] = []
         for name, named in list(self._named.items()):
             entry = named.entry
+            if isinstance(entry, _PolledMemory):
+                if now >= entry.due and self._poll_memory(name, entry, now):
+                    wakes.append(Wake(name, Mechanism.MEMORY_POLL, time.monotonic()))
+                continue
             if not isinstance(entry, _PolledPsi) or now < entry.due:
                 continue
             entry.due = now + self._poll_interval
@@ -346,6 +436,31 @@ class TriggerSet:
             if fired:
                 wakes.append(Wake(name, Mechanism.PSI, time.monotonic()))
         return wakes
+
+    def _poll_memory(self, name: str, entry: _PolledMemory, now: float) -> bool:
+        """Read one memory signal; schedule the next read; whether to wake the loop."""
+        bounds = self._memory_poll
+        try:
+            available = entry.probe()
+        except (OSError, SignalReadError) as exc:
+            # The loop's full collection reports the signal unavailable; retry at the
+            # ceiling rather than spin on a failing read.
+            entry.due = now + bounds.ceiling
+            self._log.debug("memory poll %s: %s", name, _describe(exc))
+            return False
+        read = time.monotonic()
+        entry.rate = entry.rate.observe(read, available)
+        entry.due = adaptive.next_poll_time(
+            headroom=adaptive.nearest_headroom(available, entry.thresholds),
+            rate=entry.rate.rate,
+            floor=bounds.floor,
+            ceiling=bounds.ceiling,
+            min_rate=bounds.min_rate,
+            now=read,
+        )
+        below = adaptive.crossed_below(available, entry.thresholds)
+        previous, entry.below = entry.below, below
+        return previous is not None and below != previous
 
     def _on_ready(self, fd: int, mask: int, stamp: float) -> list[Wake]:
         if fd == self._waker:
@@ -508,6 +623,16 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno is not None:
         return f"{errno.errorcode.get(exc.errno, exc.errno)}: {exc.strerror}"
     return str(exc)
+
+
+def _memory_limit(cgroup_dir: str) -> int | None:
+    """A cgroup v2 directory's ``memory.max`` in bytes; ``None`` when unlimited or
+    unreadable."""
+    try:
+        text = kernel.read_small_file(os.path.join(cgroup_dir, "memory.max")).strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def _memcg_refusal(cgroup_dir: str, exc: OSError) -> str:
