@@ -218,7 +218,11 @@ class PodUsage:
     logs_inodes: int | None = None
     local_volumes_inodes: int | None = None
     processes: int | None = None
-    """Number of tasks (threads) in the pod cgroup."""
+    """Processes in the pod cgroup and below (lines of ``cgroup.procs``): the kubelet's
+    ``process_stats.process_count``, by which PID pressure ranks pods."""
+    threads: int | None = None
+    """Threads in the pod cgroup and below (``pids.current``): each takes a PID, so
+    these are what exhausts ``pid_max``; reported, not ranked by."""
 
 
 @dataclass(frozen=True, slots=True)

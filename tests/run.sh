@@ -5,10 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages for real-component tests: Prometheus + promtool (metrics lint,
-# alert-rule unit tests, a real scrape), systemd-analyze (unit verification).
+# alert-rule unit tests, a real scrape), systemd-analyze (unit verification),
+# user-mode-linux (a real cgroup v2 kernel run as a process: tests/uml).
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
+[ -x /usr/bin/linux.uml ] || need_apt+=(user-mode-linux)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     export DEBIAN_FRONTEND=noninteractive

@@ -51,7 +51,7 @@ from nodeagent.signals.cgroups import (
 from nodeagent.signals.files import FileReader
 from nodeagent.signals.filesystems import FilesystemReader, FsPath
 from nodeagent.signals.memory import MemoryReader
-from nodeagent.signals.pids import PidReader
+from nodeagent.signals.pids import PidReader, PodTasks
 from nodeagent.signals.pod_storage import NO_STORAGE_FIELDS, PodStorageScanner, StorageScan
 from nodeagent.signals.psi import PsiReader
 from nodeagent.signals.settings import SignalSourceSettings
@@ -191,7 +191,7 @@ class SignalCollector:
         self._swap: SignalValue | None = None
         self._mem_total: int | None = None
         """``MemTotal`` from the last full memory read, for :meth:`memory_probe`."""
-        self._pod_cgroup_usage: dict[PodUID, tuple[int | None, int | None]] = {}
+        self._pod_cgroup_usage: dict[PodUID, tuple[int | None, PodTasks | None]] = {}
         self._storage: StorageScan | None = None
         self._merged_storage: StorageScan | None = None
         self._storage_fields: dict[PodUID, dict[str, int | None]] = {}
@@ -411,7 +411,8 @@ class SignalCollector:
             reader.forget(pod.files)
         working_set = self._memory.pod_working_set
         tasks = self._pids.pod_tasks
-        usage: dict[PodUID, tuple[int | None, int | None]] = {}
+        last = self._pod_cgroup_usage
+        usage: dict[PodUID, tuple[int | None, PodTasks | None]] = {}
         for uid, pod in index.pods.items():
             try:
                 memory: int | None = working_set(reader, pod)
@@ -419,11 +420,12 @@ class SignalCollector:
                 continue  # removed since the listing
             except (OSError, ValueError):
                 memory = None
+            previous = last.get(uid)
             try:
-                processes: int | None = tasks(reader, pod)
+                counted: PodTasks | None = tasks(reader, pod, previous and previous[1])
             except (OSError, ValueError):
-                processes = None
-            usage[uid] = (memory, processes)
+                counted = None
+            usage[uid] = (memory, counted)
         self._pod_cgroup_usage = usage
 
     def _storage_due(self, now: float) -> bool:
@@ -451,9 +453,13 @@ class SignalCollector:
         fields = self._storage_fields
         no_storage = NO_STORAGE_FIELDS
         pods: dict[PodUID, PodUsage] = {}
-        for uid, (memory, processes) in self._pod_cgroup_usage.items():
+        for uid, (memory, tasks) in self._pod_cgroup_usage.items():
             pods[uid] = PodUsage(
-                uid=uid, memory=memory, processes=processes, **fields.get(uid, no_storage)
+                uid=uid,
+                memory=memory,
+                processes=None if tasks is None else tasks.processes,
+                threads=None if tasks is None else tasks.threads,
+                **fields.get(uid, no_storage),
             )
         if self._pod_index is None:
             # Without pod cgroups, what is on disk is all we know of the pods.
