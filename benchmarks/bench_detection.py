@@ -117,10 +117,13 @@ class AgentProcess:
                 if matches(record):
                     return record
 
-    def drain(self) -> None:
+    def drain(self, seen: Callable[[dict[str, Any]], object] | None = None) -> None:
+        """Drop the lines logged so far, showing each to ``seen`` first."""
         with contextlib.suppress(queue.Empty):
             while True:
-                self._lines.get_nowait()
+                record = self._lines.get_nowait()
+                if seen is not None:
+                    seen(record)
 
     def stop(self) -> None:
         self.process.terminate()

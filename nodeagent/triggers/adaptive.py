@@ -34,7 +34,7 @@ from dataclasses import dataclass
 SAFETY = 0.5
 """The share of the predicted time to crossing that may pass before the next read."""
 
-DEFAULT_FLOOR_S = 0.02
+DEFAULT_FLOOR_S = 0.03
 DEFAULT_MIN_RATE = 1 << 30
 """1 GiB/s: roughly how fast one process can fault in fresh anonymous memory."""
 RATE_HALF_LIFE_S = 5.0

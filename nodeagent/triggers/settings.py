@@ -111,7 +111,7 @@ class TriggerSettings(BaseModel):
     armed. Reads only the files those two signals need."""
 
     memory_poll_floor: Interval = adaptive.DEFAULT_FLOOR_S
-    """Shortest interval of the adaptive memory poll (default 20ms), used when memory is
+    """Shortest interval of the adaptive memory poll (default 30ms), used when memory is
     at or near a threshold. Capped at ``pollInterval``."""
 
     memory_poll_assumed_rate: Bytes = Field(default=adaptive.DEFAULT_MIN_RATE, gt=0)

@@ -128,7 +128,7 @@ class TriggerSet:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}")
         self._memory_poll = memory_poll or adaptive.PollBounds(
-            floor=adaptive.DEFAULT_FLOOR_S,
+            floor=min(adaptive.DEFAULT_FLOOR_S, poll_interval),
             ceiling=poll_interval,
             min_rate=adaptive.DEFAULT_MIN_RATE,
         )
@@ -391,9 +391,11 @@ class TriggerSet:
 
     def wait(self, timeout_s: float | None) -> list[Wake]:
         """Wakes since the last call, waiting up to ``timeout_s`` for the first one."""
-        deadline = None if timeout_s is None else time.monotonic() + max(0.0, timeout_s)
+        # One clock read per round: a wake-up costs little on a real host, but each
+        # system call counts where they are dear (user-mode-linux, gVisor).
+        now = time.monotonic()
+        deadline = None if timeout_s is None else now + max(0.0, timeout_s)
         while True:
-            now = time.monotonic()
             wakes = self._poll_emulated(now)
             limit = deadline
             for named in self._named.values():
@@ -401,12 +403,12 @@ class TriggerSet:
                     limit = named.entry.due if limit is None else min(limit, named.entry.due)
             block = -1.0 if limit is None else max(0.0, limit - now)
             events = self._epoll.poll(0.0 if wakes else block)
-            stamp = time.monotonic()
+            now = time.monotonic()
             for fd, mask in events:
-                wakes.extend(self._on_ready(fd, mask, stamp))
+                wakes.extend(self._on_ready(fd, mask, now))
             if wakes:
                 return _coalesce(wakes)
-            if deadline is not None and stamp >= deadline:
+            if deadline is not None and now >= deadline:
                 return []
 
     def _poll_emulated(self, now: float) -> list[Wake]:
@@ -415,7 +417,7 @@ class TriggerSet:
             entry = named.entry
             if isinstance(entry, _PolledMemory):
                 if now >= entry.due and self._poll_memory(name, entry, now):
-                    wakes.append(Wake(name, Mechanism.MEMORY_POLL, time.monotonic()))
+                    wakes.append(Wake(name, Mechanism.MEMORY_POLL, now))
                 continue
             if not isinstance(entry, _PolledPsi) or now < entry.due:
                 continue
@@ -448,15 +450,14 @@ class TriggerSet:
             entry.due = now + bounds.ceiling
             self._log.debug("memory poll %s: %s", name, _describe(exc))
             return False
-        read = time.monotonic()
-        entry.rate = entry.rate.observe(read, available)
+        entry.rate = entry.rate.observe(now, available)
         entry.due = adaptive.next_poll_time(
             headroom=adaptive.nearest_headroom(available, entry.thresholds),
             rate=entry.rate.rate,
             floor=bounds.floor,
             ceiling=bounds.ceiling,
             min_rate=bounds.min_rate,
-            now=read,
+            now=now,
         )
         below = adaptive.crossed_below(available, entry.thresholds)
         previous, entry.below = entry.below, below

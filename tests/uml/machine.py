@@ -126,9 +126,12 @@ def boot(
             env={**os.environ, "PATH": os.environ.get("PATH", "") + ":/usr/sbin:/sbin"},
         )
         args.append(f"ubd1={image}")
-    # UML keeps its guest RAM in a file under TMPDIR; give it its own directory.
-    guest_tmp = work / "guest-ram"
-    guest_tmp.mkdir(exist_ok=True)
+    # UML keeps its guest RAM in a file under TMPDIR, which it wants on tmpfs (it warns
+    # and runs slower on a disk); give it its own directory, removed afterwards.
+    shm = Path("/dev/shm")
+    guest_tmp = Path(
+        tempfile.mkdtemp(prefix="nodeagent-uml-ram-", dir=shm if shm.is_dir() else work)
+    )
     process = subprocess.Popen(
         args,
         stdin=subprocess.DEVNULL,
