@@ -388,7 +388,8 @@ class AgentLoop:
     def _arm_memory_polls(self, observations: NodeObservations) -> None:
         """Keep the adaptive memory poll armed on each memory signal the kernel does not
         notify at (:func:`setup.arm_memory_poll`): its thresholds resolved against this
-        collection's capacity, its probe from the collector."""
+        collection's capacity, its probe from the collector, and this collection's value
+        as its latest read."""
         layout_thresholds = self.policy.thresholds_for(observations.fs_layout)
         for scope, signal in _MEMORY_SCOPES.items():
             value = observations.value(signal)
@@ -408,4 +409,5 @@ class AgentLoop:
                 source=f"{signal}: {value.source}" if value is not None else str(signal),
                 probe=self._collector.memory_probe(signal),
                 thresholds=resolved,
+                observed=None if value is None else value.available,
             )

@@ -110,7 +110,13 @@ class Triggers(Protocol):
     def arm_psi(self, name: str, pressure_file: str, spec: psi.TriggerSpec) -> MechanismStatus: ...
 
     def arm_memory_poll(
-        self, name: str, source: str, probe: MemoryProbe, thresholds: tuple[int, ...]
+        self,
+        name: str,
+        source: str,
+        probe: MemoryProbe,
+        thresholds: tuple[int, ...],
+        *,
+        observed: int | None = None,
     ) -> MechanismStatus: ...
 
     def disarm(self, name: str) -> None: ...

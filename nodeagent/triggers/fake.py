@@ -27,6 +27,8 @@ class FakeTriggers:
         self.arm_calls: list[str] = []
         """Names in the order arming was requested (including no-op re-arms)."""
         self.probes: dict[str, MemoryProbe] = {}
+        self.observed: dict[str, int | None] = {}
+        """The value each memory poll was last handed by the loop."""
         """The probe of each armed memory poll (never called here: tests call it)."""
         self.scripted: dict[str, MechanismStatus] = {}
         """Statuses to report instead of ACTIVE when these names are armed."""
@@ -55,9 +57,16 @@ class FakeTriggers:
         return self._arm(name, Mechanism.PSI, pressure_file, spec)
 
     def arm_memory_poll(
-        self, name: str, source: str, probe: MemoryProbe, thresholds: tuple[int, ...]
+        self,
+        name: str,
+        source: str,
+        probe: MemoryProbe,
+        thresholds: tuple[int, ...],
+        *,
+        observed: int | None = None,
     ) -> MechanismStatus:
         self.probes[name] = probe
+        self.observed[name] = observed
         return self._arm(name, Mechanism.MEMORY_POLL, source, thresholds)
 
     def disarm(self, name: str) -> None:

@@ -154,13 +154,15 @@ def arm_memory_poll(
     source: str,
     probe: MemoryProbe | None,
     thresholds: Collection[int],
+    observed: int | None = None,
 ) -> MechanismStatus | None:
     """Keep the adaptive poll of ``scope``'s memory signal armed while it is needed.
 
     Needed when the signal has thresholds (bytes of available, resolved against its
     capacity), a ``probe`` can read it, the poll is enabled, and the kernel does not
     already notify at each threshold (:func:`kernel_thresholds_active`). Otherwise
-    disarmed. Returns the status, or ``None`` when disarmed.
+    disarmed. ``observed`` is the signal's available bytes in the collection just made
+    (a read the poll need not repeat). Returns the status, or ``None`` when disarmed.
     """
     name = memory_poll_name(scope)
     wanted = (
@@ -173,7 +175,9 @@ def arm_memory_poll(
         if name in triggers.status():
             triggers.disarm(name)
         return None
-    return triggers.arm_memory_poll(name, source, probe, tuple(sorted(set(thresholds))))
+    return triggers.arm_memory_poll(
+        name, source, probe, tuple(sorted(set(thresholds))), observed=observed
+    )
 
 
 def degraded_components(statuses: Mapping[str, MechanismStatus]) -> dict[str, str | None]:

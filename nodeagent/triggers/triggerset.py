@@ -341,26 +341,39 @@ class TriggerSet:
         )
 
     def arm_memory_poll(
-        self, name: str, source: str, probe: MemoryProbe, thresholds: tuple[int, ...]
+        self,
+        name: str,
+        source: str,
+        probe: MemoryProbe,
+        thresholds: tuple[int, ...],
+        *,
+        observed: int | None = None,
     ) -> MechanismStatus:
         """Read ``probe`` (one memory signal's available bytes) at the adaptive interval
         and wake when the set of ``thresholds`` (bytes of available) it is below changes.
 
-        Re-arming the same name and source keeps the poll's rate and side; new
-        thresholds are compared at the next read. The first read is due at once.
+        ``observed`` is the value the caller just read in a full collection: it counts
+        as a read (the next one is scheduled from it, and a crossing it shows is not
+        reported again). Re-arming the same name and source keeps the poll's rate.
         """
+        now = time.monotonic()
         current = self._named.get(name)
-        if isinstance(current, _Named) and isinstance(current.entry, _PolledMemory):
+        if (
+            current is not None
+            and isinstance(current.entry, _PolledMemory)
+            and current.entry.source == source
+        ):
             entry = current.entry
-            if entry.source == source:
-                entry.probe = probe
-                if entry.thresholds != thresholds:
-                    entry.thresholds = thresholds
-                    entry.due = time.monotonic()
-                return self._statuses[name]
-        entry = _PolledMemory(
-            source, probe, thresholds, due=time.monotonic(), rate=adaptive.FallRate()
-        )
+            entry.probe = probe
+            if entry.thresholds != thresholds:
+                entry.thresholds = thresholds
+                entry.due = now
+            if observed is not None:
+                self._observe_memory(entry, observed, now)
+            return self._statuses[name]
+        entry = _PolledMemory(source, probe, thresholds, due=now, rate=adaptive.FallRate())
+        if observed is not None:
+            self._observe_memory(entry, observed, now)
         self._replace(name, entry)
         bounds = self._memory_poll
         return self._set_status(
@@ -441,15 +454,21 @@ class TriggerSet:
 
     def _poll_memory(self, name: str, entry: _PolledMemory, now: float) -> bool:
         """Read one memory signal; schedule the next read; whether to wake the loop."""
-        bounds = self._memory_poll
         try:
             available = entry.probe()
         except (OSError, SignalReadError) as exc:
             # The loop's full collection reports the signal unavailable; retry at the
             # ceiling rather than spin on a failing read.
-            entry.due = now + bounds.ceiling
+            entry.due = now + self._memory_poll.ceiling
             self._log.debug("memory poll %s: %s", name, _describe(exc))
             return False
+        previous = entry.below
+        return self._observe_memory(entry, available, now) != previous and previous is not None
+
+    def _observe_memory(self, entry: _PolledMemory, available: int, now: float) -> frozenset[int]:
+        """Record one reading of the signal: its fall rate, its side of each threshold,
+        and when to read next. Returns the thresholds it is below."""
+        bounds = self._memory_poll
         entry.rate = entry.rate.observe(now, available)
         entry.due = adaptive.next_poll_time(
             headroom=adaptive.nearest_headroom(available, entry.thresholds),
@@ -459,9 +478,8 @@ class TriggerSet:
             min_rate=bounds.min_rate,
             now=now,
         )
-        below = adaptive.crossed_below(available, entry.thresholds)
-        previous, entry.below = entry.below, below
-        return previous is not None and below != previous
+        entry.below = adaptive.crossed_below(available, entry.thresholds)
+        return entry.below
 
     def _on_ready(self, fd: int, mask: int, stamp: float) -> list[Wake]:
         if fd == self._waker:

@@ -24,6 +24,7 @@ def test_memory_poll_replaces_memcg_thresholds_when_they_are_off(tmp_path: Path)
     assert thresholds == (1 * GIB,)
     probe = rig.triggers.probes["memory-poll:node"]
     assert probe() == 12 * GIB  # 16Gi - 4Gi, read again from the host's files
+    assert rig.triggers.observed["memory-poll:node"] == 12 * GIB  # the collection's value
     rig.set_node_usage(15 * GIB + GIB // 2)
     assert probe() == GIB // 2
     # A crossing the poll reports wakes the loop, which collects and decides at once.

@@ -196,3 +196,17 @@ def test_memory_poll_settings_flow_into_the_trigger_set() -> None:
     with TriggerSet.from_settings(config) as triggers:
         status = triggers.arm_memory_poll("m", "node", Memory(1 << 40), (1,))
     assert "5ms" in status.detail and "2s" in status.detail
+
+
+def test_a_value_the_loop_just_read_counts_as_a_read() -> None:
+    """The loop hands over each full collection's value: the poll schedules from it and
+    does not report again a crossing the loop has already seen."""
+    memory = Memory(50 * Mi)
+    with TriggerSet(memory_poll=bounds(ceiling=0.3)) as triggers:
+        triggers.arm_memory_poll("m", "node", memory, (100 * Mi,), observed=50 * Mi)
+        assert triggers.wait(0.1) == []  # below, as the loop saw: no wake
+        reads = memory.reads
+        memory.available = 64 * 1024 * Mi
+        triggers.arm_memory_poll("m", "node", memory, (100 * Mi,), observed=64 * 1024 * Mi)
+        assert triggers.wait(0.2) == []
+        assert memory.reads == reads  # far above: the next read waits for the ceiling

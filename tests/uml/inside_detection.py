@@ -55,7 +55,7 @@ from tests.uml.workload import (
 )
 
 MiB = 1 << 20
-NODE_LIMIT = 256 * MiB
+NODE_LIMIT = 512 * MiB
 NODE_CGROUP = "/node.slice"
 BALLAST_HEADROOM = 24 * MiB
 APPROACH = 4 * MiB

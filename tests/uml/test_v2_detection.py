@@ -55,4 +55,4 @@ def test_memory_events_is_watched_only_where_a_limit_makes_it_fire(
     root = detection["root"]["triggers"]["memory.events:node"]
     assert "unavailable: no memory.events in /sys/fs/cgroup" in root
     node = detection["node"]["triggers"]["memory.events:node"]
-    assert "active" in node and "reaches memory.max (268435456 bytes)" in node
+    assert "active" in node and "reaches memory.max (536870912 bytes)" in node
