@@ -35,8 +35,11 @@ SAFETY = 0.5
 """The share of the predicted time to crossing that may pass before the next read."""
 
 DEFAULT_FLOOR_S = 0.03
-DEFAULT_MIN_RATE = 1 << 30
-"""1 GiB/s: roughly how fast one process can fault in fresh anonymous memory."""
+DEFAULT_MIN_RATE = 512 << 20
+"""512 MiB/s: an allocator faulting in fresh memory at several GiB/s is caught up with at
+the first read that sees it fall (the rate is then the one observed); assuming more
+would mean reading a node with a gigabyte to spare several times a second, which the
+loop's 500 ms filesystem cycles (a full read each) already do."""
 RATE_HALF_LIFE_S = 5.0
 """How fast a remembered fall rate decays once memory stops falling."""
 

@@ -116,8 +116,9 @@ class TriggerSettings(BaseModel):
 
     memory_poll_assumed_rate: Bytes = Field(default=adaptive.DEFAULT_MIN_RATE, gt=0)
     """The rate (bytes per second) at which the adaptive memory poll assumes memory may
-    start falling even when it is not (default 1Gi): with 100Mi above a threshold it
-    reads every 50ms. Observed faster falls shorten the interval further."""
+    start falling even when it is not (default 512Mi): with 100Mi above a threshold it
+    reads every 98ms, with 24Mi at the floor. Observed faster falls shorten the interval
+    further."""
 
     psi_triggers: PsiTriggerList = Field(
         default=tuple(psi.TriggerSpec.parse(spec) for spec in DEFAULT_PSI_TRIGGERS)

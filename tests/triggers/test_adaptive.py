@@ -40,7 +40,7 @@ def delay(headroom: float, rate: float) -> float:
     ("headroom", "rate", "expected"),
     [
         (8 * 1024 * Mi, 0.0, CEILING),  # idle with 8 GiB to spare: the ceiling
-        (100 * Mi, 0.0, 100 / 1024 / 2),  # 100 MiB at the assumed 1 GiB/s: half of 98 ms
+        (100 * Mi, 0.0, 100 / 1024 / 2),  # 100 MiB at 1 GiB/s (assumed here): half of 98 ms
         (400 * Mi, 4 * MIN_RATE, 400 / 4096 / 2),  # falling 4 GiB/s: four times sooner
         (1 * Mi, 0.0, FLOOR),  # next to the threshold: the floor
         (0.0, 0.0, FLOOR),
