@@ -38,10 +38,13 @@ SCOPES = ("root", "node")
 CONFIGURATIONS = {"adaptive": [], "poll": ["--adaptive-memory-poll=false"]}
 
 
-def inside_command(runs: int, baseline_runs: int, cpu_window: float) -> list[str]:
+def inside_command(
+    runs: int, baseline_runs: int, cpu_window: float, scopes: list[str], labels: list[str]
+) -> list[str]:
     steps = []
-    for scope in SCOPES:
-        for label, agent_args in CONFIGURATIONS.items():
+    for scope in scopes:
+        for label in labels:
+            agent_args = CONFIGURATIONS[label]
             count = runs if label == "adaptive" else baseline_runs
             args = [
                 "-m",
@@ -96,7 +99,12 @@ def main() -> None:
     parser.add_argument("--baseline-runs", type=int, default=10)
     parser.add_argument("--cpu-window", type=float, default=20.0)
     parser.add_argument("--mem-mib", type=int, default=1024)
+    parser.add_argument("--scopes", default=",".join(SCOPES), help="root, node")
+    parser.add_argument(
+        "--configurations", default=",".join(CONFIGURATIONS), help=", ".join(CONFIGURATIONS)
+    )
     args = parser.parse_args()
+    scopes, labels = args.scopes.split(","), args.configurations.split(",")
     if os.geteuid() != 0:
         raise SystemExit("needs root: the guest writes its results to the host as root")
     reason = machine.available()
@@ -104,18 +112,18 @@ def main() -> None:
         raise SystemExit(reason)
     started = time.monotonic()
     boot = machine.boot(
-        inside_command(args.runs, args.baseline_runs, args.cpu_window),
+        inside_command(args.runs, args.baseline_runs, args.cpu_window, scopes, labels),
         mem_mib=args.mem_mib,
         timeout_s=3600,
     )
     print(f"one boot, {time.monotonic() - started:.0f}s", file=sys.stderr)
     found = {}
-    for scope in SCOPES:
-        for label in CONFIGURATIONS:
+    for scope in scopes:
+        for label in labels:
             path = Path(boot.results) / f"detection-{scope}-{label}.json"
             if path.is_file():
                 found[scope, label] = json.loads(path.read_text())
-    if len(found) < len(SCOPES) * len(CONFIGURATIONS):
+    if len(found) < len(scopes) * len(labels):
         print(boot.output[-4000:], file=sys.stderr)
         raise SystemExit(f"the guest did not finish (status {boot.status})")
     report(found)

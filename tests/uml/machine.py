@@ -4,7 +4,7 @@ Debian's ``user-mode-linux`` package ships ``/usr/bin/linux.uml``, a Linux 6.1 k
 built to run as a user process: no VM and no KVM. Booted with the host's ``/`` as its
 root filesystem (hostfs), it runs a script of ours as PID 1, with the project's Python
 and virtualenv reachable at the same paths, and mounts ``cgroup2`` with the memory,
-cpu, io and pids controllers: the hierarchy most nodes run, which this machine's hybid
+cpu, io and pids controllers: the hierarchy most nodes run, which this machine's hybrid
 cgroup v1 host cannot give (machine-and-test-infra.md §7).
 
 :func:`boot` writes an init wrapper that mounts /proc, /sys and the cgroup2 hierarchy,
