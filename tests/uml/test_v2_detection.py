@@ -17,7 +17,7 @@ import pytest
 
 from tests.uml.conftest import Boot, results
 
-pytestmark = [pytest.mark.uml, pytest.mark.slow]
+pytestmark = [pytest.mark.uml, pytest.mark.slow, pytest.mark.timeout(600)]
 
 SCOPES = ("root", "node")
 

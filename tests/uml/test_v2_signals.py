@@ -12,7 +12,7 @@ import pytest
 from tests.uml import machine
 from tests.uml.conftest import Boot, results
 
-pytestmark = [pytest.mark.uml, pytest.mark.slow]
+pytestmark = [pytest.mark.uml, pytest.mark.slow, pytest.mark.timeout(600)]
 
 MiB = 1 << 20
 PAGE_BATCH = 1 * MiB
