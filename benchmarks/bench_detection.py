@@ -18,6 +18,8 @@ Modes (the agent's configuration):
 
 - ``notifications``: the defaults: memcg eventfd thresholds, PSI triggers, a 1 s node
   poll and a 500 ms filesystem poll;
+- ``memory-poll``: no memcg eventfd (as with a read-only cgroupfs): the adaptive memory
+  poll, as on cgroup v2;
 - ``poll-1s``: no kernel notification, every read every 1 s;
 - ``poll-10s``: no kernel notification, every read every 10 s (the kubelet's cadence);
 - ``tmpfs``: a 64 MiB tmpfs as nodefs with ``nodefs.available<16Mi``, a child writing a
@@ -57,21 +59,30 @@ NODEFS_THRESHOLD = 16 * Mi
 
 MODES: dict[str, list[str]] = {
     "notifications": [],
+    "memory-poll": ["--kernel-memcg-notification=false"],
     "poll-1s": [
         "--kernel-memcg-notification=false",
+        "--adaptive-memory-poll=false",
         "--psi-triggers=",
         "--poll-interval=1s",
         "--filesystem-poll-interval=1s",
     ],
     "poll-10s": [
         "--kernel-memcg-notification=false",
+        "--adaptive-memory-poll=false",
         "--psi-triggers=",
         "--poll-interval=10s",
         "--filesystem-poll-interval=10s",
     ],
     "tmpfs": [],
 }
-PHASE_SPREAD = {"notifications": 1.0, "poll-1s": 1.0, "poll-10s": 10.0, "tmpfs": 0.5}
+PHASE_SPREAD = {
+    "notifications": 1.0,
+    "memory-poll": 1.0,
+    "poll-1s": 1.0,
+    "poll-10s": 10.0,
+    "tmpfs": 0.5,
+}
 """Seconds over which each run's start is spread (one poll interval)."""
 
 
@@ -117,10 +128,13 @@ class AgentProcess:
                 if matches(record):
                     return record
 
-    def drain(self) -> None:
+    def drain(self, seen: Callable[[dict[str, Any]], object] | None = None) -> None:
+        """Drop the lines logged so far, showing each to ``seen`` first."""
         with contextlib.suppress(queue.Empty):
             while True:
-                self._lines.get_nowait()
+                record = self._lines.get_nowait()
+                if seen is not None:
+                    seen(record)
 
     def stop(self) -> None:
         self.process.terminate()

@@ -252,7 +252,11 @@ class PodUsage:
     logs_inodes: int | None = None
     local_volumes_inodes: int | None = None
     processes: int | None = None
-    """Number of tasks (threads) in the pod cgroup."""
+    """Processes in the pod cgroup and below (lines of ``cgroup.procs``): the kubelet's
+    ``process_stats.process_count``, by which PID pressure ranks pods."""
+    threads: int | None = None
+    """Threads in the pod cgroup and below (``pids.current``): each takes a PID, so
+    these are what exhausts ``pid_max``; reported, not ranked by."""
     containers: Mapping[str, ContainerUsage] = field(default_factory=lambda: _NOTHING)
     """Per container, by name, where known (the local-storage limit checks need it)."""
     volumes: Mapping[str, int] = field(default_factory=lambda: _NO_VOLUMES)

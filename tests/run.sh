@@ -6,12 +6,14 @@ cd "$(dirname "$0")/.."
 
 # Debian packages for real-component tests: Prometheus + promtool (metrics lint,
 # alert-rule unit tests, a real scrape), systemd-analyze (unit verification),
-# containerd + runc (node-level reclaim against a real CRI runtime).
+# containerd + runc (node-level reclaim against a real CRI runtime), user-mode-linux (a
+# real cgroup v2 kernel run as a process: tests/uml).
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 command -v containerd >/dev/null 2>&1 || need_apt+=(containerd)
 command -v runc >/dev/null 2>&1 || need_apt+=(runc)
+[ -x /usr/bin/linux.uml ] || need_apt+=(user-mode-linux)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     export DEBIAN_FRONTEND=noninteractive

@@ -9,16 +9,20 @@ One loop per node, on one thread::
     log + metrics + health + watchdog                 # one line when the decision changes
     actuation.submit(decision)                        # applied by another thread
     re-arm the memcg thresholds                       # they move with the page cache
+    arm the adaptive memory polls                     # where no memcg threshold is armed
 
 **What is read when.** Every cycle reads every node-level signal (memory, PSI, PIDs and
 the filesystems' statvfs: a few dozen microseconds), so all thresholds are judged on one
 sample taken at one instant, which is what the engine's "never act twice on the same
 sample" rule assumes. Cycles happen when the node poll is due (``pollInterval``, 1 s),
 when the filesystem poll is due (``filesystemPollInterval``, 500 ms: the kernel has no
-notification for free space), and at once when a kernel trigger fires. The per-pod cgroup
-reads (working set, tasks: about 2 ms at 250 pods) run with the node poll and on memory
-and PSI notifications, when a memory eviction may need a ranking; per-pod disk usage is a
-directory walk left to its own thread (:class:`StorageRefresher`) on its own interval.
+notification for free space), and at once when a kernel trigger fires, or when the
+adaptive memory poll (cgroup v2, or v1 without eventfd thresholds: a cheap re-read of the
+memory signals alone, more often the nearer a threshold) sees a memory signal cross one.
+The per-pod cgroup reads (working set, tasks: about 2 ms at 250 pods) run with the node
+poll and on memory and PSI notifications, when a memory eviction may need a ranking;
+per-pod disk usage is a directory walk left to its own thread (:class:`StorageRefresher`)
+on its own interval.
 
 **Nothing here blocks on the API.** Pods come from a cache kept by another thread, and
 decisions go to :class:`~nodeagent.agent.actuation.Actuation`, which applies the latest
@@ -58,7 +62,7 @@ from nodeagent.reclaim.reclaimer import NodeReclaimer
 from nodeagent.signals.cgroups import CgroupPaths, CgroupVersion
 from nodeagent.signals.collector import SignalGroup
 from nodeagent.triggers import setup
-from nodeagent.triggers.api import Mechanism, MechanismStatus, Triggers, Wake
+from nodeagent.triggers.api import Mechanism, MechanismStatus, MemoryProbe, Triggers, Wake
 from nodeagent.triggers.schedule import Poll, PollSchedule
 from nodeagent.triggers.settings import TriggerSettings
 
@@ -88,6 +92,8 @@ class Collector(Protocol):
     """What the loop needs of :class:`~nodeagent.signals.collector.SignalCollector`."""
 
     def collect(self, now: float, groups: Collection[SignalGroup]) -> NodeObservations: ...
+
+    def memory_probe(self, signal: Signal) -> MemoryProbe | None: ...
 
     @property
     def cgroups(self) -> CgroupPaths: ...
@@ -263,6 +269,7 @@ class AgentLoop:
             ActuationJob(decision, headroom_of(observations, thresholds), view, now)
         )
         self._rearm(observations)
+        self._arm_memory_polls(observations)
         self._update_degraded()
 
         finished = self._clock.now()
@@ -405,4 +412,31 @@ class AgentLoop:
                     )
                     for t in wanted
                 },
+            )
+
+    def _arm_memory_polls(self, observations: NodeObservations) -> None:
+        """Keep the adaptive memory poll armed on each memory signal the kernel does not
+        notify at (:func:`setup.arm_memory_poll`): its thresholds resolved against this
+        collection's capacity, its probe from the collector, and this collection's value
+        as its latest read."""
+        layout_thresholds = self.policy.thresholds_for(observations.fs_layout)
+        for scope, signal in _MEMORY_SCOPES.items():
+            value = observations.value(signal)
+            resolved = (
+                [
+                    thr.threshold_quantity(t, value.capacity)
+                    for t in layout_thresholds
+                    if t.signal is signal
+                ]
+                if value is not None
+                else []
+            )
+            setup.arm_memory_poll(
+                self._triggers,
+                self._trigger_settings,
+                scope=scope,
+                source=f"{signal}: {value.source}" if value is not None else str(signal),
+                probe=self._collector.memory_probe(signal),
+                thresholds=resolved,
+                observed=None if value is None else value.available,
             )

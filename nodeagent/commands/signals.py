@@ -10,7 +10,7 @@ cannot see, exactly why, without needing Kubernetes.
                  "nodefs.available": {"unavailable": "path /var/lib/kubelet does not exist"}, ...},
      "sources": {"memory.available": "cgroup v1 ...", ...},
      "pods": {"<uid>": {"qos": "Burstable", "cgroup": "/kubepods/burstable/pod<uid>",
-                        "memory": 123, "processes": 4, "rootfs": ..., ...}},
+                        "memory": 123, "processes": 4, "threads": 9, "rootfs": ..., ...}},
      "psi": {"memory": {"some": {"avg10": 0.0, "avg60": 0.0, "avg300": 0.0, "total": 0},
                         "full": {...}}, ...},
      "fsLayout": "single", "swap": null, "cgroups": {...}, "degraded": {...}}
@@ -94,6 +94,7 @@ def _pod(usage: PodUsage) -> dict[str, Any]:
     return {
         "memory": usage.memory,
         "processes": usage.processes,
+        "threads": usage.threads,
         "rootfs": usage.rootfs,
         "rootfsInodes": usage.rootfs_inodes,
         "logs": usage.logs,
@@ -244,7 +245,7 @@ def render_table(observations: NodeObservations, collector: SignalCollector) -> 
     lines += ["", f"PODS ({len(observations.pods)})"]
     if observations.pods:
         pod_cgroups = collector.pod_cgroups
-        pod_rows = [["UID", "QOS", "MEMORY", "TASKS", "EPHEMERAL", "INODES", "CGROUP"]]
+        pod_rows = [["UID", "QOS", "MEMORY", "PROCS", "THREADS", "EPHEMERAL", "INODES", "CGROUP"]]
         ordered = sorted(observations.pods.values(), key=lambda pod: -(pod.memory or 0))
         for pod in ordered:
             cgroup = pod_cgroups.get(pod.uid)
@@ -254,6 +255,7 @@ def render_table(observations: NodeObservations, collector: SignalCollector) -> 
                     cgroup.qos.value if cgroup else "-",
                     format_bytes(pod.memory),
                     "-" if pod.processes is None else str(pod.processes),
+                    "-" if pod.threads is None else str(pod.threads),
                     format_bytes(_sum_known(pod.rootfs, pod.logs, pod.local_volumes)),
                     str(
                         _sum_known(pod.rootfs_inodes, pod.logs_inodes, pod.local_volumes_inodes)

@@ -52,7 +52,7 @@ from nodeagent.signals.cgroups import (
 from nodeagent.signals.files import FileReader
 from nodeagent.signals.filesystems import FilesystemReader, FsPath, RuntimeFilesystems
 from nodeagent.signals.memory import MemoryReader
-from nodeagent.signals.pids import PidReader
+from nodeagent.signals.pids import PidReader, PodTasks
 from nodeagent.signals.pod_storage import (
     NO_STORAGE_FIELDS,
     PodStorageScanner,
@@ -211,7 +211,9 @@ class SignalCollector:
         self._psi_stats: dict[str, PsiStats] = {}
         self._layout = FsLayout.SINGLE
         self._swap: SignalValue | None = None
-        self._pod_cgroup_usage: dict[PodUID, tuple[int | None, int | None]] = {}
+        self._mem_total: int | None = None
+        """``MemTotal`` from the last full memory read, for :meth:`memory_probe`."""
+        self._pod_cgroup_usage: dict[PodUID, tuple[int | None, PodTasks | None]] = {}
         self._storage: StorageScan | None = None
         self._merged_storage: StorageScan | None = None
         self._storage_fields: dict[PodUID, StorageFields] = {}
@@ -280,6 +282,37 @@ class SignalCollector:
     def proc_dir(self) -> str:
         """The host's /proc as this process sees it (``/proc/pressure`` is below it)."""
         return self._proc_dir
+
+    def memory_probe(self, signal: Signal) -> Callable[[], int] | None:
+        """A function that re-reads ``signal``'s available bytes now, and nothing else:
+        the fast path of the adaptive memory poll
+        (:mod:`nodeagent.triggers.adaptive`). ``memory.available`` reads the node
+        cgroup's usage and ``memory.stat`` (or the v2 root's ``memory.stat``, or
+        /proc/meminfo without cgroups), taking ``MemTotal`` from the last full
+        collection; ``allocatableMemory.available`` reads kubepods' limit, usage and
+        ``memory.stat``. Every file stays open between reads. ``None`` for other
+        signals, and for allocatable without a kubepods cgroup. The function raises
+        :class:`SignalReadError` (or :class:`OSError`) when it cannot read.
+        """
+        if signal is Signal.MEMORY_AVAILABLE:
+            return self._probe_node
+        if signal is Signal.ALLOCATABLE_MEMORY_AVAILABLE and self._paths.kubepods_cgroup:
+            return self._probe_allocatable
+        return None
+
+    def _probe_node(self) -> int:
+        memory = self._memory
+        if memory.node_needs_meminfo or self._mem_total is None:
+            meminfo = memory.meminfo(self._reader)
+        else:
+            meminfo = {"MemTotal": self._mem_total}
+        return memory.node(self._reader, meminfo).available
+
+    def _probe_allocatable(self) -> int:
+        observation = self._memory.allocatable(self._reader)
+        if isinstance(observation, Unavailable):
+            raise SignalReadError(observation.reason)
+        return observation.available
 
     # -- collection ---------------------------------------------------------------------
 
@@ -365,7 +398,9 @@ class SignalCollector:
         except SignalReadError as exc:
             node: Observation = Unavailable(str(exc))
             self._swap = None
+            self._mem_total = None
         else:
+            self._mem_total = meminfo["MemTotal"]
             try:
                 node = self._memory.node(self._reader, meminfo)
             except SignalReadError as exc:
@@ -403,7 +438,8 @@ class SignalCollector:
             reader.forget(pod.files)
         working_set = self._memory.pod_working_set
         tasks = self._pids.pod_tasks
-        usage: dict[PodUID, tuple[int | None, int | None]] = {}
+        last = self._pod_cgroup_usage
+        usage: dict[PodUID, tuple[int | None, PodTasks | None]] = {}
         for uid, pod in index.pods.items():
             try:
                 memory: int | None = working_set(reader, pod)
@@ -411,11 +447,12 @@ class SignalCollector:
                 continue  # removed since the listing
             except (OSError, ValueError):
                 memory = None
+            previous = last.get(uid)
             try:
-                processes: int | None = tasks(reader, pod)
+                counted: PodTasks | None = tasks(reader, pod, previous and previous[1])
             except (OSError, ValueError):
-                processes = None
-            usage[uid] = (memory, processes)
+                counted = None
+            usage[uid] = (memory, counted)
         self._pod_cgroup_usage = usage
 
     def _storage_due(self, now: float) -> bool:
@@ -443,9 +480,13 @@ class SignalCollector:
         fields = self._storage_fields
         no_storage = NO_STORAGE_FIELDS
         pods: dict[PodUID, PodUsage] = {}
-        for uid, (memory, processes) in self._pod_cgroup_usage.items():
+        for uid, (memory, tasks) in self._pod_cgroup_usage.items():
             pods[uid] = PodUsage(
-                uid=uid, memory=memory, processes=processes, **fields.get(uid, no_storage)
+                uid=uid,
+                memory=memory,
+                processes=None if tasks is None else tasks.processes,
+                threads=None if tasks is None else tasks.threads,
+                **fields.get(uid, no_storage),
             )
         if self._pod_index is None:
             # Without pod cgroups, what is on disk is all we know of the pods.

@@ -310,12 +310,20 @@ class HostTree:
                 self._write(unified / f"{resource}.pressure", Psi().render())
 
     def cgroup(
-        self, cgroup: str, memory: Memory, *, limit: int | None = None, tasks: int = 0
+        self,
+        cgroup: str,
+        memory: Memory,
+        *,
+        limit: int | None = None,
+        tasks: int = 0,
+        processes: int | None = None,
     ) -> Path:
         """A non-root cgroup with its memory files (and pids, pressure where they exist).
 
-        Returns its memory directory.
+        ``tasks`` threads in ``processes`` processes (default: one thread each). Returns
+        its memory directory.
         """
+        procs = "".join(f"{1000 + n}\n" for n in range(tasks if processes is None else processes))
         cgroup = normalize_cgroup(cgroup)
         self._limits[cgroup] = limit
         directory = self.memory_dir(cgroup)
@@ -326,7 +334,7 @@ class HostTree:
             )
             self._write(directory / "memory.stat", self._v1_stat(memory, cgroup))
             self._write(directory / "tasks", "".join(f"{1000 + n}\n" for n in range(tasks)))
-            self._write(directory / "cgroup.procs", "".join(f"{1000 + n}\n" for n in range(tasks)))
+            self._write(directory / "cgroup.procs", procs)
         else:
             self._write(directory / "memory.current", f"{memory.usage}\n")
             self._write(directory / "memory.max", "max\n" if limit is None else f"{limit}\n")
@@ -334,10 +342,11 @@ class HostTree:
             self._write(
                 directory / "cgroup.threads", "".join(f"{1000 + n}\n" for n in range(tasks))
             )
-            self._write(directory / "cgroup.procs", "".join(f"{1000 + n}\n" for n in range(tasks)))
+            self._write(directory / "cgroup.procs", procs)
         pids = self.pids_dir(cgroup)
         if pids is not None:
             self._write(pids / "pids.current", f"{tasks}\n")
+            self._write(pids / "cgroup.procs", procs)
         unified = self.unified_dir(cgroup)
         if unified is not None:
             for resource in ("memory", "io", "cpu"):

@@ -182,6 +182,12 @@ class MemoryReader:
             f"{formula}; capacity the cgroup's memory limit",
         )
 
+    @property
+    def node_needs_meminfo(self) -> bool:
+        """Whether :meth:`node` needs more of /proc/meminfo than ``MemTotal`` (which a
+        fast re-read may take from the last full read: it changes only on hotplug)."""
+        return self._node_mode is _NodeMode.MEMINFO
+
     # -- /proc/meminfo --------------------------------------------------------------------
 
     def meminfo(self, reader: FileReader) -> dict[str, int]:

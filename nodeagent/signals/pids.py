@@ -6,14 +6,28 @@ whichever limit comes first), the current count is the total in ``/proc/loadavg`
 ``running/total`` field, which counts threads and, unlike ``sysinfo(2)``, does not
 wrap at 65535.
 
-A pod's tasks come from ``pids.current`` of its cgroup (hierarchical: it includes the
-containers' cgroups below). Without a pids hierarchy they are counted from the
-``tasks`` (v1) or ``cgroup.threads`` (v2) files of the pod cgroup and its children.
+Per pod, two counts (:class:`PodTasks`):
+
+- **threads**: ``pids.current`` of the pod cgroup (hierarchical: it includes the
+  containers' cgroups below, and counts every thread, since each takes a PID). Threads
+  are what exhausts ``pid_max``. Without a pids hierarchy they are counted from the
+  ``tasks`` (v1) or ``cgroup.threads`` (v2) files of the pod cgroup and its children.
+- **processes**: the lines of ``cgroup.procs`` (thread-group leaders) of the pod cgroup
+  and its children, which is what the kubelet's ``process_stats.process_count`` counts
+  and ranks PID pressure by (kubelet-eviction.md §2.5, §9). On cgroup v2 the pod cgroup
+  itself holds no process (only leaves do), so the children must be walked.
+
+Walking the children costs a directory listing and a read per container, so the
+process count is only re-walked when the pod's thread count changed since the last
+walk: a process cannot start or end without the thread count moving (a new thread at
+the same instant as an exit is corrected by the next change).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from dataclasses import dataclass
 
 from nodeagent.errors import SignalReadError
 from nodeagent.model import SignalValue
@@ -22,13 +36,22 @@ from nodeagent.signals.cgroups import CgroupVersion, PodCgroup
 from nodeagent.signals.files import FileReader, read_checked
 
 
+@dataclass(frozen=True, slots=True)
+class PodTasks:
+    processes: int
+    """Processes in the pod cgroup and below (``cgroup.procs``): the kubelet's
+    ``process_count``, by which PID pressure ranks pods."""
+    threads: int
+    """Threads (tasks) in the pod cgroup and below: what takes PIDs."""
+
+
 class PidReader:
     def __init__(self, *, proc_dir: str, version: CgroupVersion | None) -> None:
         self.pid_max_path = f"{proc_dir}/sys/kernel/pid_max"
         self.threads_max_path = f"{proc_dir}/sys/kernel/threads-max"
         self.loadavg_path = f"{proc_dir}/loadavg"
         self.source = f"min({self.pid_max_path}, threads-max) - tasks in {self.loadavg_path}"
-        self._tasks_file = "cgroup.threads" if version is CgroupVersion.V2 else "tasks"
+        self._threads_file = "cgroup.threads" if version is CgroupVersion.V2 else "tasks"
 
     def node(self, reader: FileReader) -> SignalValue:
         try:
@@ -44,17 +67,30 @@ class PidReader:
         capacity = min(pid_max, threads_max)
         return SignalValue(available=capacity - tasks, capacity=capacity, source=self.source)
 
-    def pod_tasks(self, reader: FileReader, pod: PodCgroup) -> int:
-        """Tasks (threads) in the pod cgroup and below. Raises :class:`OSError`."""
+    def pod_tasks(
+        self, reader: FileReader, pod: PodCgroup, previous: PodTasks | None = None
+    ) -> PodTasks:
+        """Processes and threads in the pod cgroup and below; the processes of
+        ``previous`` (the last count of this pod) are kept when its thread count has not
+        moved. Raises :class:`OSError`."""
+        threads: int | None = None
         if pod.pids_file is not None:
-            try:
-                return int(reader.read(pod.pids_file))
-            except FileNotFoundError:
-                pass  # the pods hierarchy lacks this pod: count in the memory one
-        return self._count_tasks(pod.memory_dir)
+            # Without the file the pids hierarchy lacks this pod: count in the memory one.
+            with contextlib.suppress(FileNotFoundError):
+                threads = int(reader.read(pod.pids_file))
+        if threads is None:
+            threads, processes = self._count(pod.memory_dir, self._threads_file, "cgroup.procs")
+            return PodTasks(processes=processes, threads=threads)
+        if previous is not None and previous.threads == threads:
+            return previous
+        directory = pod.memory_dir if pod.pids_file is None else os.path.dirname(pod.pids_file)
+        (processes,) = self._count(directory, "cgroup.procs")
+        return PodTasks(processes=processes, threads=threads)
 
-    def _count_tasks(self, directory: str) -> int:
-        count = 0
+    @staticmethod
+    def _count(directory: str, *names: str) -> tuple[int, ...]:
+        """Lines of each file ``names`` in ``directory`` and every cgroup below it."""
+        counts = [0] * len(names)
         pending = [directory]
         while pending:
             current = pending.pop()
@@ -62,10 +98,11 @@ class PidReader:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
                         pending.append(entry.path)
-            try:
-                with open(os.path.join(current, self._tasks_file), "rb") as tasks:
-                    count += tasks.read().count(b"\n")
-            except FileNotFoundError:
-                if current == directory:
-                    raise
-        return count
+            for slot, name in enumerate(names):
+                try:
+                    with open(os.path.join(current, name), "rb") as file:
+                        counts[slot] += file.read().count(b"\n")
+                except FileNotFoundError:
+                    if current == directory:
+                        raise
+        return tuple(counts)

@@ -14,7 +14,7 @@ why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -28,7 +28,13 @@ class Mechanism(StrEnum):
     MEMCG_THRESHOLD = "memcg-threshold"
     """cgroup v1: ``cgroup.event_control`` + eventfd on ``memory.usage_in_bytes``."""
     MEMORY_EVENTS = "memory-events"
-    """cgroup v2: inotify on ``memory.events`` (the kernel notifies on high/max/oom)."""
+    """cgroup v2: inotify on ``memory.events`` of a cgroup with a ``memory.max`` limit
+    (the kernel notifies when the cgroup reaches its limit or OOMs, never at an eviction
+    threshold below it)."""
+    MEMORY_POLL = "memory-poll"
+    """The adaptive poll of a memory signal (:mod:`nodeagent.triggers.adaptive`): where
+    the kernel has no usage threshold (cgroup v2, or a v1 memcg without eventfd
+    thresholds), the signal is read more often the nearer it is to a threshold."""
     PSI = "psi"
     """A PSI trigger (``<some|full> <stall us> <window us>``) on a pressure file, or its
     emulation by polling the file's ``total`` when the kernel refuses triggers."""
@@ -55,6 +61,12 @@ class MechanismStatus:
     """The file the trigger is armed on (or was meant to be)."""
     detail: str
     """What is armed (``usage >= 1073741824``, ``some 300ms 2s``) or why it is not."""
+
+
+MemoryProbe = Callable[[], int]
+"""Reads one memory signal's ``available`` bytes now (the fast path: only the files
+that signal needs). Raises :class:`OSError` or
+:class:`~nodeagent.errors.SignalReadError` when it cannot."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +108,16 @@ class Triggers(Protocol):
     def watch_memory_events(self, name: str, cgroup_dir: str) -> MechanismStatus: ...
 
     def arm_psi(self, name: str, pressure_file: str, spec: psi.TriggerSpec) -> MechanismStatus: ...
+
+    def arm_memory_poll(
+        self,
+        name: str,
+        source: str,
+        probe: MemoryProbe,
+        thresholds: tuple[int, ...],
+        *,
+        observed: int | None = None,
+    ) -> MechanismStatus: ...
 
     def disarm(self, name: str) -> None: ...
 

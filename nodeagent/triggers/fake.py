@@ -15,16 +15,21 @@ from collections.abc import Mapping
 
 from nodeagent.clock import FakeClock
 from nodeagent.triggers import psi
-from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus, Wake
+from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus, MemoryProbe, Wake
 
 
 class FakeTriggers:
     def __init__(self, clock: FakeClock | None = None) -> None:
         self.clock = clock or FakeClock()
         self.armed: dict[str, tuple[Mechanism, str, object]] = {}
-        """Name -> (mechanism, path, what: usage bytes or a PSI spec)."""
+        """Name -> (mechanism, path, what: usage bytes, a PSI spec, or the thresholds of
+        a memory poll)."""
         self.arm_calls: list[str] = []
         """Names in the order arming was requested (including no-op re-arms)."""
+        self.probes: dict[str, MemoryProbe] = {}
+        self.observed: dict[str, int | None] = {}
+        """The value each memory poll was last handed by the loop."""
+        """The probe of each armed memory poll (never called here: tests call it)."""
         self.scripted: dict[str, MechanismStatus] = {}
         """Statuses to report instead of ACTIVE when these names are armed."""
         self.waits: list[float | None] = []
@@ -51,7 +56,21 @@ class FakeTriggers:
     def arm_psi(self, name: str, pressure_file: str, spec: psi.TriggerSpec) -> MechanismStatus:
         return self._arm(name, Mechanism.PSI, pressure_file, spec)
 
+    def arm_memory_poll(
+        self,
+        name: str,
+        source: str,
+        probe: MemoryProbe,
+        thresholds: tuple[int, ...],
+        *,
+        observed: int | None = None,
+    ) -> MechanismStatus:
+        self.probes[name] = probe
+        self.observed[name] = observed
+        return self._arm(name, Mechanism.MEMORY_POLL, source, thresholds)
+
     def disarm(self, name: str) -> None:
+        self.probes.pop(name, None)
         self.armed.pop(name, None)
         self._statuses.pop(name, None)
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer, PlainVa
 from pydantic_settings import NoDecode
 
 from nodeagent import durations
-from nodeagent.triggers import memcg, psi
+from nodeagent.triggers import adaptive, memcg, psi
 
 
 def _parse_specs(value: Any) -> tuple[psi.TriggerSpec, ...]:
@@ -99,8 +99,26 @@ class TriggerSettings(BaseModel):
     the same name does (default on here; off in the kubelet)."""
 
     memory_events_notification: bool = True
-    """cgroup v2: watch ``memory.events`` of the node and kubepods cgroups with inotify;
-    the kernel changes it on every memory.high, memory.max and OOM event."""
+    """cgroup v2: watch ``memory.events`` of the node and kubepods cgroups with inotify,
+    where that cgroup has a ``memory.max`` limit; the kernel changes it when the cgroup
+    reaches the limit or OOMs (never at an eviction threshold below the limit)."""
+
+    adaptive_memory_poll: bool = True
+    """Read ``memory.available`` and ``allocatableMemory.available`` between polls, more
+    often the nearer they are to a threshold and the faster they fall (from
+    ``memoryPollFloor`` up to ``pollInterval``), wherever the kernel has no usage
+    threshold for them: always on cgroup v2, on v1 where eventfd thresholds cannot be
+    armed. Reads only the files those two signals need."""
+
+    memory_poll_floor: Interval = adaptive.DEFAULT_FLOOR_S
+    """Shortest interval of the adaptive memory poll (default 30ms), used when memory is
+    at or near a threshold. Capped at ``pollInterval``."""
+
+    memory_poll_assumed_rate: Bytes = Field(default=adaptive.DEFAULT_MIN_RATE, gt=0)
+    """The rate (bytes per second) at which the adaptive memory poll assumes memory may
+    start falling even when it is not (default 512Mi): with 100Mi above a threshold it
+    reads every 98ms, with 24Mi at the floor. Observed faster falls shorten the interval
+    further."""
 
     psi_triggers: PsiTriggerList = Field(
         default=tuple(psi.TriggerSpec.parse(spec) for spec in DEFAULT_PSI_TRIGGERS)

@@ -1,9 +1,11 @@
 """Arming the node's triggers from the configuration and the collector's paths.
 
-The loop calls two things: :func:`arm_static_triggers` once at start (PSI triggers and
-``memory.events`` watches, which do not depend on observations), and
+The loop calls three things: :func:`arm_static_triggers` once at start (PSI triggers and
+``memory.events`` watches, which do not depend on observations),
 :func:`rearm_memory_thresholds` after each memory collection (cgroup v1 usage
-thresholds, which move with the page cache and the thresholds). Paths come from the
+thresholds, which move with the page cache and the thresholds), and
+:func:`arm_memory_poll` after it (the adaptive poll, wherever no usage threshold is
+active for a memory signal: always on cgroup v2). Paths come from the
 signals collector, which resolves them below the host root; this module only decides
 what to arm where.
 """
@@ -11,11 +13,17 @@ what to arm where.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from nodeagent.triggers import memcg, psi
-from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus, Triggers
+from nodeagent.triggers.api import (
+    Mechanism,
+    MechanismState,
+    MechanismStatus,
+    MemoryProbe,
+    Triggers,
+)
 from nodeagent.triggers.settings import TriggerSettings
 
 NODE_SCOPE = "node"
@@ -123,6 +131,53 @@ def rearm_memory_thresholds(
         )
         for name, threshold in wanted.items()
     }
+
+
+def memory_poll_name(scope: str) -> str:
+    """``memory-poll:<scope>``."""
+    return f"memory-poll:{scope}"
+
+
+def kernel_thresholds_active(statuses: Mapping[str, MechanismStatus], scope: str) -> bool:
+    """Whether ``scope`` has memcg usage thresholds armed and every one is active: then
+    the kernel notifies at each memory threshold and no memory poll is needed."""
+    prefix = memory_threshold_name(scope, "")
+    armed = [status for name, status in statuses.items() if name.startswith(prefix)]
+    return bool(armed) and all(status.state is MechanismState.ACTIVE for status in armed)
+
+
+def arm_memory_poll(
+    triggers: Triggers,
+    settings: TriggerSettings,
+    *,
+    scope: str,
+    source: str,
+    probe: MemoryProbe | None,
+    thresholds: Collection[int],
+    observed: int | None = None,
+) -> MechanismStatus | None:
+    """Keep the adaptive poll of ``scope``'s memory signal armed while it is needed.
+
+    Needed when the signal has thresholds (bytes of available, resolved against its
+    capacity), a ``probe`` can read it, the poll is enabled, and the kernel does not
+    already notify at each threshold (:func:`kernel_thresholds_active`). Otherwise
+    disarmed. ``observed`` is the signal's available bytes in the collection just made
+    (a read the poll need not repeat). Returns the status, or ``None`` when disarmed.
+    """
+    name = memory_poll_name(scope)
+    wanted = (
+        settings.adaptive_memory_poll
+        and probe is not None
+        and bool(thresholds)
+        and not kernel_thresholds_active(triggers.status(), scope)
+    )
+    if not wanted or probe is None:
+        if name in triggers.status():
+            triggers.disarm(name)
+        return None
+    return triggers.arm_memory_poll(
+        name, source, probe, tuple(sorted(set(thresholds))), observed=observed
+    )
 
 
 def degraded_components(statuses: Mapping[str, MechanismStatus]) -> dict[str, str | None]:

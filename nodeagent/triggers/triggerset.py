@@ -8,10 +8,13 @@ trigger is one descriptor in one epoll instance:
 - psi: the pressure file itself, opened O_RDWR with the trigger written to it (POLLPRI);
 - wake: an eventfd that :meth:`TriggerSet.wake` writes to (POLLIN).
 
-A PSI trigger the kernel refuses is emulated by reading the pressure file at the poll
-interval (:class:`~nodeagent.triggers.psi.StallTracker`); :meth:`TriggerSet.wait` wakes
-for those reads itself and returns only when something fired or the caller's timeout
-ran out.
+Two triggers have no descriptor and are polled by :meth:`TriggerSet.wait` itself, which
+wakes for their reads and returns only when something fired or the caller's timeout ran
+out: a PSI trigger the kernel refuses, emulated by reading the pressure file at the poll
+interval (:class:`~nodeagent.triggers.psi.StallTracker`), and the adaptive memory poll
+(:mod:`~nodeagent.triggers.adaptive`), which reads a memory signal through a probe the
+signals layer provides, at an interval that shrinks as the signal nears a threshold, and
+fires when the set of thresholds it is below changes.
 
 Failures never raise out of arming: a missing file, a refusing kernel or a removed
 cgroup becomes the trigger's status, logged once when it changes, and the loop's poll
@@ -31,8 +34,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nodeagent import durations
-from nodeagent.triggers import kernel, memcg, psi
-from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus, Wake
+from nodeagent.errors import SignalReadError
+from nodeagent.triggers import adaptive, kernel, memcg, psi
+from nodeagent.triggers.api import (
+    Mechanism,
+    MechanismState,
+    MechanismStatus,
+    MemoryProbe,
+    Wake,
+)
 from nodeagent.triggers.settings import TriggerSettings
 
 WAKE_TRIGGER = "wake"
@@ -64,6 +74,17 @@ class _PolledPsi:
 
 
 @dataclass(slots=True)
+class _PolledMemory:
+    source: str
+    probe: MemoryProbe
+    thresholds: tuple[int, ...]
+    due: float
+    rate: adaptive.FallRate
+    below: frozenset[int] | None = None
+    """The thresholds the last read was below; ``None`` before the first read."""
+
+
+@dataclass(slots=True)
 class _MemoryEvents:
     path: str
     wd: int
@@ -74,7 +95,8 @@ class _Unarmed:
     """A trigger that could not be armed (its status says why)."""
 
 
-_Entry = _MemcgThreshold | _KernelPsi | _PolledPsi | _MemoryEvents | _Unarmed
+_Entry = _MemcgThreshold | _KernelPsi | _PolledPsi | _PolledMemory | _MemoryEvents | _Unarmed
+_Polled = (_PolledPsi, _PolledMemory)
 
 
 @dataclass(slots=True)
@@ -90,6 +112,8 @@ class TriggerSet:
 
     ``poll_interval`` is how often emulated PSI triggers read their file (the loop's
     poll interval). With ``psi_kernel_triggers=False`` every PSI trigger is emulated.
+    ``memory_poll`` bounds the adaptive memory poll's interval (floor, ceiling) and
+    sets the fall rate it assumes when memory is not moving.
     """
 
     def __init__(
@@ -98,10 +122,16 @@ class TriggerSet:
         poll_interval: float = 1.0,
         psi_kernel_triggers: bool = True,
         rearm_policy: memcg.RearmPolicy | None = None,
+        memory_poll: adaptive.PollBounds | None = None,
         logger: logging.Logger | None = None,
     ) -> None:
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        self._memory_poll = memory_poll or adaptive.PollBounds(
+            floor=min(adaptive.DEFAULT_FLOOR_S, poll_interval),
+            ceiling=poll_interval,
+            min_rate=adaptive.DEFAULT_MIN_RATE,
+        )
         self._poll_interval = poll_interval
         self._psi_kernel_triggers = psi_kernel_triggers
         self._rearm = rearm_policy or memcg.RearmPolicy.for_page_size(
@@ -127,6 +157,11 @@ class TriggerSet:
             psi_kernel_triggers=settings.psi_kernel_triggers,
             rearm_policy=memcg.RearmPolicy.for_page_size(
                 os.sysconf("SC_PAGE_SIZE"), hysteresis_bytes=settings.memory_threshold_hysteresis
+            ),
+            memory_poll=adaptive.PollBounds(
+                floor=min(settings.memory_poll_floor, settings.poll_interval),
+                ceiling=settings.poll_interval,
+                min_rate=settings.memory_poll_assumed_rate,
             ),
             logger=logger,
         )
@@ -180,6 +215,18 @@ class TriggerSet:
             and current.entry.path == path
         ):
             return self._statuses[name]
+        limit = _memory_limit(cgroup_dir)
+        if limit is None and os.path.exists(path):
+            self._release(name)
+            return self._unarmed(
+                name,
+                ("events", path),
+                Mechanism.MEMORY_EVENTS,
+                path,
+                f"{cgroup_dir} has no memory.max limit: its memory.events counts only OOM "
+                f"kills, and never changes at an eviction threshold (the memory poll "
+                f"watches those)",
+            )
         try:
             if self._inotify is None:
                 self._inotify = kernel.Inotify()
@@ -201,7 +248,11 @@ class TriggerSet:
         return self._set_status(
             name,
             MechanismStatus(
-                Mechanism.MEMORY_EVENTS, MechanismState.ACTIVE, path, "inotify IN_MODIFY"
+                Mechanism.MEMORY_EVENTS,
+                MechanismState.ACTIVE,
+                path,
+                f"inotify IN_MODIFY: fires when the cgroup reaches memory.max ({limit} bytes) "
+                f"or OOMs, not at an eviction threshold below it",
             ),
         )
 
@@ -289,6 +340,54 @@ class TriggerSet:
             ),
         )
 
+    def arm_memory_poll(
+        self,
+        name: str,
+        source: str,
+        probe: MemoryProbe,
+        thresholds: tuple[int, ...],
+        *,
+        observed: int | None = None,
+    ) -> MechanismStatus:
+        """Read ``probe`` (one memory signal's available bytes) at the adaptive interval
+        and wake when the set of ``thresholds`` (bytes of available) it is below changes.
+
+        ``observed`` is the value the caller just read in a full collection: it counts
+        as a read (the next one is scheduled from it, and a crossing it shows is not
+        reported again). Re-arming the same name and source keeps the poll's rate.
+        """
+        now = time.monotonic()
+        current = self._named.get(name)
+        if (
+            current is not None
+            and isinstance(current.entry, _PolledMemory)
+            and current.entry.source == source
+        ):
+            entry = current.entry
+            entry.probe = probe
+            if entry.thresholds != thresholds:
+                entry.thresholds = thresholds
+                entry.due = now
+            if observed is not None:
+                self._observe_memory(entry, observed, now)
+            return self._statuses[name]
+        entry = _PolledMemory(source, probe, thresholds, due=now, rate=adaptive.FallRate())
+        if observed is not None:
+            self._observe_memory(entry, observed, now)
+        self._replace(name, entry)
+        bounds = self._memory_poll
+        return self._set_status(
+            name,
+            MechanismStatus(
+                Mechanism.MEMORY_POLL,
+                MechanismState.ACTIVE,
+                source,
+                f"read every {durations.format_go_duration(bounds.floor)} to "
+                f"{durations.format_go_duration(bounds.ceiling)}, sooner the nearer a "
+                f"threshold and the faster memory falls",
+            ),
+        )
+
     def disarm(self, name: str) -> None:
         """Release the trigger ``name`` and forget its status; unknown names are fine."""
         self._release(name)
@@ -305,28 +404,34 @@ class TriggerSet:
 
     def wait(self, timeout_s: float | None) -> list[Wake]:
         """Wakes since the last call, waiting up to ``timeout_s`` for the first one."""
-        deadline = None if timeout_s is None else time.monotonic() + max(0.0, timeout_s)
+        # One clock read per round: a wake-up costs little on a real host, but each
+        # system call counts where they are dear (user-mode-linux, gVisor).
+        now = time.monotonic()
+        deadline = None if timeout_s is None else now + max(0.0, timeout_s)
         while True:
-            now = time.monotonic()
             wakes = self._poll_emulated(now)
             limit = deadline
             for named in self._named.values():
-                if isinstance(named.entry, _PolledPsi):
+                if isinstance(named.entry, _Polled):
                     limit = named.entry.due if limit is None else min(limit, named.entry.due)
             block = -1.0 if limit is None else max(0.0, limit - now)
             events = self._epoll.poll(0.0 if wakes else block)
-            stamp = time.monotonic()
+            now = time.monotonic()
             for fd, mask in events:
-                wakes.extend(self._on_ready(fd, mask, stamp))
+                wakes.extend(self._on_ready(fd, mask, now))
             if wakes:
                 return _coalesce(wakes)
-            if deadline is not None and stamp >= deadline:
+            if deadline is not None and now >= deadline:
                 return []
 
     def _poll_emulated(self, now: float) -> list[Wake]:
         wakes: list[Wake] = []
         for name, named in list(self._named.items()):
             entry = named.entry
+            if isinstance(entry, _PolledMemory):
+                if now >= entry.due and self._poll_memory(name, entry, now):
+                    wakes.append(Wake(name, Mechanism.MEMORY_POLL, now))
+                continue
             if not isinstance(entry, _PolledPsi) or now < entry.due:
                 continue
             entry.due = now + self._poll_interval
@@ -346,6 +451,35 @@ class TriggerSet:
             if fired:
                 wakes.append(Wake(name, Mechanism.PSI, time.monotonic()))
         return wakes
+
+    def _poll_memory(self, name: str, entry: _PolledMemory, now: float) -> bool:
+        """Read one memory signal; schedule the next read; whether to wake the loop."""
+        try:
+            available = entry.probe()
+        except (OSError, SignalReadError) as exc:
+            # The loop's full collection reports the signal unavailable; retry at the
+            # ceiling rather than spin on a failing read.
+            entry.due = now + self._memory_poll.ceiling
+            self._log.debug("memory poll %s: %s", name, _describe(exc))
+            return False
+        previous = entry.below
+        return self._observe_memory(entry, available, now) != previous and previous is not None
+
+    def _observe_memory(self, entry: _PolledMemory, available: int, now: float) -> frozenset[int]:
+        """Record one reading of the signal: its fall rate, its side of each threshold,
+        and when to read next. Returns the thresholds it is below."""
+        bounds = self._memory_poll
+        entry.rate = entry.rate.observe(now, available)
+        entry.due = adaptive.next_poll_time(
+            headroom=adaptive.nearest_headroom(available, entry.thresholds),
+            rate=entry.rate.rate,
+            floor=bounds.floor,
+            ceiling=bounds.ceiling,
+            min_rate=bounds.min_rate,
+            now=now,
+        )
+        entry.below = adaptive.crossed_below(available, entry.thresholds)
+        return entry.below
 
     def _on_ready(self, fd: int, mask: int, stamp: float) -> list[Wake]:
         if fd == self._waker:
@@ -508,6 +642,16 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno is not None:
         return f"{errno.errorcode.get(exc.errno, exc.errno)}: {exc.strerror}"
     return str(exc)
+
+
+def _memory_limit(cgroup_dir: str) -> int | None:
+    """A cgroup v2 directory's ``memory.max`` in bytes; ``None`` when unlimited or
+    unreadable."""
+    try:
+        text = kernel.read_small_file(os.path.join(cgroup_dir, "memory.max")).strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def _memcg_refusal(cgroup_dir: str, exc: OSError) -> str:

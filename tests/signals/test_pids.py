@@ -11,7 +11,7 @@ from nodeagent.model import PodUID, QOSClass, SignalValue
 from nodeagent.signals.cgroups import CgroupVersion, PodCgroupIndex, detect_cgroups
 from nodeagent.signals.files import FileReader
 from nodeagent.signals.fixtures import HostTree, Memory
-from nodeagent.signals.pids import PidReader
+from nodeagent.signals.pids import PidReader, PodTasks
 
 
 @pytest.mark.parametrize(
@@ -54,15 +54,41 @@ def test_tasks_are_counted_without_a_pids_controller(
     tree = HostTree(tmp_path, version=version, pids_hierarchy=False)
     tree.kubepods(Memory(0), limit=None)
     cgroup = tree.pod("p", Memory(1), qos=QOSClass.BURSTABLE, tasks=2)
-    # Two containers below the pod, with 3 and 4 threads.
+    # Two containers below the pod: one process of 3 threads, two of 2 each.
     tasks_file = "tasks" if version is CgroupVersion.V1 else "cgroup.threads"
-    for name, count in (("c1", 3), ("c2", 4)):
+    for name, count, processes in (("c1", 3, 1), ("c2", 4, 2)):
         child = tree.memory_dir(f"{cgroup}/{name}")
         child.mkdir()
         (child / tasks_file).write_text("".join(f"{n}\n" for n in range(count)))
+        (child / "cgroup.procs").write_text("".join(f"{n}\n" for n in range(processes)))
     if version is CgroupVersion.V2:
         (tree.memory_dir(cgroup) / "pids.current").unlink()  # pids not enabled in the subtree
     index = PodCgroupIndex(detect_cgroups(str(tree.path("/sys/fs/cgroup"))))
     index.refresh()
     reader = PidReader(proc_dir=str(tree.path("/proc")), version=version)
-    assert reader.pod_tasks(FileReader(), index.pods[PodUID("p")]) == 2 + 3 + 4
+    assert reader.pod_tasks(FileReader(), index.pods[PodUID("p")]) == PodTasks(
+        processes=2 + 1 + 2, threads=2 + 3 + 4
+    )
+
+
+def test_processes_are_recounted_only_when_threads_move(tmp_path: Path) -> None:
+    """With pids.current the thread count is one read; the walk over the containers'
+    cgroup.procs happens only when that count changed since the last one."""
+    tree = HostTree(tmp_path, version=CgroupVersion.V2)
+    tree.kubepods(Memory(0), limit=None)
+    cgroup = tree.pod("p", Memory(1), tasks=0, containers={"c1": 41, "c2": 42})
+    pids_current = tree.memory_dir(cgroup) / "pids.current"
+    pids_current.write_text("5\n")
+    index = PodCgroupIndex(detect_cgroups(str(tree.path("/sys/fs/cgroup"))))
+    index.refresh()
+    reader, files = (
+        PidReader(proc_dir=str(tree.path("/proc")), version=CgroupVersion.V2),
+        FileReader(),
+    )
+    pod = index.pods[PodUID("p")]
+    first = reader.pod_tasks(files, pod)
+    assert first == PodTasks(processes=2, threads=5)
+    (tree.memory_dir(f"{cgroup}/cri-containerd-c1.scope") / "cgroup.procs").write_text("41\n43\n")
+    assert reader.pod_tasks(files, pod, first) is first  # threads still 5: no walk
+    pids_current.write_text("6\n")
+    assert reader.pod_tasks(files, pod, first) == PodTasks(processes=3, threads=6)

@@ -59,6 +59,7 @@ def test_wakes_before_wait_are_coalesced(triggers: TriggerSet) -> None:
 
 def test_close_is_idempotent_and_releases_descriptors(tmp_path: Path) -> None:
     (tmp_path / "memory.events").write_text("low 0\n")
+    (tmp_path / "memory.max").write_text("536870912\n")
     before = open_fds()
     trigger_set = TriggerSet()
     trigger_set.watch_memory_events("events", str(tmp_path))
@@ -73,8 +74,10 @@ def test_close_is_idempotent_and_releases_descriptors(tmp_path: Path) -> None:
 def test_memory_events_change_wakes(triggers: TriggerSet, tmp_path: Path) -> None:
     events = tmp_path / "memory.events"
     events.write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    (tmp_path / "memory.max").write_text("536870912\n")
     status = triggers.watch_memory_events("node", str(tmp_path))
     assert status.state is MechanismState.ACTIVE
+    assert "536870912" in status.detail and "not at an eviction threshold" in status.detail
     assert triggers.wait(0) == []
     threading.Timer(0.05, events.write_text, ["low 0\nhigh 1\nmax 0\noom 0\noom_kill 0\n"]).start()
     wakes = triggers.wait(5.0)
@@ -84,6 +87,7 @@ def test_memory_events_change_wakes(triggers: TriggerSet, tmp_path: Path) -> Non
 def test_two_names_on_one_file_both_wake(triggers: TriggerSet, tmp_path: Path) -> None:
     events = tmp_path / "memory.events"
     events.write_text("high 0\n")
+    (tmp_path / "memory.max").write_text("1048576\n")
     triggers.watch_memory_events("a", str(tmp_path))
     triggers.watch_memory_events("b", str(tmp_path))
     events.write_text("high 1\n")
@@ -96,6 +100,7 @@ def test_two_names_on_one_file_both_wake(triggers: TriggerSet, tmp_path: Path) -
 def test_memory_events_removed_degrades(triggers: TriggerSet, tmp_path: Path) -> None:
     events = tmp_path / "memory.events"
     events.write_text("high 0\n")
+    (tmp_path / "memory.max").write_text("1048576\n")
     triggers.watch_memory_events("node", str(tmp_path))
     events.unlink()
     assert [wake.trigger for wake in triggers.wait(1.0)] == ["node"]
@@ -111,7 +116,20 @@ def test_memory_events_missing_is_unavailable(triggers: TriggerSet, tmp_path: Pa
     assert "no memory.events" in status.detail
     # Retried when asked again: the cgroup may have appeared since.
     (tmp_path / "memory.events").write_text("high 0\n")
+    (tmp_path / "memory.max").write_text("1048576\n")
     assert triggers.watch_memory_events("node", str(tmp_path)).state is MechanismState.ACTIVE
+
+
+def test_memory_events_without_a_limit_does_not_claim_to_detect(
+    triggers: TriggerSet, tmp_path: Path
+) -> None:
+    """Without memory.max the file changes only on OOM kills: never at an eviction
+    threshold, so the watch must not report itself active."""
+    (tmp_path / "memory.events").write_text("high 0\nmax 0\n")
+    (tmp_path / "memory.max").write_text("max\n")
+    status = triggers.watch_memory_events("node", str(tmp_path))
+    assert status.state is MechanismState.UNAVAILABLE
+    assert "no memory.max limit" in status.detail and "memory poll" in status.detail
 
 
 @pytest.mark.kernel

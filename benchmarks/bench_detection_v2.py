@@ -1,0 +1,133 @@
+"""Detection on a real cgroup v2 kernel: crossing -> decision, and the agent's CPU.
+
+    sudo python -m benchmarks.bench_detection_v2                  # 20 runs a scope; ~8 min
+    sudo python -m benchmarks.bench_detection_v2 --runs 30 --baseline-runs 10
+
+Issue 14's measurement. Boots user-mode-linux (tests/uml/machine.py: Linux 6.1 as a
+process, cgroup v2, one CPU, ``mem=`` 1 GiB) and runs :mod:`tests.uml.inside_detection`
+in it: a real ``nodeagent run --standalone`` guards ``memory.available`` at the v2 root
+(capacity MemTotal, ``memory.available<160Mi``) and at a node cgroup with
+``memory.max`` 512 MiB (``memory.available<64Mi``); a ballast holds memory 24 MiB above
+the threshold and a hog crosses it, each run at a random phase. Latency is the agent's
+``decidedMonotonic`` minus the hog's CLOCK_MONOTONIC reading of its crossing. CPU is
+``utime + stime`` of the agent over ``--cpu-window`` seconds at rest (before the
+ballast) and near the threshold (with it).
+
+Two configurations per scope, side by side in the same boot: the defaults (the
+adaptive memory poll) and ``--adaptive-memory-poll=false`` (what v2 had before: the 1 s
+node poll and the 500 ms filesystem poll, whichever comes first), the baseline of the
+ratios. Prints p50/p99/max, what caught each crossing, and CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.uml import machine
+
+SCOPES = ("root", "node")
+CONFIGURATIONS = {"adaptive": [], "poll": ["--adaptive-memory-poll=false"]}
+
+
+def inside_command(
+    runs: int, baseline_runs: int, cpu_window: float, scopes: list[str], labels: list[str]
+) -> list[str]:
+    steps = []
+    for scope in scopes:
+        for label in labels:
+            agent_args = CONFIGURATIONS[label]
+            count = runs if label == "adaptive" else baseline_runs
+            args = [
+                "-m",
+                "tests.uml.inside_detection",
+                f"--scope={scope}",
+                f"--runs={count}",
+                f"--label={label}",
+                f"--cpu-window={cpu_window}",
+                *(f"--agent-arg={arg}" for arg in agent_args),
+            ]
+            steps.append(" ".join([sys.executable, *args]))
+    return ["sh", "-c", " && ".join(steps)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def report(found: dict[tuple[str, str], dict[str, Any]]) -> None:
+    print(
+        f"{'scope':<6}{'configuration':<15}{'runs':>5}{'p50':>10}{'p99':>10}{'max':>10}"
+        f"{'CPU rest':>10}{'CPU near':>10}  caught by"
+    )
+    for (scope, label), result in found.items():
+        latencies = result["latencies_s"]
+        caught = collections.Counter(result["caught_by"])
+        print(
+            f"{scope:<6}{label:<15}{len(latencies):>5}"
+            f"{percentile(latencies, 50) * 1e3:>8.1f}ms"
+            f"{percentile(latencies, 99) * 1e3:>8.1f}ms"
+            f"{max(latencies) * 1e3:>8.1f}ms"
+            f"{result['cpu_rest'] * 100:>9.2f}%"
+            f"{result['cpu_near'] * 100:>9.2f}%  "
+            + ", ".join(f"{kind} {count}" for kind, count in caught.most_common())
+        )
+    for scope in SCOPES:
+        adaptive, poll = found.get((scope, "adaptive")), found.get((scope, "poll"))
+        if adaptive is None or poll is None:
+            continue
+        p50 = percentile(poll["latencies_s"], 50) / percentile(adaptive["latencies_s"], 50)
+        p99 = percentile(poll["latencies_s"], 99) / percentile(adaptive["latencies_s"], 99)
+        print(f"{scope}: poll / adaptive latency p50 {p50:.0f}x, p99 {p99:.0f}x")
+        print(
+            f"{scope}: headroom at rest {adaptive['available_at_rest'] >> 20} MiB, near "
+            f"{adaptive['available_near'] >> 20} MiB (available; threshold below it)"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="bench_detection_v2", description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--baseline-runs", type=int, default=10)
+    parser.add_argument("--cpu-window", type=float, default=20.0)
+    parser.add_argument("--mem-mib", type=int, default=1024)
+    parser.add_argument("--scopes", default=",".join(SCOPES), help="root, node")
+    parser.add_argument(
+        "--configurations", default=",".join(CONFIGURATIONS), help=", ".join(CONFIGURATIONS)
+    )
+    args = parser.parse_args()
+    scopes, labels = args.scopes.split(","), args.configurations.split(",")
+    if os.geteuid() != 0:
+        raise SystemExit("needs root: the guest writes its results to the host as root")
+    reason = machine.available()
+    if reason is not None:
+        raise SystemExit(reason)
+    started = time.monotonic()
+    boot = machine.boot(
+        inside_command(args.runs, args.baseline_runs, args.cpu_window, scopes, labels),
+        mem_mib=args.mem_mib,
+        timeout_s=3600,
+    )
+    print(f"one boot, {time.monotonic() - started:.0f}s", file=sys.stderr)
+    found = {}
+    for scope in scopes:
+        for label in labels:
+            path = Path(boot.results) / f"detection-{scope}-{label}.json"
+            if path.is_file():
+                found[scope, label] = json.loads(path.read_text())
+    if len(found) < len(scopes) * len(labels):
+        print(boot.output[-4000:], file=sys.stderr)
+        raise SystemExit(f"the guest did not finish (status {boot.status})")
+    report(found)
+
+
+if __name__ == "__main__":
+    main()

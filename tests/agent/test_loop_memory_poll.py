@@ -1,0 +1,43 @@
+"""The loop arms the adaptive memory poll where the kernel has no usage threshold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nodeagent.signals.fixtures import GIB
+from nodeagent.triggers.api import Mechanism
+from tests.agent.rig import Rig
+
+
+def test_no_memory_poll_while_memcg_thresholds_notify(tmp_path: Path) -> None:
+    rig = Rig(tmp_path)
+    rig.cycle()
+    assert "memcg:node:memory.available<1Gi hard" in rig.triggers.armed
+    assert not [name for name in rig.triggers.armed if name.startswith("memory-poll")]
+
+
+def test_memory_poll_replaces_memcg_thresholds_when_they_are_off(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, settings={"kernel_memcg_notification": False})
+    rig.cycle()
+    mechanism, _, thresholds = rig.triggers.armed["memory-poll:node"]
+    assert mechanism is Mechanism.MEMORY_POLL
+    assert thresholds == (1 * GIB,)
+    probe = rig.triggers.probes["memory-poll:node"]
+    assert probe() == 12 * GIB  # 16Gi - 4Gi, read again from the host's files
+    assert rig.triggers.observed["memory-poll:node"] == 12 * GIB  # the collection's value
+    rig.set_node_usage(15 * GIB + GIB // 2)
+    assert probe() == GIB // 2
+    # A crossing the poll reports wakes the loop, which collects and decides at once.
+    rig.triggers.fire("memory-poll:node")
+    result = rig.cycle()
+    assert result is not None and result.trigger == "memory-poll:memory-poll:node"
+    assert result.decision.thresholds_met  # memory.available<1Gi, from the fresh read
+
+
+def test_memory_poll_follows_the_thresholds_and_can_be_disabled(tmp_path: Path) -> None:
+    rig = Rig(
+        tmp_path,
+        settings={"kernel_memcg_notification": False, "adaptive_memory_poll": False},
+    )
+    rig.cycle()
+    assert "memory-poll:node" not in rig.triggers.armed
