@@ -103,6 +103,7 @@ class Handle:
     now: float = 0.0
     """Wall-clock Unix seconds of this plan (freshness of published node data)."""
     binder: Binder = field(default_factory=RecordingBinder)
+    features: config.FeatureGates = field(default_factory=config.FeatureGates)
 
 
 @runtime_checkable
