@@ -34,33 +34,13 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True, slots=True)
-class DisruptionBudget:
-    namespace: str
-    name: str
-    selector: api.LabelSelector | None
-    disruptions_allowed: int
-    disrupted_pods: frozenset[str] = frozenset()
-    """``status.disruptedPods`` names: already counted against the budget."""
-
-    def covers(self, pod: api.Pod) -> bool:
-        """kube-scheduler's PDB match for preemption: same namespace and a non-empty
-        selector that matches the pod's labels."""
-        return (
-            pod.namespace == self.namespace
-            and self.selector is not None
-            and not self.selector.is_empty
-            and self.selector.matches(pod.labels)
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class ClusterObjects:
     """Everything read from a cluster file, in input order."""
 
     nodes: tuple[api.Node, ...]
     pods: tuple[api.Pod, ...]
     priority_classes: Mapping[str, int] = field(default_factory=dict)
-    disruption_budgets: tuple[DisruptionBudget, ...] = ()
+    disruption_budgets: tuple[api.DisruptionBudget, ...] = ()
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Namespace name -> labels (for pod affinity's ``namespaceSelector``)."""
     workloads: tuple[api.Workload, ...] = ()
@@ -547,7 +527,7 @@ def parse_node(obj: Mapping[str, Any]) -> api.Node:
     )
 
 
-def parse_disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
+def parse_disruption_budget(obj: Mapping[str, Any]) -> api.DisruptionBudget:
     meta = _mapping(obj.get("metadata"), FieldPath("PodDisruptionBudget", "metadata"))
     namespace = str(meta.get("namespace") or "default")
     name = str(meta.get("name") or "")
@@ -556,7 +536,7 @@ def parse_disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
     status = _mapping(obj.get("status"), where / "status")
     allowed = status.get("disruptionsAllowed")
     disrupted = _mapping(status.get("disruptedPods"), where / "status" / "disruptedPods")
-    return DisruptionBudget(
+    return api.DisruptionBudget(
         namespace,
         name,
         parse_label_selector(spec.get("selector"), where / "spec" / "selector"),
@@ -610,7 +590,7 @@ def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObje
                 classes[""] = value
     nodes: list[api.Node] = []
     pods: list[api.Pod] = []
-    budgets: list[DisruptionBudget] = []
+    budgets: list[api.DisruptionBudget] = []
     namespaces: dict[str, Mapping[str, str]] = {}
     workloads: list[api.Workload] = []
     for kind, obj in flat:

@@ -355,6 +355,12 @@ class NodeAffinity:
             return api.unschedulable(REASON_POD, unresolvable=True)
         return api.SUCCESS
 
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
+
     def _preferred(self, pod: api.Pod) -> tuple[api.PreferredTerm, ...]:
         own = pod.affinity.preferred if pod.affinity is not None else ()
         return (*self._added_preferred, *own)

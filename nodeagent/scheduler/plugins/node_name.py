@@ -32,6 +32,12 @@ class NodeName:
             return api.SUCCESS
         return api.unschedulable(REASON, unresolvable=True)
 
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
+
 
 def new(args: Any, handle: Handle) -> NodeName:
     return NodeName()

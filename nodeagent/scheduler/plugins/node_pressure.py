@@ -232,6 +232,12 @@ class NodePressure:
         ]
         return result
 
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
+
 
 def new(args: Args | None, handle: Handle) -> NodePressure:
     return NodePressure(args or Args(), handle)

@@ -191,6 +191,17 @@ class NodeResourcesFit:
             return api.SUCCESS
         return api.unschedulable(*reasons, unresolvable=unresolvable)
 
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """A shortfall is unresolvable when a request exceeds even the empty node."""
+        helps = np.ones(len(nodes), dtype=bool)
+        for check in self._state(state, pod, snapshot):
+            if check.row is None:
+                return np.zeros(len(nodes), dtype=bool)
+            helps &= check.amount <= snapshot.allocatable[check.row, nodes]
+        return helps
+
     # --- Score --------------------------------------------------------------------------
 
     def _pod_scoring_requests(self, pod: api.Pod) -> list[int]:

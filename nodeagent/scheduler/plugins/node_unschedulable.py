@@ -36,6 +36,12 @@ class NodeUnschedulable:
             return api.SUCCESS
         return api.unschedulable(REASON_UNSCHEDULABLE, unresolvable=True)
 
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
+
 
 def new(args: Any, handle: Handle) -> NodeUnschedulable:
     return NodeUnschedulable()

@@ -98,6 +98,12 @@ class TaintToleration:
             return api.SUCCESS
         return api.unschedulable(reason(taint), unresolvable=True)
 
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
+
     def pre_score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> api.Status:
