@@ -26,6 +26,7 @@ Contracts:
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -184,6 +185,8 @@ class Handle:
     binder: Binder = field(default_factory=RecordingBinder)
     features: config.FeatureGates = field(default_factory=config.FeatureGates)
     nominator: Nominator = field(default_factory=Nominator)
+    rng: random.Random = field(default_factory=random.Random)
+    """Randomness plugins may use (preemption's starting offset); seeded by the planner."""
 
 
 @runtime_checkable

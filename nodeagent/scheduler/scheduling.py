@@ -276,7 +276,7 @@ class Scheduler:
                 result.nominated_node = None if offer is None else offer.nominated_node
                 if post.code is not api.Code.ERROR and post.message:
                     # kube-scheduler appends the PostFilter message to the FitError's.
-                    fit = f"{result.status.message} {post.message}."
+                    fit = f"{result.status.message} {post.message}"
                     result.status = api.Status(result.status.code, (fit,), result.status.plugin)
             return result
         node_index = self.snapshot.index[result.node]

@@ -398,7 +398,7 @@ def test_post_filter_runs_without_feasible_nodes_and_collects_rejections() -> No
     assert rec.calls[1][2] == ["n1", "n2", "n3"]  # every rejected node's status is handed over
     assert result.nominated_node == "n2"
     assert result.status.message == (
-        "0/3 nodes are available: 3 No says no. p1 found nothing, p2 neither."
+        "0/3 nodes are available: 3 No says no. p1 found nothing, p2 neither"
     )
 
 

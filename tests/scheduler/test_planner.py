@@ -52,7 +52,8 @@ def test_basic(capsys: pytest.CaptureFixture[str]) -> None:
     assert batch["nodes"]["n3"] == {"evaluated": True, "feasible": True}  # only node: no scoring
     assert big["message"] == (
         "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: batch},"
-        " 2 Insufficient cpu."
+        " 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not"
+        " helpful for scheduling."
     )
 
 
@@ -150,7 +151,10 @@ items:
         ("default/p1", "only"),
         ("default/p2", None),
     ]
-    assert result.placements[2].message == "0/1 nodes are available: 1 Insufficient cpu."
+    assert result.placements[2].message == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available:"
+        " 1 No preemption victims found for incoming pod."
+    )
 
 
 def test_pods_of_other_schedulers_are_left_alone() -> None:
@@ -233,7 +237,10 @@ items:
         objects.load_cluster(text), config.parse_configuration(None, plugins), now=NOW
     )
     assert [(p.pod, p.node) for p in result.placements] == [("default/waiting", None)]
-    assert result.placements[0].message == "0/1 nodes are available: 1 Insufficient cpu."
+    assert result.placements[0].message == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available:"
+        " 1 No preemption victims found for incoming pod."
+    )
 
 
 @pytest.mark.parametrize(

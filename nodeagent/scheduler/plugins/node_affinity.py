@@ -285,6 +285,8 @@ def pod_affinity_mask(pod: api.Pod, snapshot: ClusterSnapshot) -> Mask:
 
 class NodeAffinity:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, args: Args) -> None:
         added = args.parsed()

@@ -16,6 +16,8 @@ REASON = "node(s) didn't match the requested node name"
 
 class NodeName:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices

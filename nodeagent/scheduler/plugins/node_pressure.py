@@ -142,6 +142,8 @@ def headroom_score(
 
 class NodePressure:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, args: Args, handle: Handle) -> None:
         self.args = args

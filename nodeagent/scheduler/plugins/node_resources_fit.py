@@ -119,6 +119,8 @@ class _Check:
 
 class NodeResourcesFit:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, args: Args) -> None:
         self.args = args

@@ -19,6 +19,8 @@ UNSCHEDULABLE_TAINT = api.Taint(api.TAINT_NODE_UNSCHEDULABLE, api.TaintEffect.NO
 
 class NodeUnschedulable:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices

@@ -65,6 +65,8 @@ def prefer_no_schedule_tolerations(
 
 class TaintToleration:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, handle: Handle | None = None) -> None:
         self._compare = (handle or Handle()).features.taint_toleration_comparison_operators
