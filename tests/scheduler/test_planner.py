@@ -249,6 +249,14 @@ items:
         pytest.param(None, "cannot read cluster file", id="missing"),
         pytest.param("items: [", "not valid YAML", id="bad-yaml"),
         pytest.param(
+            "{nodes: [{name: n1}], pods: 5}", "document 0: kind = None", id="no-kubernetes-objects"
+        ),
+        pytest.param(
+            "kind: List\nitems:\n- {kind: Node, metadata: {name: n1}, spec: [1]}",
+            "document 0 items[0]: Node n1: spec",
+            id="unexpected-shape",
+        ),
+        pytest.param(
             "kind: Pod\nmetadata: {name: x}\n"
             "spec: {containers: [{resources: {requests: {cpu: many}}}]}",
             "requests.cpu",
