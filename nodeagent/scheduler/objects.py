@@ -305,7 +305,7 @@ def parse_spread_constraints(
         if not isinstance(topology_key, str) or not topology_key:
             raise (here / "topologyKey").fail(topology_key, "a non-empty label key is required")
         when = item.get("whenUnsatisfiable")
-        if when not in set(api.Unsatisfiable):
+        if not isinstance(when, str) or when not in set(api.Unsatisfiable):
             raise (here / "whenUnsatisfiable").fail(
                 when, f"expected one of {', '.join(api.Unsatisfiable)}"
             )
