@@ -242,10 +242,10 @@ class _DryRun:
             node = int(at[i])
             found[node].append(pods[i])
             violations[node] += bool(violating[i])
-        return {
-            node: Victims(tuple(sorted(v, key=lambda p: importance(p, self.now))), violations[node])
-            for node, v in found.items()
-        }
+        if self.budgets:  # violating pods were reprieved first: back to importance order
+            for victims in found.values():
+                victims.sort(key=lambda p: importance(p, self.now))
+        return {node: Victims(tuple(v), violations[node]) for node, v in found.items()}
 
     def _reprieve_order(self, at: NodeIndices, pods: list[api.Pod]) -> NodeIndices:
         """Group by node, most important first within a node."""
