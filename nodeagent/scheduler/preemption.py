@@ -214,9 +214,8 @@ class _DryRun:
         )
         victim = np.zeros(count, dtype=bool)
         try:
-            for node in touched.tolist():
-                for other in self.nominated.get(node, ()):
-                    snapshot.account(other, node, 1)
+            promised = [(o, n) for n in touched.tolist() for o in self.nominated.get(n, ())]
+            snapshot.shift_requests([o for o, _ in promised], [n for _, n in promised], 1)
             snapshot.shift_columns(usage, at, -1)
             alive = np.array(sorted(self._passing(filters, state, touched.tolist(), status)))
             for node in set(touched.tolist()) - set(alive.tolist()):

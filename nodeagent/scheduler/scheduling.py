@@ -335,13 +335,12 @@ class Scheduler:
             for other, name in fw.handle.nominator.counted_for(pod)
             if name in snapshot.index
         ]
-        for other, node in nominated:  # filters see nominated pods (addGENominatedPods)
-            snapshot.add_pod(other, node)
+        others, holders = [p for p, _ in nominated], [n for _, n in nominated]
+        snapshot.add_pods(others, holders)  # filters see nominated pods (addGENominatedPods)
         try:
             feasible = self._filter(fw, pod, result)
         finally:
-            for other, node in nominated:
-                snapshot.remove_pod(other, node)
+            snapshot.remove_pods(others, holders)
         if feasible is None or result.node is not None:
             return result
         if nominated and feasible.size:

@@ -328,6 +328,10 @@ class ClusterSnapshot:
     def add_pod(self, pod: api.Pod, node: int) -> None:
         """Account ``pod`` on node ``node`` (a bound pod, or one the scheduler assumes)."""
         self.account(pod, node, 1)
+        self._book(pod, node)
+
+    def _book(self, pod: api.Pod, node: int) -> None:
+        """Everything :meth:`add_pod` records besides the resource columns."""
         self.pods_on_node[node].append(pod)
         self.pod_groups.update(pod, node, 1)
         if pod.pod_affinity is not None:
@@ -335,8 +339,44 @@ class ClusterSnapshot:
         if pod.host_ports:
             self.used_ports.setdefault(node, []).extend(pod.host_ports)
 
+    def add_pods(self, pods: Sequence[api.Pod], nodes: Sequence[int]) -> None:
+        """:meth:`add_pod` for many pods (``pods[j]`` on ``nodes[j]``), the resource
+        columns in one scatter."""
+        self.shift_requests(pods, nodes, 1)
+        for pod, node in zip(pods, nodes, strict=True):
+            self._book(pod, node)
+
+    def remove_pods(self, pods: Sequence[api.Pod], nodes: Sequence[int]) -> None:
+        self.shift_requests(pods, nodes, -1)
+        for pod, node in zip(pods, nodes, strict=True):
+            self._unbook(pod, node)
+
+    def shift_requests(self, pods: Sequence[api.Pod], nodes: Sequence[int], sign: int) -> None:
+        """:meth:`account` for many pods at once: one scatter per column."""
+        if not pods:
+            return
+        rows: list[int] = []
+        columns: list[int] = []
+        amounts: list[int] = []
+        for pod, node in zip(pods, nodes, strict=True):
+            for name, amount in pod.requests.items():
+                if name != api.PODS:
+                    rows.append(self._ensure_row(name))
+                    columns.append(node)
+                    amounts.append(sign * amount)
+        at = np.asarray(nodes, dtype=np.intp)
+        np.add.at(self.requested, (rows, columns), np.asarray(amounts, dtype=np.int64))
+        cpu = np.fromiter((p.nonzero_cpu for p in pods), dtype=np.int64, count=len(pods))
+        memory = np.fromiter((p.nonzero_memory for p in pods), dtype=np.int64, count=len(pods))
+        np.add.at(self.nonzero_requested[CPU_ROW], at, sign * cpu)
+        np.add.at(self.nonzero_requested[MEMORY_ROW], at, sign * memory)
+        np.add.at(self.pod_count, at, sign)
+
     def remove_pod(self, pod: api.Pod, node: int) -> None:
         self.account(pod, node, -1)
+        self._unbook(pod, node)
+
+    def _unbook(self, pod: api.Pod, node: int) -> None:
         pods = self.pods_on_node[node]
         # By identity, newest first: list.remove would compare whole pods field by field.
         for i in range(len(pods) - 1, -1, -1):
