@@ -21,8 +21,9 @@ through :meth:`ClusterSnapshot.add_pod` / :meth:`remove_pod` (the scheduler's "a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -97,6 +98,155 @@ class LabelColumns:
         return found if found is not None else LabelColumn(self._absent, (), {})
 
 
+GroupKey = tuple[str, frozenset[tuple[str, str]], bool]
+"""A pod group: namespace, labels, terminating."""
+
+
+class PodGroups:
+    """Bound pods grouped by namespace, labels and whether they are terminating, with
+    each group's pod count per node.
+
+    Workloads share labels (a Deployment's pods differ only in name), so a cluster of
+    tens of thousands of pods has a few hundred groups. PodTopologySpread and
+    InterPodAffinity ask "how many pods matching this selector, per node": the answer is
+    the sum of the matching groups' counts, found through an inverted index on
+    ``(key, value)``, without looking at a single pod."""
+
+    def __init__(self) -> None:
+        self.keys: list[GroupKey] = []
+        self.labels: list[dict[str, str]] = []
+        self.per_node: list[dict[int, int]] = []
+        self._id: dict[GroupKey, int] = {}
+        self._by_pair: dict[tuple[str, str], set[int]] = {}
+
+    def update(self, pod: api.Pod, node: int, sign: int) -> None:
+        key = (pod.namespace, frozenset(pod.labels.items()), pod.deleting)
+        group = self._id.get(key)
+        if group is None:
+            group = self._id[key] = len(self.keys)
+            self.keys.append(key)
+            self.labels.append(dict(pod.labels))
+            self.per_node.append({})
+            for pair in pod.labels.items():
+                self._by_pair.setdefault(pair, set()).add(group)
+        counts = self.per_node[group]
+        left = counts.get(node, 0) + sign
+        if left:
+            counts[node] = left
+        else:
+            counts.pop(node, None)
+
+    def matching(
+        self,
+        selector: api.LabelSelector,
+        namespace: Callable[[str], bool],
+        *,
+        include_terminating: bool = True,
+    ) -> list[int]:
+        """Groups whose labels ``selector`` matches, in namespaces ``namespace`` accepts."""
+        candidates: Iterable[int] = range(len(self.keys))
+        for pair in selector.match_labels:
+            candidates = self._by_pair.get(pair, set())
+            break
+        found = []
+        for group in candidates:
+            ns, _, terminating = self.keys[group]
+            if terminating and not include_terminating:
+                continue
+            if self.per_node[group] and namespace(ns) and selector.matches(self.labels[group]):
+                found.append(group)
+        return found
+
+    def placements(self, groups: Iterable[int]) -> tuple[NodeIndices, Int64s]:
+        """The nodes holding pods of ``groups`` and how many each (a node may repeat)."""
+        nodes: list[int] = []
+        counts: list[int] = []
+        for group in groups:
+            per_node = self.per_node[group]
+            nodes += per_node.keys()
+            counts += per_node.values()
+        return np.array(nodes, dtype=np.intp), np.array(counts, dtype=np.int64)
+
+    def counts(self, groups: Iterable[int], size: int) -> Int64s:
+        """Pods of ``groups`` per node, as an array over all nodes."""
+        total = np.zeros(size, dtype=np.int64)
+        for group in groups:
+            per_node = self.per_node[group]
+            if per_node:
+                nodes = np.fromiter(per_node.keys(), dtype=np.intp, count=len(per_node))
+                amounts = np.fromiter(per_node.values(), dtype=np.int64, count=len(per_node))
+                np.add.at(total, nodes, amounts)
+        return total
+
+
+class TermKind(StrEnum):
+    REQUIRED_AFFINITY = "requiredAffinity"
+    REQUIRED_ANTI_AFFINITY = "requiredAntiAffinity"
+    PREFERRED_AFFINITY = "preferredAffinity"
+    PREFERRED_ANTI_AFFINITY = "preferredAntiAffinity"
+
+
+TermKey = tuple[TermKind, str, api.PodAffinityTerm, int]
+"""Kind, the owning pod's namespace, the term, its weight (1 for required terms)."""
+
+
+class AffinityTerms:
+    """The pod (anti-)affinity terms of bound pods, deduplicated, with how many pods on
+    each node carry each one: what InterPodAffinity's symmetry checks iterate (replicas
+    of a workload share their terms, so this is short however many pods there are)."""
+
+    def __init__(self) -> None:
+        self.per_node: dict[TermKey, dict[int, int]] = {}
+        self._by_pair: dict[tuple[str, str], set[TermKey]] = {}
+        """Terms by the first ``matchLabels`` pair of their selector: only a pod carrying
+        that pair can match them."""
+        self._unindexed: set[TermKey] = set()
+
+    @staticmethod
+    def keys_of(pod: api.Pod) -> list[TermKey]:
+        affinity = pod.pod_affinity
+        if affinity is None:
+            return []
+        ns = pod.namespace
+        keys: list[TermKey] = [(TermKind.REQUIRED_AFFINITY, ns, t, 1) for t in affinity.required]
+        keys += [(TermKind.REQUIRED_ANTI_AFFINITY, ns, t, 1) for t in affinity.required_anti]
+        keys += [(TermKind.PREFERRED_AFFINITY, ns, w.term, w.weight) for w in affinity.preferred]
+        keys += [
+            (TermKind.PREFERRED_ANTI_AFFINITY, ns, w.term, w.weight)
+            for w in affinity.preferred_anti
+        ]
+        return keys
+
+    def update(self, pod: api.Pod, node: int, sign: int) -> None:
+        for key in self.keys_of(pod):
+            counts = self.per_node.get(key)
+            if counts is None:
+                counts = self.per_node[key] = {}
+                self._index(key).add(key)
+            left = counts.get(node, 0) + sign
+            if left:
+                counts[node] = left
+            else:
+                counts.pop(node, None)
+                if not counts:
+                    del self.per_node[key]
+                    self._index(key).discard(key)
+
+    def _index(self, key: TermKey) -> set[TermKey]:
+        selector = key[2].selector
+        if selector is not None and selector.match_labels:
+            return self._by_pair.setdefault(selector.match_labels[0], set())
+        return self._unindexed
+
+    def could_match(self, pod: api.Pod, *kinds: TermKind) -> list[tuple[TermKey, dict[int, int]]]:
+        """The terms of ``kinds`` whose selector might select ``pod`` (a superset: the
+        caller still matches each), found through the pod's own labels."""
+        keys = set(self._unindexed)
+        for pair in pod.labels.items():
+            keys |= self._by_pair.get(pair, set())
+        return [(key, self.per_node[key]) for key in keys if key[0] in kinds]
+
+
 @dataclass(frozen=True, slots=True)
 class ImageState:
     size: int
@@ -107,7 +257,21 @@ class ImageState:
 class ClusterSnapshot:
     """Nodes and their pods, by column; node ``i`` is ``nodes[i]`` in node-tree order."""
 
-    def __init__(self, nodes: Sequence[api.Node], pods: Iterable[api.Pod] = ()) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[api.Node],
+        pods: Iterable[api.Pod] = (),
+        *,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        workloads: Sequence[api.Workload] = (),
+        disruption_budgets: Sequence[api.DisruptionBudget] = (),
+    ) -> None:
+        self.disruption_budgets: list[api.DisruptionBudget] = list(disruption_budgets)
+        """PodDisruptionBudgets, for preemption's choice of victims."""
+        self.namespace_labels: Mapping[str, Mapping[str, str]] = namespaces or {}
+        """Namespace labels, for pod affinity's ``namespaceSelector``."""
+        self.workloads: tuple[api.Workload, ...] = tuple(workloads)
+        """Services, ReplicaSets, StatefulSets...: default spreading selectors."""
         order = node_tree_order(nodes)
         self.nodes: tuple[api.Node, ...] = tuple(nodes[i] for i in order)
         self.names: tuple[str, ...] = tuple(node.name for node in self.nodes)
@@ -135,6 +299,14 @@ class ClusterSnapshot:
         self.pod_count: Int64s = np.zeros(size, dtype=np.int64)
         self.pods_on_node: list[list[api.Pod]] = [[] for _ in range(size)]
         self.used_ports: dict[int, list[api.HostPort]] = {}
+        self.pod_groups = PodGroups()
+        self._slot_of: dict[int, int] = {}
+        """Bound pod (by ``id``; the pods are held in ``pods_on_node``, so ids are stable)
+        -> its column in ``_slot_usage``, filled the first time preemption asks."""
+        self._slot_usage: Int64s = np.zeros((len(self.resource_names) + 3, 0), dtype=np.int64)
+        """Per bound pod, :meth:`usage_matrix`'s column: what preemption's dry run shifts."""
+        self._free_slots: list[int] = []
+        self.affinity_terms = AffinityTerms()
 
         self.labels = LabelColumns([node.labels for node in self.nodes])
         self.unschedulable: Mask = np.array([n.unschedulable for n in self.nodes], dtype=bool)
@@ -179,20 +351,129 @@ class ClusterSnapshot:
 
     def add_pod(self, pod: api.Pod, node: int) -> None:
         """Account ``pod`` on node ``node`` (a bound pod, or one the scheduler assumes)."""
-        self._account(pod, node, 1)
+        self.account(pod, node, 1)
+        self._book(pod, node)
+
+    def _book(self, pod: api.Pod, node: int) -> None:
+        """Everything :meth:`add_pod` records besides the resource columns."""
         self.pods_on_node[node].append(pod)
+        self.pod_groups.update(pod, node, 1)
+        if pod.pod_affinity is not None:
+            self.affinity_terms.update(pod, node, 1)
         if pod.host_ports:
             self.used_ports.setdefault(node, []).extend(pod.host_ports)
 
+    def add_pods(self, pods: Sequence[api.Pod], nodes: Sequence[int]) -> None:
+        """:meth:`add_pod` for many pods (``pods[j]`` on ``nodes[j]``), the resource
+        columns in one scatter."""
+        self.shift_requests(pods, nodes, 1)
+        for pod, node in zip(pods, nodes, strict=True):
+            self._book(pod, node)
+
+    def remove_pods(self, pods: Sequence[api.Pod], nodes: Sequence[int]) -> None:
+        self.shift_requests(pods, nodes, -1)
+        for pod, node in zip(pods, nodes, strict=True):
+            self._unbook(pod, node)
+
+    def shift_requests(self, pods: Sequence[api.Pod], nodes: Sequence[int], sign: int) -> None:
+        """:meth:`account` for many pods at once: one scatter per column."""
+        if not pods:
+            return
+        rows: list[int] = []
+        columns: list[int] = []
+        amounts: list[int] = []
+        for pod, node in zip(pods, nodes, strict=True):
+            for name, amount in pod.requests.items():
+                if name != api.PODS:
+                    rows.append(self._ensure_row(name))
+                    columns.append(node)
+                    amounts.append(sign * amount)
+        at = np.asarray(nodes, dtype=np.intp)
+        np.add.at(self.requested, (rows, columns), np.asarray(amounts, dtype=np.int64))
+        cpu = np.fromiter((p.nonzero_cpu for p in pods), dtype=np.int64, count=len(pods))
+        memory = np.fromiter((p.nonzero_memory for p in pods), dtype=np.int64, count=len(pods))
+        np.add.at(self.nonzero_requested[CPU_ROW], at, sign * cpu)
+        np.add.at(self.nonzero_requested[MEMORY_ROW], at, sign * memory)
+        np.add.at(self.pod_count, at, sign)
+
     def remove_pod(self, pod: api.Pod, node: int) -> None:
-        self._account(pod, node, -1)
-        self.pods_on_node[node].remove(pod)
+        self.account(pod, node, -1)
+        self._unbook(pod, node)
+
+    def _unbook(self, pod: api.Pod, node: int) -> None:
+        pods = self.pods_on_node[node]
+        # By identity, newest first: list.remove would compare whole pods field by field.
+        for i in range(len(pods) - 1, -1, -1):
+            if pods[i] is pod:
+                del pods[i]
+                break
+        else:
+            raise ValueError(f"pod {pod.key} is not on node {self.names[node]}")
+        self.pod_groups.update(pod, node, -1)
+        if pod.pod_affinity is not None:
+            self.affinity_terms.update(pod, node, -1)
+        slot = self._slot_of.pop(id(pod), None)
+        if slot is not None:
+            self._slot_usage[:, slot] = 0
+            self._free_slots.append(slot)
         if pod.host_ports:
             ports = self.used_ports[node]
             for port in pod.host_ports:
                 ports.remove(port)
 
-    def _account(self, pod: api.Pod, node: int, sign: int) -> None:
+    def _usage_column(self, pod: api.Pod) -> Int64s:
+        column = np.zeros(len(self.resource_names) + 3, dtype=np.int64)
+        for name, amount in pod.requests.items():
+            if name != api.PODS:
+                column[self._ensure_row(name)] = amount
+        resources = len(self.resource_names)
+        column = column[: resources + 3]
+        column[resources : resources + 3] = (pod.nonzero_cpu, pod.nonzero_memory, 1)
+        return column
+
+    def _new_slot(self, pod: api.Pod) -> int:
+        column = self._usage_column(pod)  # may add resource rows
+        missing = len(column) - self._slot_usage.shape[0]
+        if missing:
+            at = self._slot_usage.shape[0] - 3
+            self._slot_usage = np.insert(self._slot_usage, [at] * missing, 0, axis=0)
+        if not self._free_slots:
+            grown = max(64, self._slot_usage.shape[1])
+            start = self._slot_usage.shape[1]
+            self._slot_usage = np.hstack(
+                (self._slot_usage, np.zeros((len(column), grown), dtype=np.int64))
+            )
+            self._free_slots.extend(range(start + grown - 1, start - 1, -1))
+        slot = self._free_slots.pop()
+        self._slot_usage[:, slot] = column
+        return slot
+
+    def usage_matrix(self, pods: Sequence[api.Pod]) -> Int64s:
+        """The usage of ``pods`` (bound here) as columns: resource rows, then non-zero cpu and
+        memory, then 1 (the pod itself) - what :meth:`shift_columns` adds to nodes."""
+        slot_of = self._slot_of
+        slots = [slot_of.get(id(pod), -1) for pod in pods]
+        for j, pod in enumerate(pods):
+            if slots[j] < 0:  # first time asked: kept until the pod is removed
+                slots[j] = slot_of[id(pod)] = self._new_slot(pod)
+        return self._slot_usage[:, slots]
+
+    def shift_columns(self, usage: Int64s, nodes: NodeIndices, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) :meth:`usage_matrix` columns on ``nodes``
+        (one node per column, repeats allowed): :meth:`account` for many pods at once."""
+        if len(nodes) == 0:
+            return
+        resources = usage.shape[0] - 3
+        for row in range(resources):
+            if usage[row].any():
+                np.add.at(self.requested[row], nodes, sign * usage[row])
+        np.add.at(self.nonzero_requested[CPU_ROW], nodes, sign * usage[resources])
+        np.add.at(self.nonzero_requested[MEMORY_ROW], nodes, sign * usage[resources + 1])
+        np.add.at(self.pod_count, nodes, sign * usage[resources + 2])
+
+    def account(self, pod: api.Pod, node: int, sign: int) -> None:
+        """Shift node ``node``'s resource columns by ``pod``'s requests (``sign`` 1 or
+        -1) and nothing else: what a resource-only dry run (preemption) needs."""
         for name, amount in pod.requests.items():
             if name != api.PODS:
                 row = self._ensure_row(name)  # may grow (replace) the matrices

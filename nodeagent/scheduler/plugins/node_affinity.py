@@ -36,22 +36,14 @@ REASON_CONFLICT = "pod affinity terms conflict"
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 NAME_FIELD = "metadata.name"
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT64_MIN, INT64_MAX = api.INT64_MIN, api.INT64_MAX
 
 _NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _QUALIFIED_NAME = re.compile(
     rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME_PART}$"
 )
 _LABEL_VALUE = re.compile(rf"^({_NAME_PART})?$")
-_GO_INT = re.compile(r"^[+-]?[0-9]+$")
-
-
-def parse_go_int(text: str) -> int | None:
-    """``strconv.ParseInt(text, 10, 64)``: optional sign, ASCII digits, int64 range."""
-    if not _GO_INT.match(text):
-        return None
-    value = int(text)
-    return value if INT64_MIN <= value <= INT64_MAX else None
+parse_go_int = api.parse_go_int
 
 
 def requirement_error(requirement: api.Requirement, *, field: bool) -> str | None:
@@ -274,8 +266,27 @@ def _required_of(pod: api.Pod) -> _Required:
     return _Required(tuple(sorted(pod.node_selector.items())), terms)
 
 
+_POD_MASKS = helpers.StaticNodeCache[Mask]()
+
+
+def pod_affinity_mask(pod: api.Pod, snapshot: ClusterSnapshot) -> Mask:
+    """Over all nodes: the pod's ``nodeSelector`` AND its required node affinity (what
+    PodTopologySpread's ``nodeAffinityPolicy: Honor`` checks), cached per snapshot."""
+    required = _required_of(pod)
+
+    def compute() -> Mask:
+        result = selector_mask(dict(required.selector), snapshot, snapshot.all_nodes)
+        if required.terms is not None:
+            result &= required_mask(required.terms, snapshot, snapshot.all_nodes)
+        return result
+
+    return _POD_MASKS.get(snapshot, required, compute)
+
+
 class NodeAffinity:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, args: Args) -> None:
         added = args.parsed()
@@ -345,6 +356,12 @@ class NodeAffinity:
         ):
             return api.unschedulable(REASON_POD, unresolvable=True)
         return api.SUCCESS
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
 
     def _preferred(self, pod: api.Pod) -> tuple[api.PreferredTerm, ...]:
         own = pod.affinity.preferred if pod.affinity is not None else ()
