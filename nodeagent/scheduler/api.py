@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from nodeagent import model
 
@@ -205,6 +206,8 @@ class Pod:
     deleting: bool = False
     """``metadata.deletionTimestamp`` is set: kube-scheduler never schedules such a pod
     (a bound one still holds its resources until it is gone)."""
+    raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The Pod object as read (what extenders are sent); ``None`` for pods built in code."""
 
     @property
     def key(self) -> str:
@@ -231,6 +234,8 @@ class Node:
     images: tuple[NodeImage, ...] = ()
     conditions: Mapping[str, str] = field(default_factory=dict)
     """Condition type to status (``"True"``, ``"False"``, ``"Unknown"``)."""
+    raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The Node object as read (what extenders are sent); ``None`` for nodes built in code."""
 
 
 def is_extended_resource(name: str) -> bool:

@@ -32,6 +32,7 @@ from pydantic.alias_generators import to_camel
 
 from nodeagent.errors import ConfigError
 from nodeagent.scheduler import api
+from nodeagent.scheduler.extenders import settings as extender_settings
 
 if TYPE_CHECKING:
     from nodeagent.scheduler.framework import Registry
@@ -121,7 +122,7 @@ class ConfigurationDocument(ConfigModel):
     kind: str = KIND
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
     profiles: tuple[ProfileDocument, ...] | None = None
-    extenders: tuple[dict[str, Any], ...] = ()
+    extenders: tuple[extender_settings.ExtenderConfig, ...] = ()
     parallelism: int = Field(default=16, gt=0)
     pod_initial_backoff_seconds: int = Field(default=1, gt=0)
     pod_max_backoff_seconds: int = Field(default=10, gt=0)
@@ -216,6 +217,8 @@ class SchedulerConfiguration:
     profiles: tuple[Profile, ...]
     percentage_of_nodes_to_score: int = 0
     """Global setting; 0 means adaptive (reference §4)."""
+    extenders: tuple[extender_settings.ExtenderConfig, ...] = ()
+    """HTTP extenders, called in this order (:mod:`nodeagent.scheduler.extenders`)."""
 
 
 def merge_plugin_set(defaults: PluginSet, custom: PluginSet) -> PluginSet:
@@ -293,12 +296,7 @@ def parse_configuration(
         )
     if doc.kind != KIND:
         raise ConfigError(f"{source}: kind {doc.kind!r}: expected {KIND}", field="kind")
-    if doc.extenders:
-        raise ConfigError(
-            f"{source}: extenders are not supported by the nodeagent scheduler yet; remove"
-            " the extenders field",
-            field="extenders",
-        )
+    extender_settings.validate_extenders(doc.extenders, source)
     documents = doc.profiles or (ProfileDocument(),)
     profiles = []
     seen: set[str] = set()
@@ -328,6 +326,7 @@ def parse_configuration(
             args[entry.name] = _validate_args(
                 entry.name, entry.args, registry, source=source, where=f"{entry_where}.args"
             )
+        _ignore_extender_resources(args, doc.extenders, registry, source, where)
         profiles.append(
             Profile(
                 index=index,
@@ -337,7 +336,36 @@ def parse_configuration(
                 plugin_args=args,
             )
         )
-    return SchedulerConfiguration(tuple(profiles), doc.percentage_of_nodes_to_score or 0)
+    return SchedulerConfiguration(
+        tuple(profiles), doc.percentage_of_nodes_to_score or 0, doc.extenders
+    )
+
+
+FIT_PLUGIN = "NodeResourcesFit"
+
+
+def _ignore_extender_resources(
+    args: dict[str, Any],
+    extenders: tuple[extender_settings.ExtenderConfig, ...],
+    registry: Registry,
+    source: str,
+    where: str,
+) -> None:
+    """kube-scheduler adds the extenders' ``ignoredByScheduler`` resources to every
+    profile's NodeResourcesFit ``ignoredResources``: the extender judges them."""
+    ignored = extender_settings.ignored_resources(extenders)
+    spec = registry.get(FIT_PLUGIN)
+    if not ignored or spec is None or spec.args is None:
+        return
+    current: BaseModel = args.get(FIT_PLUGIN) or spec.args()
+    body = current.model_dump(by_alias=True)
+    args[FIT_PLUGIN] = _validate_args(
+        FIT_PLUGIN,
+        {**body, "ignoredResources": [*body.get("ignoredResources", ()), *ignored]},
+        registry,
+        source=source,
+        where=f"{where}.pluginConfig[{FIT_PLUGIN}].args",
+    )
 
 
 def load_configuration(path: Path | None, registry: Registry) -> SchedulerConfiguration:

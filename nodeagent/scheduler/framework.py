@@ -35,6 +35,7 @@ from pydantic import BaseModel
 
 from nodeagent.errors import ConfigError
 from nodeagent.scheduler import api, config
+from nodeagent.scheduler.extenders.chain import Extenders
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
 T = TypeVar("T")
@@ -103,6 +104,9 @@ class Handle:
     now: float = 0.0
     """Wall-clock Unix seconds of this plan (freshness of published node data)."""
     binder: Binder = field(default_factory=RecordingBinder)
+    extenders: Extenders | None = None
+    """The configuration's HTTP extenders (``None``: none configured); the scheduling
+    cycle calls them, see :mod:`nodeagent.scheduler.extenders.chain`."""
 
 
 @runtime_checkable
@@ -570,8 +574,11 @@ def build_frameworks(
     registry: Registry,
     handle: Handle | None = None,
 ) -> dict[str, Framework]:
-    """One framework per profile, keyed by scheduler name; all must sort the queue alike."""
+    """One framework per profile, keyed by scheduler name; all must sort the queue alike.
+    The configuration's extenders are shared by every profile, as in kube-scheduler."""
     shared = handle or Handle()
+    if configuration.extenders and shared.extenders is None:
+        shared.extenders = Extenders(configuration.extenders)
     frameworks = {
         profile.scheduler_name: Framework(profile, registry, shared)
         for profile in configuration.profiles

@@ -310,6 +310,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         container_count=len(raw_init) + len(raw_containers),
         created=_timestamp(meta.get("creationTimestamp"), where / "metadata" / "creationTimestamp"),
         deleting=bool(meta.get("deletionTimestamp")),
+        raw=obj,
     )
 
 
@@ -352,6 +353,7 @@ def parse_node(obj: Mapping[str, Any]) -> api.Node:
         allocatable=parse_resource_list(allocatable_raw, where / "status" / "allocatable"),
         images=tuple(images),
         conditions=conditions,
+        raw=obj,
     )
 
 

@@ -18,6 +18,7 @@ per-node form.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import Counter
@@ -28,6 +29,8 @@ import numpy as np
 import numpy.typing as npt
 
 from nodeagent.scheduler import api
+from nodeagent.scheduler.extenders.chain import Extenders, ExtenderScores, FilterVerdicts
+from nodeagent.scheduler.extenders.client import ExtenderError
 from nodeagent.scheduler.framework import (
     CycleState,
     FilterPlugin,
@@ -165,6 +168,10 @@ class CycleResult:
     outcome: FilterOutcome | None = None
     scored: NodeIndices | None = None
     scores: ScoreOutcome | None = None
+    """The plugins' scores; ``totals`` include the extenders' weighted scores."""
+    extender_verdicts: FilterVerdicts | None = None
+    """What the filter extenders did to the plugins' feasible nodes."""
+    extender_scores: tuple[ExtenderScores, ...] = ()
     _rejected: dict[int, int] | None = None
     _candidate_set: frozenset[int] | None = None
 
@@ -181,6 +188,8 @@ class CycleResult:
         """Why node ``node`` was rejected (``None`` if it was not, or not evaluated)."""
         if not self.prefilter_status.is_success:
             return self.prefilter_status
+        if self.extender_verdicts is not None and node in self.extender_verdicts.statuses:
+            return self.extender_verdicts.statuses[node]
         position = self.rejected_by_node().get(node)
         if position is not None:
             plugin = self.filters[position]
@@ -200,6 +209,8 @@ class CycleResult:
             plugin = self.filters[position]
             status = plugin.filter_node(self.state, self.pod, self.snapshot, node)
             statuses[node] = status.with_plugin(plugin.name)
+        if self.extender_verdicts is not None:
+            statuses.update(self.extender_verdicts.statuses)
         return statuses
 
     def fit_error_message(self) -> str:
@@ -228,8 +239,14 @@ class Scheduler:
         *,
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
+        extenders: Extenders | None = None,
     ) -> None:
+        """``extenders`` default to those the frameworks' handle carries (built from the
+        configuration's ``extenders:`` by ``build_frameworks``)."""
         self.frameworks = frameworks
+        if extenders is None and frameworks:
+            extenders = next(iter(frameworks.values())).handle.extenders
+        self.extenders = extenders
         self.snapshot = snapshot
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.rng = rng or random.Random()
@@ -263,7 +280,9 @@ class Scheduler:
         if status.is_success:
             status = fw.run_pre_bind(result.state, pod, result.node)
         if status.is_success:
-            status = fw.run_bind(result.state, pod, result.node)
+            # An interested binder extender binds instead of the Bind plugins.
+            bound = self.extenders.bind(pod, result.node) if self.extenders else None
+            status = bound if bound is not None else fw.run_bind(result.state, pod, result.node)
         if not status.is_success:
             fw.run_unreserve(result.state, pod, result.node)
             self.snapshot.remove_pod(pod, node_index)  # forget
@@ -272,6 +291,15 @@ class Scheduler:
             return result
         fw.run_post_bind(result.state, pod, result.node)
         return result
+
+    def _extenders_keep(self, result: CycleResult, feasible: NodeIndices) -> NodeIndices:
+        """The filter extenders' verdicts on the plugins' ``feasible`` nodes (recorded
+        in ``result``); raises :class:`ExtenderError` for a failing, non-ignorable one."""
+        if self.extenders is None:
+            return feasible
+        verdicts = self.extenders.filter(result.pod, self.snapshot, feasible)
+        result.extender_verdicts = verdicts
+        return verdicts.feasible
 
     def schedule_pod(self, fw: Framework, pod: api.Pod) -> CycleResult:
         """Filter, score and select a host; does not assume or bind."""
@@ -306,15 +334,25 @@ class Scheduler:
         if nominated >= 0:
             single = np.array([nominated], dtype=np.intp)
             passed = find_feasible(result.filters, state, pod, snapshot, single, start=0, wanted=1)
-            if passed.feasible.size:
+            kept = passed.feasible
+            if kept.size:
+                try:
+                    kept = self._extenders_keep(result, kept)
+                except ExtenderError:  # kube-scheduler logs it and filters every node
+                    kept = kept[:0]
+            if kept.size:
                 result.node = snapshot.names[nominated]
                 result.outcome = passed
                 return result
+            result.extender_verdicts = None
 
         wanted = num_feasible_nodes_to_find(
             fw.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score, len(candidates)
         )
-        if not fw.has_score_plugins():
+        extenders = self.extenders
+        if not fw.has_score_plugins() and not (
+            extenders and (extenders.has_filters or extenders.has_prioritizers)
+        ):
             wanted = 1
         if len(candidates) == 0:
             outcome = FilterOutcome(candidates, candidates, candidates, 0)
@@ -332,13 +370,20 @@ class Scheduler:
         self.next_start_node_index = advanced % snapshot.size
         result.outcome = outcome
         feasible = outcome.feasible
+        if feasible.size and extenders is not None:
+            try:
+                feasible = self._extenders_keep(result, feasible)
+            except ExtenderError as exc:
+                result.status = api.error(str(exc))
+                return result
         if feasible.size == 0:
             result.status = api.unschedulable(result.fit_error_message())
             return result
         if feasible.size == 1:
             result.node = snapshot.names[int(feasible[0])]
             return result
-        if not fw.has_score_plugins():
+        prioritizers = extenders is not None and extenders.has_prioritizers
+        if not fw.has_score_plugins() and not prioritizers:
             ones = np.ones(len(feasible), dtype=np.int64)
             result.node = snapshot.names[int(feasible[select_host(ones, self.rng)])]
             return result
@@ -352,5 +397,9 @@ class Scheduler:
         if not scores.status.is_success:
             result.status = scores.status
             return result
+        if prioritizers and extenders is not None:
+            result.extender_scores = extenders.prioritize(pod, snapshot, feasible)
+            totals = scores.totals + sum(e.weighted for e in result.extender_scores)
+            scores = result.scores = dataclasses.replace(scores, totals=totals)
         result.node = snapshot.names[int(feasible[select_host(scores.totals, self.rng)])]
         return result

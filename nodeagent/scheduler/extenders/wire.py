@@ -1,0 +1,234 @@
+"""The extender protocol on the wire, both directions (reference §14).
+
+kube-scheduler's extender types (``k8s.io/kube-scheduler/extender/v1``) carry **no JSON
+tags**, so the field names on the wire are the Go field names, capitalized: ``Pod``,
+``Nodes``, ``NodeNames``, ``FailedNodes``, ``FailedAndUnresolvableNodes``, ``Error``,
+``Host``, ``Score``... Go's decoder matches names case-insensitively, so extenders
+written against the older tagged types (``nodenames``, ``failedNodes``, ``host``) work
+with it too. This module does the same: it *writes* the Go names, exactly as
+kube-scheduler does (including ``null`` for the node form not in use), and *reads* any
+casing (:func:`fold`). The Pod and Node objects inside are ordinary API objects with
+their usual lowercase fields.
+
+The server side decodes with msgspec into a few typed structs that name only what the
+extender reads, so a request of 500 whole Node objects (several MB) is decoded in a few
+milliseconds: everything else in those objects is skipped without being built, and each
+node's original bytes are kept (:class:`NodeItems`) to be echoed back unchanged in a
+filter answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+
+MAX_EXTENDER_PRIORITY = 10
+"""Extender scores are 0..10; kube-scheduler scales them by MaxNodeScore / 10."""
+
+V = TypeVar("V")
+
+# Go field names of the extender types.
+POD = "Pod"
+NODES = "Nodes"
+NODE_NAMES = "NodeNames"
+FAILED_NODES = "FailedNodes"
+FAILED_AND_UNRESOLVABLE_NODES = "FailedAndUnresolvableNodes"
+ERROR = "Error"
+HOST = "Host"
+SCORE = "Score"
+NODE_NAME_TO_VICTIMS = "NodeNameToVictims"
+NODE_NAME_TO_META_VICTIMS = "NodeNameToMetaVictims"
+PODS = "Pods"
+NUM_PDB_VIOLATIONS = "NumPDBViolations"
+UID = "UID"
+
+ARGS_FIELDS = (POD, NODES, NODE_NAMES)
+FILTER_RESULT_FIELDS = (NODES, NODE_NAMES, FAILED_NODES, FAILED_AND_UNRESOLVABLE_NODES, ERROR)
+HOST_PRIORITY_FIELDS = (HOST, SCORE)
+PREEMPTION_RESULT_FIELDS = (NODE_NAME_TO_META_VICTIMS,)
+META_VICTIMS_FIELDS = (PODS, NUM_PDB_VIOLATIONS)
+META_POD_FIELDS = (UID,)
+BINDING_RESULT_FIELDS = (ERROR,)
+
+
+class ProtocolError(ValueError):
+    """A message that does not follow the protocol; the text says where and why."""
+
+
+def fold(document: Mapping[str, V], fields: Sequence[str]) -> dict[str, V]:
+    """``document``'s entries under their Go field names, matched as Go's decoder does:
+    an exact name first, else case-insensitively; unknown keys are dropped, and a later
+    key wins over an earlier one for the same field."""
+    by_lower = {name.lower(): name for name in fields}
+    out: dict[str, V] = {}
+    for key, value in document.items():
+        name = key if key in fields else by_lower.get(key.lower())
+        if name is not None:
+            out[name] = value
+    return out
+
+
+def encode(message: Any) -> bytes:
+    return msgspec.json.encode(message)
+
+
+def decode(body: bytes, what: str) -> Any:
+    """Any JSON document, or :class:`ProtocolError` naming ``what`` was expected."""
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"{what}: not JSON: {exc}") from exc
+
+
+def object_at(document: Any, fields: Sequence[str], what: str) -> dict[str, Any]:
+    """``document`` as a JSON object folded onto ``fields``."""
+    if not isinstance(document, dict):
+        raise ProtocolError(f"{what}: expected a JSON object, got {type(document).__name__}")
+    return fold(document, fields)
+
+
+# --- what kube-scheduler sends (client side builds these) -------------------------------
+
+
+def node_list(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A ``v1.NodeList`` as kube-scheduler builds it: only ``items`` is set."""
+    return {"metadata": {}, "items": list(nodes)}
+
+
+def extender_args(
+    pod: Mapping[str, Any],
+    *,
+    nodes: Sequence[Mapping[str, Any]] | None = None,
+    node_names: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """``ExtenderArgs``: whole nodes, or names when the extender is node-cache capable."""
+    return {
+        POD: pod,
+        NODES: None if nodes is None else node_list(nodes),
+        NODE_NAMES: None if node_names is None else list(node_names),
+    }
+
+
+# --- what an extender server reads (typed, for speed) ------------------------------------
+
+
+class _Metadata(msgspec.Struct):
+    name: str = ""
+    resourceVersion: str = ""  # noqa: N815 - the API's field name
+    annotations: dict[str, str] | None = None
+
+
+class _Spec(msgspec.Struct):
+    taints: list[dict[str, Any]] | None = None
+
+
+class _Status(msgspec.Struct):
+    conditions: list[dict[str, Any]] | None = None
+
+
+class NodeFields(msgspec.Struct):
+    """The parts of a Node the pressure verdicts read."""
+
+    metadata: _Metadata = msgspec.field(default_factory=_Metadata)
+    spec: _Spec = msgspec.field(default_factory=_Spec)
+    status: _Status = msgspec.field(default_factory=_Status)
+
+    def as_object(self) -> dict[str, Any]:
+        """The same fields as a Node object (what :func:`objects.parse_node` reads)."""
+        return {
+            "metadata": {"name": self.metadata.name, "annotations": self.metadata.annotations},
+            "spec": {"taints": self.spec.taints},
+            "status": {"conditions": self.status.conditions},
+        }
+
+
+class _RawNodeList(msgspec.Struct):
+    items: list[msgspec.Raw] | None = None
+
+
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_POD = msgspec.json.Decoder(dict[str, Any])
+_NAMES = msgspec.json.Decoder(list[str] | None)
+_NODE_LIST = msgspec.json.Decoder(_RawNodeList | None)
+_NODE = msgspec.json.Decoder(NodeFields)
+
+
+class NodeItems:
+    """The ``Nodes.items`` of a request: each node's fields and its original bytes."""
+
+    def __init__(self, raw: list[msgspec.Raw]) -> None:
+        self.raw = raw
+        self.fields: list[NodeFields] = []
+        for i, item in enumerate(raw):
+            try:
+                self.fields.append(_NODE.decode(item))
+            except msgspec.DecodeError as exc:
+                raise ProtocolError(f"Nodes.items[{i}]: {exc}") from exc
+
+
+class ExtenderArgs(msgspec.Struct):
+    """A decoded ``ExtenderArgs``: the pod as JSON, and nodes or node names."""
+
+    pod: dict[str, Any]
+    nodes: NodeItems | None
+    node_names: list[str] | None
+
+
+def _part(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw, name: str) -> Any:
+    try:
+        return decoder.decode(raw)
+    except msgspec.DecodeError as exc:
+        message = str(exc).replace("`$", f"`$.{name}", 1)
+        raise ProtocolError(f"{name}: {message}") from exc
+
+
+def read_extender_args(body: bytes) -> ExtenderArgs:
+    """Decode a filter/prioritize request, or :class:`ProtocolError` saying what is wrong."""
+    try:
+        top = _TOP.decode(body)
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"request body is not a JSON object: {exc}") from exc
+    fields = fold(top, ARGS_FIELDS)
+    pod = _part(_POD, fields[POD], POD) if POD in fields else None
+    if not pod:
+        raise ProtocolError("Pod: missing; ExtenderArgs needs the pod being scheduled")
+    names = _part(_NAMES, fields[NODE_NAMES], NODE_NAMES) if NODE_NAMES in fields else None
+    node_list_raw = _part(_NODE_LIST, fields[NODES], NODES) if NODES in fields else None
+    nodes = None
+    if node_list_raw is not None:
+        nodes = NodeItems(node_list_raw.items or [])
+    if names is None and nodes is None:
+        raise ProtocolError(
+            "Nodes and NodeNames: both missing; send Nodes (a NodeList) or, with"
+            " nodeCacheCapable, NodeNames"
+        )
+    return ExtenderArgs(pod, nodes, names)
+
+
+def filter_result(
+    *,
+    node_names: Sequence[str] | None,
+    node_items: Sequence[bytes] | None,
+    failed: Mapping[str, str],
+    failed_unresolvable: Mapping[str, str],
+    error: str = "",
+) -> bytes:
+    """An ``ExtenderFilterResult``. Passing nodes go back in the form they came in: names,
+    or the original bytes of each Node object (not re-encoded)."""
+    head = {
+        NODE_NAMES: None if node_names is None else list(node_names),
+        FAILED_NODES: dict(failed),
+        FAILED_AND_UNRESOLVABLE_NODES: dict(failed_unresolvable),
+        ERROR: error,
+    }
+    encoded = encode(head)
+    if node_items is None:
+        return encoded[:-1] + b',"Nodes":null}'
+    items = b",".join(node_items)
+    return encoded[:-1] + b',"Nodes":{"metadata":{},"items":[' + items + b"]}}"
+
+
+def host_priority_list(scores: Iterable[tuple[str, int]]) -> bytes:
+    return encode([{HOST: host, SCORE: score} for host, score in scores])
