@@ -13,6 +13,7 @@ rejection is a value, never an exception.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -112,19 +113,46 @@ class Toleration:
     value: str = ""
     effect: str = ""
 
-    def tolerates(self, taint: Taint) -> bool:
-        """kube-scheduler's ``ToleratesTaint``: effect, then key, then operator."""
+    def tolerates(self, taint: Taint, *, comparison_operators: bool = False) -> bool:
+        """kube-scheduler's ``ToleratesTaint``: effect, then key, then operator.
+
+        ``Gt``/``Lt`` (feature gate TaintTolerationComparisonOperators, alpha in 1.35)
+        compare the taint's value with the toleration's as int64 (taint > toleration for
+        ``Gt``); an unparsable value on either side never matches, and with the gate off
+        neither operator matches."""
         if self.effect and self.effect != taint.effect:
             return False
         if self.key and self.key != taint.key:
             return False
         if self.operator in ("", "Equal"):
             return self.value == taint.value
+        if self.operator in ("Gt", "Lt") and comparison_operators:
+            have, want = parse_go_int(taint.value), parse_go_int(self.value)
+            if have is None or want is None:
+                return False
+            return have > want if self.operator == "Gt" else have < want
         return self.operator == "Exists"
 
 
-def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
-    return any(toleration.tolerates(taint) for toleration in tolerations)
+def tolerates(
+    tolerations: tuple[Toleration, ...], taint: Taint, *, comparison_operators: bool = False
+) -> bool:
+    return any(
+        toleration.tolerates(taint, comparison_operators=comparison_operators)
+        for toleration in tolerations
+    )
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_GO_INT = re.compile(r"^[+-]?[0-9]+$")
+
+
+def parse_go_int(text: str) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``: optional sign, ASCII digits, int64 range."""
+    if not _GO_INT.match(text):
+        return None
+    value = int(text)
+    return value if INT64_MIN <= value <= INT64_MAX else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +188,174 @@ class NodeAffinity:
     """``requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms`` (ORed);
     ``None`` when the pod states no requirement."""
     preferred: tuple[PreferredTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A ``metav1.LabelSelector``: ``matchLabels`` and ``matchExpressions`` ANDed.
+
+    An empty selector matches every set of labels; where the API means "nothing" by a
+    missing selector, the field holding it is ``None``. An expression with an unknown
+    operator, or a value count its operator forbids, fails to convert in kube-scheduler
+    and the selector then matches nothing."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+    @property
+    def valid(self) -> bool:
+        for r in self.match_expressions:
+            if r.operator in ("In", "NotIn"):
+                if not r.values:
+                    return False
+            elif r.operator in ("Exists", "DoesNotExist"):
+                if r.values:
+                    return False
+            else:
+                return False
+        return True
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value or key not in labels:
+                return False
+        for r in self.match_expressions:
+            present = r.key in labels
+            if r.operator == "In":
+                ok = present and labels[r.key] in r.values
+            elif r.operator == "NotIn":
+                ok = not present or labels[r.key] not in r.values
+            elif r.operator == "Exists":
+                ok = present
+            elif r.operator == "DoesNotExist":
+                ok = not present
+            else:
+                ok = False
+            if not ok:
+                return False
+        return self.valid
+
+    def with_requirements(self, *extra: Requirement) -> LabelSelector:
+        return LabelSelector(self.match_labels, (*self.match_expressions, *extra))
+
+
+EVERYTHING = LabelSelector()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """One pod (anti-)affinity term. ``matchLabelKeys``/``mismatchLabelKeys`` are already
+    merged into ``selector`` (``key In [own value]`` / ``key NotIn [own value]``), as the
+    API server does when it admits the pod."""
+
+    topology_key: str
+    selector: LabelSelector | None
+    """``None``: the term selects no pod."""
+    namespaces: frozenset[str] = frozenset()
+    namespace_selector: LabelSelector | None = None
+
+    def namespace_matches(
+        self,
+        owner_namespace: str,
+        namespace: str,
+        namespace_labels: Mapping[str, Mapping[str, str]],
+    ) -> bool:
+        """Whether pods of ``namespace`` are in this term's scope. Neither
+        ``namespaces`` nor ``namespaceSelector``: the owning pod's namespace; an empty
+        ``namespaceSelector``: every namespace."""
+        if not self.namespaces and self.namespace_selector is None:
+            return namespace == owner_namespace
+        if namespace in self.namespaces:
+            return True
+        selector = self.namespace_selector
+        if selector is None:
+            return False
+        return selector.matches(namespace_labels.get(namespace, {}))
+
+    def matches(
+        self,
+        owner_namespace: str,
+        pod: Pod,
+        namespace_labels: Mapping[str, Mapping[str, str]],
+    ) -> bool:
+        return (
+            self.selector is not None
+            and self.namespace_matches(owner_namespace, pod.namespace, namespace_labels)
+            and self.selector.matches(pod.labels)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    """``spec.affinity.podAffinity`` and ``podAntiAffinity`` together."""
+
+    required: tuple[PodAffinityTerm, ...] = ()
+    preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+    required_anti: tuple[PodAffinityTerm, ...] = ()
+    preferred_anti: tuple[WeightedPodAffinityTerm, ...] = ()
+
+    @property
+    def has_affinity(self) -> bool:
+        return bool(self.required or self.preferred)
+
+    @property
+    def has_anti_affinity(self) -> bool:
+        return bool(self.required_anti or self.preferred_anti)
+
+
+class Unsatisfiable(StrEnum):
+    DO_NOT_SCHEDULE = "DoNotSchedule"
+    SCHEDULE_ANYWAY = "ScheduleAnyway"
+
+
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """One ``topologySpreadConstraints`` entry; ``matchLabelKeys`` merged into
+    ``selector`` (``key In [own value]``, missing keys ignored)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: Unsatisfiable
+    selector: LabelSelector | None
+    min_domains: int = 1
+    honor_node_affinity: bool = True
+    """``nodeAffinityPolicy``: Honor (default) or Ignore."""
+    honor_node_taints: bool = False
+    """``nodeTaintsPolicy``: Ignore (default) or Honor."""
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        return self.selector is not None and self.selector.matches(labels)
+
+
+class WorkloadKind(StrEnum):
+    """Objects whose selector gives a pod the default spreading constraints."""
+
+    SERVICE = "Service"
+    REPLICATION_CONTROLLER = "ReplicationController"
+    REPLICA_SET = "ReplicaSet"
+    STATEFUL_SET = "StatefulSet"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    kind: WorkloadKind
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+
+
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPT_NEVER = "Never"
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +402,16 @@ class Pod:
     deleting: bool = False
     """``metadata.deletionTimestamp`` is set: kube-scheduler never schedules such a pod
     (a bound one still holds its resources until it is gone)."""
+    pod_affinity: PodAffinity | None = None
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    start_time: float | None = None
+    """``status.startTime`` as Unix seconds (preemption spares older pods first)."""
+    preempted: bool = False
+    """Its ``DisruptionTarget`` condition says the scheduler preempted it (it is
+    terminating on behalf of a higher-priority pod)."""
+    controller: tuple[str, str] | None = None
+    """Kind and name of the ``ownerReferences`` entry with ``controller: true``."""
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     """The Pod object as read (what extenders are sent); ``None`` for pods built in code."""
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -34,11 +34,22 @@ from nodeagent.errors import ConfigError
 from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import settings as extender_settings
 
-if TYPE_CHECKING:
-    from nodeagent.scheduler.framework import Registry
-
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
+
+
+class PluginArgsSpec(Protocol):
+    """What configuration needs to know of a registered plugin: its args model.
+
+    The framework's ``PluginSpec`` satisfies this structurally, so the dependency runs
+    one way only: the framework imports the configuration, never the reverse."""
+
+    @property
+    def args(self) -> type[BaseModel] | None: ...
+
+
+Registry = Mapping[str, PluginArgsSpec]
+"""Plugin name -> spec; the framework's registry is one."""
 
 
 class ExtensionPoint(StrEnum):

@@ -37,8 +37,20 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 class DisruptionBudget:
     namespace: str
     name: str
-    selector: Mapping[str, Any]
+    selector: api.LabelSelector | None
     disruptions_allowed: int
+    disrupted_pods: frozenset[str] = frozenset()
+    """``status.disruptedPods`` names: already counted against the budget."""
+
+    def covers(self, pod: api.Pod) -> bool:
+        """kube-scheduler's PDB match for preemption: same namespace and a non-empty
+        selector that matches the pod's labels."""
+        return (
+            pod.namespace == self.namespace
+            and self.selector is not None
+            and not self.selector.is_empty
+            and self.selector.matches(pod.labels)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +61,9 @@ class ClusterObjects:
     pods: tuple[api.Pod, ...]
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     disruption_budgets: tuple[DisruptionBudget, ...] = ()
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Namespace name -> labels (for pod affinity's ``namespaceSelector``)."""
+    workloads: tuple[api.Workload, ...] = ()
 
     def bound_pods(self) -> Iterator[api.Pod]:
         return (pod for pod in self.pods if pod.node_name)
@@ -190,6 +205,166 @@ def parse_node_affinity(value: Any, where: FieldPath) -> api.NodeAffinity | None
     return api.NodeAffinity(required, tuple(preferred))
 
 
+def parse_label_selector(value: Any, where: FieldPath) -> api.LabelSelector | None:
+    """A ``metav1.LabelSelector`` (``None`` when absent)."""
+    if value is None:
+        return None
+    raw = _mapping(value, where)
+    labels = _string_map(raw.get("matchLabels"), where / "matchLabels")
+    return api.LabelSelector(
+        tuple(sorted(labels.items())),
+        _requirements(raw.get("matchExpressions"), where / "matchExpressions"),
+    )
+
+
+def _label_keys(value: Any, where: FieldPath) -> tuple[str, ...]:
+    return tuple(str(k) for k in _sequence(value, where))
+
+
+def _own_values(
+    keys: tuple[str, ...], labels: Mapping[str, str], operator: str
+) -> tuple[api.Requirement, ...]:
+    """``matchLabelKeys`` (``In``) / ``mismatchLabelKeys`` (``NotIn``) as requirements on
+    the pod's own values; keys the pod does not carry are ignored."""
+    return tuple(api.Requirement(k, operator, (labels[k],)) for k in keys if k in labels)
+
+
+def parse_pod_affinity_term(
+    value: Any, where: FieldPath, labels: Mapping[str, str]
+) -> api.PodAffinityTerm:
+    raw = _mapping(value, where)
+    selector = parse_label_selector(raw.get("labelSelector"), where / "labelSelector")
+    extra = _own_values(
+        _label_keys(raw.get("matchLabelKeys"), where / "matchLabelKeys"), labels, "In"
+    ) + _own_values(
+        _label_keys(raw.get("mismatchLabelKeys"), where / "mismatchLabelKeys"), labels, "NotIn"
+    )
+    if selector is not None and extra:
+        selector = selector.with_requirements(*extra)
+    topology_key = raw.get("topologyKey")
+    if not isinstance(topology_key, str) or not topology_key:
+        raise (where / "topologyKey").fail(topology_key, "a non-empty label key is required")
+    return api.PodAffinityTerm(
+        topology_key,
+        selector,
+        frozenset(str(n) for n in _sequence(raw.get("namespaces"), where / "namespaces")),
+        parse_label_selector(raw.get("namespaceSelector"), where / "namespaceSelector"),
+    )
+
+
+def _affinity_terms(
+    value: Any, where: FieldPath, labels: Mapping[str, str]
+) -> tuple[tuple[api.PodAffinityTerm, ...], tuple[api.WeightedPodAffinityTerm, ...]]:
+    raw = _mapping(value, where)
+    rwhere = where / "requiredDuringSchedulingIgnoredDuringExecution"
+    required = tuple(
+        parse_pod_affinity_term(t, rwhere / i, labels)
+        for i, t in enumerate(
+            _sequence(raw.get("requiredDuringSchedulingIgnoredDuringExecution"), rwhere)
+        )
+    )
+    pwhere = where / "preferredDuringSchedulingIgnoredDuringExecution"
+    preferred = []
+    for i, t in enumerate(
+        _sequence(raw.get("preferredDuringSchedulingIgnoredDuringExecution"), pwhere)
+    ):
+        item = _mapping(t, pwhere / i)
+        weight = _int(item.get("weight", 0), pwhere / i / "weight")
+        term = parse_pod_affinity_term(
+            item.get("podAffinityTerm"), pwhere / i / "podAffinityTerm", labels
+        )
+        preferred.append(api.WeightedPodAffinityTerm(weight, term))
+    return required, tuple(preferred)
+
+
+def parse_pod_affinity(
+    affinity: Mapping[str, Any], where: FieldPath, labels: Mapping[str, str]
+) -> api.PodAffinity | None:
+    if affinity.get("podAffinity") is None and affinity.get("podAntiAffinity") is None:
+        return None
+    required, preferred = _affinity_terms(
+        affinity.get("podAffinity"), where / "podAffinity", labels
+    )
+    required_anti, preferred_anti = _affinity_terms(
+        affinity.get("podAntiAffinity"), where / "podAntiAffinity", labels
+    )
+    found = api.PodAffinity(required, preferred, required_anti, preferred_anti)
+    return found if found.has_affinity or found.has_anti_affinity else None
+
+
+def _policy(value: Any, where: FieldPath, default: bool) -> bool:
+    """``Honor`` -> True, ``Ignore`` -> False, absent -> the default."""
+    if value is None:
+        return default
+    if value not in ("Honor", "Ignore"):
+        raise where.fail(value, "expected Honor or Ignore")
+    return bool(value == "Honor")
+
+
+def parse_spread_constraints(
+    value: Any, where: FieldPath, labels: Mapping[str, str]
+) -> tuple[api.SpreadConstraint, ...]:
+    out = []
+    for i, raw in enumerate(_sequence(value, where)):
+        item = _mapping(raw, where / i)
+        here = where / i
+        max_skew = _int(item.get("maxSkew"), here / "maxSkew")
+        if max_skew < 1:
+            raise (here / "maxSkew").fail(max_skew, "must be greater than zero")
+        topology_key = item.get("topologyKey")
+        if not isinstance(topology_key, str) or not topology_key:
+            raise (here / "topologyKey").fail(topology_key, "a non-empty label key is required")
+        when = item.get("whenUnsatisfiable")
+        if when not in set(api.Unsatisfiable):
+            raise (here / "whenUnsatisfiable").fail(
+                when, f"expected one of {', '.join(api.Unsatisfiable)}"
+            )
+        min_domains_raw = item.get("minDomains")
+        min_domains = 1
+        if min_domains_raw is not None:
+            min_domains = _int(min_domains_raw, here / "minDomains")
+            if min_domains < 1:
+                raise (here / "minDomains").fail(min_domains, "must be greater than zero")
+        selector = parse_label_selector(item.get("labelSelector"), here / "labelSelector")
+        extra = _own_values(
+            _label_keys(item.get("matchLabelKeys"), here / "matchLabelKeys"), labels, "In"
+        )
+        if selector is not None and extra:
+            selector = selector.with_requirements(*extra)
+        out.append(
+            api.SpreadConstraint(
+                max_skew,
+                topology_key,
+                api.Unsatisfiable(when),
+                selector,
+                min_domains,
+                _policy(item.get("nodeAffinityPolicy"), here / "nodeAffinityPolicy", True),
+                _policy(item.get("nodeTaintsPolicy"), here / "nodeTaintsPolicy", False),
+            )
+        )
+    return tuple(out)
+
+
+def _controller(meta: Mapping[str, Any], where: FieldPath) -> tuple[str, str] | None:
+    for i, raw in enumerate(_sequence(meta.get("ownerReferences"), where)):
+        ref = _mapping(raw, where / i)
+        if ref.get("controller") is True:
+            return str(ref.get("kind") or ""), str(ref.get("name") or "")
+    return None
+
+
+def _preempted(status: Mapping[str, Any], where: FieldPath) -> bool:
+    for i, raw in enumerate(_sequence(status.get("conditions"), where)):
+        condition = _mapping(raw, where / i)
+        if (
+            condition.get("type") == "DisruptionTarget"
+            and condition.get("status") == "True"
+            and condition.get("reason") == "PreemptionByScheduler"
+        ):
+            return True
+    return False
+
+
 def parse_tolerations(value: Any, where: FieldPath) -> tuple[api.Toleration, ...]:
     out = []
     for i, raw in enumerate(_sequence(value, where)):
@@ -286,6 +461,13 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
             priority = classes.get("", 0)  # "" holds the globalDefault class's value
     affinity = _mapping(spec.get("affinity"), swhere / "affinity")
     gates = _sequence(spec.get("schedulingGates"), swhere / "schedulingGates")
+    labels = _string_map(meta.get("labels"), where / "metadata" / "labels")
+    preemption_policy = spec.get("preemptionPolicy") or api.PREEMPT_LOWER_PRIORITY
+    if preemption_policy not in (api.PREEMPT_LOWER_PRIORITY, api.PREEMPT_NEVER):
+        raise (swhere / "preemptionPolicy").fail(
+            preemption_policy, f"expected {api.PREEMPT_LOWER_PRIORITY} or {api.PREEMPT_NEVER}"
+        )
+    start_time = status.get("startTime")
     return api.Pod(
         namespace=namespace,
         name=name,
@@ -294,7 +476,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         node_name=str(spec.get("nodeName") or ""),
         nominated_node_name=str(status.get("nominatedNodeName") or ""),
         priority=_int(priority, swhere / "priority"),
-        labels=_string_map(meta.get("labels"), where / "metadata" / "labels"),
+        labels=labels,
         node_selector=_string_map(spec.get("nodeSelector"), swhere / "nodeSelector"),
         affinity=parse_node_affinity(affinity.get("nodeAffinity"), swhere / "affinity"),
         tolerations=parse_tolerations(spec.get("tolerations"), swhere / "tolerations"),
@@ -310,6 +492,16 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         container_count=len(raw_init) + len(raw_containers),
         created=_timestamp(meta.get("creationTimestamp"), where / "metadata" / "creationTimestamp"),
         deleting=bool(meta.get("deletionTimestamp")),
+        pod_affinity=parse_pod_affinity(affinity, swhere / "affinity", labels),
+        spread_constraints=parse_spread_constraints(
+            spec.get("topologySpreadConstraints"), swhere / "topologySpreadConstraints", labels
+        ),
+        preemption_policy=str(preemption_policy),
+        start_time=None
+        if not start_time
+        else _timestamp(start_time, where / "status" / "startTime"),
+        preempted=_preempted(status, where / "status" / "conditions"),
+        controller=_controller(meta, where / "metadata" / "ownerReferences"),
         raw=obj,
     )
 
@@ -365,12 +557,30 @@ def parse_disruption_budget(obj: Mapping[str, Any]) -> DisruptionBudget:
     spec = _mapping(obj.get("spec"), where / "spec")
     status = _mapping(obj.get("status"), where / "status")
     allowed = status.get("disruptionsAllowed")
+    disrupted = _mapping(status.get("disruptedPods"), where / "status" / "disruptedPods")
     return DisruptionBudget(
         namespace,
         name,
-        _mapping(spec.get("selector"), where / "spec" / "selector"),
+        parse_label_selector(spec.get("selector"), where / "spec" / "selector"),
         0 if allowed is None else _int(allowed, where / "status" / "disruptionsAllowed"),
+        frozenset(str(n) for n in disrupted),
     )
+
+
+def parse_workload(kind: api.WorkloadKind, obj: Mapping[str, Any]) -> api.Workload:
+    meta = _mapping(obj.get("metadata"), FieldPath(kind.value, "metadata"))
+    namespace = str(meta.get("namespace") or "default")
+    name = str(meta.get("name") or "")
+    where = FieldPath(f"{kind.value} {namespace}/{name}")
+    spec = _mapping(obj.get("spec"), where / "spec")
+    raw = spec.get("selector")
+    selector: api.LabelSelector | None
+    if kind in (api.WorkloadKind.SERVICE, api.WorkloadKind.REPLICATION_CONTROLLER):
+        labels = _string_map(raw, where / "spec" / "selector")  # a plain label map
+        selector = api.LabelSelector(tuple(sorted(labels.items()))) if labels else None
+    else:
+        selector = parse_label_selector(raw, where / "spec" / "selector")
+    return api.Workload(kind, namespace, name, selector)
 
 
 def _flatten(documents: Sequence[Any], source: str) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -403,6 +613,8 @@ def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObje
     nodes: list[api.Node] = []
     pods: list[api.Pod] = []
     budgets: list[DisruptionBudget] = []
+    namespaces: dict[str, Mapping[str, str]] = {}
+    workloads: list[api.Workload] = []
     for kind, obj in flat:
         if kind == "Node":
             nodes.append(parse_node(obj))
@@ -412,9 +624,19 @@ def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObje
                 pods.append(parse_pod(obj, classes))
         elif kind == "PodDisruptionBudget":
             budgets.append(parse_disruption_budget(obj))
+        elif kind == "Namespace":
+            meta = _mapping(obj.get("metadata"), FieldPath("Namespace", "metadata"))
+            where = FieldPath(f"Namespace {meta.get('name')}", "metadata")
+            namespaces[str(meta.get("name") or "")] = _string_map(
+                meta.get("labels"), where / "labels"
+            )
+        elif kind in set(api.WorkloadKind):
+            workloads.append(parse_workload(api.WorkloadKind(kind), obj))
     _reject_duplicates("Node", [node.name for node in nodes], source)
     _reject_duplicates("Pod", [pod.key for pod in pods], source)
-    return ClusterObjects(tuple(nodes), tuple(pods), classes, tuple(budgets))
+    return ClusterObjects(
+        tuple(nodes), tuple(pods), classes, tuple(budgets), namespaces, tuple(workloads)
+    )
 
 
 def _reject_duplicates(kind: str, names: Sequence[str], source: str) -> None:

@@ -21,8 +21,9 @@ through :meth:`ClusterSnapshot.add_pod` / :meth:`remove_pod` (the scheduler's "a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -97,6 +98,131 @@ class LabelColumns:
         return found if found is not None else LabelColumn(self._absent, (), {})
 
 
+GroupKey = tuple[str, frozenset[tuple[str, str]], bool]
+"""A pod group: namespace, labels, terminating."""
+
+
+class PodGroups:
+    """Bound pods grouped by namespace, labels and whether they are terminating, with
+    each group's pod count per node.
+
+    Workloads share labels (a Deployment's pods differ only in name), so a cluster of
+    tens of thousands of pods has a few hundred groups. PodTopologySpread and
+    InterPodAffinity ask "how many pods matching this selector, per node": the answer is
+    the sum of the matching groups' counts, found through an inverted index on
+    ``(key, value)``, without looking at a single pod."""
+
+    def __init__(self) -> None:
+        self.keys: list[GroupKey] = []
+        self.labels: list[dict[str, str]] = []
+        self.per_node: list[dict[int, int]] = []
+        self._id: dict[GroupKey, int] = {}
+        self._by_pair: dict[tuple[str, str], set[int]] = {}
+        self._by_namespace: dict[str, set[int]] = {}
+
+    def update(self, pod: api.Pod, node: int, sign: int) -> None:
+        key = (pod.namespace, frozenset(pod.labels.items()), pod.deleting)
+        group = self._id.get(key)
+        if group is None:
+            group = self._id[key] = len(self.keys)
+            self.keys.append(key)
+            self.labels.append(dict(pod.labels))
+            self.per_node.append({})
+            self._by_namespace.setdefault(pod.namespace, set()).add(group)
+            for pair in pod.labels.items():
+                self._by_pair.setdefault(pair, set()).add(group)
+        counts = self.per_node[group]
+        left = counts.get(node, 0) + sign
+        if left:
+            counts[node] = left
+        else:
+            counts.pop(node, None)
+
+    def matching(
+        self,
+        selector: api.LabelSelector,
+        namespace: Callable[[str], bool],
+        *,
+        include_terminating: bool = True,
+    ) -> list[int]:
+        """Groups whose labels ``selector`` matches, in namespaces ``namespace`` accepts."""
+        candidates: Iterable[int] = range(len(self.keys))
+        for pair in selector.match_labels:
+            candidates = self._by_pair.get(pair, set())
+            break
+        found = []
+        for group in candidates:
+            ns, _, terminating = self.keys[group]
+            if terminating and not include_terminating:
+                continue
+            if self.per_node[group] and namespace(ns) and selector.matches(self.labels[group]):
+                found.append(group)
+        return found
+
+    def in_namespace(self, namespace: str) -> set[int]:
+        return self._by_namespace.get(namespace, set())
+
+    def counts(self, groups: Iterable[int], size: int) -> Int64s:
+        """Pods of ``groups`` per node, as an array over all nodes."""
+        total = np.zeros(size, dtype=np.int64)
+        for group in groups:
+            per_node = self.per_node[group]
+            if per_node:
+                nodes = np.fromiter(per_node.keys(), dtype=np.intp, count=len(per_node))
+                amounts = np.fromiter(per_node.values(), dtype=np.int64, count=len(per_node))
+                np.add.at(total, nodes, amounts)
+        return total
+
+
+class TermKind(StrEnum):
+    REQUIRED_AFFINITY = "requiredAffinity"
+    REQUIRED_ANTI_AFFINITY = "requiredAntiAffinity"
+    PREFERRED_AFFINITY = "preferredAffinity"
+    PREFERRED_ANTI_AFFINITY = "preferredAntiAffinity"
+
+
+TermKey = tuple[TermKind, str, api.PodAffinityTerm, int]
+"""Kind, the owning pod's namespace, the term, its weight (1 for required terms)."""
+
+
+class AffinityTerms:
+    """The pod (anti-)affinity terms of bound pods, deduplicated, with how many pods on
+    each node carry each one: what InterPodAffinity's symmetry checks iterate (replicas
+    of a workload share their terms, so this is short however many pods there are)."""
+
+    def __init__(self) -> None:
+        self.per_node: dict[TermKey, dict[int, int]] = {}
+
+    @staticmethod
+    def keys_of(pod: api.Pod) -> list[TermKey]:
+        affinity = pod.pod_affinity
+        if affinity is None:
+            return []
+        ns = pod.namespace
+        keys: list[TermKey] = [(TermKind.REQUIRED_AFFINITY, ns, t, 1) for t in affinity.required]
+        keys += [(TermKind.REQUIRED_ANTI_AFFINITY, ns, t, 1) for t in affinity.required_anti]
+        keys += [(TermKind.PREFERRED_AFFINITY, ns, w.term, w.weight) for w in affinity.preferred]
+        keys += [
+            (TermKind.PREFERRED_ANTI_AFFINITY, ns, w.term, w.weight)
+            for w in affinity.preferred_anti
+        ]
+        return keys
+
+    def update(self, pod: api.Pod, node: int, sign: int) -> None:
+        for key in self.keys_of(pod):
+            counts = self.per_node.setdefault(key, {})
+            left = counts.get(node, 0) + sign
+            if left:
+                counts[node] = left
+            else:
+                counts.pop(node, None)
+                if not counts:
+                    del self.per_node[key]
+
+    def of_kind(self, *kinds: TermKind) -> list[tuple[TermKey, dict[int, int]]]:
+        return [(key, nodes) for key, nodes in self.per_node.items() if key[0] in kinds]
+
+
 @dataclass(frozen=True, slots=True)
 class ImageState:
     size: int
@@ -107,7 +233,18 @@ class ImageState:
 class ClusterSnapshot:
     """Nodes and their pods, by column; node ``i`` is ``nodes[i]`` in node-tree order."""
 
-    def __init__(self, nodes: Sequence[api.Node], pods: Iterable[api.Pod] = ()) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[api.Node],
+        pods: Iterable[api.Pod] = (),
+        *,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        workloads: Sequence[api.Workload] = (),
+    ) -> None:
+        self.namespace_labels: Mapping[str, Mapping[str, str]] = namespaces or {}
+        """Namespace labels, for pod affinity's ``namespaceSelector``."""
+        self.workloads: tuple[api.Workload, ...] = tuple(workloads)
+        """Services, ReplicaSets, StatefulSets...: default spreading selectors."""
         order = node_tree_order(nodes)
         self.nodes: tuple[api.Node, ...] = tuple(nodes[i] for i in order)
         self.names: tuple[str, ...] = tuple(node.name for node in self.nodes)
@@ -135,6 +272,8 @@ class ClusterSnapshot:
         self.pod_count: Int64s = np.zeros(size, dtype=np.int64)
         self.pods_on_node: list[list[api.Pod]] = [[] for _ in range(size)]
         self.used_ports: dict[int, list[api.HostPort]] = {}
+        self.pod_groups = PodGroups()
+        self.affinity_terms = AffinityTerms()
 
         self.labels = LabelColumns([node.labels for node in self.nodes])
         self.unschedulable: Mask = np.array([n.unschedulable for n in self.nodes], dtype=bool)
@@ -181,12 +320,18 @@ class ClusterSnapshot:
         """Account ``pod`` on node ``node`` (a bound pod, or one the scheduler assumes)."""
         self._account(pod, node, 1)
         self.pods_on_node[node].append(pod)
+        self.pod_groups.update(pod, node, 1)
+        if pod.pod_affinity is not None:
+            self.affinity_terms.update(pod, node, 1)
         if pod.host_ports:
             self.used_ports.setdefault(node, []).extend(pod.host_ports)
 
     def remove_pod(self, pod: api.Pod, node: int) -> None:
         self._account(pod, node, -1)
         self.pods_on_node[node].remove(pod)
+        self.pod_groups.update(pod, node, -1)
+        if pod.pod_affinity is not None:
+            self.affinity_terms.update(pod, node, -1)
         if pod.host_ports:
             ports = self.used_ports[node]
             for port in pod.host_ports:

@@ -229,5 +229,5 @@ def test_disruption_budgets_are_read() -> None:
     }
     cluster = objects.read_cluster([budget])
     assert cluster.disruption_budgets == (
-        objects.DisruptionBudget("shop", "web", {"matchLabels": {"app": "web"}}, 1),
+        objects.DisruptionBudget("shop", "web", api.LabelSelector((("app", "web"),)), 1),
     )

@@ -36,22 +36,14 @@ REASON_CONFLICT = "pod affinity terms conflict"
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 NAME_FIELD = "metadata.name"
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT64_MIN, INT64_MAX = api.INT64_MIN, api.INT64_MAX
 
 _NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
 _QUALIFIED_NAME = re.compile(
     rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME_PART}$"
 )
 _LABEL_VALUE = re.compile(rf"^({_NAME_PART})?$")
-_GO_INT = re.compile(r"^[+-]?[0-9]+$")
-
-
-def parse_go_int(text: str) -> int | None:
-    """``strconv.ParseInt(text, 10, 64)``: optional sign, ASCII digits, int64 range."""
-    if not _GO_INT.match(text):
-        return None
-    value = int(text)
-    return value if INT64_MIN <= value <= INT64_MAX else None
+parse_go_int = api.parse_go_int
 
 
 def requirement_error(requirement: api.Requirement, *, field: bool) -> str | None:
