@@ -104,6 +104,7 @@ class Handle:
     now: float = 0.0
     """Wall-clock Unix seconds of this plan (freshness of published node data)."""
     binder: Binder = field(default_factory=RecordingBinder)
+    features: config.FeatureGates = field(default_factory=config.FeatureGates)
     extenders: Extenders | None = None
     """The configuration's HTTP extenders (``None``: none configured); the scheduling
     cycle calls them, see :mod:`nodeagent.scheduler.extenders.chain`."""

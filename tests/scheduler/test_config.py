@@ -44,12 +44,14 @@ def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "PodTopologySpread",
     ]
     assert fw.weights == {
         "NodePressure": 2,
         "TaintToleration": 3,
         "NodeAffinity": 2,
         "NodeResourcesFit": 1,
+        "PodTopologySpread": 2,
         "NodeResourcesBalancedAllocation": 1,
         "ImageLocality": 1,
     }
@@ -102,6 +104,7 @@ def test_explicit_overrides_keep_the_order_of_their_own_point() -> None:
         "NodePressure",
         "NodeAffinity",
         "NodeResourcesFit",
+        "PodTopologySpread",
         "NodeResourcesBalancedAllocation",
     ]
     assert (fw.weights["ImageLocality"], fw.weights["TaintToleration"]) == (4, 6)

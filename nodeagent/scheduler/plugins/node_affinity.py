@@ -266,6 +266,23 @@ def _required_of(pod: api.Pod) -> _Required:
     return _Required(tuple(sorted(pod.node_selector.items())), terms)
 
 
+_POD_MASKS = helpers.StaticNodeCache[Mask]()
+
+
+def pod_affinity_mask(pod: api.Pod, snapshot: ClusterSnapshot) -> Mask:
+    """Over all nodes: the pod's ``nodeSelector`` AND its required node affinity (what
+    PodTopologySpread's ``nodeAffinityPolicy: Honor`` checks), cached per snapshot."""
+    required = _required_of(pod)
+
+    def compute() -> Mask:
+        result = selector_mask(dict(required.selector), snapshot, snapshot.all_nodes)
+        if required.terms is not None:
+            result &= required_mask(required.terms, snapshot, snapshot.all_nodes)
+        return result
+
+    return _POD_MASKS.get(snapshot, required, compute)
+
+
 class NodeAffinity:
     name = NAME
 
