@@ -13,6 +13,7 @@ without a CA means *insecure* (no server verification), as upstream does.
 
 from __future__ import annotations
 
+import logging
 import os
 import ssl
 import tempfile
@@ -25,6 +26,8 @@ import urllib3
 
 from nodeagent.scheduler.extenders import wire
 from nodeagent.scheduler.extenders.settings import ExtenderConfig, TLSConfig
+
+log = logging.getLogger(__name__)
 
 
 class ExtenderError(Exception):
@@ -59,6 +62,13 @@ def ssl_context(config: ExtenderConfig) -> ssl.SSLContext:
     if tls.insecure or (config.enable_https and not has_ca):
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
+        # Said once here rather than by urllib3 on every call.
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+        log.warning(
+            "extender %s: HTTPS without verifying the server (%s)",
+            config.url_prefix,
+            "tlsConfig.insecure" if tls.insecure else "enableHTTPS without a CA",
+        )
     if tls.cert_file or tls.cert_data:
         with _pem_files(tls) as (cert, key):
             context.load_cert_chain(cert, key)

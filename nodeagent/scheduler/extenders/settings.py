@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from nodeagent import durations
 from nodeagent.errors import ConfigError
@@ -41,11 +42,16 @@ class _Model(BaseModel):
     )
 
 
+def _invalid(message: str) -> PydanticCustomError:
+    """A field error reported as ``path (value ...): message`` by the configuration."""
+    return PydanticCustomError("invalid_extender_field", message)
+
+
 def _base64(value: str, what: str) -> bytes:
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError) as exc:
-        raise ValueError(f"{what} must be base64 (as Go encodes []byte): {exc}") from exc
+        raise _invalid(f"{what} must be base64, as Go encodes []byte ({exc})") from exc
 
 
 class TLSConfig(_Model):
@@ -64,7 +70,7 @@ class TLSConfig(_Model):
     @classmethod
     def _is_base64(cls, value: str) -> str:
         if value:
-            _base64(value, "the value")
+            _base64(value, "PEM data")
         return value
 
     def pem(self, name: str) -> bytes:
@@ -103,13 +109,16 @@ class ExtenderConfig(_Model):
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not re.match(r"^https?://[^/\s]+", value):
-            raise ValueError("must be an http:// or https:// URL, e.g. http://127.0.0.1:8888/")
+            raise _invalid("must be an http:// or https:// URL, e.g. http://127.0.0.1:8888/")
         return value
 
     @field_validator("http_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
-        return durations.parse_seconds(value)
+        try:
+            return durations.parse_seconds(value)
+        except durations.DurationError as exc:
+            raise _invalid(str(exc)) from exc
 
     @property
     def name(self) -> str:
