@@ -25,7 +25,6 @@ from nodeagent.agent import logs
 from nodeagent.agent.settings import LogFormat, LogLevel
 from nodeagent.errors import ConfigError
 from nodeagent.kube import http, informer
-from nodeagent.observability.server import ObservabilityServer
 from nodeagent.observability.settings import parse_listen_address
 from nodeagent.scheduler import config, registry
 from nodeagent.scheduler.extenders import server
@@ -116,15 +115,13 @@ def run(args: argparse.Namespace) -> int:
     kube = http.HTTPKubeClient.connect(http.load_configuration(args.kubeconfig))
     view = NodeView(synced=lambda: nodes.synced)
     nodes = informer.Informer(informer.nodes(kube), view.handlers(), name="extender-nodes")
-    metrics = server.ExtenderMetrics(view)
-    service = server.ExtenderService(view, judge, metrics, max_request_bytes=args.max_request_bytes)
-    endpoint = ObservabilityServer(
+    endpoint, _ = server.make_server(
+        view,
+        judge,
         address,
-        registry=metrics.registry,
-        health=server.ExtenderHealth(view, watching=lambda: nodes.alive),
-        routes=service.routes(),
         ssl_context=context,
-        address_field="--listen",
+        max_request_bytes=args.max_request_bytes,
+        watching=lambda: nodes.alive,
     )
     stop = threading.Event()
 

@@ -29,6 +29,7 @@ the port (:mod:`nodeagent.observability.server`).
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -40,7 +41,8 @@ import prometheus_client
 from nodeagent import model
 from nodeagent.errors import ConfigError
 from nodeagent.observability.health import ProbeResult
-from nodeagent.observability.server import StartResponse, WSGIApp
+from nodeagent.observability.server import ObservabilityServer, StartResponse, WSGIApp
+from nodeagent.observability.settings import ListenAddress
 from nodeagent.scheduler import api, objects
 from nodeagent.scheduler.extenders import wire
 from nodeagent.scheduler.extenders.nodeview import NodeView
@@ -271,8 +273,6 @@ class ExtenderService:
             self.metrics.requests.labels(verb, str(code)).inc()
             self.metrics.duration.labels(verb).observe(time.perf_counter() - started)
             headers = [("Content-Type", content_type), ("Content-Length", str(len(body)))]
-            if code == 413:
-                headers.append(("Connection", "close"))
             start_response(f"{code} {_REASONS[code]}", headers)
             return [body]
 
@@ -336,3 +336,26 @@ def _tolerations(pod: Mapping[str, Any]) -> tuple[api.Toleration, ...]:
         )
     except ConfigError as exc:
         raise BadRequest(str(exc)) from exc
+
+
+def make_server(
+    view: NodeView,
+    judge: PressureJudge,
+    address: ListenAddress,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    watching: Callable[[], bool] | None = None,
+) -> tuple[ObservabilityServer, ExtenderService]:
+    """The extender's HTTP(S) server (not started) and the service behind its verbs."""
+    metrics = ExtenderMetrics(view)
+    service = ExtenderService(view, judge, metrics, max_request_bytes=max_request_bytes)
+    endpoint = ObservabilityServer(
+        address,
+        registry=metrics.registry,
+        health=ExtenderHealth(view, watching),
+        routes=service.routes(),
+        ssl_context=ssl_context,
+        address_field="--listen",
+    )
+    return endpoint, service

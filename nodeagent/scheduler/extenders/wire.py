@@ -149,7 +149,7 @@ class _RawNodeList(msgspec.Struct):
 
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_POD = msgspec.json.Decoder(dict[str, Any])
+_POD = msgspec.json.Decoder(dict[str, Any] | None)
 _NAMES = msgspec.json.Decoder(list[str] | None)
 _NODE_LIST = msgspec.json.Decoder(_RawNodeList | None)
 _NODE = msgspec.json.Decoder(NodeFields)
