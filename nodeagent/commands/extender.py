@@ -13,6 +13,7 @@ codes: 0 after a clean stop, 2 for a configuration that cannot work.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import ssl
@@ -133,6 +134,14 @@ def run(args: argparse.Namespace) -> int:
         endpoint.start()
         nodes.start()
         log.info("extender serving on %s (/filter, /prioritize)", endpoint.url)
+        while not stop.is_set():
+            if nodes.wait_synced(0.5):
+                # Tens of thousands of long-lived objects (the listed nodes) would make
+                # each full collection a pause of 100 ms or more in the middle of a
+                # call; frozen, the collector skips them.
+                gc.freeze()
+                log.info("node view synced: %d nodes", len(view))
+                break
         stop.wait()
     finally:
         nodes.stop()

@@ -45,7 +45,7 @@ from nodeagent.observability.server import ObservabilityServer, StartResponse, W
 from nodeagent.observability.settings import ListenAddress
 from nodeagent.scheduler import api, objects
 from nodeagent.scheduler.extenders import wire
-from nodeagent.scheduler.extenders.nodeview import NodeView
+from nodeagent.scheduler.extenders.nodeview import KnownNode, NodeView
 from nodeagent.scheduler.framework import Handle
 from nodeagent.scheduler.plugins import node_pressure
 
@@ -134,7 +134,6 @@ class PressureJudge:
     """The NodePressure plugin's verdicts, one node at a time."""
 
     def __init__(self, args: node_pressure.Args, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
         self._handle = Handle(now=clock())
         self.plugin = node_pressure.new(args, self._handle)
         self.neutral = args.neutral_score
@@ -149,10 +148,15 @@ class PressureJudge:
         return self.plugin.first_pressure(node.taints, tolerations)
 
     def score(self, node: api.Node, version: str, now: float) -> int:
-        """The plugin's 0..100 score for ``node`` (cached per version for SCORE_TTL)."""
+        """The plugin's 0..100 score for ``node`` at ``now``, reused for SCORE_TTL
+        seconds while the node's resourceVersion stays the same."""
         cached = self._scores.get(node.name)
-        fresh = cached is not None and now - cached.at < SCORE_TTL
-        if fresh and cached is not None and version and cached.version == version:
+        if (
+            cached is not None
+            and version
+            and cached.version == version
+            and now - cached.at < SCORE_TTL
+        ):
             return cached.score
         with self._lock:  # the plugin reads the handle's clock
             self._handle.now = now
@@ -161,17 +165,10 @@ class PressureJudge:
             self._scores[node.name] = _Scored(version, score, now)
         return score
 
-    def forget(self, name: str) -> None:
-        self._scores.pop(name, None)
-
 
 def extender_score(score: int) -> int:
     """0..100 onto the extender's 0..10, rounded down."""
     return score * wire.MAX_EXTENDER_PRIORITY // api.MAX_NODE_SCORE
-
-
-class BadRequest(Exception):
-    """The request cannot be answered as sent (400); the message says why."""
 
 
 class ExtenderService:
@@ -194,70 +191,79 @@ class ExtenderService:
 
     # --- the verdicts ---------------------------------------------------------------------
 
-    def _nodes(self, args: wire.ExtenderArgs) -> Iterable[tuple[str, api.Node | None, str]]:
-        """``(name, node or None if unknown, resourceVersion)`` for each node sent."""
+    def _nodes(self, args: wire.ExtenderArgs) -> list[tuple[str, KnownNode | None]]:
+        """Each node sent, with what the verdicts read (``None``: unknown, it passes)."""
+        known = self.view.nodes
         if args.node_names is not None:
-            view = self.view
-            for name in args.node_names:
-                known = view.get(name)
-                if known is None:
-                    yield name, None, ""
-                else:
-                    yield name, known.node, known.resource_version
-            return
+            return [(name, known.get(name)) for name in args.node_names]
         assert args.nodes is not None
-        for i, fields in enumerate(args.nodes.fields):
+        out: list[tuple[str, KnownNode | None]] = []
+        for fields in args.nodes.fields:
             name, version = fields.metadata.name, fields.metadata.resourceVersion
-            known = self.view.get(name)
-            if known is not None and version and known.resource_version == version:
-                yield name, known.node, version
+            watched = known.get(name)
+            if watched is None or not version or watched.resource_version != version:
+                watched = KnownNode(fields.to_node(), version)  # judged as sent
+            out.append((name, watched))
+        return out
+
+    def _rejections(
+        self, nodes: Iterable[tuple[str, KnownNode | None]], pod: Mapping[str, Any]
+    ) -> dict[str, str]:
+        """Node -> the plugin's reason, for the nodes whose pressure taint the pod does
+        not tolerate (judged once per distinct taint list)."""
+        tolerations = _tolerations(pod)
+        by_taints: dict[tuple[api.Taint, ...], model.Pressure | None] = {}
+        rejected: dict[str, str] = {}
+        for name, known in nodes:
+            if known is None or not known.node.taints:
                 continue
-            try:
-                yield name, objects.parse_node(fields.as_object()), version
-            except ConfigError as exc:
-                raise BadRequest(f"Nodes.items[{i}]: {exc}") from exc
+            taints = known.node.taints
+            if taints not in by_taints:
+                by_taints[taints] = self.judge.rejection(known.node, tolerations)
+            pressure = by_taints[taints]
+            if pressure is not None:
+                rejected[name] = node_pressure.reason(pressure)
+                self.metrics.nodes_rejected.labels(pressure.value).inc()
+        return rejected
 
     def filter(self, args: wire.ExtenderArgs) -> bytes:
-        tolerations = _tolerations(args.pod)
-        by_taints: dict[tuple[api.Taint, ...], model.Pressure | None] = {}
-        passed: list[int] = []
-        unresolvable: dict[str, str] = {}
-        for position, (name, node, _) in enumerate(self._nodes(args)):
-            if node is None:
-                passed.append(position)
-                continue
-            taints = node.taints
-            if taints not in by_taints:
-                by_taints[taints] = self.judge.rejection(node, tolerations)
-            pressure = by_taints[taints]
-            if pressure is None:
-                passed.append(position)
-            else:
-                unresolvable[name] = node_pressure.reason(pressure)
-                self.metrics.nodes_rejected.labels(pressure.value).inc()
         if args.node_names is not None:
-            names = [args.node_names[i] for i in passed]
+            names = args.node_names
+            known, tainted = self.view.nodes, self.view.tainted
+            # Only tainted nodes can fail: the rest pass without being looked at.
+            suspects = [(n, known.get(n)) for n in names if n in tainted]
+            rejected = self._rejections(suspects, args.pod)
+            kept = [n for n in names if n not in rejected] if rejected else names
             return wire.filter_result(
-                node_names=names, node_items=None, failed={}, failed_unresolvable=unresolvable
+                node_names=kept, node_items=None, failed={}, failed_unresolvable=rejected
             )
+        nodes = self._nodes(args)
+        rejected = self._rejections(nodes, args.pod)
         assert args.nodes is not None
-        raw = args.nodes.raw
+        items = [
+            raw
+            for raw, (name, _) in zip(args.nodes.raw, nodes, strict=True)
+            if name not in rejected
+        ]
         return wire.filter_result(
-            node_names=None,
-            node_items=[bytes(raw[i]) for i in passed],
-            failed={},
-            failed_unresolvable=unresolvable,
+            node_names=None, node_items=items, failed={}, failed_unresolvable=rejected
         )
 
     def prioritize(self, args: wire.ExtenderArgs) -> bytes:
         now = self._clock()
-        judge = self.judge
-        neutral = extender_score(judge.neutral)
-        scores = [
-            (name, neutral if node is None else extender_score(judge.score(node, version, now)))
-            for name, node, version in self._nodes(args)
-        ]
-        return wire.host_priority_list(scores)
+        score = self.judge.score
+        neutral = extender_score(self.judge.neutral)
+        scale = wire.MAX_EXTENDER_PRIORITY
+        top = api.MAX_NODE_SCORE
+        entry = wire.HostPriority
+        return wire.host_priority_list(
+            [
+                entry(name, neutral)
+                if known is None
+                else entry(name, score(known.node, known.resource_version, now) * scale // top)
+                for name, known in self._nodes(args)
+            ]
+        )
 
     # --- HTTP -----------------------------------------------------------------------------
 
@@ -297,7 +303,7 @@ class ExtenderService:
             body = environ["wsgi.input"].read(length)
             args = wire.read_extender_args(body)
             return 200, answer(args), "application/json"
-        except (wire.ProtocolError, BadRequest) as exc:
+        except wire.ProtocolError as exc:
             return _text(400, str(exc))
         except OSError as exc:  # the client sent less than it announced, or went away
             return _text(400, f"could not read the request body: {exc}")
@@ -325,7 +331,7 @@ def _tolerations(pod: Mapping[str, Any]) -> tuple[api.Toleration, ...]:
     if spec is None:
         return ()
     if not isinstance(spec, Mapping):
-        raise BadRequest("Pod.spec: expected an object")
+        raise wire.ProtocolError("Pod.spec: expected an object")
     meta = pod.get("metadata")
     if not isinstance(meta, Mapping):
         meta = {}
@@ -335,7 +341,7 @@ def _tolerations(pod: Mapping[str, Any]) -> tuple[api.Toleration, ...]:
             spec.get("tolerations"), objects.FieldPath(what, "Pod.spec.tolerations")
         )
     except ConfigError as exc:
-        raise BadRequest(str(exc)) from exc
+        raise wire.ProtocolError(str(exc)) from exc
 
 
 def make_server(

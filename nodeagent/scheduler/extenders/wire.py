@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from nodeagent.scheduler import api
+
 MAX_EXTENDER_PRIORITY = 10
 """Extender scores are 0..10; kube-scheduler scales them by MaxNodeScore / 10."""
 
@@ -114,37 +116,71 @@ def extender_args(
 # --- what an extender server reads (typed, for speed) ------------------------------------
 
 
-class _Metadata(msgspec.Struct):
+class _Metadata(msgspec.Struct, gc=False):
     name: str = ""
     resourceVersion: str = ""  # noqa: N815 - the API's field name
     annotations: dict[str, str] | None = None
 
 
-class _Spec(msgspec.Struct):
-    taints: list[dict[str, Any]] | None = None
+class _Taint(msgspec.Struct, gc=False):
+    key: str | None = None
+    value: str | None = None
+    effect: str | None = None
 
 
-class _Status(msgspec.Struct):
-    conditions: list[dict[str, Any]] | None = None
+class _Spec(msgspec.Struct, gc=False):
+    taints: list[_Taint] | None = None
 
 
-class NodeFields(msgspec.Struct):
-    """The parts of a Node the pressure verdicts read."""
+class _Condition(msgspec.Struct, gc=False):
+    type: str | None = None
+    status: str | None = None
+
+
+class _Status(msgspec.Struct, gc=False):
+    conditions: list[_Condition] | None = None
+
+
+_EFFECTS = frozenset(api.TaintEffect)
+
+
+class NodeFields(msgspec.Struct, gc=False):
+    """The parts of a Node the pressure verdicts read, decoded straight from JSON (a
+    request) or converted from a watched object (:func:`node_fields`)."""
 
     metadata: _Metadata = msgspec.field(default_factory=_Metadata)
     spec: _Spec = msgspec.field(default_factory=_Spec)
     status: _Status = msgspec.field(default_factory=_Status)
 
-    def as_object(self) -> dict[str, Any]:
-        """The same fields as a Node object (what :func:`objects.parse_node` reads)."""
-        return {
-            "metadata": {"name": self.metadata.name, "annotations": self.metadata.annotations},
-            "spec": {"taints": self.spec.taints},
-            "status": {"conditions": self.status.conditions},
-        }
+    def to_node(self) -> api.Node:
+        """The scheduler's Node value (name, annotations, taints, conditions), with the
+        API's meaning of absent fields; an unknown taint effect is a ProtocolError."""
+        taints = []
+        for i, taint in enumerate(self.spec.taints or ()):
+            effect = taint.effect or ""
+            if effect not in _EFFECTS:
+                raise ProtocolError(
+                    f"Node {self.metadata.name}: spec.taints[{i}].effect {effect!r}: expected"
+                    f" one of {', '.join(api.TaintEffect)}"
+                )
+            taints.append(api.Taint(taint.key or "", effect, taint.value or ""))
+        return api.Node(
+            name=self.metadata.name,
+            annotations=self.metadata.annotations or {},
+            taints=tuple(taints),
+            conditions={c.type or "": c.status or "Unknown" for c in self.status.conditions or ()},
+        )
 
 
-class _RawNodeList(msgspec.Struct):
+def node_fields(obj: Mapping[str, Any]) -> NodeFields:
+    """A watched Node object's fields (:class:`ProtocolError` for mistyped ones)."""
+    try:
+        return msgspec.convert(obj, NodeFields)
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(f"Node: {exc}") from exc
+
+
+class _RawNodeList(msgspec.Struct, gc=False):
     items: list[msgspec.Raw] | None = None
 
 
@@ -210,25 +246,39 @@ def read_extender_args(body: bytes) -> ExtenderArgs:
 def filter_result(
     *,
     node_names: Sequence[str] | None,
-    node_items: Sequence[bytes] | None,
+    node_items: Sequence[msgspec.Raw] | None,
     failed: Mapping[str, str],
     failed_unresolvable: Mapping[str, str],
     error: str = "",
 ) -> bytes:
     """An ``ExtenderFilterResult``. Passing nodes go back in the form they came in: names,
-    or the original bytes of each Node object (not re-encoded)."""
-    head = {
-        NODE_NAMES: None if node_names is None else list(node_names),
-        FAILED_NODES: dict(failed),
-        FAILED_AND_UNRESOLVABLE_NODES: dict(failed_unresolvable),
-        ERROR: error,
-    }
-    encoded = encode(head)
+    or the original bytes of each Node object, joined once (not re-encoded)."""
+    head = encode(
+        {
+            NODE_NAMES: None if node_names is None else list(node_names),
+            FAILED_NODES: dict(failed),
+            FAILED_AND_UNRESOLVABLE_NODES: dict(failed_unresolvable),
+            ERROR: error,
+        }
+    )
     if node_items is None:
-        return encoded[:-1] + b',"Nodes":null}'
-    items = b",".join(node_items)
-    return encoded[:-1] + b',"Nodes":{"metadata":{},"items":[' + items + b"]}}"
+        return head[:-1] + b',"Nodes":null}'
+    parts: list[bytes | msgspec.Raw] = [head[:-1], b',"Nodes":{"metadata":{},"items":[']
+    for i, item in enumerate(node_items):
+        if i:
+            parts.append(b",")
+        parts.append(item)
+    parts.append(b"]}}")
+    return b"".join(parts)  # a Raw is a buffer: joined without a copy of its own
 
 
-def host_priority_list(scores: Iterable[tuple[str, int]]) -> bytes:
-    return encode([{HOST: host, SCORE: score} for host, score in scores])
+class HostPriority(msgspec.Struct, gc=False):
+    Host: str
+    Score: int
+
+
+_ENCODER = msgspec.json.Encoder()
+
+
+def host_priority_list(scores: Iterable[HostPriority]) -> bytes:
+    return _ENCODER.encode(list(scores))
