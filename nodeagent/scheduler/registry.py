@@ -10,7 +10,9 @@ from nodeagent.scheduler.framework import PluginSpec, Registry
 from nodeagent.scheduler.plugins import (
     balanced_allocation,
     default_binder,
+    default_preemption,
     image_locality,
+    inter_pod_affinity,
     node_affinity,
     node_name,
     node_ports,
@@ -36,6 +38,8 @@ def in_tree_registry() -> Registry:
         taint_toleration.NAME: PluginSpec(taint_toleration.new),
         node_affinity.NAME: PluginSpec(node_affinity.new, node_affinity.Args),
         pod_topology_spread.NAME: PluginSpec(pod_topology_spread.new, pod_topology_spread.Args),
+        inter_pod_affinity.NAME: PluginSpec(inter_pod_affinity.new, inter_pod_affinity.Args),
+        default_preemption.NAME: PluginSpec(default_preemption.new, default_preemption.Args),
         image_locality.NAME: PluginSpec(image_locality.new),
         node_pressure.NAME: PluginSpec(node_pressure.new, node_pressure.Args),
         default_binder.NAME: PluginSpec(default_binder.new),

@@ -36,9 +36,11 @@ from nodeagent.scheduler.framework import (
     FilterPlugin,
     Framework,
     PluginError,
+    PostFilterResult,
+    PreemptionAwareFilter,
     ScoreOutcome,
 )
-from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, NodeIndices
+from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -160,6 +162,8 @@ class CycleResult:
     gated: bool = False
     nominated_node: str | None = None
     """Set by a PostFilter plugin (preemption) when the pod should wait for a node."""
+    preemption: PostFilterResult | None = None
+    """The PostFilter's full offer (victims, candidates), when it made one."""
     prefilter_status: api.Status = api.SUCCESS
     absent_status: api.Status | None = None
     """Status of nodes a PreFilter result left out (``None``: none left out)."""
@@ -202,6 +206,29 @@ class CycleResult:
             if node not in self._candidate_set:
                 return self.absent_status
         return None
+
+    def preemption_may_help(self) -> Mask:
+        """Over all nodes: rejected, but not UnschedulableAndUnresolvable (PreFilter
+        rejections and nodes a PreFilter result left out never are)."""
+        helps = np.zeros(self.snapshot.size, dtype=bool)
+        if not self.prefilter_status.is_success or self.outcome is None:
+            return helps
+        rejected, by = self.outcome.rejected, self.outcome.rejected_by
+        for position in np.unique(by):
+            plugin = self.filters[int(position)]
+            nodes = rejected[by == position]
+            if isinstance(plugin, PreemptionAwareFilter):
+                helps[nodes] = plugin.preemption_may_help(
+                    self.state, self.pod, self.snapshot, nodes
+                )
+                continue
+            for node in nodes:
+                status = plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
+                helps[node] = status.code is api.Code.UNSCHEDULABLE
+        if self.extender_verdicts is not None:  # FailedNodes, not the unresolvable ones
+            for node, status in self.extender_verdicts.statuses.items():
+                helps[node] = status.code is api.Code.UNSCHEDULABLE
+        return helps
 
     def rejection_statuses(self) -> dict[int, api.Status]:
         statuses: dict[int, api.Status] = {}
@@ -264,12 +291,12 @@ class Scheduler:
             return CycleResult(pod, fw, self.snapshot, CycleState(), status=api.error(str(exc)))
         if result.node is None:
             if result.status.is_rejection and fw.post_filter:
-                statuses = result.rejection_statuses()
-                nominated, post = fw.run_post_filter(result.state, pod, self.snapshot, statuses)
-                result.nominated_node = nominated
+                offer, post = fw.run_post_filter(result.state, pod, self.snapshot, result)
+                result.preemption = offer
+                result.nominated_node = None if offer is None else offer.nominated_node
                 if post.code is not api.Code.ERROR and post.message:
                     # kube-scheduler appends the PostFilter message to the FitError's.
-                    fit = f"{result.status.message} {post.message}."
+                    fit = f"{result.status.message} {post.message}"
                     result.status = api.Status(result.status.code, (fit,), result.status.plugin)
             return result
         node_index = self.snapshot.index[result.node]
@@ -292,6 +319,43 @@ class Scheduler:
         fw.run_post_bind(result.state, pod, result.node)
         return result
 
+    def schedule_pod(self, fw: Framework, pod: api.Pod) -> CycleResult:
+        """Filter, score and select a host; does not assume or bind."""
+        snapshot = self.snapshot
+        result = CycleResult(pod, fw, snapshot, CycleState())
+        if snapshot.size == 0:
+            result.status = api.unschedulable("no nodes available to schedule pods")
+            return result
+        nominated = [
+            (other, snapshot.index[name])
+            for other, name in fw.handle.nominator.counted_for(pod)
+            if name in snapshot.index
+        ]
+        for other, node in nominated:  # filters see nominated pods (addGENominatedPods)
+            snapshot.add_pod(other, node)
+        try:
+            feasible = self._filter(fw, pod, result)
+        finally:
+            for other, node in nominated:
+                snapshot.remove_pod(other, node)
+        if feasible is None or result.node is not None:
+            return result
+        if nominated and feasible.size:
+            feasible = self._without_nominated(fw, pod, feasible, {node for _, node in nominated})
+            if feasible.size == 0:
+                result.status = api.unschedulable(result.fit_error_message())
+                return result
+        if feasible.size and self.extenders is not None:
+            try:
+                feasible = self._extenders_keep(result, feasible)
+            except ExtenderError as exc:
+                result.status = api.error(str(exc))
+                return result
+            if feasible.size == 0:
+                result.status = api.unschedulable(result.fit_error_message())
+                return result
+        return self._score(fw, pod, result, feasible)
+
     def _extenders_keep(self, result: CycleResult, feasible: NodeIndices) -> NodeIndices:
         """The filter extenders' verdicts on the plugins' ``feasible`` nodes (recorded
         in ``result``); raises :class:`ExtenderError` for a failing, non-ignorable one."""
@@ -301,21 +365,41 @@ class Scheduler:
         result.extender_verdicts = verdicts
         return verdicts.feasible
 
-    def schedule_pod(self, fw: Framework, pod: api.Pod) -> CycleResult:
-        """Filter, score and select a host; does not assume or bind."""
-        snapshot = self.snapshot
+    def _without_nominated(
+        self, fw: Framework, pod: api.Pod, feasible: NodeIndices, holders: set[int]
+    ) -> NodeIndices:
+        """kube-scheduler filters a node holding nominated pods twice, with and without
+        them; both must pass. The second pass, on those nodes only."""
+        again = np.isin(feasible, np.fromiter(holders, dtype=np.intp, count=len(holders)))
+        recheck = feasible[again]
+        if recheck.size == 0:
+            return feasible
         state = CycleState()
-        result = CycleResult(pod, fw, snapshot, state)
-        if snapshot.size == 0:
-            result.status = api.unschedulable("no nodes available to schedule pods")
-            return result
+        _, status, _ = fw.run_pre_filter(state, pod, self.snapshot)
+        if not status.is_success:
+            return feasible[~again]
+        passed = find_feasible(
+            fw.active_filters(state),
+            state,
+            pod,
+            self.snapshot,
+            recheck,
+            start=0,
+            wanted=len(recheck),
+        ).feasible
+        return feasible[~again | np.isin(feasible, passed)]
+
+    def _filter(self, fw: Framework, pod: api.Pod, result: CycleResult) -> NodeIndices | None:
+        """PreFilter and Filter; the feasible nodes, or ``None`` when the cycle ended
+        (a rejection, or the nominated node taken as is)."""
+        snapshot, state = self.snapshot, result.state
         restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
         if not status.is_success:
             result.prefilter_status = status
             if status.is_rejection:
                 status = api.Status(status.code, (result.fit_error_message(),), status.plugin)
             result.status = status
-            return result
+            return None
         result.filters = fw.active_filters(state)
         candidates = snapshot.all_nodes
         if restriction is not None:
@@ -343,7 +427,7 @@ class Scheduler:
             if kept.size:
                 result.node = snapshot.names[nominated]
                 result.outcome = passed
-                return result
+                return None
             result.extender_verdicts = None
 
         wanted = num_feasible_nodes_to_find(
@@ -369,19 +453,19 @@ class Scheduler:
         advanced = self.next_start_node_index + outcome.processed
         self.next_start_node_index = advanced % snapshot.size
         result.outcome = outcome
-        feasible = outcome.feasible
-        if feasible.size and extenders is not None:
-            try:
-                feasible = self._extenders_keep(result, feasible)
-            except ExtenderError as exc:
-                result.status = api.error(str(exc))
-                return result
-        if feasible.size == 0:
+        if outcome.feasible.size == 0:
             result.status = api.unschedulable(result.fit_error_message())
-            return result
+            return None
+        return outcome.feasible
+
+    def _score(
+        self, fw: Framework, pod: api.Pod, result: CycleResult, feasible: NodeIndices
+    ) -> CycleResult:
+        snapshot, state = self.snapshot, result.state
         if feasible.size == 1:
             result.node = snapshot.names[int(feasible[0])]
             return result
+        extenders = self.extenders
         prioritizers = extenders is not None and extenders.has_prioritizers
         if not fw.has_score_plugins() and not prioritizers:
             ones = np.ones(len(feasible), dtype=np.int64)

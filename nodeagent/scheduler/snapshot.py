@@ -240,7 +240,10 @@ class ClusterSnapshot:
         *,
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         workloads: Sequence[api.Workload] = (),
+        disruption_budgets: Sequence[api.DisruptionBudget] = (),
     ) -> None:
+        self.disruption_budgets: list[api.DisruptionBudget] = list(disruption_budgets)
+        """PodDisruptionBudgets, for preemption's choice of victims."""
         self.namespace_labels: Mapping[str, Mapping[str, str]] = namespaces or {}
         """Namespace labels, for pod affinity's ``namespaceSelector``."""
         self.workloads: tuple[api.Workload, ...] = tuple(workloads)
@@ -318,7 +321,7 @@ class ClusterSnapshot:
 
     def add_pod(self, pod: api.Pod, node: int) -> None:
         """Account ``pod`` on node ``node`` (a bound pod, or one the scheduler assumes)."""
-        self._account(pod, node, 1)
+        self.account(pod, node, 1)
         self.pods_on_node[node].append(pod)
         self.pod_groups.update(pod, node, 1)
         if pod.pod_affinity is not None:
@@ -327,7 +330,7 @@ class ClusterSnapshot:
             self.used_ports.setdefault(node, []).extend(pod.host_ports)
 
     def remove_pod(self, pod: api.Pod, node: int) -> None:
-        self._account(pod, node, -1)
+        self.account(pod, node, -1)
         self.pods_on_node[node].remove(pod)
         self.pod_groups.update(pod, node, -1)
         if pod.pod_affinity is not None:
@@ -337,7 +340,9 @@ class ClusterSnapshot:
             for port in pod.host_ports:
                 ports.remove(port)
 
-    def _account(self, pod: api.Pod, node: int, sign: int) -> None:
+    def account(self, pod: api.Pod, node: int, sign: int) -> None:
+        """Shift node ``node``'s resource columns by ``pod``'s requests (``sign`` 1 or
+        -1) and nothing else: what a resource-only dry run (preemption) needs."""
         for name, amount in pod.requests.items():
             if name != api.PODS:
                 row = self._ensure_row(name)  # may grow (replace) the matrices

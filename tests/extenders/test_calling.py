@@ -15,9 +15,11 @@ import pytest
 from nodeagent import cli
 from nodeagent.errors import ConfigError
 from nodeagent.scheduler import api, config, objects, planner, registry, scheduling
-from nodeagent.scheduler.extenders.chain import Extenders, Victims
+from nodeagent.scheduler.extenders.chain import Extenders
 from nodeagent.scheduler.extenders.client import ExtenderError
+from nodeagent.scheduler.extenders.preempting import process_preemption
 from nodeagent.scheduler.extenders.settings import ExtenderConfig
+from nodeagent.scheduler.framework import Victims
 from tests.extenders import stub, tls
 from tests.scheduler.builders import container, node_dict, pod_dict
 
@@ -90,7 +92,11 @@ def test_filter_reasons_reach_the_explanation_and_the_fit_error(
     )
     placement = only(plan([spec]))
     assert placement.status is planner.Outcome.UNSCHEDULABLE
-    assert placement.message == "0/3 nodes are available: 3 busy."
+    # FailedNodes may be helped by preemption (nothing to preempt here)
+    assert placement.message == (
+        "0/3 nodes are available: 3 busy. preemption: 0/3 nodes are available:"
+        " 3 No preemption victims found for incoming pod."
+    )
 
 
 def test_unresolvable_wins_and_stays_out_of_preemption(extender: stub.StubExtender) -> None:
@@ -121,7 +127,12 @@ def test_unresolvable_wins_and_stays_out_of_preemption(extender: stub.StubExtend
         "n2": api.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
         "n3": api.Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
     }
-    assert result.status.message == "0/3 nodes are available: 1 later, 2 never."
+    # Preemption tries only n1: the unresolvable nodes are "not helpful".
+    assert result.status.message == (
+        "0/3 nodes are available: 1 later, 2 never. preemption: 0/3 nodes are available:"
+        " 1 No preemption victims found for incoming pod,"
+        " 2 Preemption is not helpful for scheduling."
+    )
 
 
 def test_filter_extenders_chain_in_order_each_on_what_the_previous_kept() -> None:
@@ -317,7 +328,9 @@ def test_ignored_by_scheduler_resources_are_left_to_the_extender(
     )
     spec = {"urlPrefix": extender.url, "filterVerb": "filter", "nodeCacheCapable": True}
     managed = {"managedResources": [{"name": "example.com/fpga", "ignoredByScheduler": True}]}
-    assert only(plan([spec], objs)).message.endswith("Insufficient example.com/fpga.")
+    assert only(plan([spec], objs)).message.startswith(
+        "0/1 nodes are available: 1 Insufficient example.com/fpga."
+    )
     assert only(plan([{**spec, **managed}], objs)).node == "n1"
 
 
@@ -390,7 +403,7 @@ def test_preempt_trims_victims_resolved_by_uid(
         "n1": Victims((pods["a"], pods["b"]), 1),
         "n2": Victims((pods["c"],)),
     }
-    result = chain.process_preemption(pods["a"], snapshot, candidates)
+    result = process_preemption(chain, pods["a"], snapshot, candidates)
     assert result == {"n1": Victims((pods["b"],), 0)}
 
     extender.answers["preempt"] = lambda body: (
@@ -398,16 +411,45 @@ def test_preempt_trims_victims_resolved_by_uid(
         {"NodeNameToMetaVictims": {"n1": {"Pods": []}}},
     )
     with pytest.raises(ExtenderError, match="at least one victim"):
-        chain.process_preemption(pods["a"], snapshot, candidates)
+        process_preemption(chain, pods["a"], snapshot, candidates)
     ignorable = Extenders([spec.model_copy(update={"ignorable": True})])
-    assert ignorable.process_preemption(pods["a"], snapshot, candidates) == {}
+    assert process_preemption(ignorable, pods["a"], snapshot, candidates) == {}
 
     extender.answers["preempt"] = lambda body: (
         200,
         {"NodeNameToMetaVictims": {"n2": {"Pods": [{"UID": "uid-a"}]}}},
     )
     with pytest.raises(ExtenderError, match="not found on that node"):
-        chain.process_preemption(pods["a"], snapshot, candidates)
+        process_preemption(chain, pods["a"], snapshot, candidates)
+
+
+def test_preemption_in_the_plan_asks_the_preempt_extender(extender: stub.StubExtender) -> None:
+    docs: list[dict[str, Any]] = [node_dict("n1", cpu="1")]
+    for name in ("a", "b"):
+        doc = pod_dict(name, requests={"cpu": "500m"}, node_name="n1", priority=0)
+        doc["metadata"]["uid"] = f"uid-{name}"
+        docs.append(doc)
+    docs.append(pod_dict("urgent", requests={"cpu": "500m"}, priority=1000))
+    objs = objects.read_cluster(docs)
+    extender.answers["preempt"] = lambda body: (
+        200,
+        {"NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uid-a"}], "NumPDBViolations": 0}}},
+    )
+    spec = {"urlPrefix": extender.url, "preemptVerb": "preempt", "nodeCacheCapable": True}
+    [placement] = plan([spec], objs).placements
+    assert placement.status is planner.Outcome.NOMINATED
+    assert placement.nominated_node == "n1"
+    assert placement.victims == ("default/a",)  # the extender's choice
+    [call] = extender.calls
+    [sent] = call.body["NodeNameToMetaVictims"]["n1"]["Pods"]
+    assert sent["UID"] in ("uid-a", "uid-b")
+    # A failing preempt extender fails the PostFilter: kube-scheduler logs it and the pod
+    # stays unschedulable, nominated nowhere.
+    extender.answers["preempt"] = lambda body: (500, {})
+    [placement] = plan([spec], objs).placements
+    assert placement.status is planner.Outcome.UNSCHEDULABLE
+    assert placement.nominated_node is None
+    assert placement.message == "0/1 nodes are available: 1 Insufficient cpu."
 
 
 # --- TLS -------------------------------------------------------------------------------------

@@ -16,10 +16,7 @@ kube-scheduler's semantics (reference §3, §13, §14).
   contributes nothing (kube-scheduler ignores prioritize errors).
 * **Bind**: the first interested binder binds instead of the Bind plugins; if it fails
   and is ignorable, the next one (or the plugins) is tried.
-* **Preempt**: each interested extender with a ``preemptVerb`` receives the candidate
-  nodes and their victims (whole pods, or UIDs when node-cache capable) and answers the
-  candidates it accepts, possibly with fewer victims; every returned node must keep at
-  least one victim, and the victims are resolved by UID among the node's pods.
+* **Preempt**: see :mod:`.preempting`.
 
 Pods and nodes go over the wire as the API objects they were read from
 (``api.Pod.raw``/``api.Node.raw``), as kube-scheduler sends its cached objects.
@@ -104,12 +101,6 @@ class ExtenderScores:
         """``score x weight x MaxNodeScore / 10``, what it adds to each node's total."""
         result: Int64s = self.scores * (self.weight * SCORE_SCALE)
         return result
-
-
-@dataclass(frozen=True, slots=True)
-class Victims:
-    pods: tuple[api.Pod, ...]
-    num_pdb_violations: int = 0
 
 
 class Extenders:
@@ -285,93 +276,6 @@ class Extenders:
                 return api.error(f"extender {extender.name} bind: {exc}").with_plugin(extender.name)
             return api.SUCCESS
         return None
-
-    # --- preempt --------------------------------------------------------------------------
-
-    def process_preemption(
-        self, pod: api.Pod, snapshot: ClusterSnapshot, candidates: Mapping[str, Victims]
-    ) -> dict[str, Victims]:
-        """Candidates (node -> victims) after every interested preempting extender has
-        trimmed them; :class:`ExtenderError` when a non-ignorable one fails."""
-        current = dict(candidates)
-        for extender in self.items:
-            if not current:
-                break
-            if not extender.supports_preemption or not is_interested(extender, pod):
-                continue
-            try:
-                answer = self._preempt_one(extender, pod, snapshot, current)
-            except (ExtenderError, wire.ProtocolError) as exc:
-                if extender.ignorable:
-                    log.info("skipping ignorable preempt extender %s: %s", extender.name, exc)
-                    continue
-                raise ExtenderError(str(exc)) from exc
-            for name, victims in list(answer.items()):
-                if not victims.pods:
-                    if extender.ignorable:
-                        del answer[name]
-                        continue
-                    raise ExtenderError(f"expected at least one victim pod on node {name!r}")
-            current = answer
-        return current
-
-    def _preempt_one(
-        self,
-        extender: HTTPExtender,
-        pod: api.Pod,
-        snapshot: ClusterSnapshot,
-        candidates: Mapping[str, Victims],
-    ) -> dict[str, Victims]:
-        if extender.node_cache_capable:
-            meta = {
-                name: {
-                    wire.PODS: [{wire.UID: victim.uid} for victim in victims.pods],
-                    wire.NUM_PDB_VIOLATIONS: victims.num_pdb_violations,
-                }
-                for name, victims in candidates.items()
-            }
-            args = {wire.POD: pod_object(pod), wire.NODE_NAME_TO_VICTIMS: None}
-            args[wire.NODE_NAME_TO_META_VICTIMS] = meta
-        else:
-            full = {
-                name: {
-                    wire.PODS: [pod_object(victim) for victim in victims.pods],
-                    wire.NUM_PDB_VIOLATIONS: victims.num_pdb_violations,
-                }
-                for name, victims in candidates.items()
-            }
-            args = {wire.POD: pod_object(pod), wire.NODE_NAME_TO_VICTIMS: full}
-            args[wire.NODE_NAME_TO_META_VICTIMS] = None
-        where = f"preempt answer from extender {extender.name}"
-        answer = wire.object_at(
-            extender.send(extender.config.preempt_verb, args), wire.PREEMPTION_RESULT_FIELDS, where
-        )
-        by_node = answer.get(wire.NODE_NAME_TO_META_VICTIMS) or {}
-        if not isinstance(by_node, dict):
-            raise ExtenderError(f"{where}: NodeNameToMetaVictims: expected a JSON object")
-        result: dict[str, Victims] = {}
-        for name, meta_victims in by_node.items():
-            node = snapshot.index.get(name)
-            if node is None:
-                raise ExtenderError(f"{where}: node {name!r} is not in the scheduler's cache")
-            fields = wire.object_at(meta_victims or {}, wire.META_VICTIMS_FIELDS, f"{where}.{name}")
-            on_node = {p.uid: p for p in snapshot.pods_on_node[node]}
-            pods = []
-            for k, meta_pod in enumerate(fields.get(wire.PODS) or ()):
-                uid = str(
-                    wire.object_at(meta_pod, wire.META_POD_FIELDS, f"{where}.{name}.Pods[{k}]").get(
-                        wire.UID, ""
-                    )
-                )
-                if uid not in on_node:
-                    raise ExtenderError(
-                        f"extender: {extender.name} claims to preempt pod (UID: {uid}) on node:"
-                        f" {name}, but the pod is not found on that node"
-                    )
-                pods.append(on_node[uid])
-            violations = fields.get(wire.NUM_PDB_VIOLATIONS, 0)
-            result[name] = Victims(tuple(pods), int(violations or 0))
-        return result
 
 
 def _strings(value: Any, where: str) -> list[str]:

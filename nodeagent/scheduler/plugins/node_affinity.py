@@ -285,6 +285,8 @@ def pod_affinity_mask(pod: api.Pod, snapshot: ClusterSnapshot) -> Mask:
 
 class NodeAffinity:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, args: Args) -> None:
         added = args.parsed()
@@ -354,6 +356,12 @@ class NodeAffinity:
         ):
             return api.unschedulable(REASON_POD, unresolvable=True)
         return api.SUCCESS
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
 
     def _preferred(self, pod: api.Pod) -> tuple[api.PreferredTerm, ...]:
         own = pod.affinity.preferred if pod.affinity is not None else ()

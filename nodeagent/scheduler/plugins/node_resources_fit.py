@@ -119,6 +119,8 @@ class _Check:
 
 class NodeResourcesFit:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, args: Args) -> None:
         self.args = args
@@ -190,6 +192,17 @@ class NodeResourcesFit:
         if not reasons:
             return api.SUCCESS
         return api.unschedulable(*reasons, unresolvable=unresolvable)
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """A shortfall is unresolvable when a request exceeds even the empty node."""
+        helps = np.ones(len(nodes), dtype=bool)
+        for check in self._state(state, pod, snapshot):
+            if check.row is None:
+                return np.zeros(len(nodes), dtype=bool)
+            helps &= check.amount <= snapshot.allocatable[check.row, nodes]
+        return helps
 
     # --- Score --------------------------------------------------------------------------
 

@@ -65,6 +65,8 @@ def prefer_no_schedule_tolerations(
 
 class TaintToleration:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, handle: Handle | None = None) -> None:
         self._compare = (handle or Handle()).features.taint_toleration_comparison_operators
@@ -97,6 +99,12 @@ class TaintToleration:
         if taint is None:
             return api.SUCCESS
         return api.unschedulable(reason(taint), unresolvable=True)
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
 
     def pre_score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
