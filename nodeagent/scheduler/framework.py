@@ -234,6 +234,16 @@ class FilterPlugin(Protocol):
 
 
 @runtime_checkable
+class BulkStatusFilter(Protocol):
+    """A Filter plugin that gives :meth:`FilterPlugin.filter_node`'s statuses for many
+    nodes at once (explaining a cycle that rejected thousands of nodes)."""
+
+    def filter_statuses(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> list[api.Status]: ...
+
+
+@runtime_checkable
 class PreemptionAwareFilter(Protocol):
     """A Filter plugin that can say, for many nodes at once, which of its rejections
     preemption could resolve (the others are UnschedulableAndUnresolvable). Plugins

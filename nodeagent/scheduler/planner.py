@@ -224,11 +224,11 @@ def placements(
     for pod in ordered:
         result = scheduler.schedule_one(pod)
         if result.preemption is not None and result.preemption.nominated_node is not None:
-            _apply_preemption(snapshot, handle.nominator, pod, result.preemption)
+            apply_preemption(snapshot, handle.nominator, pod, result.preemption)
         yield _placement(result, explain_nodes)
 
 
-def _apply_preemption(
+def apply_preemption(
     snapshot: ClusterSnapshot,
     nominator: framework.Nominator,
     pod: api.Pod,

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import preempting
@@ -99,37 +100,32 @@ def split_by_budgets(
 
 
 def pick_one_node(candidates: dict[str, Victims], now: float) -> str | None:
-    """kube-scheduler's ``pickOneNodeForPreemption``: each criterion keeps the ties of
-    the previous one; the first candidate (in dry-run order) breaks the last tie."""
-    if not candidates:
-        return None
+    """kube-scheduler's ``pickOneNodeForPreemption``: fewest PDB violations, then the
+    lowest highest victim priority, the smallest sum of victim priorities (each shifted
+    by 2^31), the fewest victims, the latest start among the top-priority victims; each
+    criterion only among the ties of the previous ones (a lexicographic minimum), the
+    first candidate (in dry-run order) breaking the last tie. A candidate with no
+    victims wins outright."""
+    best: tuple[int, int, int, int, float] | None = None
+    chosen: str | None = None
     for name, victims in candidates.items():
-        if not victims.pods:
+        pods = victims.pods
+        if not pods:
             return name
-    names = list(candidates)
-
-    def earliest_top_start(victims: Victims) -> float:
-        top = victims.pods[0].priority
-        return min(
-            p.start_time if p.start_time is not None else now
-            for p in victims.pods
-            if p.priority == top
+        top = pods[0].priority
+        earliest = min(
+            p.start_time if p.start_time is not None else now for p in pods if p.priority == top
         )
-
-    criteria = (
-        lambda v: -v.num_pdb_violations,
-        lambda v: -v.pods[0].priority,
-        lambda v: -sum(p.priority + _PRIORITY_SHIFT for p in v.pods),
-        lambda v: -len(v.pods),
-        earliest_top_start,
-    )
-    for better in criteria:
-        scores = [better(candidates[name]) for name in names]
-        best = max(scores)
-        names = [name for name, score in zip(names, scores, strict=True) if score == best]
-        if len(names) == 1:
-            break
-    return names[0]
+        key = (
+            victims.num_pdb_violations,
+            top,
+            sum(p.priority for p in pods) + _PRIORITY_SHIFT * len(pods),
+            len(pods),
+            -earliest,
+        )
+        if best is None or key < best:
+            best, chosen = key, name
+    return chosen
 
 
 @dataclass(slots=True)
@@ -187,45 +183,101 @@ class _DryRun:
     # --- the vectorized path ---------------------------------------------------------
 
     def batch(self, nodes: Sequence[int], filters: list[FilterPlugin]) -> dict[int, Victims]:
+        """The dry run of many nodes at once, in arrays: every lower-priority pod of the
+        chunk is one column (node, reprieve rank, requests); removing them, and each
+        reprieve step, is one scatter into the snapshot's columns and one vectorized
+        Filter over the nodes concerned. The snapshot is restored on return."""
         snapshot, state = self.snapshot, CycleState()
         _, status, _ = self.fw.run_pre_filter(state, self.pod, snapshot)
-        runs = [run for run in (self.start(n) for n in nodes) if run is not None]
-        shifted: list[tuple[api.Pod, int, int]] = []
+        priority = self.pod.priority
+        flat = [(n, p) for n in nodes for p in snapshot.pods_on_node[n] if p.priority < priority]
+        with_victims = {n for n, _ in flat}
+        for node in nodes:
+            if node not in with_victims:
+                self.failures[node] = api.unschedulable(NO_VICTIMS, unresolvable=True)
+        if not flat:
+            return {}
+        pods = [p for _, p in flat]
+        count = len(pods)
+        at = np.fromiter((n for n, _ in flat), dtype=np.intp, count=count)
+        order = self._reprieve_order(at, pods)
+        at, pods = at[order], [pods[i] for i in order]
+        violating = self._violating(at, pods)
+        first = np.r_[0, np.flatnonzero(np.diff(at)) + 1]
+        rank = np.arange(count) - np.repeat(first, np.diff(np.r_[first, count]))
+        usage = snapshot.usage_matrix(pods)
 
-        def shift(pod: api.Pod, node: int, sign: int) -> None:
-            snapshot.account(pod, node, sign)
-            shifted.append((pod, node, sign))
-
+        touched = np.unique(at)
+        saved_rows = snapshot.requested.shape[0]
+        saved = (
+            snapshot.requested[:, touched].copy(),
+            snapshot.nonzero_requested[:, touched].copy(),
+            snapshot.pod_count[touched].copy(),
+        )
+        victim = np.zeros(count, dtype=bool)
         try:
-            for run in runs:
-                for other in self.nominated.get(run.node, ()):
-                    shift(other, run.node, 1)
-                for victim in run.removed:
-                    shift(victim, run.node, -1)
-            alive = self._passing(filters, state, [r.node for r in runs], status)
-            for run in runs:
-                if run.node not in alive:
-                    self.failures[run.node] = self._why(filters, state, run.node, status)
-            runs = [run for run in runs if run.node in alive]
-            step = 0
-            while True:
-                stepping = [run for run in runs if step < len(run.order)]
-                if not stepping:
-                    break
-                for run in stepping:
-                    shift(run.order[step], run.node, 1)
-                fits = self._passing(filters, state, [r.node for r in stepping], status)
-                for run in stepping:
-                    if run.node not in fits:
-                        pod = run.order[step]
-                        shift(pod, run.node, -1)
-                        run.victims.append(pod)
-                        run.violations += step < run.violating
-                step += 1
+            for node in touched.tolist():
+                for other in self.nominated.get(node, ()):
+                    snapshot.account(other, node, 1)
+            snapshot.shift_columns(usage, at, -1)
+            alive = np.array(sorted(self._passing(filters, state, touched.tolist(), status)))
+            for node in set(touched.tolist()) - set(alive.tolist()):
+                self.failures[node] = self._why(filters, state, node, status)
+            live = np.isin(at, alive)
+            for step in range(int(rank.max()) + 1):
+                stepping = np.flatnonzero(live & (rank == step))
+                if stepping.size == 0:
+                    continue
+                snapshot.shift_columns(usage[:, stepping], at[stepping], 1)
+                fits = self._passing(filters, state, at[stepping].tolist(), status)
+                failed = stepping[~np.isin(at[stepping], list(fits))]
+                snapshot.shift_columns(usage[:, failed], at[failed], -1)
+                victim[failed] = True
         finally:
-            for pod, node, sign in reversed(shifted):
-                snapshot.account(pod, node, -sign)
-        return {run.node: self.finish(run) for run in runs}
+            snapshot.requested[:saved_rows, touched] = saved[0]
+            snapshot.requested[saved_rows:, touched] = 0  # rows a nominated pod added
+            snapshot.nonzero_requested[:, touched] = saved[1]
+            snapshot.pod_count[touched] = saved[2]
+        found: dict[int, list[api.Pod]] = {int(n): [] for n in alive}
+        violations: dict[int, int] = dict.fromkeys(found, 0)
+        for i in np.flatnonzero(victim).tolist():
+            node = int(at[i])
+            found[node].append(pods[i])
+            violations[node] += bool(violating[i])
+        return {
+            node: Victims(tuple(sorted(v, key=lambda p: importance(p, self.now))), violations[node])
+            for node, v in found.items()
+        }
+
+    def _reprieve_order(self, at: NodeIndices, pods: list[api.Pod]) -> NodeIndices:
+        """Group by node, most important first within a node."""
+        priority = np.fromiter((p.priority for p in pods), dtype=np.int64, count=len(pods))
+        started = np.fromiter(
+            (self.now if p.start_time is None else p.start_time for p in pods),
+            dtype=np.float64,
+            count=len(pods),
+        )
+        order: NodeIndices = np.lexsort((started, -priority, at))
+        return order
+
+    def _violating(self, at: NodeIndices, pods: list[api.Pod]) -> npt.NDArray[np.bool_]:
+        """Per pod (grouped by node, importance order): whether it violates a budget; and
+        the pods of each node reordered violating first (kube-scheduler reprieves those
+        first), in place in ``at``/``pods``' order of groups."""
+        flags = np.zeros(len(pods), dtype=bool)
+        if not self.budgets:
+            return flags
+        start = 0
+        while start < len(pods):
+            end = start
+            while end < len(pods) and at[end] == at[start]:
+                end += 1
+            group = pods[start:end]
+            bad, good = split_by_budgets(group, self.budgets)
+            pods[start:end] = bad + good
+            flags[start : start + len(bad)] = True
+            start = end
+        return flags
 
     def _passing(
         self,
@@ -337,7 +389,7 @@ def preempt(
     if reason is not None:
         return None, api.unschedulable(reason)
     helps = diagnosis.preemption_may_help()
-    potential = [int(n) for n in np.flatnonzero(helps)]
+    potential: list[int] = np.flatnonzero(helps).tolist()
     dry_run = _DryRun(fw, snapshot=snapshot, pod=pod, budgets=budgets, nominator=nominator, now=now)
     if not potential:
         return PostFilterResult(), _no_candidates(snapshot, dry_run.failures)

@@ -22,7 +22,7 @@ import dataclasses
 import math
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +32,7 @@ from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders.chain import Extenders, ExtenderScores, FilterVerdicts
 from nodeagent.scheduler.extenders.client import ExtenderError
 from nodeagent.scheduler.framework import (
+    BulkStatusFilter,
     CycleState,
     FilterPlugin,
     Framework,
@@ -230,12 +231,31 @@ class CycleResult:
                 helps[node] = status.code is api.Code.UNSCHEDULABLE
         return helps
 
+    def _rejections(self) -> Iterator[tuple[NodeIndices, list[api.Status]]]:
+        """Rejected nodes grouped by rejecting plugin, with their statuses (named)."""
+        if self.outcome is None:
+            return
+        rejected, by = self.outcome.rejected, self.outcome.rejected_by
+        for position in np.unique(by):
+            plugin = self.filters[int(position)]
+            nodes = rejected[by == position]
+            if isinstance(plugin, BulkStatusFilter):
+                found = plugin.filter_statuses(self.state, self.pod, self.snapshot, nodes)
+            else:
+                found = [
+                    plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
+                    for node in nodes
+                ]
+            named: dict[int, api.Status] = {}  # few distinct statuses: name each once
+            for status in found:
+                if id(status) not in named:
+                    named[id(status)] = status.with_plugin(plugin.name)
+            yield nodes, [named[id(status)] for status in found]
+
     def rejection_statuses(self) -> dict[int, api.Status]:
         statuses: dict[int, api.Status] = {}
-        for node, position in self.rejected_by_node().items():
-            plugin = self.filters[position]
-            status = plugin.filter_node(self.state, self.pod, self.snapshot, node)
-            statuses[node] = status.with_plugin(plugin.name)
+        for nodes, found in self._rejections():
+            statuses.update(zip(nodes.tolist(), found, strict=True))
         if self.extender_verdicts is not None:
             statuses.update(self.extender_verdicts.statuses)
         return statuses
@@ -246,12 +266,20 @@ class CycleResult:
         if not self.prefilter_status.is_success:
             return f"{message} {self.prefilter_status.message}."
         reasons: Counter[str] = Counter()
-        statuses = self.rejection_statuses()
-        for status in statuses.values():
-            reasons.update(status.reasons)
-        if self.absent_status is not None and len(statuses) < self.snapshot.size:
+        rejected = 0
+        for _, found in self._rejections():
+            rejected += len(found)
+            by_id = {id(status): status for status in found}
+            for key, count in Counter(map(id, found)).items():
+                for reason in by_id[key].reasons:
+                    reasons[reason] += count
+        if self.extender_verdicts is not None:  # nodes the filter extenders failed
+            for status in self.extender_verdicts.statuses.values():
+                rejected += 1
+                reasons.update(status.reasons)
+        if self.absent_status is not None and rejected < self.snapshot.size:
             for reason in self.absent_status.reasons:
-                reasons[reason] += self.snapshot.size - len(statuses)
+                reasons[reason] += self.snapshot.size - rejected
         histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
         return f"{message} {', '.join(histogram)}."
 

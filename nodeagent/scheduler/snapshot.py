@@ -276,6 +276,9 @@ class ClusterSnapshot:
         self.pods_on_node: list[list[api.Pod]] = [[] for _ in range(size)]
         self.used_ports: dict[int, list[api.HostPort]] = {}
         self.pod_groups = PodGroups()
+        self._usage: dict[int, tuple[api.Pod, list[int], list[int]]] = {}
+        """Bound pods' requests by ``id`` (the pods are held in ``pods_on_node``, so the
+        ids are stable): :meth:`shift_usage` reads them instead of the request dicts."""
         self.affinity_terms = AffinityTerms()
 
         self.labels = LabelColumns([node.labels for node in self.nodes])
@@ -326,6 +329,7 @@ class ClusterSnapshot:
         self.pod_groups.update(pod, node, 1)
         if pod.pod_affinity is not None:
             self.affinity_terms.update(pod, node, 1)
+        self._usage[id(pod)] = (pod, *self._usage_of(pod))
         if pod.host_ports:
             self.used_ports.setdefault(node, []).extend(pod.host_ports)
 
@@ -335,10 +339,56 @@ class ClusterSnapshot:
         self.pod_groups.update(pod, node, -1)
         if pod.pod_affinity is not None:
             self.affinity_terms.update(pod, node, -1)
+        found = self._usage.get(id(pod))
+        if found is not None and found[0] is pod:
+            del self._usage[id(pod)]
         if pod.host_ports:
             ports = self.used_ports[node]
             for port in pod.host_ports:
                 ports.remove(port)
+
+    def usage_matrix(self, pods: Sequence[api.Pod]) -> Int64s:
+        """The pods' usage as columns: resource rows, then non-zero cpu and memory, then
+        1 (the pod itself) - what :meth:`shift_columns` adds to the nodes' columns."""
+        rows: list[int] = []
+        columns: list[int] = []
+        amounts: list[int] = []
+        for j, pod in enumerate(pods):
+            usage = self._usage.get(id(pod))
+            if usage is None or usage[0] is not pod:
+                usage = (pod, *self._usage_of(pod))
+            rows += usage[1]
+            columns += [j] * len(usage[1])
+            amounts += usage[2]
+        resources = len(self.resource_names)
+        matrix = np.zeros((resources + 3, len(pods)), dtype=np.int64)
+        matrix[rows, columns] = amounts
+        matrix[resources] = np.fromiter((p.nonzero_cpu for p in pods), np.int64, len(pods))
+        matrix[resources + 1] = np.fromiter((p.nonzero_memory for p in pods), np.int64, len(pods))
+        matrix[resources + 2] = 1
+        return matrix
+
+    def shift_columns(self, usage: Int64s, nodes: NodeIndices, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) :meth:`usage_matrix` columns on ``nodes``
+        (one node per column, repeats allowed): :meth:`account` for many pods at once."""
+        if len(nodes) == 0:
+            return
+        resources = usage.shape[0] - 3
+        for row in range(resources):
+            if usage[row].any():
+                np.add.at(self.requested[row], nodes, sign * usage[row])
+        np.add.at(self.nonzero_requested[CPU_ROW], nodes, sign * usage[resources])
+        np.add.at(self.nonzero_requested[MEMORY_ROW], nodes, sign * usage[resources + 1])
+        np.add.at(self.pod_count, nodes, sign * usage[resources + 2])
+
+    def _usage_of(self, pod: api.Pod) -> tuple[list[int], list[int]]:
+        """The pod's requests as (resource rows, amounts)."""
+        rows, amounts = [], []
+        for name, amount in pod.requests.items():
+            if name != api.PODS:
+                rows.append(self._ensure_row(name))
+                amounts.append(amount)
+        return rows, amounts
 
     def account(self, pod: api.Pod, node: int, sign: int) -> None:
         """Shift node ``node``'s resource columns by ``pod``'s requests (``sign`` 1 or

@@ -193,6 +193,43 @@ class NodeResourcesFit:
             return api.SUCCESS
         return api.unschedulable(*reasons, unresolvable=unresolvable)
 
+    def filter_statuses(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> list[api.Status]:
+        """:meth:`filter_node` for many nodes: nodes share a few shortfall patterns, so
+        each distinct pattern's status is built once."""
+        checks = self._state(state, pod, snapshot)
+        rows = len(checks) + 1
+        short = np.zeros((rows, len(nodes)), dtype=bool)
+        beyond = np.zeros((rows, len(nodes)), dtype=bool)
+        short[0] = snapshot.pod_count[nodes] + 1 > snapshot.allowed_pods[nodes]
+        for i, check in enumerate(checks, 1):
+            if check.row is None:
+                short[i] = beyond[i] = check.amount > 0
+                continue
+            allocatable = snapshot.allocatable[check.row, nodes]
+            short[i] = check.amount > allocatable - snapshot.requested[check.row, nodes]
+            beyond[i] = check.amount > allocatable
+        names = [REASON_TOO_MANY_PODS, *(insufficient(c.name) for c in checks)]
+        bits = np.left_shift(1, np.arange(rows, dtype=np.int64))[:, None]
+        code = (short * bits).sum(axis=0) | (beyond.any(axis=0).astype(np.int64) << rows)
+        by_pattern: dict[int, api.Status] = {}
+
+        def status_of(pattern: int) -> api.Status:
+            reasons = [names[i] for i in range(rows) if pattern >> i & 1]
+            if not reasons:
+                return api.SUCCESS
+            unresolvable = bool(pattern >> rows & 1)
+            return api.unschedulable(*reasons, unresolvable=unresolvable)
+
+        out = []
+        for pattern in code.tolist():
+            status = by_pattern.get(pattern)
+            if status is None:
+                status = by_pattern[pattern] = status_of(pattern)
+            out.append(status)
+        return out
+
     def preemption_may_help(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> Mask:
