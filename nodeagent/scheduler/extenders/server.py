@@ -239,7 +239,7 @@ class ExtenderService:
             )
         nodes = self._nodes(args)
         rejected = self._rejections(nodes, args.pod)
-        assert args.nodes is not None
+        assert args.nodes is not None and args.nodes.raw is not None
         items = [
             raw
             for raw, (name, _) in zip(args.nodes.raw, nodes, strict=True)
@@ -301,7 +301,8 @@ class ExtenderService:
             )
         try:
             body = environ["wsgi.input"].read(length)
-            args = wire.read_extender_args(body)
+            # Only a filter answer echoes whole nodes: prioritize decodes them in one pass.
+            args = wire.read_extender_args(body, keep_node_bytes=answer == self.filter)
             return 200, answer(args), "application/json"
         except wire.ProtocolError as exc:
             return _text(400, str(exc))

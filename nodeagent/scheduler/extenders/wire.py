@@ -191,17 +191,31 @@ _NODE_LIST = msgspec.json.Decoder(_RawNodeList | None)
 _NODE = msgspec.json.Decoder(NodeFields)
 
 
-class NodeItems:
-    """The ``Nodes.items`` of a request: each node's fields and its original bytes."""
+class _NodeList(msgspec.Struct, gc=False):
+    items: list[NodeFields] | None = None
 
-    def __init__(self, raw: list[msgspec.Raw]) -> None:
+
+_NODE_FIELDS_LIST = msgspec.json.Decoder(_NodeList | None)
+
+
+class NodeItems:
+    """The ``Nodes.items`` of a request: each node's fields and, when they are to be
+    echoed back (filter), its original bytes."""
+
+    def __init__(self, fields: list[NodeFields], raw: list[msgspec.Raw] | None = None) -> None:
+        self.fields = fields
         self.raw = raw
-        self.fields: list[NodeFields] = []
+
+    @classmethod
+    def with_bytes(cls, raw: list[msgspec.Raw]) -> NodeItems:
+        """Two passes: the items' bytes, then each item's fields."""
+        fields = []
         for i, item in enumerate(raw):
             try:
-                self.fields.append(_NODE.decode(item))
+                fields.append(_NODE.decode(item))
             except msgspec.DecodeError as exc:
                 raise ProtocolError(f"Nodes.items[{i}]: {exc}") from exc
+        return cls(fields, raw)
 
 
 class ExtenderArgs(msgspec.Struct):
@@ -220,8 +234,10 @@ def _part(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw, name: str) -> An
         raise ProtocolError(f"{name}: {message}") from exc
 
 
-def read_extender_args(body: bytes) -> ExtenderArgs:
-    """Decode a filter/prioritize request, or :class:`ProtocolError` saying what is wrong."""
+def read_extender_args(body: bytes, *, keep_node_bytes: bool = True) -> ExtenderArgs:
+    """Decode a filter/prioritize request, or :class:`ProtocolError` saying what is wrong.
+    Whole nodes keep their original bytes only when ``keep_node_bytes`` (a filter answer
+    echoes them); otherwise they are decoded in a single pass."""
     try:
         top = _TOP.decode(body)
     except msgspec.DecodeError as exc:
@@ -231,10 +247,13 @@ def read_extender_args(body: bytes) -> ExtenderArgs:
     if not pod:
         raise ProtocolError("Pod: missing; ExtenderArgs needs the pod being scheduled")
     names = _part(_NAMES, fields[NODE_NAMES], NODE_NAMES) if NODE_NAMES in fields else None
-    node_list_raw = _part(_NODE_LIST, fields[NODES], NODES) if NODES in fields else None
     nodes = None
-    if node_list_raw is not None:
-        nodes = NodeItems(node_list_raw.items or [])
+    if NODES in fields and keep_node_bytes:
+        listed = _part(_NODE_LIST, fields[NODES], NODES)
+        nodes = None if listed is None else NodeItems.with_bytes(listed.items or [])
+    elif NODES in fields:
+        decoded = _part(_NODE_FIELDS_LIST, fields[NODES], NODES)
+        nodes = None if decoded is None else NodeItems(decoded.items or [])
     if names is None and nodes is None:
         raise ProtocolError(
             "Nodes and NodeNames: both missing; send Nodes (a NodeList) or, with"
