@@ -16,3 +16,4 @@ def test_benchmark_runs_every_case() -> None:
         "/prioritize 5 whole nodes, cold",
     ]
     assert all(row["p99_ms"] >= row["p50_ms"] > 0 for row in rows)
+    assert all(row["cpu_p99_ms"] >= row["cpu_p50_ms"] > 0 for row in rows)

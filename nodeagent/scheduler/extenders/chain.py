@@ -165,12 +165,7 @@ class Extenders:
     def _filter_one(
         self, extender: HTTPExtender, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> tuple[NodeIndices, dict[str, str], dict[str, str]]:
-        names = [snapshot.names[int(i)] for i in nodes]
-        if extender.node_cache_capable:
-            args = wire.extender_args(pod_object(pod), node_names=names)
-        else:
-            objects = [node_object(snapshot.nodes[int(i)]) for i in nodes]
-            args = wire.extender_args(pod_object(pod), nodes=objects)
+        names, args = _extender_args(extender, pod, snapshot, nodes)
         where = f"filter answer from extender {extender.name}"
         answer = wire.object_at(
             extender.send(extender.config.filter_verb, args), wire.FILTER_RESULT_FIELDS, where
@@ -219,12 +214,7 @@ class Extenders:
     def _prioritize_one(
         self, extender: HTTPExtender, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> ExtenderScores | None:
-        names = [snapshot.names[int(i)] for i in nodes]
-        if extender.node_cache_capable:
-            args = wire.extender_args(pod_object(pod), node_names=names)
-        else:
-            objects = [node_object(snapshot.nodes[int(i)]) for i in nodes]
-            args = wire.extender_args(pod_object(pod), nodes=objects)
+        names, args = _extender_args(extender, pod, snapshot, nodes)
         where = f"prioritize answer from extender {extender.name}"
         try:
             answer = extender.send(extender.config.prioritize_verb, args)
@@ -276,6 +266,17 @@ class Extenders:
                 return api.error(f"extender {extender.name} bind: {exc}").with_plugin(extender.name)
             return api.SUCCESS
         return None
+
+
+def _extender_args(
+    extender: HTTPExtender, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+) -> tuple[list[str], dict[str, Any]]:
+    """The nodes' names, and the ``ExtenderArgs`` for them in the extender's form."""
+    names = [snapshot.names[int(i)] for i in nodes]
+    if extender.node_cache_capable:
+        return names, wire.extender_args(pod_object(pod), node_names=names)
+    objects = [node_object(snapshot.nodes[int(i)]) for i in nodes]
+    return names, wire.extender_args(pod_object(pod), nodes=objects)
 
 
 def _strings(value: Any, where: str) -> list[str]:
