@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 SCORE_TTL = 10.0
 """Seconds a node's cached score is reused before the plugin recomputes it."""
 
+MAX_CACHED_SCORES = 100_000
+"""The score cache is dropped when it reaches this many nodes (a bound, not a tuning)."""
+
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 """Bigger bodies are refused unread: 500 whole nodes are 5-8 MB."""
 
@@ -162,6 +165,8 @@ class PressureJudge:
             self._handle.now = now
             score, _ = self.plugin.node_score(node)
         if version:
+            if len(self._scores) >= MAX_CACHED_SCORES:  # names sent by clients are unbounded
+                self._scores.clear()
             self._scores[node.name] = _Scored(version, score, now)
         return score
 
