@@ -10,9 +10,9 @@ come from the library.
 Endpoints:
 
 =============  ==============================================================
-``/metrics``   every metric of :class:`~nodeagent.observability.metrics.AgentMetrics`
+``/metrics``   every metric of the registry (the agent's, or the scheduler's)
 ``/healthz``   200 while the loop turns, 503 when it stalled (liveness probe)
-``/readyz``    200 once the agent evaluates and reaches the API (readiness probe)
+``/readyz``    200 once the process does its job (readiness probe)
 =============  ==============================================================
 
 Options for components beyond the agent: ``routes`` (path -> WSGI app, checked before
@@ -29,27 +29,19 @@ import ssl
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 from wsgiref import simple_server
 
 import prometheus_client
 
 from nodeagent.errors import ConfigError
-from nodeagent.observability.health import ProbeResult
+from nodeagent.observability.health import ProbeResult, Probes
 from nodeagent.observability.settings import ListenAddress
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 _TEXT = [("Content-Type", "text/plain; charset=utf-8")]
-
-
-class Probes(Protocol):
-    """What ``/healthz`` and ``/readyz`` ask (the agent's :class:`~.health.Health`)."""
-
-    def liveness(self) -> ProbeResult: ...
-
-    def readiness(self) -> ProbeResult: ...
 
 
 def _respond(start_response: StartResponse, status: str, body: str) -> list[bytes]:
