@@ -240,7 +240,9 @@ class BulkStatusFilter(Protocol):
 
     def filter_statuses(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
-    ) -> list[api.Status]: ...
+    ) -> tuple[list[api.Status], NodeIndices]:
+        """The distinct statuses, and for each of ``nodes`` the index of its own."""
+        ...
 
 
 @runtime_checkable

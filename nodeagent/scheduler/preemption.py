@@ -216,9 +216,8 @@ class _DryRun:
         )
         victim = np.zeros(count, dtype=bool)
         try:
-            for node in touched.tolist():
-                for other in self.nominated.get(node, ()):
-                    snapshot.account(other, node, 1)
+            promised = [(o, n) for n in touched.tolist() for o in self.nominated.get(n, ())]
+            snapshot.shift_requests([o for o, _ in promised], [n for _, n in promised], 1)
             snapshot.shift_columns(usage, at, -1)
             alive = np.array(sorted(self._passing(filters, state, touched.tolist(), status)))
             for node in set(touched.tolist()) - set(alive.tolist()):
@@ -244,10 +243,10 @@ class _DryRun:
             node = int(at[i])
             found[node].append(pods[i])
             violations[node] += bool(violating[i])
-        return {
-            node: Victims(tuple(sorted(v, key=lambda p: importance(p, self.now))), violations[node])
-            for node, v in found.items()
-        }
+        if self.budgets:  # violating pods were reprieved first: back to importance order
+            for victims in found.values():
+                victims.sort(key=lambda p: importance(p, self.now))
+        return {node: Victims(tuple(v), violations[node]) for node, v in found.items()}
 
     def _reprieve_order(self, at: NodeIndices, pods: list[api.Pod]) -> NodeIndices:
         """Group by node, most important first within a node."""

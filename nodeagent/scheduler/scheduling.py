@@ -231,8 +231,9 @@ class CycleResult:
                 helps[node] = status.code is api.Code.UNSCHEDULABLE
         return helps
 
-    def _rejections(self) -> Iterator[tuple[NodeIndices, list[api.Status]]]:
-        """Rejected nodes grouped by rejecting plugin, with their statuses (named)."""
+    def _rejections(self) -> Iterator[tuple[NodeIndices, list[api.Status], NodeIndices]]:
+        """Rejected nodes grouped by rejecting plugin: the nodes, the distinct statuses
+        (named after the plugin), and per node the index of its status."""
         if self.outcome is None:
             return
         rejected, by = self.outcome.rejected, self.outcome.rejected_by
@@ -240,22 +241,23 @@ class CycleResult:
             plugin = self.filters[int(position)]
             nodes = rejected[by == position]
             if isinstance(plugin, BulkStatusFilter):
-                found = plugin.filter_statuses(self.state, self.pod, self.snapshot, nodes)
+                distinct, which = plugin.filter_statuses(self.state, self.pod, self.snapshot, nodes)
             else:
                 found = [
                     plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
                     for node in nodes
                 ]
-            named: dict[int, api.Status] = {}  # few distinct statuses: name each once
-            for status in found:
-                if id(status) not in named:
-                    named[id(status)] = status.with_plugin(plugin.name)
-            yield nodes, [named[id(status)] for status in found]
+                slot: dict[api.Status, int] = {}
+                which = np.array(
+                    [slot.setdefault(status, len(slot)) for status in found], dtype=np.intp
+                )
+                distinct = list(slot)
+            yield nodes, [status.with_plugin(plugin.name) for status in distinct], which
 
     def rejection_statuses(self) -> dict[int, api.Status]:
         statuses: dict[int, api.Status] = {}
-        for nodes, found in self._rejections():
-            statuses.update(zip(nodes.tolist(), found, strict=True))
+        for nodes, distinct, which in self._rejections():
+            statuses.update(zip(nodes.tolist(), (distinct[i] for i in which.tolist()), strict=True))
         if self.extender_verdicts is not None:
             statuses.update(self.extender_verdicts.statuses)
         return statuses
@@ -267,12 +269,12 @@ class CycleResult:
             return f"{message} {self.prefilter_status.message}."
         reasons: Counter[str] = Counter()
         rejected = 0
-        for _, found in self._rejections():
-            rejected += len(found)
-            by_id = {id(status): status for status in found}
-            for key, count in Counter(map(id, found)).items():
-                for reason in by_id[key].reasons:
-                    reasons[reason] += count
+        for nodes, distinct, which in self._rejections():
+            rejected += len(nodes)
+            counts = np.bincount(which, minlength=len(distinct)).tolist()
+            for status, count in zip(distinct, counts, strict=True):
+                for reason in status.reasons:
+                    reasons[reason] += int(count)
         if self.extender_verdicts is not None:  # nodes the filter extenders failed
             for status in self.extender_verdicts.statuses.values():
                 rejected += 1
@@ -359,13 +361,12 @@ class Scheduler:
             for other, name in fw.handle.nominator.counted_for(pod)
             if name in snapshot.index
         ]
-        for other, node in nominated:  # filters see nominated pods (addGENominatedPods)
-            snapshot.add_pod(other, node)
+        others, holders = [p for p, _ in nominated], [n for _, n in nominated]
+        snapshot.add_pods(others, holders)  # filters see nominated pods (addGENominatedPods)
         try:
             feasible = self._filter(fw, pod, result)
         finally:
-            for other, node in nominated:
-                snapshot.remove_pod(other, node)
+            snapshot.remove_pods(others, holders)
         if feasible is None or result.node is not None:
             return result
         if nominated and feasible.size:

@@ -268,3 +268,24 @@ def test_vectorized_dry_run_equals_node_by_node(seed: int) -> None:
     single = {n: v for n in range(len(nodes)) if (v := dry.one(n)) is not None}
     assert batched == single
     assert batched  # every generated cluster has candidates: the check is not vacuous
+
+
+def test_the_node_by_node_path_frees_a_host_port() -> None:
+    # NodePorts is not resource-local: the dry run takes the general path.
+    nodes = [b.node("n1", cpu="8")]
+    holder = objects.parse_pod(
+        b.pod_dict(
+            "holder",
+            containers=[b.container(requests={"cpu": "1"}, host_ports=[80])],
+            node_name="n1",
+        )
+    )
+    other = pod("other", node="n1", priority=0)
+    wants = objects.parse_pod(
+        b.pod_dict(
+            "web", containers=[b.container(requests={"cpu": "1"}, host_ports=[80])], priority=10
+        )
+    )
+    result = run(nodes, [holder, other], wants)
+    assert result.preemption is not None
+    assert [p.name for p in result.preemption.victims] == ["holder"]  # "other" is reprieved

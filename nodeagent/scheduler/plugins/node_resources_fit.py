@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field, model_validator
 
 from nodeagent.scheduler import api, config
@@ -195,7 +196,7 @@ class NodeResourcesFit:
 
     def filter_statuses(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
-    ) -> list[api.Status]:
+    ) -> tuple[list[api.Status], npt.NDArray[np.intp]]:
         """:meth:`filter_node` for many nodes: nodes share a few shortfall patterns, so
         each distinct pattern's status is built once."""
         checks = self._state(state, pod, snapshot)
@@ -213,22 +214,15 @@ class NodeResourcesFit:
         names = [REASON_TOO_MANY_PODS, *(insufficient(c.name) for c in checks)]
         bits = np.left_shift(1, np.arange(rows, dtype=np.int64))[:, None]
         code = (short * bits).sum(axis=0) | (beyond.any(axis=0).astype(np.int64) << rows)
-        by_pattern: dict[int, api.Status] = {}
-
-        def status_of(pattern: int) -> api.Status:
+        patterns, which = np.unique(code, return_inverse=True)
+        statuses = []
+        for pattern in patterns.tolist():
             reasons = [names[i] for i in range(rows) if pattern >> i & 1]
-            if not reasons:
-                return api.SUCCESS
             unresolvable = bool(pattern >> rows & 1)
-            return api.unschedulable(*reasons, unresolvable=unresolvable)
-
-        out = []
-        for pattern in code.tolist():
-            status = by_pattern.get(pattern)
-            if status is None:
-                status = by_pattern[pattern] = status_of(pattern)
-            out.append(status)
-        return out
+            statuses.append(
+                api.unschedulable(*reasons, unresolvable=unresolvable) if reasons else api.SUCCESS
+            )
+        return statuses, np.ravel(which).astype(np.intp)
 
     def preemption_may_help(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
