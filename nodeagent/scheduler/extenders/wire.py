@@ -234,10 +234,57 @@ def _part(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw, name: str) -> An
         raise ProtocolError(f"{name}: {message}") from exc
 
 
+class _GoArgsWithBytes(msgspec.Struct, gc=False):
+    """ExtenderArgs spelled as kube-scheduler sends them (filter: node bytes kept)."""
+
+    Pod: dict[str, Any] | None = None
+    Nodes: _RawNodeList | None = None
+    NodeNames: list[str] | None = None
+
+
+class _GoArgs(msgspec.Struct, gc=False):
+    """ExtenderArgs spelled as kube-scheduler sends them (prioritize: one pass)."""
+
+    Pod: dict[str, Any] | None = None
+    Nodes: _NodeList | None = None
+    NodeNames: list[str] | None = None
+
+
+_GO_ARGS_WITH_BYTES = msgspec.json.Decoder(_GoArgsWithBytes)
+_GO_ARGS = msgspec.json.Decoder(_GoArgs)
+
+
 def read_extender_args(body: bytes, *, keep_node_bytes: bool = True) -> ExtenderArgs:
     """Decode a filter/prioritize request, or :class:`ProtocolError` saying what is wrong.
     Whole nodes keep their original bytes only when ``keep_node_bytes`` (a filter answer
-    echoes them); otherwise they are decoded in a single pass."""
+    echoes them); otherwise they are decoded in a single pass.
+
+    kube-scheduler's exact spelling is decoded straight into typed structs; any other
+    casing (a client of the older tagged types) takes the folding path."""
+    try:
+        items: NodeItems | None = None
+        if keep_node_bytes:
+            with_bytes = _GO_ARGS_WITH_BYTES.decode(body)
+            pod, names = with_bytes.Pod, with_bytes.NodeNames
+            if with_bytes.Nodes is not None:
+                items = NodeItems.with_bytes(with_bytes.Nodes.items or [])
+        else:
+            typed = _GO_ARGS.decode(body)
+            pod, names = typed.Pod, typed.NodeNames
+            if typed.Nodes is not None:
+                items = NodeItems(typed.Nodes.items or [])
+    except msgspec.ValidationError as exc:
+        if "- at `$" in str(exc):  # a field of the right name with the wrong type
+            raise ProtocolError(str(exc).replace("`$.", "`", 1)) from exc
+        raise ProtocolError(f"request body is not a JSON object: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"request body is not a JSON object: {exc}") from exc
+    if pod and (items is not None or names is not None):
+        return ExtenderArgs(pod, items, names)
+    return _read_folded(body, keep_node_bytes)
+
+
+def _read_folded(body: bytes, keep_node_bytes: bool) -> ExtenderArgs:
     try:
         top = _TOP.decode(body)
     except msgspec.DecodeError as exc:
