@@ -87,9 +87,13 @@ class EventRecorder:
         aggregation_window: float = 600.0,
         refresh_interval: float = 60.0,
         dry_run: bool = False,
+        component: str = COMPONENT,
     ) -> None:
+        """``node_name`` is the reporting host; ``component`` the reporting controller
+        (the scheduler reports as its profile's scheduler name, as kube-scheduler does)."""
         self._kube = kube
         self.node_name = node_name
+        self.component = component
         self._clock = clock
         self._window = aggregation_window
         self._refresh = refresh_interval
@@ -171,8 +175,8 @@ class EventRecorder:
             "count": 1,
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
-            "source": {"component": COMPONENT, "host": self.node_name},
-            "reportingComponent": COMPONENT,
+            "source": {"component": self.component, "host": self.node_name},
+            "reportingComponent": self.component,
             "reportingInstance": self.node_name,
         }
         try:

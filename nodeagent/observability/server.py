@@ -9,9 +9,9 @@ come from the library.
 Endpoints:
 
 =============  ==============================================================
-``/metrics``   every metric of :class:`~nodeagent.observability.metrics.AgentMetrics`
+``/metrics``   every metric of the registry (the agent's, or the scheduler's)
 ``/healthz``   200 while the loop turns, 503 when it stalled (liveness probe)
-``/readyz``    200 once the agent evaluates and reaches the API (readiness probe)
+``/readyz``    200 once the process does its job (readiness probe)
 =============  ==============================================================
 """
 
@@ -28,7 +28,7 @@ from wsgiref import simple_server
 import prometheus_client
 
 from nodeagent.errors import ConfigError
-from nodeagent.observability.health import Health, ProbeResult
+from nodeagent.observability.health import ProbeResult, Probes
 from nodeagent.observability.settings import ListenAddress
 
 StartResponse = Callable[..., Any]
@@ -48,7 +48,7 @@ def _probe(start_response: StartResponse, result: ProbeResult) -> list[bytes]:
     return _respond(start_response, status, ("ok: " if result.ok else "failed: ") + result.detail)
 
 
-def make_app(registry: prometheus_client.CollectorRegistry, health: Health) -> WSGIApp:
+def make_app(registry: prometheus_client.CollectorRegistry, health: Probes) -> WSGIApp:
     """The WSGI application behind the server (usable without sockets in tests)."""
     metrics_app = prometheus_client.make_wsgi_app(registry)
 
@@ -109,7 +109,7 @@ class ObservabilityServer:
         address: ListenAddress,
         *,
         registry: prometheus_client.CollectorRegistry,
-        health: Health,
+        health: Probes,
     ) -> None:
         self._address = address
         self._app = make_app(registry, health)
