@@ -100,6 +100,7 @@ class EventRecorder:
         self.dry_run = dry_run
         self._series: dict[_Key, _Series] = {}
         self._lock = threading.Lock()
+        self._expired_at = float("-inf")
         self.node_uid = ""
 
     def node(self) -> InvolvedObject:
@@ -149,6 +150,9 @@ class EventRecorder:
                 self._write_count(key, series)
 
     def _expire(self, now: float) -> None:
+        if now - self._expired_at < 1.0:
+            return  # a scan per second is enough: series live for minutes
+        self._expired_at = now
         for key in [k for k, s in self._series.items() if now - s.first_seen > self._window]:
             series = self._series.pop(key)
             if series.count > series.written_count:

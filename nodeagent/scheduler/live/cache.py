@@ -157,6 +157,19 @@ class SchedulerCache:
             self._bound[pod.uid] = pod
             self._account(pod, 1)
 
+    def confirm(self, uid: str, node_name: str) -> bool:
+        """The watch shows an assumed pod bound where it was assumed: keep the assumed
+        object as the bound one (no need to read the pod again). False if it was not
+        assumed there."""
+        with self._lock:
+            entry = self._assumed.get(uid)
+            if entry is None or entry.pod.node_name != node_name:
+                return False
+            del self._assumed[uid]
+            self._bound[uid] = entry.pod
+            self._nominated.pop(uid, None)
+            return True
+
     def remove_bound(self, uid: str) -> api.Pod | None:
         with self._lock:
             pod = self._bound.pop(uid, None)

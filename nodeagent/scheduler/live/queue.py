@@ -100,6 +100,8 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, int, PodInfo]] = []
         self._error_backoff: list[tuple[float, int, int, PodInfo]] = []
         self._counts: dict[Where, int] = dict.fromkeys(Where, 0)
+        self._unschedulable: dict[str, PodInfo] = {}
+        """The unschedulablePods map: what a cluster event scans."""
         self._sequence = itertools.count()
         self._event_sequence = 0
         self._recent_events: list[tuple[int, ClusterEvent]] = []
@@ -118,6 +120,10 @@ class SchedulingQueue:
     def _place(self, info: PodInfo, where: Where, event: ClusterEvent | None = None) -> None:
         if self._infos.get(info.uid) is info:
             self._counts[info.where] -= 1
+            if info.where is Where.UNSCHEDULABLE:
+                del self._unschedulable[info.uid]
+        if where is Where.UNSCHEDULABLE:
+            self._unschedulable[info.uid] = info
         info.where = where
         info.token += 1
         self._infos[info.uid] = info
@@ -134,6 +140,8 @@ class SchedulingQueue:
 
     def _remove(self, info: PodInfo) -> None:
         self._counts[info.where] -= 1
+        if info.where is Where.UNSCHEDULABLE:
+            del self._unschedulable[info.uid]
         info.token += 1
         del self._infos[info.uid]
 
@@ -197,8 +205,8 @@ class SchedulingQueue:
                 self._recent_events.append((self._event_sequence, event))
             moved = [
                 info
-                for info in self._infos.values()
-                if info.where is Where.UNSCHEDULABLE and events.moves(info.rejectors, event)
+                for info in self._unschedulable.values()
+                if events.moves(info.rejectors, event)
             ]
             for info in moved:
                 self._activate_or_backoff(info, now, event)
@@ -312,9 +320,8 @@ class SchedulingQueue:
                     self._place(info, Where.ACTIVE)
             stale = [
                 info
-                for info in self._infos.values()
-                if info.where is Where.UNSCHEDULABLE
-                and now - info.timestamp >= self.max_in_unschedulable
+                for info in self._unschedulable.values()
+                if now - info.timestamp >= self.max_in_unschedulable
             ]
             for info in stale:
                 self._activate_or_backoff(info, now, ClusterEvent.UNSCHEDULABLE_TIMEOUT)

@@ -7,8 +7,9 @@
   a pod retried a hundred times costs one write.
 * **Events** (``FailedScheduling`` Warning, ``Scheduled`` Normal, ``Preempted`` on a
   victim) through the agent's aggregating :class:`~nodeagent.actuators.events.
-  EventRecorder` (repeats bump ``count``), from a bounded queue that drops when full,
-  as client-go's broadcaster does: events never slow scheduling down.
+  EventRecorder` (repeats bump ``count``), at most :data:`EVENT_QPS` per second, from a
+  bounded queue that drops when full, as client-go's broadcaster does: events never
+  slow scheduling down.
 * **Preemption victims**: a ``DisruptionTarget`` condition (reason
   ``PreemptionByScheduler``), then a delete with a uid precondition. Never dropped.
 
@@ -27,13 +28,16 @@ from typing import Any
 
 from nodeagent import errors
 from nodeagent.actuators.events import NORMAL, WARNING, EventRecorder, InvolvedObject
-from nodeagent.kube import client
+from nodeagent.kube import client, ratelimit
 from nodeagent.scheduler import api
 
 log = logging.getLogger(__name__)
 
 EVENT_QUEUE = 1000
 """Events waiting to be written at most (client-go's ``maxQueuedEvents``)."""
+EVENT_QPS, EVENT_BURST = 50.0, 100
+"""The events' own request budget: a burst of pods scheduled at once must not spend the
+API requests (and the CPU) their bindings need."""
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 REASON_PREEMPTION = "PreemptionByScheduler"
@@ -73,6 +77,7 @@ class Reporter:
         self._written_condition: dict[str, str] = {}
         self._stop = False
         self._thread: threading.Thread | None = None
+        self._event_budget = ratelimit.TokenBucket(EVENT_QPS, EVENT_BURST)
 
     # --- what the scheduler reports -----------------------------------------------------
     def unschedulable(
@@ -179,6 +184,7 @@ class Reporter:
             self._written_condition.pop(pod.uid, None)
 
     def _write_event(self) -> None:
+        self._event_budget.acquire()
         involved, reason, message, kind = self._events.get_nowait()
         with self._lock:
             self._queued_events -= 1

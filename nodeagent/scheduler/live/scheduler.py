@@ -222,6 +222,14 @@ class LiveScheduler:
             self.queue.add(pod)
 
     def _pod_updated(self, old_obj: client.KubeObject, obj: client.KubeObject) -> None:
+        node_name = (obj.get("spec") or {}).get("nodeName")
+        if node_name and not (old_obj.get("spec") or {}).get("nodeName"):
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            if self.cache.confirm(uid, node_name):
+                # our own binding, seen bound: the assumed pod is the bound one
+                self.queue.delete(uid)
+                self._event(ClusterEvent.ASSIGNED_POD_ADD)
+                return
         pod = self._parse_pod(obj)
         if pod is None:
             return

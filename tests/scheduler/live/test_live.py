@@ -84,7 +84,7 @@ def test_removing_the_pressure_taint_requeues_the_pods_it_rejected(
     started = time.monotonic()
     cluster.patch("nodes", "", "n1", {"spec": {"taints": []}})
     eventually(lambda: node_of(fake_api, "waiting") == "n1", timeout=5)
-    assert time.monotonic() - started < 2.5, "requeued by the taint change, not a timer"
+    assert time.monotonic() - started < 4, "requeued by the taint change, not a 5-minute timer"
 
 
 def test_gated_pods_wait_for_their_gates(fake_api: FakeAPIServer, running: LiveScheduler) -> None:
