@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -66,28 +67,55 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="plan as of this RFC 3339 time (judges the freshness of the nodes' pressure"
         " annotations; default: now)",
     )
+    add_feature_gates_argument(parser)
     parser.set_defaults(handler=run)
+
+
+def add_feature_gates_argument(parser: argparse.ArgumentParser) -> None:
+    """kube-scheduler's ``--feature-gates`` flag (shared with ``nodeagent scheduler``)."""
+    parser.add_argument(
+        "--feature-gates",
+        default="",
+        metavar="GATES",
+        help="kube-scheduler feature gates as Name=true,Other=false; known:"
+        f" {', '.join(config.FeatureGate)} (all off by default)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     plugins = registry.in_tree_registry()
+    features = config.parse_feature_gates(args.feature_gates)
     configuration = config.load_configuration(args.config, plugins)
     try:
         text = args.cluster.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read cluster file {args.cluster}: {exc.strerror}") from exc
     cluster = objects.load_cluster(text, str(args.cluster))
-    result = planner.plan(
+    del text
+    placements = planner.placements(
         cluster,
         configuration,
         plugins=plugins,
         seed=args.seed,
         explain_nodes=args.explain,
         now=time.time() if args.now is None else args.now,
+        features=features,
     )
+    out = sys.stdout
     if args.output == "table":
-        text = planner.render_table(result)
+        widths = planner.TableWidths.of(cluster)
+        out.write(planner.table_header(widths) + "\n")
+        for placement in placements:
+            out.write("\n".join(planner.table_rows(placement, widths)) + "\n")
     else:
-        text = json.dumps(result.to_dict(), indent=2)
-    print(text, flush=True)
+        # One JSON document, written a placement at a time (a big --explain plan never
+        # sits in memory whole).
+        out.write('{\n  "placements": [')
+        written = 0
+        for placement in placements:
+            body = json.dumps(placement.to_dict(), indent=2).replace("\n", "\n    ")
+            out.write(("," if written else "") + "\n    " + body)
+            written += 1
+        out.write("\n  ]\n}\n" if written else "]\n}\n")
+    out.flush()
     return 0

@@ -353,6 +353,26 @@ class Workload:
     selector: LabelSelector | None
 
 
+@dataclass(frozen=True, slots=True)
+class DisruptionBudget:
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str] = frozenset()
+    """``status.disruptedPods`` names: already counted against the budget."""
+
+    def covers(self, pod: Pod) -> bool:
+        """kube-scheduler's PDB match for preemption: same namespace and a non-empty
+        selector that matches the pod's labels."""
+        return (
+            pod.namespace == self.namespace
+            and self.selector is not None
+            and not self.selector.is_empty
+            and self.selector.matches(pod.labels)
+        )
+
+
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 PREEMPT_NEVER = "Never"
 

@@ -164,6 +164,9 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef(name="NodeAffinity", weight=2),
     PluginRef(name="NodePorts"),
     PluginRef(name="NodeResourcesFit", weight=1),
+    PluginRef(name="PodTopologySpread", weight=2),
+    PluginRef(name="InterPodAffinity", weight=2),
+    PluginRef(name="DefaultPreemption"),
     PluginRef(name="NodeResourcesBalancedAllocation", weight=1),
     PluginRef(name="ImageLocality", weight=1),
     PluginRef(name="DefaultBinder"),
@@ -178,9 +181,6 @@ UPSTREAM_NOT_IMPLEMENTED = frozenset(
         "NodeVolumeLimits",
         "VolumeBinding",
         "VolumeZone",
-        "PodTopologySpread",
-        "InterPodAffinity",
-        "DefaultPreemption",
         "DynamicResources",
         "EBSLimits",
         "GCEPDLimits",
@@ -199,6 +199,49 @@ def unknown_plugin_message(name: str, registry: Registry) -> str:
             " yet; remove it from the enabled lists"
         )
     return f"plugin {name!r} is not registered; registered plugins: {', '.join(sorted(registry))}"
+
+
+class FeatureGate(StrEnum):
+    """kube-scheduler feature gates nodeagent honours (``--feature-gates``)."""
+
+    TAINT_TOLERATION_COMPARISON_OPERATORS = "TaintTolerationComparisonOperators"
+    """Tolerations with operators ``Gt``/``Lt`` (alpha in 1.35, off by default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureGates:
+    enabled: frozenset[FeatureGate] = frozenset()
+
+    @property
+    def taint_toleration_comparison_operators(self) -> bool:
+        return FeatureGate.TAINT_TOLERATION_COMPARISON_OPERATORS in self.enabled
+
+
+def parse_feature_gates(text: str) -> FeatureGates:
+    """kube-scheduler's flag form: ``Name=true,Other=false``."""
+    enabled: set[FeatureGate] = set()
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or value.strip().lower() not in ("true", "false"):
+            raise ConfigError(
+                f"--feature-gates: {item!r}: expected Name=true or Name=false",
+                field="--feature-gates",
+            )
+        try:
+            gate = FeatureGate(name.strip())
+        except ValueError:
+            known = ", ".join(FeatureGate)
+            raise ConfigError(
+                f"--feature-gates: unrecognized feature gate {name.strip()!r}; known: {known}",
+                field="--feature-gates",
+            ) from None
+        if value.strip().lower() == "true":
+            enabled.add(gate)
+        else:
+            enabled.discard(gate)
+    return FeatureGates(frozenset(enabled))
 
 
 @dataclass(frozen=True, slots=True)

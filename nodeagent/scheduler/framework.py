@@ -26,6 +26,7 @@ Contracts:
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -96,6 +97,85 @@ class RecordingBinder:
         return api.SUCCESS
 
 
+class Nominator:
+    """Pods that preemption nominated to a node and that are not bound yet.
+
+    While nominated, a pod's requests count on its node against every pod of lower or
+    equal priority (kube-scheduler's ``addGENominatedPods``): the scheduling cycle
+    adds them before filtering. The planner and the live scheduler share this one
+    record of nominations."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, dict[str, api.Pod]] = {}
+        self._node_of: dict[str, str] = {}
+
+    def add(self, pod: api.Pod, node_name: str) -> None:
+        self.remove(pod)
+        self._by_node.setdefault(node_name, {})[pod.key] = pod
+        self._node_of[pod.key] = node_name
+
+    def remove(self, pod: api.Pod) -> None:
+        node_name = self._node_of.pop(pod.key, None)
+        if node_name is not None:
+            pods = self._by_node[node_name]
+            pods.pop(pod.key, None)
+            if not pods:
+                del self._by_node[node_name]
+
+    def node_of(self, pod: api.Pod) -> str | None:
+        return self._node_of.get(pod.key)
+
+    def pods_on(self, node_name: str) -> list[api.Pod]:
+        return list(self._by_node.get(node_name, {}).values())
+
+    def __bool__(self) -> bool:
+        return bool(self._node_of)
+
+    def counted_for(self, pod: api.Pod) -> list[tuple[api.Pod, str]]:
+        """Nominated pods (other than ``pod``) of priority >= ``pod``'s, with their node."""
+        return [
+            (other, node_name)
+            for node_name, pods in self._by_node.items()
+            for other in pods.values()
+            if other.priority >= pod.priority and other.key != pod.key
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    """What preempting on one node would take: the pods (most important first) and how
+    many of them a PodDisruptionBudget protects."""
+
+    pods: tuple[api.Pod, ...]
+    num_pdb_violations: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    """A PostFilter's offer. For preemption: the nominated node, the victims to delete
+    there, every candidate the dry run produced (``candidates``, in the dry run's
+    order), and the lower-priority pods nominated to that node that lose their
+    nomination. The caller applies it: the planner to its snapshot, the live scheduler
+    through the API."""
+
+    nominated_node: str | None = None
+    victims: tuple[api.Pod, ...] = ()
+    candidates: Mapping[str, Victims] = field(default_factory=dict)
+    cleared_nominations: tuple[api.Pod, ...] = ()
+
+
+class Diagnosis(Protocol):
+    """Why the cycle found no node: what PostFilter plugins read."""
+
+    def node_status(self, node: int) -> api.Status | None:
+        """The rejection of node ``node`` (``None``: it was not rejected)."""
+        ...
+
+    def preemption_may_help(self) -> Mask:
+        """Over all nodes: rejected by a status other than UnschedulableAndUnresolvable."""
+        ...
+
+
 @dataclass(slots=True)
 class Handle:
     """What plugins may use besides the pod and snapshot they are handed."""
@@ -103,6 +183,10 @@ class Handle:
     now: float = 0.0
     """Wall-clock Unix seconds of this plan (freshness of published node data)."""
     binder: Binder = field(default_factory=RecordingBinder)
+    features: config.FeatureGates = field(default_factory=config.FeatureGates)
+    nominator: Nominator = field(default_factory=Nominator)
+    rng: random.Random = field(default_factory=random.Random)
+    """Randomness plugins may use (preemption's starting offset); seeded by the planner."""
 
 
 @runtime_checkable
@@ -146,6 +230,29 @@ class FilterPlugin(Protocol):
 
 
 @runtime_checkable
+class BulkStatusFilter(Protocol):
+    """A Filter plugin that gives :meth:`FilterPlugin.filter_node`'s statuses for many
+    nodes at once (explaining a cycle that rejected thousands of nodes)."""
+
+    def filter_statuses(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> tuple[list[api.Status], NodeIndices]:
+        """The distinct statuses, and for each of ``nodes`` the index of its own."""
+        ...
+
+
+@runtime_checkable
+class PreemptionAwareFilter(Protocol):
+    """A Filter plugin that can say, for many nodes at once, which of its rejections
+    preemption could resolve (the others are UnschedulableAndUnresolvable). Plugins
+    without it are asked node by node through :meth:`FilterPlugin.filter_node`."""
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask: ...
+
+
+@runtime_checkable
 class PostFilterPlugin(Protocol):
     name: str
 
@@ -154,8 +261,9 @@ class PostFilterPlugin(Protocol):
         state: CycleState,
         pod: api.Pod,
         snapshot: ClusterSnapshot,
-        statuses: Mapping[int, api.Status],
-    ) -> tuple[str | None, api.Status]:
+        diagnosis: Diagnosis,
+        framework: Framework,
+    ) -> tuple[PostFilterResult | None, api.Status]:
         """Runs when no node is feasible; may nominate a node (preemption)."""
         ...
 
@@ -457,17 +565,17 @@ class Framework:
         state: CycleState,
         pod: api.Pod,
         snapshot: ClusterSnapshot,
-        statuses: Mapping[int, api.Status],
-    ) -> tuple[str | None, api.Status]:
+        diagnosis: Diagnosis,
+    ) -> tuple[PostFilterResult | None, api.Status]:
         """kube-scheduler's RunPostFilterPlugins: the first success wins; an unresolvable
         rejection or an error stops the run; otherwise every plugin runs, their reasons
         are collected, the first rejecting plugin is named, and the last nomination
         offered is kept."""
-        nominated: str | None = None
+        nominated: PostFilterResult | None = None
         reasons: list[str] = []
         rejector = ""
         for plugin in self.post_filter:
-            offered, status = plugin.post_filter(state, pod, snapshot, statuses)
+            offered, status = plugin.post_filter(state, pod, snapshot, diagnosis, self)
             if status.is_success:
                 return offered, status
             if status.code is api.Code.UNSCHEDULABLE_AND_UNRESOLVABLE:

@@ -8,20 +8,28 @@ order, among equals), one at a time, each placement consuming resources in the
 snapshot like kube-scheduler's assume. Gated pods are reported as such and never
 attempted.
 
-A single pass is exact for this plugin set: placing a pod only adds usage, so a pod that
-did not fit earlier cannot fit later (that changes with preemption, a later issue).
+A pod that fits nowhere may preempt (DefaultPreemption): it is reported ``Nominated``
+with the node and the victims; the plan removes the victims from the snapshot and keeps
+the pod's requests reserved on that node (the shared nominator) against later pods of
+lower or equal priority, and the PodDisruptionBudgets covering a victim lose one allowed
+disruption. The plan is a single pass in queue order: a pod that did not fit earlier is
+not retried when a later preemption frees room (a live kube-scheduler would retry it on
+the victims' deletion).
 
 With ``explain``, every placement carries the per-node verdicts: rejected nodes with
 kube-scheduler's reasons, feasible nodes with each score plugin's raw, normalized and
-weighted score.
+weighted score; a preempting pod also lists every candidate of the dry run.
+
+:func:`placements` yields each placement as soon as it is decided, so a caller can write
+it out and drop it: memory stays bounded by the snapshot, not by pods x nodes.
 """
 
 from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -31,6 +39,8 @@ from nodeagent.scheduler.snapshot import ClusterSnapshot
 
 class Outcome(StrEnum):
     SCHEDULED = "Scheduled"
+    NOMINATED = "Nominated"
+    """Preemption chose a node; the victims must go before the pod can bind there."""
     UNSCHEDULABLE = "Unschedulable"
     GATED = "Gated"
     ERROR = "Error"
@@ -72,11 +82,28 @@ class Placement:
     status: Outcome
     message: str = ""
     nodes: Mapping[str, NodeVerdict] | None = None
+    nominated_node: str | None = None
+    victims: tuple[str, ...] = ()
+    candidates: Mapping[str, framework.Victims] | None = None
+    """Every candidate of the preemption dry run (with explain)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pod": self.pod, "node": self.node, "status": self.status.value}
+        if self.status is Outcome.NOMINATED:
+            out["nominatedNode"] = self.nominated_node
+            out["victims"] = list(self.victims)
         if self.message:
             out["message"] = self.message
+        if self.candidates is not None:
+            out["preemption"] = {
+                "candidates": {
+                    name: {
+                        "victims": [pod.key for pod in victims.pods],
+                        "numPDBViolations": victims.num_pdb_violations,
+                    }
+                    for name, victims in self.candidates.items()
+                }
+            }
         if self.nodes is not None:
             out["nodes"] = {name: verdict.to_dict() for name, verdict in self.nodes.items()}
         return out
@@ -127,7 +154,7 @@ def _queue_order(fw: framework.Framework, pods: list[api.Pod]) -> list[api.Pod]:
     return [q.pod for q in sorted(queued, key=functools.cmp_to_key(compare))]
 
 
-def plan(
+def placements(
     cluster: objects.ClusterObjects,
     configuration: config.SchedulerConfiguration,
     *,
@@ -135,14 +162,24 @@ def plan(
     seed: int | None = None,
     explain_nodes: bool = False,
     now: float,
-) -> Plan:
+    features: config.FeatureGates | None = None,
+) -> Iterator[Placement]:
     """Place ``cluster``'s pending pods as of ``now`` (Unix seconds), which decides
-    whether the pressure the nodes publish is fresh enough to use."""
-    handle = framework.Handle(now=now)
+    whether the pressure the nodes publish is fresh enough to use; one placement at a
+    time, as decided."""
+    handle = framework.Handle(
+        now=now, rng=random.Random(seed), features=features or config.FeatureGates()
+    )
     frameworks = framework.build_frameworks(
         configuration, plugins or registry.in_tree_registry(), handle
     )
-    snapshot = ClusterSnapshot(cluster.nodes, cluster.bound_pods())
+    snapshot = ClusterSnapshot(
+        cluster.nodes,
+        cluster.bound_pods(),
+        namespaces=cluster.namespaces,
+        workloads=cluster.workloads,
+        disruption_budgets=cluster.disruption_budgets,
+    )
     scheduler = scheduling.Scheduler(
         frameworks,
         snapshot,
@@ -155,11 +192,59 @@ def plan(
         if not p.node_name and not p.deleting and p.scheduler_name in frameworks
     ]
     ordered = _queue_order(next(iter(frameworks.values())), pending)
-    placements = []
     for pod in ordered:
         result = scheduler.schedule_one(pod)
-        placements.append(_placement(result, explain_nodes))
-    return Plan(tuple(placements))
+        if result.preemption is not None and result.preemption.nominated_node is not None:
+            apply_preemption(snapshot, handle.nominator, pod, result.preemption)
+        yield _placement(result, explain_nodes)
+
+
+def apply_preemption(
+    snapshot: ClusterSnapshot,
+    nominator: framework.Nominator,
+    pod: api.Pod,
+    offer: framework.PostFilterResult,
+) -> None:
+    """What the victims' deletion and the nomination do to the cluster."""
+    assert offer.nominated_node is not None
+    node = snapshot.index[offer.nominated_node]
+    for victim in offer.victims:
+        snapshot.remove_pod(victim, node)
+        snapshot.disruption_budgets = [
+            replace(budget, disruptions_allowed=budget.disruptions_allowed - 1)
+            if budget.covers(victim)
+            else budget
+            for budget in snapshot.disruption_budgets
+        ]
+    for cleared in offer.cleared_nominations:
+        nominator.remove(cleared)
+    nominator.add(pod, offer.nominated_node)
+
+
+def plan(
+    cluster: objects.ClusterObjects,
+    configuration: config.SchedulerConfiguration,
+    *,
+    plugins: framework.Registry | None = None,
+    seed: int | None = None,
+    explain_nodes: bool = False,
+    now: float,
+    features: config.FeatureGates | None = None,
+) -> Plan:
+    """Every placement at once (see :func:`placements`)."""
+    return Plan(
+        tuple(
+            placements(
+                cluster,
+                configuration,
+                plugins=plugins,
+                seed=seed,
+                explain_nodes=explain_nodes,
+                now=now,
+                features=features,
+            )
+        )
+    )
 
 
 def _placement(result: scheduling.CycleResult, explain_nodes: bool) -> Placement:
@@ -169,37 +254,82 @@ def _placement(result: scheduling.CycleResult, explain_nodes: bool) -> Placement
         return Placement(pod.key, None, Outcome.GATED, result.status.message, verdicts)
     if result.node is not None:
         return Placement(pod.key, result.node, Outcome.SCHEDULED, nodes=verdicts)
+    offer = result.preemption
+    if offer is not None and offer.nominated_node is not None:
+        return Placement(
+            pod.key,
+            None,
+            Outcome.NOMINATED,
+            result.status.message,
+            verdicts,
+            nominated_node=offer.nominated_node,
+            victims=tuple(victim.key for victim in offer.victims),
+            candidates=dict(offer.candidates) if explain_nodes else None,
+        )
     outcome = Outcome.UNSCHEDULABLE if result.status.is_rejection else Outcome.ERROR
     return Placement(pod.key, None, outcome, result.status.message, verdicts)
 
 
-def render_table(result: Plan) -> str:
-    """Human-readable plan: one line per pod, then (with explain) one per node."""
-    rows = [("POD", "STATUS", "NODE", "DETAIL")]
-    rows.extend((p.pod, p.status.value, p.node or "-", p.message) for p in result.placements)
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = []
-    entries: list[Placement | None] = [None, *result.placements]
-    for row, placement in zip(rows, entries, strict=True):
-        cells = "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        lines.append(f"{cells}  {row[3]}".rstrip())
-        if placement is None or placement.nodes is None:
-            continue
-        ranked = sorted(
-            placement.nodes.items(),
-            key=lambda item: (not item[1].feasible, -(item[1].score or 0), item[0]),
+@dataclass(frozen=True, slots=True)
+class TableWidths:
+    pod: int
+    status: int
+    node: int
+
+    @classmethod
+    def of(cls, cluster: objects.ClusterObjects) -> TableWidths:
+        """Column widths known before planning (pending pods, statuses, node names), so
+        each row can be written as soon as its pod is placed."""
+        pods = (len(p.key) for p in cluster.pods if not p.node_name)
+        nodes = (len(n.name) for n in cluster.nodes)
+        return cls(
+            max(len("POD"), *pods, 0),
+            max(len(o.value) for o in Outcome),
+            max(len("NODE"), *nodes, 0),
         )
-        name_width = max((len(name) for name in placement.nodes), default=0)
-        for name, verdict in ranked:
-            marker = "*" if name == placement.node else " "
-            if verdict.feasible:
-                detail = "feasible"
-                if verdict.score is not None:
-                    parts = " ".join(f"{p}={s.weighted}" for p, s in verdict.plugins.items())
-                    detail = f"score={verdict.score}  {parts}"
-            elif verdict.reasons:
-                detail = "rejected: " + "; ".join(verdict.reasons)
-            else:
-                detail = "not evaluated"
-            lines.append(f"  {marker} {name.ljust(name_width)}  {detail}")
+
+
+def table_header(widths: TableWidths) -> str:
+    return f"{'POD'.ljust(widths.pod)}  {'STATUS'.ljust(widths.status)}  " + (
+        f"{'NODE'.ljust(widths.node)}  DETAIL"
+    )
+
+
+def table_rows(placement: Placement, widths: TableWidths) -> Iterator[str]:
+    """One placement: its row, then (with explain) one line per node, best first."""
+    detail = placement.message
+    if placement.status is Outcome.NOMINATED:
+        victims = ", ".join(placement.victims) or "none"
+        detail = f"nominated to {placement.nominated_node}, preempting {victims}"
+    cells = (
+        f"{placement.pod.ljust(widths.pod)}  {placement.status.value.ljust(widths.status)}"
+        f"  {(placement.node or '-').ljust(widths.node)}"
+    )
+    yield f"{cells}  {detail}".rstrip()
+    if placement.nodes is None:
+        return
+    ranked = sorted(
+        placement.nodes.items(),
+        key=lambda item: (not item[1].feasible, -(item[1].score or 0), item[0]),
+    )
+    name_width = max((len(name) for name in placement.nodes), default=0)
+    for name, verdict in ranked:
+        marker = "*" if name == placement.node else " "
+        if verdict.feasible:
+            line = "feasible"
+            if verdict.score is not None:
+                parts = " ".join(f"{p}={s.weighted}" for p, s in verdict.plugins.items())
+                line = f"score={verdict.score}  {parts}"
+        elif verdict.reasons:
+            line = "rejected: " + "; ".join(verdict.reasons)
+        else:
+            line = "not evaluated"
+        yield f"  {marker} {name.ljust(name_width)}  {line}"
+
+
+def render_table(result: Plan, widths: TableWidths) -> str:
+    """Human-readable plan: one line per pod, then (with explain) one per node."""
+    lines = [table_header(widths)]
+    for placement in result.placements:
+        lines.extend(table_rows(placement, widths))
     return "\n".join(lines)

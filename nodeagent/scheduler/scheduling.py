@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,13 +29,16 @@ import numpy.typing as npt
 
 from nodeagent.scheduler import api
 from nodeagent.scheduler.framework import (
+    BulkStatusFilter,
     CycleState,
     FilterPlugin,
     Framework,
     PluginError,
+    PostFilterResult,
+    PreemptionAwareFilter,
     ScoreOutcome,
 )
-from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, NodeIndices
+from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -157,6 +160,8 @@ class CycleResult:
     gated: bool = False
     nominated_node: str | None = None
     """Set by a PostFilter plugin (preemption) when the pod should wait for a node."""
+    preemption: PostFilterResult | None = None
+    """The PostFilter's full offer (victims, candidates), when it made one."""
     prefilter_status: api.Status = api.SUCCESS
     absent_status: api.Status | None = None
     """Status of nodes a PreFilter result left out (``None``: none left out)."""
@@ -194,12 +199,53 @@ class CycleResult:
                 return self.absent_status
         return None
 
+    def preemption_may_help(self) -> Mask:
+        """Over all nodes: rejected, but not UnschedulableAndUnresolvable (PreFilter
+        rejections and nodes a PreFilter result left out never are)."""
+        helps = np.zeros(self.snapshot.size, dtype=bool)
+        if not self.prefilter_status.is_success or self.outcome is None:
+            return helps
+        rejected, by = self.outcome.rejected, self.outcome.rejected_by
+        for position in np.unique(by):
+            plugin = self.filters[int(position)]
+            nodes = rejected[by == position]
+            if isinstance(plugin, PreemptionAwareFilter):
+                helps[nodes] = plugin.preemption_may_help(
+                    self.state, self.pod, self.snapshot, nodes
+                )
+                continue
+            for node in nodes:
+                status = plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
+                helps[node] = status.code is api.Code.UNSCHEDULABLE
+        return helps
+
+    def _rejections(self) -> Iterator[tuple[NodeIndices, list[api.Status], NodeIndices]]:
+        """Rejected nodes grouped by rejecting plugin: the nodes, the distinct statuses
+        (named after the plugin), and per node the index of its status."""
+        if self.outcome is None:
+            return
+        rejected, by = self.outcome.rejected, self.outcome.rejected_by
+        for position in np.unique(by):
+            plugin = self.filters[int(position)]
+            nodes = rejected[by == position]
+            if isinstance(plugin, BulkStatusFilter):
+                distinct, which = plugin.filter_statuses(self.state, self.pod, self.snapshot, nodes)
+            else:
+                found = [
+                    plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
+                    for node in nodes
+                ]
+                slot: dict[api.Status, int] = {}
+                which = np.array(
+                    [slot.setdefault(status, len(slot)) for status in found], dtype=np.intp
+                )
+                distinct = list(slot)
+            yield nodes, [status.with_plugin(plugin.name) for status in distinct], which
+
     def rejection_statuses(self) -> dict[int, api.Status]:
         statuses: dict[int, api.Status] = {}
-        for node, position in self.rejected_by_node().items():
-            plugin = self.filters[position]
-            status = plugin.filter_node(self.state, self.pod, self.snapshot, node)
-            statuses[node] = status.with_plugin(plugin.name)
+        for nodes, distinct, which in self._rejections():
+            statuses.update(zip(nodes.tolist(), (distinct[i] for i in which.tolist()), strict=True))
         return statuses
 
     def fit_error_message(self) -> str:
@@ -208,12 +254,16 @@ class CycleResult:
         if not self.prefilter_status.is_success:
             return f"{message} {self.prefilter_status.message}."
         reasons: Counter[str] = Counter()
-        statuses = self.rejection_statuses()
-        for status in statuses.values():
-            reasons.update(status.reasons)
-        if self.absent_status is not None and len(statuses) < self.snapshot.size:
+        rejected = 0
+        for nodes, distinct, which in self._rejections():
+            rejected += len(nodes)
+            counts = np.bincount(which, minlength=len(distinct)).tolist()
+            for status, count in zip(distinct, counts, strict=True):
+                for reason in status.reasons:
+                    reasons[reason] += int(count)
+        if self.absent_status is not None and rejected < self.snapshot.size:
             for reason in self.absent_status.reasons:
-                reasons[reason] += self.snapshot.size - len(statuses)
+                reasons[reason] += self.snapshot.size - rejected
         histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
         return f"{message} {', '.join(histogram)}."
 
@@ -247,12 +297,12 @@ class Scheduler:
             return CycleResult(pod, fw, self.snapshot, CycleState(), status=api.error(str(exc)))
         if result.node is None:
             if result.status.is_rejection and fw.post_filter:
-                statuses = result.rejection_statuses()
-                nominated, post = fw.run_post_filter(result.state, pod, self.snapshot, statuses)
-                result.nominated_node = nominated
+                offer, post = fw.run_post_filter(result.state, pod, self.snapshot, result)
+                result.preemption = offer
+                result.nominated_node = None if offer is None else offer.nominated_node
                 if post.code is not api.Code.ERROR and post.message:
                     # kube-scheduler appends the PostFilter message to the FitError's.
-                    fit = f"{result.status.message} {post.message}."
+                    fit = f"{result.status.message} {post.message}"
                     result.status = api.Status(result.status.code, (fit,), result.status.plugin)
             return result
         node_index = self.snapshot.index[result.node]
@@ -276,18 +326,65 @@ class Scheduler:
     def schedule_pod(self, fw: Framework, pod: api.Pod) -> CycleResult:
         """Filter, score and select a host; does not assume or bind."""
         snapshot = self.snapshot
-        state = CycleState()
-        result = CycleResult(pod, fw, snapshot, state)
+        result = CycleResult(pod, fw, snapshot, CycleState())
         if snapshot.size == 0:
             result.status = api.unschedulable("no nodes available to schedule pods")
             return result
+        nominated = [
+            (other, snapshot.index[name])
+            for other, name in fw.handle.nominator.counted_for(pod)
+            if name in snapshot.index
+        ]
+        others, holders = [p for p, _ in nominated], [n for _, n in nominated]
+        snapshot.add_pods(others, holders)  # filters see nominated pods (addGENominatedPods)
+        try:
+            feasible = self._filter(fw, pod, result)
+        finally:
+            snapshot.remove_pods(others, holders)
+        if feasible is None or result.node is not None:
+            return result
+        if nominated and feasible.size:
+            feasible = self._without_nominated(fw, pod, feasible, {node for _, node in nominated})
+            if feasible.size == 0:
+                result.status = api.unschedulable(result.fit_error_message())
+                return result
+        return self._score(fw, pod, result, feasible)
+
+    def _without_nominated(
+        self, fw: Framework, pod: api.Pod, feasible: NodeIndices, holders: set[int]
+    ) -> NodeIndices:
+        """kube-scheduler filters a node holding nominated pods twice, with and without
+        them; both must pass. The second pass, on those nodes only."""
+        again = np.isin(feasible, np.fromiter(holders, dtype=np.intp, count=len(holders)))
+        recheck = feasible[again]
+        if recheck.size == 0:
+            return feasible
+        state = CycleState()
+        _, status, _ = fw.run_pre_filter(state, pod, self.snapshot)
+        if not status.is_success:
+            return feasible[~again]
+        passed = find_feasible(
+            fw.active_filters(state),
+            state,
+            pod,
+            self.snapshot,
+            recheck,
+            start=0,
+            wanted=len(recheck),
+        ).feasible
+        return feasible[~again | np.isin(feasible, passed)]
+
+    def _filter(self, fw: Framework, pod: api.Pod, result: CycleResult) -> NodeIndices | None:
+        """PreFilter and Filter; the feasible nodes, or ``None`` when the cycle ended
+        (a rejection, or the nominated node taken as is)."""
+        snapshot, state = self.snapshot, result.state
         restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
         if not status.is_success:
             result.prefilter_status = status
             if status.is_rejection:
                 status = api.Status(status.code, (result.fit_error_message(),), status.plugin)
             result.status = status
-            return result
+            return None
         result.filters = fw.active_filters(state)
         candidates = snapshot.all_nodes
         if restriction is not None:
@@ -309,7 +406,7 @@ class Scheduler:
             if passed.feasible.size:
                 result.node = snapshot.names[nominated]
                 result.outcome = passed
-                return result
+                return None
 
         wanted = num_feasible_nodes_to_find(
             fw.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score, len(candidates)
@@ -331,10 +428,15 @@ class Scheduler:
         advanced = self.next_start_node_index + outcome.processed
         self.next_start_node_index = advanced % snapshot.size
         result.outcome = outcome
-        feasible = outcome.feasible
-        if feasible.size == 0:
+        if outcome.feasible.size == 0:
             result.status = api.unschedulable(result.fit_error_message())
-            return result
+            return None
+        return outcome.feasible
+
+    def _score(
+        self, fw: Framework, pod: api.Pod, result: CycleResult, feasible: NodeIndices
+    ) -> CycleResult:
+        snapshot, state = self.snapshot, result.state
         if feasible.size == 1:
             result.node = snapshot.names[int(feasible[0])]
             return result

@@ -258,7 +258,10 @@ class ClusterSnapshot:
         *,
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
         workloads: Sequence[api.Workload] = (),
+        disruption_budgets: Sequence[api.DisruptionBudget] = (),
     ) -> None:
+        self.disruption_budgets: list[api.DisruptionBudget] = list(disruption_budgets)
+        """PodDisruptionBudgets, for preemption's choice of victims."""
         self.namespace_labels: Mapping[str, Mapping[str, str]] = namespaces or {}
         """Namespace labels, for pod affinity's ``namespaceSelector``."""
         self.workloads: tuple[api.Workload, ...] = tuple(workloads)
@@ -291,6 +294,12 @@ class ClusterSnapshot:
         self.pods_on_node: list[list[api.Pod]] = [[] for _ in range(size)]
         self.used_ports: dict[int, list[api.HostPort]] = {}
         self.pod_groups = PodGroups()
+        self._slot_of: dict[int, int] = {}
+        """Bound pod (by ``id``; the pods are held in ``pods_on_node``, so ids are stable)
+        -> its column in ``_slot_usage``, filled the first time preemption asks."""
+        self._slot_usage: Int64s = np.zeros((len(self.resource_names) + 3, 0), dtype=np.int64)
+        """Per bound pod, :meth:`usage_matrix`'s column: what preemption's dry run shifts."""
+        self._free_slots: list[int] = []
         self.affinity_terms = AffinityTerms()
 
         self.static_generation = 0
@@ -373,7 +382,11 @@ class ClusterSnapshot:
 
     def add_pod(self, pod: api.Pod, node: int) -> None:
         """Account ``pod`` on node ``node`` (a bound pod, or one the scheduler assumes)."""
-        self._account(pod, node, 1)
+        self.account(pod, node, 1)
+        self._book(pod, node)
+
+    def _book(self, pod: api.Pod, node: int) -> None:
+        """Everything :meth:`add_pod` records besides the resource columns."""
         self.pods_on_node[node].append(pod)
         self.pod_groups.update(pod, node, 1)
         if pod.pod_affinity is not None:
@@ -381,18 +394,117 @@ class ClusterSnapshot:
         if pod.host_ports:
             self.used_ports.setdefault(node, []).extend(pod.host_ports)
 
+    def add_pods(self, pods: Sequence[api.Pod], nodes: Sequence[int]) -> None:
+        """:meth:`add_pod` for many pods (``pods[j]`` on ``nodes[j]``), the resource
+        columns in one scatter."""
+        self.shift_requests(pods, nodes, 1)
+        for pod, node in zip(pods, nodes, strict=True):
+            self._book(pod, node)
+
+    def remove_pods(self, pods: Sequence[api.Pod], nodes: Sequence[int]) -> None:
+        self.shift_requests(pods, nodes, -1)
+        for pod, node in zip(pods, nodes, strict=True):
+            self._unbook(pod, node)
+
+    def shift_requests(self, pods: Sequence[api.Pod], nodes: Sequence[int], sign: int) -> None:
+        """:meth:`account` for many pods at once: one scatter per column."""
+        if not pods:
+            return
+        rows: list[int] = []
+        columns: list[int] = []
+        amounts: list[int] = []
+        for pod, node in zip(pods, nodes, strict=True):
+            for name, amount in pod.requests.items():
+                if name != api.PODS:
+                    rows.append(self._ensure_row(name))
+                    columns.append(node)
+                    amounts.append(sign * amount)
+        at = np.asarray(nodes, dtype=np.intp)
+        np.add.at(self.requested, (rows, columns), np.asarray(amounts, dtype=np.int64))
+        cpu = np.fromiter((p.nonzero_cpu for p in pods), dtype=np.int64, count=len(pods))
+        memory = np.fromiter((p.nonzero_memory for p in pods), dtype=np.int64, count=len(pods))
+        np.add.at(self.nonzero_requested[CPU_ROW], at, sign * cpu)
+        np.add.at(self.nonzero_requested[MEMORY_ROW], at, sign * memory)
+        np.add.at(self.pod_count, at, sign)
+
     def remove_pod(self, pod: api.Pod, node: int) -> None:
-        self._account(pod, node, -1)
-        self.pods_on_node[node].remove(pod)
+        self.account(pod, node, -1)
+        self._unbook(pod, node)
+
+    def _unbook(self, pod: api.Pod, node: int) -> None:
+        pods = self.pods_on_node[node]
+        # By identity, newest first: list.remove would compare whole pods field by field.
+        for i in range(len(pods) - 1, -1, -1):
+            if pods[i] is pod:
+                del pods[i]
+                break
+        else:
+            raise ValueError(f"pod {pod.key} is not on node {self.names[node]}")
         self.pod_groups.update(pod, node, -1)
         if pod.pod_affinity is not None:
             self.affinity_terms.update(pod, node, -1)
+        slot = self._slot_of.pop(id(pod), None)
+        if slot is not None:
+            self._slot_usage[:, slot] = 0
+            self._free_slots.append(slot)
         if pod.host_ports:
             ports = self.used_ports[node]
             for port in pod.host_ports:
                 ports.remove(port)
 
-    def _account(self, pod: api.Pod, node: int, sign: int) -> None:
+    def _usage_column(self, pod: api.Pod) -> Int64s:
+        column = np.zeros(len(self.resource_names) + 3, dtype=np.int64)
+        for name, amount in pod.requests.items():
+            if name != api.PODS:
+                column[self._ensure_row(name)] = amount
+        resources = len(self.resource_names)
+        column = column[: resources + 3]
+        column[resources : resources + 3] = (pod.nonzero_cpu, pod.nonzero_memory, 1)
+        return column
+
+    def _new_slot(self, pod: api.Pod) -> int:
+        column = self._usage_column(pod)  # may add resource rows
+        missing = len(column) - self._slot_usage.shape[0]
+        if missing:
+            at = self._slot_usage.shape[0] - 3
+            self._slot_usage = np.insert(self._slot_usage, [at] * missing, 0, axis=0)
+        if not self._free_slots:
+            grown = max(64, self._slot_usage.shape[1])
+            start = self._slot_usage.shape[1]
+            self._slot_usage = np.hstack(
+                (self._slot_usage, np.zeros((len(column), grown), dtype=np.int64))
+            )
+            self._free_slots.extend(range(start + grown - 1, start - 1, -1))
+        slot = self._free_slots.pop()
+        self._slot_usage[:, slot] = column
+        return slot
+
+    def usage_matrix(self, pods: Sequence[api.Pod]) -> Int64s:
+        """The usage of ``pods`` (bound here) as columns: resource rows, then non-zero cpu and
+        memory, then 1 (the pod itself) - what :meth:`shift_columns` adds to nodes."""
+        slot_of = self._slot_of
+        slots = [slot_of.get(id(pod), -1) for pod in pods]
+        for j, pod in enumerate(pods):
+            if slots[j] < 0:  # first time asked: kept until the pod is removed
+                slots[j] = slot_of[id(pod)] = self._new_slot(pod)
+        return self._slot_usage[:, slots]
+
+    def shift_columns(self, usage: Int64s, nodes: NodeIndices, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) :meth:`usage_matrix` columns on ``nodes``
+        (one node per column, repeats allowed): :meth:`account` for many pods at once."""
+        if len(nodes) == 0:
+            return
+        resources = usage.shape[0] - 3
+        for row in range(resources):
+            if usage[row].any():
+                np.add.at(self.requested[row], nodes, sign * usage[row])
+        np.add.at(self.nonzero_requested[CPU_ROW], nodes, sign * usage[resources])
+        np.add.at(self.nonzero_requested[MEMORY_ROW], nodes, sign * usage[resources + 1])
+        np.add.at(self.pod_count, nodes, sign * usage[resources + 2])
+
+    def account(self, pod: api.Pod, node: int, sign: int) -> None:
+        """Shift node ``node``'s resource columns by ``pod``'s requests (``sign`` 1 or
+        -1) and nothing else: what a resource-only dry run (preemption) needs."""
         for name, amount in pod.requests.items():
             if name != api.PODS:
                 row = self._ensure_row(name)  # may grow (replace) the matrices

@@ -44,12 +44,16 @@ def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
     ]
     assert fw.weights == {
         "NodePressure": 2,
         "TaintToleration": 3,
         "NodeAffinity": 2,
         "NodeResourcesFit": 1,
+        "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
         "NodeResourcesBalancedAllocation": 1,
         "ImageLocality": 1,
     }
@@ -102,6 +106,8 @@ def test_explicit_overrides_keep_the_order_of_their_own_point() -> None:
         "NodePressure",
         "NodeAffinity",
         "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
         "NodeResourcesBalancedAllocation",
     ]
     assert (fw.weights["ImageLocality"], fw.weights["TaintToleration"]) == (4, 6)
@@ -235,7 +241,7 @@ BAD_CONFIGS = [
         id="unknown-plugin",
     ),
     pytest.param(
-        {"profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "InterPodAffinity"}]}}}]},
+        {"profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "VolumeBinding"}]}}}]},
         "does not implement yet",
         id="not-implemented-yet",
     ),

@@ -120,10 +120,21 @@ class FakePostFilter:
         state: CycleState,
         pod: api.Pod,
         snap: ClusterSnapshot,
-        statuses: Mapping[int, api.Status],
-    ) -> tuple[str | None, api.Status]:
-        self.rec.calls.append((self.name, "post_filter", sorted(snap.names[i] for i in statuses)))
-        return self.nominate, self.status
+        diagnosis: framework.Diagnosis,
+        fw: framework.Framework,
+    ) -> tuple[framework.PostFilterResult | None, api.Status]:
+        rejected = [snap.names[i] for i in snap.all_nodes if diagnosis.node_status(i) is not None]
+        self.rec.calls.append((self.name, "post_filter", sorted(rejected)))
+        offer = None if self.nominate is None else framework.PostFilterResult(self.nominate)
+        return offer, self.status
+
+
+class NoDiagnosis:
+    def node_status(self, node: int) -> api.Status | None:
+        return None
+
+    def preemption_may_help(self) -> Mask:
+        return np.zeros(0, dtype=bool)
 
 
 class Broken:
@@ -387,7 +398,7 @@ def test_post_filter_runs_without_feasible_nodes_and_collects_rejections() -> No
     assert rec.calls[1][2] == ["n1", "n2", "n3"]  # every rejected node's status is handed over
     assert result.nominated_node == "n2"
     assert result.status.message == (
-        "0/3 nodes are available: 3 No says no. p1 found nothing, p2 neither."
+        "0/3 nodes are available: 3 No says no. p1 found nothing, p2 neither"
     )
 
 
@@ -424,7 +435,9 @@ def test_post_filter_stops_at_success_unresolvable_or_error(
         },
         {"postFilter": [{"name": "P1"}, {"name": "P2"}]},
     )
-    nominated, status = fw.run_post_filter(CycleState(), b.pod(), b.snapshot(SNAP_NODES), {})
+    snap = b.snapshot(SNAP_NODES)
+    offer, status = fw.run_post_filter(CycleState(), b.pod(), snap, NoDiagnosis())
     assert [c[0] for c in rec.calls] == ["P1"]
     assert status.code is code
+    nominated = None if offer is None else offer.nominated_node
     assert nominated == (None if code is api.Code.ERROR else "n1")

@@ -227,7 +227,7 @@ def test_disruption_budgets_are_read() -> None:
         "spec": {"selector": {"matchLabels": {"app": "web"}}},
         "status": {"disruptionsAllowed": 1},
     }
-    cluster = objects.read_cluster([budget])
+    cluster = objects.read_cluster([budget, b.node_dict("n1")])
     assert cluster.disruption_budgets == (
-        objects.DisruptionBudget("shop", "web", api.LabelSelector((("app", "web"),)), 1),
+        api.DisruptionBudget("shop", "web", api.LabelSelector((("app", "web"),)), 1),
     )

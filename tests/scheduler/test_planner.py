@@ -52,7 +52,8 @@ def test_basic(capsys: pytest.CaptureFixture[str]) -> None:
     assert batch["nodes"]["n3"] == {"evaluated": True, "feasible": True}  # only node: no scoring
     assert big["message"] == (
         "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: batch},"
-        " 2 Insufficient cpu."
+        " 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not"
+        " helpful for scheduling."
     )
 
 
@@ -150,7 +151,10 @@ items:
         ("default/p1", "only"),
         ("default/p2", None),
     ]
-    assert result.placements[2].message == "0/1 nodes are available: 1 Insufficient cpu."
+    assert result.placements[2].message == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available:"
+        " 1 No preemption victims found for incoming pod."
+    )
 
 
 def test_pods_of_other_schedulers_are_left_alone() -> None:
@@ -233,7 +237,10 @@ items:
         objects.load_cluster(text), config.parse_configuration(None, plugins), now=NOW
     )
     assert [(p.pod, p.node) for p in result.placements] == [("default/waiting", None)]
-    assert result.placements[0].message == "0/1 nodes are available: 1 Insufficient cpu."
+    assert result.placements[0].message == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available:"
+        " 1 No preemption victims found for incoming pod."
+    )
 
 
 @pytest.mark.parametrize(
@@ -241,6 +248,14 @@ items:
     [
         pytest.param(None, "cannot read cluster file", id="missing"),
         pytest.param("items: [", "not valid YAML", id="bad-yaml"),
+        pytest.param(
+            "{nodes: [{name: n1}], pods: 5}", "document 0: kind = None", id="no-kubernetes-objects"
+        ),
+        pytest.param(
+            "kind: List\nitems:\n- {kind: Node, metadata: {name: n1}, spec: [1]}",
+            "document 0 items[0]: Node n1: spec",
+            id="unexpected-shape",
+        ),
         pytest.param(
             "kind: Pod\nmetadata: {name: x}\n"
             "spec: {containers: [{resources: {requests: {cpu: many}}}]}",
@@ -275,3 +290,58 @@ def test_a_reader_that_stops_early_is_not_an_error() -> None:
         stderr = child.stderr.read().decode()
         assert child.wait(timeout=60) == 0, stderr
     assert "Traceback" not in stderr
+
+
+def zone_of(node: str) -> str:
+    return f"zone-{node[0]}"
+
+
+def test_zone_spread_deployment(capsys: pytest.CaptureFixture[str]) -> None:
+    result = schedule(capsys, "--cluster", str(EXAMPLES / "zone-spread.yaml"), "--seed", "1")
+    plan = placements(result)
+    assert all(status == "Scheduled" for _, status in plan.values())
+    assert plan["shop/web-5"] == ("c2", "Scheduled")  # the only zone the skew allows
+    zones = {"zone-a": 2, "zone-b": 2, "zone-c": 1}
+    for node, _ in plan.values():
+        assert node is not None
+        zones[zone_of(node)] += 1
+        assert max(zones.values()) - min(zones.values()) <= 1  # maxSkew 1 after every step
+    assert sorted(zones.values()) == [2, 3, 3]
+
+
+def test_anti_affine_statefulset(capsys: pytest.CaptureFixture[str]) -> None:
+    result = schedule(capsys, "--cluster", str(EXAMPLES / "anti-affinity.yaml"), "--explain")
+    plan = placements(result)
+    assert {plan["data/db-1"][0], plan["data/db-2"][0]} == {"n2", "n3"}
+    assert plan["data/db-3"] == (None, "Unschedulable")
+    assert plan["data/cache-0"][1] == "Scheduled"
+    db3 = result["placements"][2]
+    assert db3["message"] == (
+        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+        " preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+    )
+    assert all(
+        v["reasons"] == ["node(s) didn't match pod anti-affinity rules"]
+        for v in db3["nodes"].values()
+    )
+
+
+def test_high_priority_pod_preempts(capsys: pytest.CaptureFixture[str]) -> None:
+    result = schedule(capsys, "--cluster", str(EXAMPLES / "preemption.yaml"), "--explain")
+    checkout, filler = result["placements"]
+    assert checkout["status"] == "Nominated"
+    assert checkout["node"] is None
+    assert checkout["nominatedNode"] == "n2"
+    assert checkout["victims"] == ["jobs/report-a"]
+    assert checkout["preemption"] == {
+        "candidates": {
+            "n2": {"victims": ["jobs/report-a"], "numPDBViolations": 0},
+            "n1": {"victims": ["jobs/batch-b"], "numPDBViolations": 1},
+        }
+    }
+    # report-a is gone from n2, but checkout's 2 cpu stay reserved there.
+    assert filler["status"] == "Unschedulable"
+    assert filler["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
+    plain = schedule(capsys, "--cluster", str(EXAMPLES / "preemption.yaml"))
+    assert "preemption" not in plain["placements"][0]
+    assert plain["placements"][0]["victims"] == ["jobs/report-a"]

@@ -4,6 +4,7 @@ worked examples."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
@@ -309,3 +310,23 @@ def test_image_locality_scales_by_spread_and_container_count() -> None:
         ]
     )
     assert scores(plugin, two, snap) == [15, 20, 0]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_bulk_statuses_equal_per_node_statuses(seed: int) -> None:
+    rng = random.Random(seed)
+    nodes = [
+        b.node(f"n{i}", cpu=str(rng.choice([1, 2, 4])), pods=rng.choice([1, 3, 110]))
+        for i in range(40)
+    ]
+    bound = [
+        b.pod(f"p{i}", requests={"cpu": "1"}, node_name=f"n{rng.randrange(40)}") for i in range(30)
+    ]
+    snap = b.snapshot(nodes, bound)
+    fit = node_resources_fit.new(None, Handle())
+    pod = b.pod("new", requests={"cpu": str(rng.choice([1, 2, 3])), "memory": "1Gi"})
+    state = CycleState()
+    fit.pre_filter(state, pod, snap)
+    distinct, which = fit.filter_statuses(state, pod, snap, snap.all_nodes)
+    expected = [fit.filter_node(state, pod, snap, int(n)) for n in snap.all_nodes]
+    assert [distinct[i] for i in which] == expected

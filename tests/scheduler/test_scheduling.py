@@ -272,3 +272,40 @@ def test_an_infeasible_nominated_node_falls_back_to_a_full_cycle() -> None:
     assert result.node == "idle-1"
     status = result.node_status(snap.index["full"])
     assert status is not None and status.reasons == ("Insufficient cpu",)
+
+
+@pytest.mark.parametrize(
+    ("priority", "placed"),
+    [
+        pytest.param(5, "roomy", id="lower-priority-sees-the-nominated-pods-requests"),
+        pytest.param(10, "roomy", id="equal-priority-too"),
+        pytest.param(20, "tight", id="higher-priority-ignores-them"),
+    ],
+)
+def test_nominated_pods_count_against_lower_or_equal_priority_pods(
+    priority: int, placed: str
+) -> None:
+    # "tight" has 3 CPU free but 2 are promised to a nominated pod of priority 10; the
+    # incoming pod (2 CPU) would score better on "tight" (MostAllocated) if it fit.
+    nodes = [b.node("tight", cpu="4"), b.node("roomy", cpu="64")]
+    snap = b.snapshot(nodes, [b.pod("r", requests={"cpu": "1"}, node_name="tight")])
+    fw = b.default_framework(
+        {
+            "profiles": [
+                {
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {"scoringStrategy": {"type": "MostAllocated"}},
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+    promised = objects.parse_pod(b.pod_dict("promised", requests={"cpu": "2"}, priority=10))
+    fw.handle.nominator.add(promised, "tight")
+    sched = scheduling.Scheduler({fw.scheduler_name: fw}, snap, rng=random.Random(0))
+    incoming = objects.parse_pod(b.pod_dict("new", requests={"cpu": "2"}, priority=priority))
+    assert sched.schedule_pod(fw, incoming).node == placed
+    assert snap.pod_count[snap.index["tight"]] == 1  # the nominated pod is not left behind

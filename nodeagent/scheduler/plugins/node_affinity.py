@@ -266,8 +266,27 @@ def _required_of(pod: api.Pod) -> _Required:
     return _Required(tuple(sorted(pod.node_selector.items())), terms)
 
 
+_POD_MASKS = helpers.StaticNodeCache[Mask]()
+
+
+def pod_affinity_mask(pod: api.Pod, snapshot: ClusterSnapshot) -> Mask:
+    """Over all nodes: the pod's ``nodeSelector`` AND its required node affinity (what
+    PodTopologySpread's ``nodeAffinityPolicy: Honor`` checks), cached per snapshot."""
+    required = _required_of(pod)
+
+    def compute() -> Mask:
+        result = selector_mask(dict(required.selector), snapshot, snapshot.all_nodes)
+        if required.terms is not None:
+            result &= required_mask(required.terms, snapshot, snapshot.all_nodes)
+        return result
+
+    return _POD_MASKS.get(snapshot, required, compute)
+
+
 class NodeAffinity:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, args: Args) -> None:
         added = args.parsed()
@@ -337,6 +356,12 @@ class NodeAffinity:
         ):
             return api.unschedulable(REASON_POD, unresolvable=True)
         return api.SUCCESS
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
 
     def _preferred(self, pod: api.Pod) -> tuple[api.PreferredTerm, ...]:
         own = pod.affinity.preferred if pod.affinity is not None else ()

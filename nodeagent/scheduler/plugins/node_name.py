@@ -16,6 +16,8 @@ REASON = "node(s) didn't match the requested node name"
 
 class NodeName:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
@@ -31,6 +33,12 @@ class NodeName:
         if not pod.node_name or pod.node_name == snapshot.names[node]:
             return api.SUCCESS
         return api.unschedulable(REASON, unresolvable=True)
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
 
 
 def new(args: Any, handle: Handle) -> NodeName:

@@ -58,6 +58,12 @@ class NodePorts:
             return api.SUCCESS
         return api.unschedulable(REASON)
 
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """A port conflict is resolved by preempting the pod holding the port."""
+        return np.ones(len(nodes), dtype=bool)
+
 
 def new(args: Any, handle: Handle) -> NodePorts:
     return NodePorts()

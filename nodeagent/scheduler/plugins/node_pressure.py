@@ -142,6 +142,8 @@ def headroom_score(
 
 class NodePressure:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, args: Args, handle: Handle) -> None:
         self.args = args
@@ -231,6 +233,12 @@ class NodePressure:
             nodes
         ]
         return result
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
 
 
 def new(args: Args | None, handle: Handle) -> NodePressure:

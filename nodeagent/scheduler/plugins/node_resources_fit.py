@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import Field, model_validator
 
 from nodeagent.scheduler import api, config
@@ -119,6 +120,8 @@ class _Check:
 
 class NodeResourcesFit:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def __init__(self, args: Args) -> None:
         self.args = args
@@ -190,6 +193,47 @@ class NodeResourcesFit:
         if not reasons:
             return api.SUCCESS
         return api.unschedulable(*reasons, unresolvable=unresolvable)
+
+    def filter_statuses(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> tuple[list[api.Status], npt.NDArray[np.intp]]:
+        """:meth:`filter_node` for many nodes: nodes share a few shortfall patterns, so
+        each distinct pattern's status is built once."""
+        checks = self._state(state, pod, snapshot)
+        rows = len(checks) + 1
+        short = np.zeros((rows, len(nodes)), dtype=bool)
+        beyond = np.zeros((rows, len(nodes)), dtype=bool)
+        short[0] = snapshot.pod_count[nodes] + 1 > snapshot.allowed_pods[nodes]
+        for i, check in enumerate(checks, 1):
+            if check.row is None:
+                short[i] = beyond[i] = check.amount > 0
+                continue
+            allocatable = snapshot.allocatable[check.row, nodes]
+            short[i] = check.amount > allocatable - snapshot.requested[check.row, nodes]
+            beyond[i] = check.amount > allocatable
+        names = [REASON_TOO_MANY_PODS, *(insufficient(c.name) for c in checks)]
+        bits = np.left_shift(1, np.arange(rows, dtype=np.int64))[:, None]
+        code = (short * bits).sum(axis=0) | (beyond.any(axis=0).astype(np.int64) << rows)
+        patterns, which = np.unique(code, return_inverse=True)
+        statuses = []
+        for pattern in patterns.tolist():
+            reasons = [names[i] for i in range(rows) if pattern >> i & 1]
+            unresolvable = bool(pattern >> rows & 1)
+            statuses.append(
+                api.unschedulable(*reasons, unresolvable=unresolvable) if reasons else api.SUCCESS
+            )
+        return statuses, np.ravel(which).astype(np.intp)
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """A shortfall is unresolvable when a request exceeds even the empty node."""
+        helps = np.ones(len(nodes), dtype=bool)
+        for check in self._state(state, pod, snapshot):
+            if check.row is None:
+                return np.zeros(len(nodes), dtype=bool)
+            helps &= check.amount <= snapshot.allocatable[check.row, nodes]
+        return helps
 
     # --- Score --------------------------------------------------------------------------
 

@@ -19,6 +19,8 @@ UNSCHEDULABLE_TAINT = api.Taint(api.TAINT_NODE_UNSCHEDULABLE, api.TaintEffect.NO
 
 class NodeUnschedulable:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
     def filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
@@ -35,6 +37,12 @@ class NodeUnschedulable:
         if api.tolerates(pod.tolerations, UNSCHEDULABLE_TAINT):
             return api.SUCCESS
         return api.unschedulable(REASON_UNSCHEDULABLE, unresolvable=True)
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
 
 
 def new(args: Any, handle: Handle) -> NodeUnschedulable:

@@ -31,22 +31,29 @@ def reason(taint: api.Taint) -> str:
 
 
 def first_untolerated(
-    taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
+    taints: tuple[api.Taint, ...],
+    tolerations: tuple[api.Toleration, ...],
+    *,
+    comparison_operators: bool = False,
 ) -> api.Taint | None:
     for taint in taints:
-        if taint.effect in FILTERED_EFFECTS and not api.tolerates(tolerations, taint):
+        if taint.effect in FILTERED_EFFECTS and not api.tolerates(
+            tolerations, taint, comparison_operators=comparison_operators
+        ):
             return taint
     return None
 
 
 def intolerable_prefer_no_schedule(
-    taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
+    taints: tuple[api.Taint, ...],
+    tolerations: tuple[api.Toleration, ...],
+    comparison_operators: bool = False,
 ) -> int:
     return sum(
         1
         for taint in taints
         if taint.effect == api.TaintEffect.PREFER_NO_SCHEDULE
-        and not api.tolerates(tolerations, taint)
+        and not api.tolerates(tolerations, taint, comparison_operators=comparison_operators)
     )
 
 
@@ -58,8 +65,11 @@ def prefer_no_schedule_tolerations(
 
 class TaintToleration:
     name = NAME
+    resource_local = True
+    """Filter reads only the node and its resource columns (batched preemption)."""
 
-    def __init__(self) -> None:
+    def __init__(self, handle: Handle | None = None) -> None:
+        self._compare = (handle or Handle()).features.taint_toleration_comparison_operators
         self._tolerated = helpers.StaticNodeCache[Mask]()
         self._counts = helpers.StaticNodeCache[Int64s]()
 
@@ -68,7 +78,11 @@ class TaintToleration:
     ) -> Mask:
         def per_taint_set() -> Mask:
             return np.array(
-                [first_untolerated(t, pod.tolerations) is None for t in snapshot.taint_sets],
+                [
+                    first_untolerated(t, pod.tolerations, comparison_operators=self._compare)
+                    is None
+                    for t in snapshot.taint_sets
+                ],
                 dtype=bool,
             )
 
@@ -79,10 +93,18 @@ class TaintToleration:
     def filter_node(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, node: int
     ) -> api.Status:
-        taint = first_untolerated(snapshot.nodes[node].taints, pod.tolerations)
+        taint = first_untolerated(
+            snapshot.nodes[node].taints, pod.tolerations, comparison_operators=self._compare
+        )
         if taint is None:
             return api.SUCCESS
         return api.unschedulable(reason(taint), unresolvable=True)
+
+    def preemption_may_help(
+        self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """Every rejection of this plugin is UnschedulableAndUnresolvable."""
+        return np.zeros(len(nodes), dtype=bool)
 
     def pre_score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
@@ -99,7 +121,10 @@ class TaintToleration:
 
         def per_taint_set() -> Int64s:
             return np.array(
-                [intolerable_prefer_no_schedule(t, tolerations) for t in snapshot.taint_sets],
+                [
+                    intolerable_prefer_no_schedule(t, tolerations, self._compare)
+                    for t in snapshot.taint_sets
+                ],
                 dtype=np.int64,
             )
 
@@ -112,4 +137,4 @@ class TaintToleration:
 
 
 def new(args: Any, handle: Handle) -> TaintToleration:
-    return TaintToleration()
+    return TaintToleration(handle)

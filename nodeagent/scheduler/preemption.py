@@ -1,0 +1,442 @@
+"""Preemption (kube-scheduler's DefaultPreemption evaluator, reference §13) as a pure
+function of the snapshot, the pod, the cycle's diagnosis, the PodDisruptionBudgets and
+the nominated pods.
+
+:func:`preempt` answers with a :class:`~framework.PostFilterResult`: the node to nominate,
+the victims to delete there, every candidate of the dry run with its victims and PDB
+violations, and the lower-priority pods nominated to that node that lose their
+nomination. It changes nothing durable: the dry run edits the snapshot and restores it
+before returning. The planner applies the result to its snapshot; the live scheduler acts
+on it through the API.
+
+The dry run, per candidate node: remove every pod of lower priority; if the pod still
+does not fit, the node is no candidate; otherwise put the removed pods back one by one,
+PDB-violating ones first, each group most important first (higher priority, then the
+earlier start), keeping each pod that still leaves room and making the others victims.
+
+Speed: when every active Filter of the pod's cycle depends only on the node itself and
+the resources its pods request (:attr:`RESOURCE_LOCAL`, true of the default filters when
+the pod has no host ports, spread constraints or pod affinity), the dry run handles a
+whole chunk of candidate nodes at once: resource usage is shifted in the snapshot's
+columns and each reprieve step is one vectorized Filter over the chunk. Otherwise nodes
+are tried one at a time with the full PreFilter and Filter, as kube-scheduler does.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from nodeagent.scheduler import api
+from nodeagent.scheduler.framework import (
+    CycleState,
+    Diagnosis,
+    FilterPlugin,
+    Framework,
+    Nominator,
+    PostFilterResult,
+    Victims,
+)
+from nodeagent.scheduler.snapshot import ClusterSnapshot, NodeIndices
+
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NEVER = "not eligible due to preemptionPolicy=Never."
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
+
+RESOURCE_LOCAL = "resource_local"
+"""Class attribute of Filter plugins whose verdict on a node depends only on the node's
+own (static) data and the snapshot's resource columns of that node."""
+
+_PRIORITY_SHIFT = 2**31
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+
+
+def num_candidates(potential: int, settings: Settings) -> int:
+    """How many candidates the dry run looks for (reference §13.3)."""
+    wanted = potential * settings.min_candidate_nodes_percentage // 100
+    wanted = max(wanted, settings.min_candidate_nodes_absolute)
+    return min(wanted, potential)
+
+
+def importance(pod: api.Pod, now: float) -> tuple[int, float]:
+    """Sort key, most important first: higher priority, then the earlier start (a pod
+    without ``status.startTime`` counts as started now)."""
+    return (-pod.priority, pod.start_time if pod.start_time is not None else now)
+
+
+def split_by_budgets(
+    pods: Sequence[api.Pod], budgets: Sequence[api.DisruptionBudget]
+) -> tuple[list[api.Pod], list[api.Pod]]:
+    """kube-scheduler's ``filterPodsWithPDBViolation``: walking ``pods`` in order, each
+    budget covering a pod (and not already counting it as disrupted) gives up one of its
+    allowed disruptions; a pod that takes any budget below zero is violating. Returns
+    (violating, non-violating), each in the input order."""
+    allowed = [budget.disruptions_allowed for budget in budgets]
+    violating: list[api.Pod] = []
+    other: list[api.Pod] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:
+            for i, budget in enumerate(budgets):
+                if budget.covers(pod) and pod.name not in budget.disrupted_pods:
+                    allowed[i] -= 1
+                    violated = violated or allowed[i] < 0
+        (violating if violated else other).append(pod)
+    return violating, other
+
+
+def pick_one_node(candidates: dict[str, Victims], now: float) -> str | None:
+    """kube-scheduler's ``pickOneNodeForPreemption``: fewest PDB violations, then the
+    lowest highest victim priority, the smallest sum of victim priorities (each shifted
+    by 2^31), the fewest victims, the latest start among the top-priority victims; each
+    criterion only among the ties of the previous ones (a lexicographic minimum), the
+    first candidate (in dry-run order) breaking the last tie. A candidate with no
+    victims wins outright."""
+    best: tuple[int, int, int, int, float] | None = None
+    chosen: str | None = None
+    for name, victims in candidates.items():
+        pods = victims.pods
+        if not pods:
+            return name
+        top = pods[0].priority
+        earliest = min(
+            p.start_time if p.start_time is not None else now for p in pods if p.priority == top
+        )
+        key = (
+            victims.num_pdb_violations,
+            top,
+            sum(p.priority for p in pods) + _PRIORITY_SHIFT * len(pods),
+            len(pods),
+            -earliest,
+        )
+        if best is None or key < best:
+            best, chosen = key, name
+    return chosen
+
+
+@dataclass(slots=True)
+class _NodeRun:
+    """One node's dry run in progress."""
+
+    node: int
+    order: list[api.Pod]
+    """Reprieve order: violating pods first, then the others."""
+    violating: int
+    removed: list[api.Pod]
+    victims: list[api.Pod]
+    violations: int = 0
+
+
+class _DryRun:
+    def __init__(
+        self,
+        fw: Framework,
+        *,
+        snapshot: ClusterSnapshot,
+        pod: api.Pod,
+        budgets: Sequence[api.DisruptionBudget],
+        nominator: Nominator,
+        now: float,
+    ) -> None:
+        self.fw = fw
+        self.snapshot = snapshot
+        self.pod = pod
+        self.budgets = budgets
+        self.now = now
+        self.nominated: dict[int, list[api.Pod]] = {}
+        for other, name in nominator.counted_for(pod):
+            if name in snapshot.index:
+                self.nominated.setdefault(snapshot.index[name], []).append(other)
+        self.failures: dict[int, api.Status] = {}
+
+    def potential_victims(self, node: int) -> list[api.Pod]:
+        lower = [p for p in self.snapshot.pods_on_node[node] if p.priority < self.pod.priority]
+        lower.sort(key=lambda p: importance(p, self.now))
+        return lower
+
+    def start(self, node: int) -> _NodeRun | None:
+        lower = self.potential_victims(node)
+        if not lower:
+            self.failures[node] = api.unschedulable(NO_VICTIMS, unresolvable=True)
+            return None
+        violating, other = split_by_budgets(lower, self.budgets)
+        return _NodeRun(node, violating + other, len(violating), list(lower), [])
+
+    def finish(self, run: _NodeRun) -> Victims:
+        victims = sorted(run.victims, key=lambda p: importance(p, self.now))
+        return Victims(tuple(victims), run.violations)
+
+    # --- the vectorized path ---------------------------------------------------------
+
+    def batch(self, nodes: Sequence[int], filters: list[FilterPlugin]) -> dict[int, Victims]:
+        """The dry run of many nodes at once, in arrays: every lower-priority pod of the
+        chunk is one column (node, reprieve rank, requests); removing them, and each
+        reprieve step, is one scatter into the snapshot's columns and one vectorized
+        Filter over the nodes concerned. The snapshot is restored on return."""
+        snapshot, state = self.snapshot, CycleState()
+        _, status, _ = self.fw.run_pre_filter(state, self.pod, snapshot)
+        priority = self.pod.priority
+        flat = [(n, p) for n in nodes for p in snapshot.pods_on_node[n] if p.priority < priority]
+        with_victims = {n for n, _ in flat}
+        for node in nodes:
+            if node not in with_victims:
+                self.failures[node] = api.unschedulable(NO_VICTIMS, unresolvable=True)
+        if not flat:
+            return {}
+        pods = [p for _, p in flat]
+        count = len(pods)
+        at = np.fromiter((n for n, _ in flat), dtype=np.intp, count=count)
+        order = self._reprieve_order(at, pods)
+        at, pods = at[order], [pods[i] for i in order]
+        violating = self._violating(at, pods)
+        first = np.r_[0, np.flatnonzero(np.diff(at)) + 1]
+        rank = np.arange(count) - np.repeat(first, np.diff(np.r_[first, count]))
+        usage = snapshot.usage_matrix(pods)
+
+        touched = np.unique(at)
+        saved_rows = snapshot.requested.shape[0]
+        saved = (
+            snapshot.requested[:, touched].copy(),
+            snapshot.nonzero_requested[:, touched].copy(),
+            snapshot.pod_count[touched].copy(),
+        )
+        victim = np.zeros(count, dtype=bool)
+        try:
+            promised = [(o, n) for n in touched.tolist() for o in self.nominated.get(n, ())]
+            snapshot.shift_requests([o for o, _ in promised], [n for _, n in promised], 1)
+            snapshot.shift_columns(usage, at, -1)
+            alive = np.array(sorted(self._passing(filters, state, touched.tolist(), status)))
+            for node in set(touched.tolist()) - set(alive.tolist()):
+                self.failures[node] = self._why(filters, state, node, status)
+            live = np.isin(at, alive)
+            for step in range(int(rank.max()) + 1):
+                stepping = np.flatnonzero(live & (rank == step))
+                if stepping.size == 0:
+                    continue
+                snapshot.shift_columns(usage[:, stepping], at[stepping], 1)
+                fits = self._passing(filters, state, at[stepping].tolist(), status)
+                failed = stepping[~np.isin(at[stepping], list(fits))]
+                snapshot.shift_columns(usage[:, failed], at[failed], -1)
+                victim[failed] = True
+        finally:
+            snapshot.requested[:saved_rows, touched] = saved[0]
+            snapshot.requested[saved_rows:, touched] = 0  # rows a nominated pod added
+            snapshot.nonzero_requested[:, touched] = saved[1]
+            snapshot.pod_count[touched] = saved[2]
+        found: dict[int, list[api.Pod]] = {int(n): [] for n in alive}
+        violations: dict[int, int] = dict.fromkeys(found, 0)
+        for i in np.flatnonzero(victim).tolist():
+            node = int(at[i])
+            found[node].append(pods[i])
+            violations[node] += bool(violating[i])
+        if self.budgets:  # violating pods were reprieved first: back to importance order
+            for victims in found.values():
+                victims.sort(key=lambda p: importance(p, self.now))
+        return {node: Victims(tuple(v), violations[node]) for node, v in found.items()}
+
+    def _reprieve_order(self, at: NodeIndices, pods: list[api.Pod]) -> NodeIndices:
+        """Group by node, most important first within a node."""
+        priority = np.fromiter((p.priority for p in pods), dtype=np.int64, count=len(pods))
+        started = np.fromiter(
+            (self.now if p.start_time is None else p.start_time for p in pods),
+            dtype=np.float64,
+            count=len(pods),
+        )
+        order: NodeIndices = np.lexsort((started, -priority, at))
+        return order
+
+    def _violating(self, at: NodeIndices, pods: list[api.Pod]) -> npt.NDArray[np.bool_]:
+        """Per pod (grouped by node, importance order): whether it violates a budget; and
+        the pods of each node reordered violating first (kube-scheduler reprieves those
+        first), in place in ``at``/``pods``' order of groups."""
+        flags = np.zeros(len(pods), dtype=bool)
+        if not self.budgets:
+            return flags
+        start = 0
+        while start < len(pods):
+            end = start
+            while end < len(pods) and at[end] == at[start]:
+                end += 1
+            group = pods[start:end]
+            bad, good = split_by_budgets(group, self.budgets)
+            pods[start:end] = bad + good
+            flags[start : start + len(bad)] = True
+            start = end
+        return flags
+
+    def _passing(
+        self,
+        filters: list[FilterPlugin],
+        state: CycleState,
+        nodes: list[int],
+        prefilter: api.Status,
+    ) -> set[int]:
+        if not prefilter.is_success or not nodes:
+            return set()
+        mask = np.ones(len(nodes), dtype=bool)
+        indices: NodeIndices = np.array(nodes, dtype=np.intp)
+        for plugin in filters:
+            alive = np.flatnonzero(mask)
+            if alive.size == 0:
+                break
+            mask[alive] = plugin.filter(state, self.pod, self.snapshot, indices[alive])
+        return {int(n) for n in indices[mask]}
+
+    def _why(
+        self, filters: list[FilterPlugin], state: CycleState, node: int, prefilter: api.Status
+    ) -> api.Status:
+        if not prefilter.is_success:
+            return prefilter
+        for plugin in filters:
+            status = plugin.filter_node(state, self.pod, self.snapshot, node)
+            if not status.is_success:
+                return status
+        return api.unschedulable(NOT_HELPFUL, unresolvable=True)
+
+    # --- the general path ------------------------------------------------------------
+
+    @contextmanager
+    def _nominated_on(self, node: int) -> Iterator[None]:
+        others = self.nominated.get(node, ())
+        for other in others:
+            self.snapshot.add_pod(other, node)
+        try:
+            yield
+        finally:
+            for other in others:
+                self.snapshot.remove_pod(other, node)
+
+    def _fits(self, node: int) -> api.Status:
+        """The whole PreFilter and Filter for one node, as the snapshot is now."""
+        state = CycleState()
+        with self._nominated_on(node):
+            _, status, _ = self.fw.run_pre_filter(state, self.pod, self.snapshot)
+            if not status.is_success:
+                return status
+            return self.fw.run_filter_node(state, self.pod, self.snapshot, node)
+
+    def one(self, node: int) -> Victims | None:
+        run = self.start(node)
+        if run is None:
+            return None
+        snapshot = self.snapshot
+        for victim in run.removed:
+            snapshot.remove_pod(victim, node)
+        removed = list(run.removed)
+        try:
+            status = self._fits(node)
+            if not status.is_success:
+                self.failures[node] = status
+                return None
+            for i, pod in enumerate(run.order):
+                snapshot.add_pod(pod, node)
+                removed.remove(pod)
+                if not self._fits(node).is_success:
+                    snapshot.remove_pod(pod, node)
+                    removed.append(pod)
+                    run.victims.append(pod)
+                    run.violations += i < run.violating
+        finally:
+            for pod in removed:
+                snapshot.add_pod(pod, node)
+        return self.finish(run)
+
+
+def eligible(pod: api.Pod, snapshot: ClusterSnapshot, diagnosis: Diagnosis) -> str | None:
+    """Why the pod may not preempt (``None``: it may)."""
+    if pod.preemption_policy == api.PREEMPT_NEVER:
+        return NEVER
+    nominated = snapshot.index.get(pod.nominated_node_name)
+    if nominated is not None:
+        status = diagnosis.node_status(nominated)
+        if status is not None and status.code is api.Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return None
+        for other in snapshot.pods_on_node[nominated]:
+            if other.priority < pod.priority and other.deleting and other.preempted:
+                return TERMINATING
+    return None
+
+
+def preempt(
+    fw: Framework,
+    snapshot: ClusterSnapshot,
+    pod: api.Pod,
+    diagnosis: Diagnosis,
+    *,
+    budgets: Sequence[api.DisruptionBudget],
+    nominator: Nominator,
+    settings: Settings,
+    rng: random.Random,
+    now: float,
+) -> tuple[PostFilterResult | None, api.Status]:
+    """kube-scheduler's ``Evaluator.Preempt``; see the module docstring."""
+    reason = eligible(pod, snapshot, diagnosis)
+    if reason is not None:
+        return None, api.unschedulable(reason)
+    helps = diagnosis.preemption_may_help()
+    potential: list[int] = np.flatnonzero(helps).tolist()
+    dry_run = _DryRun(fw, snapshot=snapshot, pod=pod, budgets=budgets, nominator=nominator, now=now)
+    if not potential:
+        return PostFilterResult(), _no_candidates(snapshot, dry_run.failures)
+    wanted = num_candidates(len(potential), settings)
+    offset = rng.randrange(len(potential))
+    walk = potential[offset:] + potential[:offset]
+
+    state = CycleState()
+    _, status, _ = fw.run_pre_filter(state, pod, snapshot)
+    filters = fw.active_filters(state) if status.is_success else []
+    batchable = status.is_success and all(getattr(p, RESOURCE_LOCAL, False) for p in filters)
+
+    non_violating: dict[str, Victims] = {}
+    violating: dict[str, Victims] = {}
+    position = 0
+    done = False
+    while position < len(walk) and not done:
+        chunk = walk[position : position + (max(wanted, 16) if batchable else 1)]
+        position += len(chunk)
+        if batchable:
+            found = dry_run.batch(chunk, filters)
+        else:
+            single = dry_run.one(chunk[0])
+            found = {} if single is None else {chunk[0]: single}
+        for node in chunk:  # the stop rule, applied in walk order
+            victims = found.get(node)
+            if victims is None:
+                continue
+            name = snapshot.names[node]
+            (violating if victims.num_pdb_violations else non_violating)[name] = victims
+            if non_violating and len(non_violating) + len(violating) >= wanted:
+                done = True
+                break
+    candidates = {**non_violating, **violating}
+    chosen = pick_one_node(candidates, now)
+    if chosen is None:
+        return PostFilterResult(), _no_candidates(snapshot, dry_run.failures)
+    cleared = tuple(p for p in nominator.pods_on(chosen) if p.priority < pod.priority)
+    result = PostFilterResult(chosen, candidates[chosen].pods, candidates, cleared)
+    return result, api.SUCCESS
+
+
+def _no_candidates(snapshot: ClusterSnapshot, failures: dict[int, api.Status]) -> api.Status:
+    """kube-scheduler's FitError over the dry run: each node's dry-run failure, the
+    nodes preemption could not help counted as such."""
+    reasons: Counter[str] = Counter()
+    for status in failures.values():
+        reasons.update(status.reasons)
+    reasons[NOT_HELPFUL] += snapshot.size - len(failures)
+    if reasons[NOT_HELPFUL] == 0:
+        del reasons[NOT_HELPFUL]
+    histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
+    return api.unschedulable(f"0/{snapshot.size} nodes are available: {', '.join(histogram)}.")
