@@ -216,8 +216,10 @@ def main() -> None:
     ceiling = statistics.median(ceilings)
     best = runs[[r["pods_per_second"] for r in runs].index(rate)] if len(runs) % 2 else runs[0]
     print(f"median end to end: {rate:.0f} pods/s (target 680: {rate / 680:.2f}x)")
-    print(f"median fake-server bind ceiling: {ceiling:.0f} binds/s; end to end / ceiling:"
-          f" {rate / ceiling:.2f}")
+    print(
+        f"median fake-server bind ceiling: {ceiling:.0f} binds/s; end to end / ceiling:"
+        f" {rate / ceiling:.2f}"
+    )
     print(
         f"scheduling thread: algorithm {best['algorithm_seconds']:.2f} s"
         f" ({1e6 * best['algorithm_seconds'] / max(1, best['cycles']):.0f} us/pod),"

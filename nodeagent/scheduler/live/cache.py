@@ -6,9 +6,11 @@ from them, kept current incrementally (reference §18).
   flight: it is accounted on its node at once, so the very next cycle sees the node's
   new usage. The watch showing it bound *confirms* it; a failed binding *forgets* it; an
   assumption never confirmed within ``assume_ttl`` after its binding finished *expires*.
-* **Nominated** pods (preemptors waiting for their victims to go) are remembered per
-  node: :meth:`SchedulerCache.nominated_for` lists those a cycle must count on their
-  node for a pod of lower or equal priority.
+* **Nominated** pods (preemptors waiting for their victims to go) are kept in the
+  framework's shared :class:`~nodeagent.scheduler.framework.Nominator`, under this
+  cache's lock: the scheduling cycle counts them on their node for pods of lower or
+  equal priority.
+* **PodDisruptionBudgets**, as the watch shows them, for preemption's choice.
 
 The snapshot is a :class:`~nodeagent.scheduler.snapshot.ClusterSnapshot` updated in
 place: pods are added and removed per pod, a changed Node is rewritten in its own column
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from nodeagent.scheduler import api
+from nodeagent.scheduler import api, framework
 from nodeagent.scheduler.live.events import ClusterEvent, node_events
 from nodeagent.scheduler.snapshot import ClusterSnapshot
 
@@ -51,20 +53,28 @@ class CacheStats:
     nodes: int
     bound: int
     assumed: int
-    nominated: int
     rebuilds: int
     node_updates: int
 
 
 class SchedulerCache:
-    def __init__(self, *, clock: Callable[[], float], assume_ttl: float = ASSUME_TTL) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float],
+        nominator: framework.Nominator | None = None,
+        assume_ttl: float = ASSUME_TTL,
+    ) -> None:
         self._clock = clock
+        self.nominator = nominator or framework.Nominator()
+        self._budgets: dict[tuple[str, str], api.DisruptionBudget] = {}
+        self._preempting: set[str] = set()
+        """Victims whose deletion was requested, until the watch shows them gone."""
         self._assume_ttl = assume_ttl
         self._lock = threading.RLock()
         self._nodes: dict[str, api.Node] = {}
         self._bound: dict[str, api.Pod] = {}
         self._assumed: dict[str, _Assumed] = {}
-        self._nominated: dict[str, api.Pod] = {}
         self._snapshot: ClusterSnapshot | None = None
         self._rebuilds = 0
         self._node_updates = 0
@@ -79,7 +89,9 @@ class SchedulerCache:
     def _current(self) -> ClusterSnapshot:
         if self._snapshot is None:
             pods = [*self._bound.values(), *(a.pod for a in self._assumed.values())]
-            self._snapshot = ClusterSnapshot(list(self._nodes.values()), pods)
+            self._snapshot = ClusterSnapshot(
+                list(self._nodes.values()), pods, disruption_budgets=list(self._budgets.values())
+            )
             self._rebuilds += 1
         return self._snapshot
 
@@ -143,6 +155,8 @@ class SchedulerCache:
     def add_bound(self, pod: api.Pod) -> None:
         """A pod the watch shows on a node (new, updated, or confirming an assumption)."""
         with self._lock:
+            if pod.uid in self._preempting:
+                pod = dataclasses.replace(pod, preempted=True, deleting=True)
             assumed = self._assumed.pop(pod.uid, None)
             previous = self._bound.get(pod.uid)
             if assumed is not None:
@@ -167,17 +181,32 @@ class SchedulerCache:
                 return False
             del self._assumed[uid]
             self._bound[uid] = entry.pod
-            self._nominated.pop(uid, None)
+            self.nominator.remove(entry.pod)
             return True
 
     def remove_bound(self, uid: str) -> api.Pod | None:
         with self._lock:
+            self._preempting.discard(uid)
             pod = self._bound.pop(uid, None)
             assumed = self._assumed.pop(uid, None)
             for gone in (pod, assumed.pod if assumed else None):
                 if gone is not None:
                     self._account(gone, -1)
             return pod
+
+    def mark_preempted(self, uid: str) -> None:
+        """A victim whose deletion was requested: until the watch shows it gone it counts
+        as terminating on behalf of a preemptor (``preempted``), so preemption waits for
+        it instead of choosing victims again."""
+        with self._lock:
+            self._preempting.add(uid)
+            pod = self._bound.get(uid)
+            if pod is None or (pod.preempted and pod.deleting):
+                return
+            marked = dataclasses.replace(pod, preempted=True, deleting=True)
+            self._account(pod, -1)
+            self._bound[uid] = marked
+            self._account(marked, 1)
 
     def bound_pod(self, uid: str) -> api.Pod | None:
         with self._lock:
@@ -229,27 +258,32 @@ class SchedulerCache:
                 self.forget(pod.uid)
             return expired
 
-    # --- nominations --------------------------------------------------------------------
+    # --- nominations and budgets --------------------------------------------------------
     def set_nominated(self, pod: api.Pod) -> None:
-        """Remember (or forget, with an empty ``nominated_node_name``) a nomination."""
+        """Record the pod's ``nominatedNodeName`` (none, or bound: forget it)."""
         with self._lock:
             if pod.nominated_node_name and not pod.node_name:
-                self._nominated[pod.uid] = pod
+                self.nominator.add(pod, pod.nominated_node_name)
             else:
-                self._nominated.pop(pod.uid, None)
+                self.nominator.remove(pod)
 
-    def nominated_for(self, pod: api.Pod) -> list[api.Pod]:
-        """Pods nominated to a node with priority >= ``pod``'s (``pod`` excluded)."""
+    def nomination_of(self, pod: api.Pod) -> str | None:
         with self._lock:
-            return [
-                p
-                for p in self._nominated.values()
-                if p.uid != pod.uid and p.priority >= pod.priority
-            ]
+            return self.nominator.node_of(pod)
 
     def nominated_on(self, node_name: str) -> list[api.Pod]:
         with self._lock:
-            return [p for p in self._nominated.values() if p.nominated_node_name == node_name]
+            return self.nominator.pods_on(node_name)
+
+    def set_budget(self, budget: api.DisruptionBudget, *, present: bool = True) -> None:
+        with self._lock:
+            key = (budget.namespace, budget.name)
+            if present:
+                self._budgets[key] = budget
+            else:
+                self._budgets.pop(key, None)
+            if self._snapshot is not None:
+                self._snapshot.disruption_budgets = list(self._budgets.values())
 
     def stats(self) -> CacheStats:
         with self._lock:
@@ -257,7 +291,6 @@ class SchedulerCache:
                 len(self._nodes),
                 len(self._bound),
                 len(self._assumed),
-                len(self._nominated),
                 self._rebuilds,
                 self._node_updates,
             )

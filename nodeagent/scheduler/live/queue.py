@@ -204,9 +204,7 @@ class SchedulingQueue:
                 self._event_sequence += 1
                 self._recent_events.append((self._event_sequence, event))
             moved = [
-                info
-                for info in self._unschedulable.values()
-                if events.moves(info.rejectors, event)
+                info for info in self._unschedulable.values() if events.moves(info.rejectors, event)
             ]
             for info in moved:
                 self._activate_or_backoff(info, now, event)

@@ -75,6 +75,7 @@ class Reporter:
         self._events: queue.SimpleQueue[tuple[InvolvedObject, str, str, str]] = queue.SimpleQueue()
         self._queued_events = 0
         self._written_condition: dict[str, str] = {}
+        self._preempted: set[str] = set()
         self._stop = False
         self._thread: threading.Thread | None = None
         self._event_budget = ratelimit.TokenBucket(EVENT_QPS, EVENT_BURST)
@@ -115,12 +116,17 @@ class Reporter:
 
     def preempt(self, victim: api.Pod, preemptor: api.Pod, node: str) -> None:
         with self._lock:
+            if victim.uid in self._preempted:
+                return  # its deletion is already on the way
+            self._preempted.add(victim.uid)
             self._victims.append(_Victim(victim, preemptor, node))
             self._lock.notify()
 
     def forget(self, uid: str) -> None:
         """The pod is gone: drop what is remembered about it."""
         self._written_condition.pop(uid, None)
+        with self._lock:
+            self._preempted.discard(uid)
 
     def _patch_status(self, pod: api.Pod, status: dict[str, Any]) -> None:
         with self._lock:

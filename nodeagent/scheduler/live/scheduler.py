@@ -11,9 +11,9 @@ Which pods: kube-scheduler's choice (reference §18). Pods are listed and watche
 pod without one whose ``schedulerName`` is a profile and that is not being deleted feeds
 the queue. Nothing is fetched per pod: the informers carry everything.
 
-One scheduling cycle (:meth:`LiveScheduler.schedule_one`): the pod's nominated
-higher-or-equal-priority peers are counted on their nodes, the framework filters and
-scores on the cache's snapshot, and then either
+One scheduling cycle (:meth:`LiveScheduler.schedule_one`): the framework filters (with
+nominated pods of higher or equal priority counted on their nodes) and scores on the
+cache's snapshot, and then either
 
 * a node: the pod is **assumed** there (the next cycle sees it), Reserve and Permit
   run, and the binding goes to the pool; or
@@ -61,14 +61,6 @@ STATIC_REFRESH_INTERVAL = 10.0
 """Seconds between refreshes of plugins' per-node caches (published pressure ages)."""
 SHUTDOWN_BIND_TIMEOUT = 10.0
 LIVENESS_TIMEOUT = 60.0
-PREEMPTION_VICTIMS = "DefaultPreemption/victims"
-"""CycleState key under which the PostFilter leaves the victims (a tuple of api.Pod)
-of the node it nominated."""
-
-
-def victims_of(state: framework.CycleState) -> tuple[api.Pod, ...]:
-    found = state.read(PREEMPTION_VICTIMS, tuple)
-    return tuple(p for p in found or () if isinstance(p, api.Pod))
 
 
 def _spec_changed(old: client.KubeObject, new: client.KubeObject) -> bool:
@@ -113,7 +105,8 @@ class LiveScheduler:
             settings.configuration, plugins or registry.in_tree_registry(), self.handle
         )
         any_fw = next(iter(self.frameworks.values()))
-        self.cache = SchedulerCache(clock=self._clock.now)
+        self.handle.rng = random.Random(seed)
+        self.cache = SchedulerCache(clock=self._clock.now, nominator=self.handle.nominator)
         self.queue = SchedulingQueue(
             less=any_fw.less,
             pre_enqueue=self._pre_enqueue,
@@ -158,9 +151,9 @@ class LiveScheduler:
         self.budgets = informer.Informer(
             informer.disruption_budgets(kube),
             informer.Handlers(
-                lambda _: self._event(ClusterEvent.PDB_CHANGE),
-                lambda _o, _n: self._event(ClusterEvent.PDB_CHANGE),
-                lambda _: self._event(ClusterEvent.PDB_CHANGE),
+                self._budget_changed,
+                lambda _old, new: self._budget_changed(new),
+                lambda gone: self._budget_changed(gone, present=False),
             ),
             watch_timeout=watch_timeout,
             name="pdb-informer",
@@ -243,6 +236,13 @@ class LiveScheduler:
                 ClusterEvent.ASSIGNED_POD_ADD if newly_bound else ClusterEvent.ASSIGNED_POD_UPDATE
             )
         elif self._responsible(pod):
+            old_nomination = (old_obj.get("status") or {}).get("nominatedNodeName")
+            if not pod.nominated_node_name and not old_nomination:
+                # an update racing our own nomination (its status patch not seen yet):
+                # keep the nomination made in memory, as kube-scheduler's nominator does
+                kept = self.cache.nomination_of(pod)
+                if kept:
+                    pod = dataclasses.replace(pod, nominated_node_name=kept)
             self.cache.set_nominated(pod)
             self.queue.update(pod, relevant=_spec_changed(old_obj, obj))
         else:
@@ -283,6 +283,15 @@ class LiveScheduler:
             log.warning("ignoring a node the scheduler cannot read: %s", exc)
             return None
 
+    def _budget_changed(self, obj: client.KubeObject, *, present: bool = True) -> None:
+        try:
+            budget = objects.parse_disruption_budget(obj)
+        except errors.ConfigError as exc:
+            log.warning("ignoring a PodDisruptionBudget the scheduler cannot read: %s", exc)
+            return
+        self.cache.set_budget(budget, present=present)
+        self._event(ClusterEvent.PDB_CHANGE)
+
     def _event(self, event: ClusterEvent) -> None:
         self.queue.on_event(event)
 
@@ -299,26 +308,15 @@ class LiveScheduler:
         fw = self.frameworks[pod.scheduler_name]
         started = self._clock.now()
         self.handle.now = self._clock.wall()
-        nominated_node: str | None = None
-        victims: tuple[api.Pod, ...] = ()
+        offer: framework.PostFilterResult | None = None
         with self.cache.cycle() as snapshot:
             self.algorithm.snapshot = snapshot
-            peers = [
-                (p, snapshot.index[p.nominated_node_name])
-                for p in self.cache.nominated_for(pod)
-                if p.nominated_node_name in snapshot.index
-            ]
-            for peer, index in peers:
-                snapshot.add_pod(peer, index)
             try:
                 result = self.algorithm.schedule_pod(fw, pod)
             except framework.PluginError as exc:
                 result = scheduling.CycleResult(
                     pod, fw, snapshot, framework.CycleState(), status=api.error(str(exc))
                 )
-            finally:
-                for peer, index in peers:
-                    snapshot.remove_pod(peer, index)
             decided = self._clock.now()
             self.times["algorithm"] += decided - started
             if result.node is not None:
@@ -339,15 +337,15 @@ class LiveScheduler:
                     return
             message, rejectors = self._explain_failure(result)
             if result.status.is_rejection and fw.post_filter:
-                nominated_node, post = fw.run_post_filter(
-                    result.state, pod, snapshot, result.rejection_statuses()
-                )
+                offer, post = fw.run_post_filter(result.state, pod, snapshot, result)
+                self.metrics.preemption_attempts.inc()  # per PostFilter run, as upstream
                 if post.code is not api.Code.ERROR and post.message:
-                    message = f"{message} {post.message}."
-                victims = victims_of(result.state) if nominated_node else ()
+                    # kube-scheduler appends the PostFilter message to the FitError's
+                    message = f"{message} {post.message}"
+                if offer is not None and offer.nominated_node:
+                    self._preempt(pod, offer)
         error = not result.status.is_rejection
-        if nominated_node:
-            self._preempt(pod, nominated_node, victims)
+        nominated_node = offer.nominated_node if offer is not None else None
         if error:
             self.queue.failed(info)
         else:
@@ -372,9 +370,14 @@ class LiveScheduler:
             rejectors = set()
         return result.status.message, rejectors
 
-    def _preempt(self, pod: api.Pod, node: str, victims: tuple[api.Pod, ...]) -> None:
-        self.metrics.preemption_attempts.inc()
-        self.metrics.preemption_victims.observe(len(victims))
+    def _preempt(self, pod: api.Pod, offer: framework.PostFilterResult) -> None:
+        """Act on preemption's offer (cache lock held): nominate, delete the victims
+        (each with a DisruptionTarget condition), clear the lower nominations there."""
+        node = offer.nominated_node
+        assert node is not None
+        victims = offer.victims
+        if victims:
+            self.metrics.preemption_victims.observe(len(victims))
         log.info(
             "preempting %d pod(s) on %s for %s: %s",
             len(victims),
@@ -384,12 +387,13 @@ class LiveScheduler:
         )
         nominated = dataclasses.replace(pod, nominated_node_name=node)
         self.cache.set_nominated(nominated)
+        self.queue.update(nominated, relevant=False)  # its next cycle tries that node first
         for victim in victims:
+            self.cache.mark_preempted(victim.uid)
             self.reporter.preempt(victim, pod, node)
-        for other in self.cache.nominated_on(node):
-            if other.uid != pod.uid and other.priority < pod.priority:
-                self.cache.set_nominated(dataclasses.replace(other, nominated_node_name=""))
-                self.reporter.clear_nomination(other)
+        for cleared in offer.cleared_nominations:
+            self.cache.set_nominated(dataclasses.replace(cleared, nominated_node_name=""))
+            self.reporter.clear_nomination(cleared)
 
     def _attempt(self, result: str, fw: framework.Framework, started: float) -> None:
         profile = fw.scheduler_name

@@ -32,10 +32,11 @@ def test_own_lease_is_renewed() -> None:
     assert decide(LeaseRecord("me", 15), 0.0, "me", 1000.0, 15) is Action.RENEW
 
 
-@given(st.floats(0, 1000), st.floats(0, 100), st.floats(1, 60))
+@given(st.integers(0, 10**6), st.integers(0, 100_000), st.integers(1, 60_000))
 def test_another_holders_lease_is_taken_only_after_its_duration_unobserved(
-    observed_at: float, elapsed: float, duration: float
+    observed_ms: int, elapsed_ms: int, duration_ms: int
 ) -> None:
+    observed_at, elapsed, duration = observed_ms / 8, elapsed_ms / 8, duration_ms / 8
     action = decide(LeaseRecord("other", duration), observed_at, "me", observed_at + elapsed, 15)
     assert action is (Action.TAKE if elapsed > duration else Action.WAIT)
 

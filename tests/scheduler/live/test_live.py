@@ -40,7 +40,10 @@ def test_binds_every_pod_that_fits_and_reports_the_one_that_does_not(
         assert placed == ["n1", "n1", "n2", "n2"], "NodeResourcesFit: two 500m pods per node"
         found = eventually(lambda: condition(fake_api, "big"), what="condition")
         assert found["status"] == "False" and found["reason"] == "Unschedulable"
-        assert found["message"] == "0/2 nodes are available: 2 Insufficient cpu."
+        assert found["message"] == (
+            "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are"
+            " available: 2 No preemption victims found for incoming pod."
+        )
         eventually(lambda: h.events_for(fake_api, "big", "FailedScheduling"))
         scheduled = eventually(lambda: h.events_for(fake_api, "p0", "Scheduled"))
         assert scheduled[0]["message"].startswith("Successfully assigned default/p0 to n")
@@ -77,6 +80,7 @@ def test_removing_the_pressure_taint_requeues_the_pods_it_rejected(
 ) -> None:
     cluster = fake_api.cluster
     cluster.create("nodes", h.node("n1", taints=[PRESSURE_TAINT]))
+    eventually(lambda: running.cache.has_node("n1"))
     cluster.create("pods", h.pod("waiting"))
     found = eventually(lambda: condition(fake_api, "waiting"))
     assert "memory-pressure" in found["message"] or "pressure" in found["message"]
@@ -151,3 +155,33 @@ def test_an_api_outage_mid_run_loses_nothing(fake_api: FakeAPIServer) -> None:
         assert len(cluster.bindings) == 20
     finally:
         scheduler.stop(bind_timeout=2)
+
+
+def test_a_preemptor_gets_its_nomination_its_victims_go_and_it_is_bound(
+    fake_api: FakeAPIServer, running: LiveScheduler
+) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1", cpu="1"))
+    cluster.create("pods", h.pod("low", cpu="800m", priority=1, node_name="n1"))
+    cluster.create("pods", h.pod("other", cpu="100m", priority=1, node_name="n1"))
+    eventually(lambda: running.cache.stats().bound == 2 and running.cache.has_node("n1"))
+    deletions_before = len(cluster.deletions)
+    cluster.create("pods", h.pod("high", cpu="500m", priority=100))
+    eventually(lambda: node_of(fake_api, "high") == "n1", timeout=10)
+    deleted = [d.name for d in cluster.deletions[deletions_before:]]
+    assert deleted == ["low"], "the minimal victim set: the 800m pod, not the 100m one"
+    patches = [
+        r.body["status"]
+        for r in fake_api.requests_to("PATCH", "/pods/high/status$")
+        if "nominatedNodeName" in r.body["status"]
+    ]
+    assert patches and patches[0]["nominatedNodeName"] == "n1"
+    victim_patches = [r.body for r in fake_api.requests_to("PATCH", "/pods/low/status$")]
+    (victim_patch,) = victim_patches
+    (condition,) = victim_patch["status"]["conditions"]
+    assert condition["type"] == "DisruptionTarget"
+    assert condition["reason"] == "PreemptionByScheduler"
+    assert running.metrics.preemption_attempts._value.get() >= 1
+    victims = running.metrics.preemption_victims
+    assert victims._sum.get() == 1, "one preemption, one victim: never chosen twice"
+    assert h.events_for(fake_api, "low", "Preempted")
