@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -500,7 +500,7 @@ class FakeCluster:
                         f"too old resource version: {position} ({self._compacted_rv})",
                         status=410,
                     )
-                pending = [c for c in self._history if c.resource_version > position]
+                pending = self._changes_after(position)
                 send_bookmark = allow_bookmarks and (
                     self._bookmark_epoch != bookmark_epoch
                     or (
@@ -514,7 +514,7 @@ class FakeCluster:
                     if deadline is not None:
                         wait = min(wait, max(0.0, deadline - time.monotonic()))
                     self._lock.wait(wait)
-                    pending = [c for c in self._history if c.resource_version > position]
+                    pending = self._changes_after(position)
                 current_rv = self._rv
             for change in pending:
                 if change.kind != kind:
@@ -538,6 +538,16 @@ class FakeCluster:
                 )
             if deadline is not None and time.monotonic() >= deadline:
                 return
+
+    def _changes_after(self, position: int) -> Sequence[_Change]:
+        """History entries newer than ``position``; lock held. Versions in the history are
+        consecutive, so this indexes from the end instead of scanning it all (a watch cache
+        answers in time proportional to what is new, however long the history)."""
+        history = self._history
+        if not history:
+            return []
+        start = max(0, position - history[0].resource_version + 1)
+        return [history[i] for i in range(start, len(history))]
 
     def check_watch_version(self, resource_version: str) -> None:
         """Raise :class:`~nodeagent.kube.errors.Gone` (or Invalid) if a watch from

@@ -119,8 +119,13 @@ class HTTPKubeClient:
         observer: client.ApiCallObserver | None = None,
         clock: Clock | None = None,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        pool_size: int | None = None,
     ) -> HTTPKubeClient:
+        """``pool_size``: connections kept to the API server (one per concurrent caller:
+        the scheduler's binding workers plus its watches)."""
         clock = clock or RealClock()
+        if pool_size is not None:
+            configuration.connection_pool_maxsize = pool_size
         # the library's own urllib3 retries would hide faults from our policy and metrics
         configuration.retries = False
         api_client = kubernetes.client.ApiClient(configuration)

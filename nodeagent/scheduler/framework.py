@@ -665,6 +665,12 @@ class Framework:
         return api.SUCCESS
 
     def run_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
+        """The bind step: an interested binder extender first (kube-scheduler's
+        ``extendersBinding``), else the Bind plugins until one does not Skip."""
+        if self.handle.extenders is not None:
+            bound = self.handle.extenders.bind(pod, node_name)
+            if bound is not None:
+                return bound
         for plugin in self.bind:
             status = plugin.bind(state, pod, node_name)
             if status.is_skip:

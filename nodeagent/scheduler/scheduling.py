@@ -296,14 +296,12 @@ class Scheduler:
         *,
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
-        extenders: Extenders | None = None,
     ) -> None:
-        """``extenders`` default to those the frameworks' handle carries (built from the
-        configuration's ``extenders:`` by ``build_frameworks``)."""
         self.frameworks = frameworks
-        if extenders is None and frameworks:
-            extenders = next(iter(frameworks.values())).handle.extenders
-        self.extenders = extenders
+        # The configuration's extenders, shared by every profile through the handle
+        # (``build_frameworks`` makes them); binding consults them in ``run_bind``.
+        handles = [fw.handle for fw in frameworks.values()]
+        self.extenders: Extenders | None = handles[0].extenders if handles else None
         self.snapshot = snapshot
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.rng = rng or random.Random()
@@ -337,9 +335,7 @@ class Scheduler:
         if status.is_success:
             status = fw.run_pre_bind(result.state, pod, result.node)
         if status.is_success:
-            # An interested binder extender binds instead of the Bind plugins.
-            bound = self.extenders.bind(pod, result.node) if self.extenders else None
-            status = bound if bound is not None else fw.run_bind(result.state, pod, result.node)
+            status = fw.run_bind(result.state, pod, result.node)
         if not status.is_success:
             fw.run_unreserve(result.state, pod, result.node)
             self.snapshot.remove_pod(pod, node_index)  # forget
