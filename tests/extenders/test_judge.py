@@ -4,10 +4,12 @@ that notices staleness within SCORE_TTL and stays bounded."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from nodeagent import model
+from nodeagent.errors import ConfigError
 from nodeagent.kube.client import api_time
 from nodeagent.scheduler.extenders import server, wire
 from nodeagent.scheduler.framework import Handle
@@ -50,3 +52,22 @@ def test_a_mistyped_node_is_a_protocol_error() -> None:
     bad = node_dict("n1", taints=[{"key": "k", "effect": "Sometimes"}])
     with pytest.raises(wire.ProtocolError, match=r"spec.taints\[0\].effect 'Sometimes'"):
         wire.node_fields(bad).to_node()
+
+
+def test_the_commands_config_sets_the_plugins_args(tmp_path: Path) -> None:
+    from nodeagent.commands import extender as command
+
+    path = tmp_path / "sched.yaml"
+    path.write_text(
+        "profiles:\n- pluginConfig:\n  - name: NodePressure\n"
+        "    args: {neutralScore: 30, staleAfterSeconds: 60}\n"
+    )
+    args = command.pressure_args(path)
+    assert (args.neutral_score, args.stale_after_seconds) == (30, 60)
+    assert server.extender_score(server.PressureJudge(args).neutral) == 3
+    assert command.pressure_args(None) == node_pressure.Args()
+    path.write_text(
+        "profiles:\n- pluginConfig:\n  - name: NodePressure\n    args: {neutralScore: 300}\n"
+    )
+    with pytest.raises(ConfigError, match=r"neutralScore"):
+        command.pressure_args(path)
