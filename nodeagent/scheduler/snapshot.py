@@ -136,7 +136,6 @@ class PodGroups:
         self.per_node: list[dict[int, int]] = []
         self._id: dict[GroupKey, int] = {}
         self._by_pair: dict[tuple[str, str], set[int]] = {}
-        self._by_namespace: dict[str, set[int]] = {}
 
     def update(self, pod: api.Pod, node: int, sign: int) -> None:
         key = (pod.namespace, frozenset(pod.labels.items()), pod.deleting)
@@ -146,7 +145,6 @@ class PodGroups:
             self.keys.append(key)
             self.labels.append(dict(pod.labels))
             self.per_node.append({})
-            self._by_namespace.setdefault(pod.namespace, set()).add(group)
             for pair in pod.labels.items():
                 self._by_pair.setdefault(pair, set()).add(group)
         counts = self.per_node[group]
@@ -177,8 +175,15 @@ class PodGroups:
                 found.append(group)
         return found
 
-    def in_namespace(self, namespace: str) -> set[int]:
-        return self._by_namespace.get(namespace, set())
+    def placements(self, groups: Iterable[int]) -> tuple[NodeIndices, Int64s]:
+        """The nodes holding pods of ``groups`` and how many each (a node may repeat)."""
+        nodes: list[int] = []
+        counts: list[int] = []
+        for group in groups:
+            per_node = self.per_node[group]
+            nodes += per_node.keys()
+            counts += per_node.values()
+        return np.array(nodes, dtype=np.intp), np.array(counts, dtype=np.int64)
 
     def counts(self, groups: Iterable[int], size: int) -> Int64s:
         """Pods of ``groups`` per node, as an array over all nodes."""
@@ -210,6 +215,10 @@ class AffinityTerms:
 
     def __init__(self) -> None:
         self.per_node: dict[TermKey, dict[int, int]] = {}
+        self._by_pair: dict[tuple[str, str], set[TermKey]] = {}
+        """Terms by the first ``matchLabels`` pair of their selector: only a pod carrying
+        that pair can match them."""
+        self._unindexed: set[TermKey] = set()
 
     @staticmethod
     def keys_of(pod: api.Pod) -> list[TermKey]:
@@ -228,7 +237,10 @@ class AffinityTerms:
 
     def update(self, pod: api.Pod, node: int, sign: int) -> None:
         for key in self.keys_of(pod):
-            counts = self.per_node.setdefault(key, {})
+            counts = self.per_node.get(key)
+            if counts is None:
+                counts = self.per_node[key] = {}
+                self._index(key).add(key)
             left = counts.get(node, 0) + sign
             if left:
                 counts[node] = left
@@ -236,9 +248,21 @@ class AffinityTerms:
                 counts.pop(node, None)
                 if not counts:
                     del self.per_node[key]
+                    self._index(key).discard(key)
 
-    def of_kind(self, *kinds: TermKind) -> list[tuple[TermKey, dict[int, int]]]:
-        return [(key, nodes) for key, nodes in self.per_node.items() if key[0] in kinds]
+    def _index(self, key: TermKey) -> set[TermKey]:
+        selector = key[2].selector
+        if selector is not None and selector.match_labels:
+            return self._by_pair.setdefault(selector.match_labels[0], set())
+        return self._unindexed
+
+    def could_match(self, pod: api.Pod, *kinds: TermKind) -> list[tuple[TermKey, dict[int, int]]]:
+        """The terms of ``kinds`` whose selector might select ``pod`` (a superset: the
+        caller still matches each), found through the pod's own labels."""
+        keys = set(self._unindexed)
+        for pair in pod.labels.items():
+            keys |= self._by_pair.get(pair, set())
+        return [(key, self.per_node[key]) for key in keys if key[0] in kinds]
 
 
 @dataclass(frozen=True, slots=True)
