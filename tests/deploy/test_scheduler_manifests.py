@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
 
 import kubernetes_validate
 import yaml
@@ -14,7 +13,7 @@ import yaml
 from nodeagent.scheduler import registry
 from nodeagent.scheduler.live import settings as live_settings
 from tests.deploy import files
-from tests.deploy.test_manifests import KUBERNETES_VERSIONS
+from tests.deploy.test_manifests import KUBERNETES_VERSIONS, permissions
 from tests.observability import tools
 
 SCHEDULER = files.MANIFESTS / "scheduler"
@@ -63,20 +62,6 @@ def called_methods() -> set[str]:
             ):
                 methods.update(INFORMERS[node.func.attr])
     return methods
-
-
-def permissions(role: dict[str, Any]) -> set[tuple[str, str, str]]:
-    return {
-        (group, resource, verb)
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
-def docs(path: Path) -> list[dict[str, Any]]:
-    return files.documents(path)
 
 
 def test_roles_grant_exactly_what_the_scheduler_calls() -> None:
