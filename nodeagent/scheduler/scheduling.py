@@ -8,6 +8,13 @@ picks the best total, breaking ties by reservoir sampling. The chosen node is as
 into the snapshot, then Reserve, Permit and the binding steps run; a failure after the
 assume undoes it (Unreserve in reverse order).
 
+Pods nominated to a node by an earlier preemption (the Handle's ``Nominator``) are in the
+snapshot while the pod of lower or equal priority is filtered, and the nodes holding them
+are filtered again without them (kube-scheduler's ``addGENominatedPods``). When no node
+fits, the PostFilter plugins (DefaultPreemption) get the cycle's result as the diagnosis
+and may offer a nomination, kept in :attr:`CycleResult.preemption` for the caller to act
+on.
+
 Filtering is vectorized by chunks: each Filter plugin evaluates a whole chunk of nodes,
 the survivors go to the next plugin, and the first ``k`` feasible nodes in iteration
 order are kept, which is exactly the sequential result (kube-scheduler's parallel

@@ -177,6 +177,16 @@ class PodGroups:
                 found.append(group)
         return found
 
+    def placements(self, groups: Iterable[int]) -> tuple[NodeIndices, Int64s]:
+        """The nodes holding pods of ``groups`` and how many each (a node may repeat)."""
+        nodes: list[int] = []
+        counts: list[int] = []
+        for group in groups:
+            per_node = self.per_node[group]
+            nodes += per_node.keys()
+            counts += per_node.values()
+        return np.array(nodes, dtype=np.intp), np.array(counts, dtype=np.int64)
+
     def in_namespace(self, namespace: str) -> set[int]:
         return self._by_namespace.get(namespace, set())
 
@@ -210,6 +220,10 @@ class AffinityTerms:
 
     def __init__(self) -> None:
         self.per_node: dict[TermKey, dict[int, int]] = {}
+        self._by_pair: dict[tuple[str, str], set[TermKey]] = {}
+        """Terms by the first ``matchLabels`` pair of their selector: only a pod carrying
+        that pair can match them."""
+        self._unindexed: set[TermKey] = set()
 
     @staticmethod
     def keys_of(pod: api.Pod) -> list[TermKey]:
@@ -228,7 +242,10 @@ class AffinityTerms:
 
     def update(self, pod: api.Pod, node: int, sign: int) -> None:
         for key in self.keys_of(pod):
-            counts = self.per_node.setdefault(key, {})
+            counts = self.per_node.get(key)
+            if counts is None:
+                counts = self.per_node[key] = {}
+                self._index(key).add(key)
             left = counts.get(node, 0) + sign
             if left:
                 counts[node] = left
@@ -236,9 +253,24 @@ class AffinityTerms:
                 counts.pop(node, None)
                 if not counts:
                     del self.per_node[key]
+                    self._index(key).discard(key)
+
+    def _index(self, key: TermKey) -> set[TermKey]:
+        selector = key[2].selector
+        if selector is not None and selector.match_labels:
+            return self._by_pair.setdefault(selector.match_labels[0], set())
+        return self._unindexed
 
     def of_kind(self, *kinds: TermKind) -> list[tuple[TermKey, dict[int, int]]]:
         return [(key, nodes) for key, nodes in self.per_node.items() if key[0] in kinds]
+
+    def could_match(self, pod: api.Pod, *kinds: TermKind) -> list[tuple[TermKey, dict[int, int]]]:
+        """The terms of ``kinds`` whose selector might select ``pod`` (a superset: the
+        caller still matches each), found through the pod's own labels."""
+        keys = set(self._unindexed)
+        for pair in pod.labels.items():
+            keys |= self._by_pair.get(pair, set())
+        return [(key, self.per_node[key]) for key in keys if key[0] in kinds]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nodeagent.errors import ConfigError
-from nodeagent.scheduler import objects
+from nodeagent.scheduler import config, objects, planner, registry
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clusters"
 VALID_ITEMS = [
@@ -131,3 +131,23 @@ def test_unexpected_shapes_name_the_document_and_field(
     with pytest.raises(ConfigError, match="fuzz") as caught:
         objects.read_cluster([document], "fuzz")
     assert mentions in str(caught.value)
+
+
+CONFIGURATION = config.parse_configuration(None, registry.in_tree_registry())
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(mutated_objects(), min_size=2, max_size=8))
+def test_whatever_is_read_can_be_planned(items: list[dict[str, Any]]) -> None:
+    """Objects the reader accepts never crash a plan (spread, affinity, preemption)."""
+    try:
+        cluster = objects.read_cluster([{"kind": "List", "items": items}], "fuzz")
+    except ConfigError:
+        return
+    plan = planner.plan(cluster, CONFIGURATION, seed=1, explain_nodes=True, now=1714557630.0)
+    pending = [
+        p
+        for p in cluster.pods
+        if not p.node_name and not p.deleting and p.scheduler_name == "default-scheduler"
+    ]
+    assert len(plan.placements) == len(pending)

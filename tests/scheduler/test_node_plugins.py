@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from nodeagent.scheduler import api
+from nodeagent.errors import ConfigError
+from nodeagent.scheduler import api, config
 from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult, QueuedPod
 from nodeagent.scheduler.plugins import (
     node_affinity,
@@ -426,3 +427,44 @@ def test_scheduling_gates() -> None:
     assert status == api.unschedulable(
         "waiting for scheduling gates: [example.com/a b]", unresolvable=True
     )
+
+
+@pytest.mark.parametrize(
+    ("operator", "toleration_value", "taint_value", "gate", "tolerated"),
+    [
+        pytest.param("Gt", "5", "10", True, True, id="gt-taint-greater"),
+        pytest.param("Gt", "10", "10", True, False, id="gt-equal-is-not-greater"),
+        pytest.param("Lt", "10", "5", True, True, id="lt-taint-less"),
+        pytest.param("Lt", "5", "10", True, False, id="lt-taint-greater"),
+        pytest.param("Gt", "-3", "0007", True, True, id="signs-and-leading-zeros"),
+        pytest.param("Gt", "5", "high", True, False, id="unparsable-taint-value"),
+        pytest.param("Lt", "1e3", "5", True, False, id="unparsable-toleration-value"),
+        pytest.param("Gt", "5", "10", False, False, id="gate-off-never-matches"),
+    ],
+)
+def test_comparison_operators_behind_the_feature_gate(
+    operator: str, toleration_value: str, taint_value: str, gate: bool, tolerated: bool
+) -> None:
+    toleration = Tol("sla", operator, toleration_value, "NoSchedule")
+    taint = T("sla", "NoSchedule", taint_value)
+    assert toleration.tolerates(taint, comparison_operators=gate) is tolerated
+    gates = config.parse_feature_gates(f"TaintTolerationComparisonOperators={str(gate).lower()}")
+    plugin = taint_toleration.new(None, Handle(features=gates))
+    node = b.node("n1", taints=[{"key": "sla", "value": taint_value, "effect": "NoSchedule"}])
+    pod = b.pod(tolerations=[{"key": "sla", "operator": operator, "value": toleration_value}])
+    snapshot = ClusterSnapshot([node], [])
+    assert plugin.filter(CycleState(), pod, snapshot, snapshot.all_nodes)[0] == tolerated
+    assert plugin.filter_node(CycleState(), pod, snapshot, 0).is_success is tolerated
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("NoSuchGate=true", "unrecognized feature gate 'NoSuchGate'"),
+        ("TaintTolerationComparisonOperators", "expected Name=true or Name=false"),
+        ("TaintTolerationComparisonOperators=yes", "expected Name=true or Name=false"),
+    ],
+)
+def test_bad_feature_gates_are_config_errors(text: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match=problem):
+        config.parse_feature_gates(text)

@@ -345,3 +345,51 @@ def test_high_priority_pod_preempts(capsys: pytest.CaptureFixture[str]) -> None:
     plain = schedule(capsys, "--cluster", str(EXAMPLES / "preemption.yaml"))
     assert "preemption" not in plain["placements"][0]
     assert plain["placements"][0]["victims"] == ["jobs/report-a"]
+
+
+GT_CLUSTER = """
+kind: List
+items:
+- kind: Node
+  metadata: {name: gold}
+  spec:
+    taints: [{key: sla, value: "999", effect: NoSchedule}]
+  status: {allocatable: {cpu: "4", memory: 8Gi, pods: "10"}}
+- kind: Pod
+  metadata: {name: picky}
+  spec:
+    tolerations: [{key: sla, operator: Gt, value: "900", effect: NoSchedule}]
+    containers: [{name: c, image: app}]
+"""
+
+
+def test_feature_gate_flag_enables_gt_tolerations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(GT_CLUSTER)
+    off = schedule(capsys, "--cluster", str(path))
+    assert placements(off) == {"default/picky": (None, "Unschedulable")}
+    gate = "TaintTolerationComparisonOperators=true"
+    on = schedule(capsys, "--cluster", str(path), "--feature-gates", gate)
+    assert placements(on) == {"default/picky": ("gold", "Scheduled")}
+    assert cli.main(["schedule", "--cluster", str(path), "--feature-gates", "Bogus=true"]) == 2
+    assert "unrecognized feature gate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("example", ["mixed.yaml", "preemption.yaml", "zone-spread.yaml"])
+def test_streamed_output_is_the_plan(capsys: pytest.CaptureFixture[str], example: str) -> None:
+    args = ["--cluster", str(EXAMPLES / example), "--seed", "5", "--explain", "--now", PRESSURE_NOW]
+    streamed = schedule(capsys, *args)
+    cluster = objects.load_cluster((EXAMPLES / example).read_text())
+    configuration = config.parse_configuration(None, registry.in_tree_registry())
+    whole = planner.plan(cluster, configuration, seed=5, explain_nodes=True, now=NOW)
+    assert streamed == json.loads(json.dumps(whole.to_dict()))
+
+
+def test_configuration_does_not_import_the_framework() -> None:
+    code = (
+        "import sys, nodeagent.scheduler.config;"
+        " assert 'nodeagent.scheduler.framework' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -131,8 +131,8 @@ class InterPodAffinity:
         """Over all nodes: rejected by bound pods' required anti-affinity (``None``: no
         bound pod's term matches the pod)."""
         blocked: Mask | None = None
-        for (_, owner_ns, term, _), nodes in snapshot.affinity_terms.of_kind(
-            TermKind.REQUIRED_ANTI_AFFINITY
+        for (_, owner_ns, term, _), nodes in snapshot.affinity_terms.could_match(
+            pod, TermKind.REQUIRED_ANTI_AFFINITY
         ):
             if not term.matches(owner_ns, pod, snapshot.namespace_labels):
                 continue
@@ -251,7 +251,9 @@ class InterPodAffinity:
 
         kinds = [TermKind.REQUIRED_AFFINITY] if self._hard_weight > 0 else []
         kinds += [TermKind.PREFERRED_AFFINITY, TermKind.PREFERRED_ANTI_AFFINITY]
-        for (kind, owner_ns, term, weight), holders in snapshot.affinity_terms.of_kind(*kinds):
+        for (kind, owner_ns, term, weight), holders in snapshot.affinity_terms.could_match(
+            pod, *kinds
+        ):
             if not term.matches(owner_ns, pod, snapshot.namespace_labels):
                 continue
             if kind is TermKind.REQUIRED_AFFINITY:

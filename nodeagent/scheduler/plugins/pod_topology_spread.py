@@ -139,6 +139,7 @@ class PodTopologySpread:
         self._system = args.defaulting_type is DefaultingType.SYSTEM
         self._handle = handle
         self._untainted = helpers.StaticNodeCache[Mask]()
+        self._keyed = helpers.StaticNodeCache[Mask]()
 
     # --- shared ----------------------------------------------------------------------
 
@@ -193,34 +194,51 @@ class PodTopologySpread:
 
     def _included(
         self, pod: api.Pod, snapshot: ClusterSnapshot, constraint: api.SpreadConstraint
-    ) -> Mask:
-        """Over all nodes: the constraint's node inclusion policies."""
-        mask = np.ones(snapshot.size, dtype=bool)
-        if constraint.honor_node_affinity:
-            mask &= node_affinity.pod_affinity_mask(pod, snapshot)
+    ) -> Mask | None:
+        """Over all nodes: the constraint's node inclusion policies (``None``: all)."""
+        mask: Mask | None = None
+        affinity = pod.affinity
+        if constraint.honor_node_affinity and (
+            pod.node_selector or (affinity is not None and affinity.required is not None)
+        ):
+            mask = node_affinity.pod_affinity_mask(pod, snapshot)
         if constraint.honor_node_taints:
-            mask &= self._tolerated(pod, snapshot)
+            tolerated = self._tolerated(pod, snapshot)
+            mask = tolerated if mask is None else mask & tolerated
         return mask
 
     @staticmethod
-    def _matching(
+    def _placements(
         pod: api.Pod, snapshot: ClusterSnapshot, constraint: api.SpreadConstraint
-    ) -> Int64s:
-        """Over all nodes: non-terminating pods of the pod's namespace the selector
-        matches."""
+    ) -> tuple[NodeIndices, Int64s]:
+        """Non-terminating pods of the pod's namespace the selector matches: the nodes
+        holding them and how many (a node may repeat)."""
         if constraint.selector is None:
-            return np.zeros(snapshot.size, dtype=np.int64)
+            return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int64)
         groups = snapshot.pod_groups.matching(
             constraint.selector, pod.namespace.__eq__, include_terminating=False
         )
-        return snapshot.pod_groups.counts(groups, snapshot.size)
+        return snapshot.pod_groups.placements(groups)
 
-    @staticmethod
-    def _has_keys(snapshot: ClusterSnapshot, constraints: tuple[api.SpreadConstraint, ...]) -> Mask:
-        mask = np.ones(snapshot.size, dtype=bool)
-        for c in constraints:
-            mask &= snapshot.labels.column(c.topology_key).codes >= 0
-        return mask
+    def _matching(
+        self, pod: api.Pod, snapshot: ClusterSnapshot, constraint: api.SpreadConstraint
+    ) -> Int64s:
+        """Over all nodes: how many of those pods each holds."""
+        nodes, counts = self._placements(pod, snapshot, constraint)
+        return np.bincount(nodes, weights=counts, minlength=snapshot.size).astype(np.int64)
+
+    def _has_keys(
+        self, snapshot: ClusterSnapshot, constraints: tuple[api.SpreadConstraint, ...]
+    ) -> Mask:
+        keys = tuple(sorted({c.topology_key for c in constraints}))
+
+        def compute() -> Mask:
+            mask = np.ones(snapshot.size, dtype=bool)
+            for key in keys:
+                mask &= snapshot.labels.column(key).codes >= 0
+            return mask
+
+        return self._keyed.get(snapshot, keys, compute)
 
     # --- Filter ----------------------------------------------------------------------
 
@@ -234,13 +252,15 @@ class PodTopologySpread:
         counted = []
         for c in constraints:
             column = snapshot.labels.column(c.topology_key)
-            eligible = has_keys & self._included(pod, snapshot, c)
-            codes = column.codes[eligible]
+            included = self._included(pod, snapshot, c)
+            eligible = has_keys if included is None else has_keys & included
             domains = len(column.values)
-            per_domain = np.bincount(
-                codes, weights=self._matching(pod, snapshot, c)[eligible], minlength=domains
-            ).astype(np.int64)
-            present = np.bincount(codes, minlength=domains) > 0
+            present = np.zeros(domains, dtype=bool)
+            present[column.codes[eligible]] = True
+            nodes, counts = self._placements(pod, snapshot, c)
+            keep = eligible[nodes]
+            per_domain = np.zeros(domains, dtype=np.int64)
+            np.add.at(per_domain, column.codes[nodes[keep]], counts[keep])
             found = int(present.sum())
             global_min = int(per_domain[present].min()) if found else 0
             if found < c.min_domains:
@@ -313,7 +333,8 @@ class PodTopologySpread:
                 candidate = np.zeros(domains, dtype=bool)
                 candidate[domain[considered]] = True
                 size = int(candidate.sum())
-                counted = self._included(pod, snapshot, c) & candidate[domain]
+                included = self._included(pod, snapshot, c)
+                counted = candidate[domain] if included is None else included & candidate[domain]
                 if require_all:
                     counted &= has_keys
                 per_domain = np.bincount(
