@@ -28,6 +28,7 @@ import io
 import multiprocessing
 import multiprocessing.connection
 import pstats
+import resource
 import statistics
 import time
 import uuid
@@ -162,6 +163,7 @@ def end_to_end(nodes: int, pods: int, workers: int, profile: bool) -> dict[str, 
 
         scheduler.schedule_one = profiled  # type: ignore[method-assign]
     started = time.perf_counter()
+    cpu_started = time.process_time()
     try:
         assert scheduler.start(sync_timeout=300)
         synced = time.perf_counter() - started
@@ -170,6 +172,7 @@ def end_to_end(nodes: int, pods: int, workers: int, profile: bool) -> dict[str, 
             if time.perf_counter() - started > 600:
                 raise RuntimeError(f"only {scheduler.bound_count} of {pods} bound in 600 s")
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
         binding = scheduler.metrics.binding_duration.labels("bound")
         times = dict(scheduler.times)
     finally:
@@ -184,6 +187,8 @@ def end_to_end(nodes: int, pods: int, workers: int, profile: bool) -> dict[str, 
         "algorithm_seconds": times["algorithm"],
         "assume_seconds": times["assume"],
         "cycles": int(times["cycles"]),
+        "cpu_seconds": cpu,
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "binding_mean_ms": 1000 * binding._sum.get() / max(1, pods),
     }
     if profiler is not None:
@@ -226,6 +231,11 @@ def main() -> None:
         f" assume+reserve+hand-off {best['assume_seconds']:.2f} s;"
         f" informer sync {best['sync_seconds']:.2f} s; binding cycle mean"
         f" {best['binding_mean_ms']:.1f} ms"
+    )
+    print(
+        f"scheduler process: {best['cpu_seconds']:.1f} s CPU for {args.pods} pods"
+        f" ({1000 * best['cpu_seconds'] / args.pods:.2f} ms/pod, all threads);"
+        f" peak RSS {best['max_rss_mib']:.0f} MiB"
     )
     if "profile" in best:
         print(best["profile"])

@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
     code = 0
     try:
         server.start()
-        scheduler.start()
-        code = scheduler.wait(stop)
+        if scheduler.start(stop=stop):
+            code = scheduler.wait(stop)
     finally:
         scheduler.stop()
         server.stop()

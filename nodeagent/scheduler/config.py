@@ -422,10 +422,8 @@ def _ignore_extender_resources(
     )
 
 
-def load_configuration(path: Path | None, registry: Registry) -> SchedulerConfiguration:
-    """Read a configuration file (``None``: kube-scheduler's defaults)."""
-    if path is None:
-        return parse_configuration(None, registry)
+def read_document(path: Path) -> Mapping[str, Any] | None:
+    """The decoded configuration file (None when empty); errors name the file."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -436,4 +434,11 @@ def load_configuration(path: Path | None, registry: Registry) -> SchedulerConfig
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if document is not None and not isinstance(document, Mapping):
         raise ConfigError(f"{path}: expected a KubeSchedulerConfiguration mapping")
-    return parse_configuration(document, registry, str(path))
+    return document
+
+
+def load_configuration(path: Path | None, registry: Registry) -> SchedulerConfiguration:
+    """Read a configuration file (``None``: kube-scheduler's defaults)."""
+    if path is None:
+        return parse_configuration(None, registry)
+    return parse_configuration(read_document(path), registry, str(path))

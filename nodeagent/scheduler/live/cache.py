@@ -208,17 +208,6 @@ class SchedulerCache:
             self._bound[uid] = marked
             self._account(marked, 1)
 
-    def bound_pod(self, uid: str) -> api.Pod | None:
-        with self._lock:
-            return self._bound.get(uid)
-
-    def pods_on(self, node_name: str) -> list[api.Pod]:
-        with self._lock:
-            snapshot = self._current()
-            index = snapshot.index.get(node_name)
-            return [] if index is None else list(snapshot.pods_on_node[index])
-
-    # --- assume / forget ----------------------------------------------------------------
     def assume(self, pod: api.Pod, node_name: str) -> api.Pod:
         """Account ``pod`` on ``node_name`` now; returns the assumed (bound) copy."""
         assumed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
@@ -270,10 +259,6 @@ class SchedulerCache:
     def nomination_of(self, pod: api.Pod) -> str | None:
         with self._lock:
             return self.nominator.node_of(pod)
-
-    def nominated_on(self, node_name: str) -> list[api.Pod]:
-        with self._lock:
-            return self.nominator.pods_on(node_name)
 
     def set_budget(self, budget: api.DisruptionBudget, *, present: bool = True) -> None:
         with self._lock:

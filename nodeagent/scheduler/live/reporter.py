@@ -77,6 +77,7 @@ class Reporter:
         self._written_condition: dict[str, str] = {}
         self._preempted: set[str] = set()
         self._stop = False
+        self._abandoned = False
         self._thread: threading.Thread | None = None
         self._event_budget = ratelimit.TokenBucket(EVENT_QPS, EVENT_BURST)
 
@@ -156,6 +157,11 @@ class Reporter:
             self._lock.notify()
         if self._thread is not None:
             self._thread.join(timeout)
+        with self._lock:  # what is left after the timeout is dropped, not written late
+            self._abandoned = True
+            self._status.clear()
+            self._victims.clear()
+            self._queued_events = 0
 
     def idle(self) -> bool:
         with self._lock:
@@ -167,6 +173,8 @@ class Reporter:
                 while not (self._status or self._victims or self._queued_events or self._stop):
                     self._lock.wait()
                 if self._stop and not (self._status or self._victims or self._queued_events):
+                    return
+                if self._abandoned:
                     return
                 victim = self._victims.popleft() if self._victims else None
                 status = self._status.popitem(last=False) if self._status and not victim else None
@@ -191,7 +199,10 @@ class Reporter:
 
     def _write_event(self) -> None:
         self._event_budget.acquire()
-        involved, reason, message, kind = self._events.get_nowait()
+        try:
+            involved, reason, message, kind = self._events.get_nowait()
+        except queue.Empty:
+            return  # dropped at shutdown
         with self._lock:
             self._queued_events -= 1
         self._recorder.record(involved, reason, message, kind)

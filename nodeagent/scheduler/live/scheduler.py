@@ -169,11 +169,9 @@ class LiveScheduler:
 
     # --- leadership ---------------------------------------------------------------------
     def may_bind(self) -> bool:
-        if self._stopping.is_set() and self._lost.is_set():
+        if self._lost.is_set():
             return False
-        if self.elector is None:
-            return True
-        return self.elector.is_leader()
+        return self.elector is None or self.elector.is_leader()
 
     def _started_leading(self) -> None:
         self.metrics.leader.labels(self.settings.leader_election.resource_name).set(1)
@@ -432,6 +430,10 @@ class LiveScheduler:
     def _scheduling_loop(self) -> None:
         while not self._stopping.is_set():
             self._last_beat = self._clock.now()
+            if not self.may_schedule():
+                # a standby keeps its queue as is: when it leads, nothing is backing off
+                self._stopping.wait(0.2)
+                continue
             info = self.queue.pop(timeout=1.0)
             if info is None or self._stopping.is_set():
                 continue
@@ -463,17 +465,22 @@ class LiveScheduler:
         self._threads.append(thread)
 
     # --- lifecycle ----------------------------------------------------------------------
-    def start(self, *, sync_timeout: float | None = None) -> bool:
+    def start(
+        self, *, sync_timeout: float | None = None, stop: threading.Event | None = None
+    ) -> bool:
         """Start informers and the reporter, wait for the informers to sync, then lead
-        (or stand by). Returns False if the informers did not sync in time."""
+        (or stand by). Returns False if the informers did not sync in time, or ``stop``
+        was set meanwhile (SIGTERM while the API is unreachable)."""
         self.reporter.start()
         for inf in (self.nodes, self.budgets, self.pods):
             inf.start()
         deadline = None if sync_timeout is None else time.monotonic() + sync_timeout
-        for inf in (self.nodes, self.budgets, self.pods):
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not inf.wait_synced(left):
+        while not self.synced:
+            if stop is not None and stop.is_set():
                 return False
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
         log.info(
             "informers synced",
             extra={FIELDS: {"nodes": len(self.nodes), "pods": len(self.pods)}},

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from nodeagent import durations
@@ -123,19 +122,7 @@ def read_document(path: Path | None) -> tuple[Mapping[str, Any], str]:
     """The configuration document and its name for messages."""
     if path is None:
         return {"profiles": [{"schedulerName": DEFAULT_PROFILE}]}, "defaults"
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read scheduler config {path}: {exc.strerror}") from exc
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-    if document is None:
-        document = {}
-    if not isinstance(document, Mapping):
-        raise ConfigError(f"{path}: expected a KubeSchedulerConfiguration mapping")
-    return document, str(path)
+    return config.read_document(path) or {}, str(path)
 
 
 def load(
