@@ -13,10 +13,18 @@ import sys
 from collections.abc import Sequence
 
 from nodeagent import __version__
-from nodeagent.commands import config_check, run, schedule, signals, simulate
+from nodeagent.commands import (
+    config_check,
+    extender,
+    run,
+    schedule,
+    scheduler,
+    signals,
+    simulate,
+)
 from nodeagent.errors import ConfigError
 
-COMMANDS = (signals, config_check, simulate, run, schedule)
+COMMANDS = (signals, config_check, simulate, run, schedule, scheduler, extender)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

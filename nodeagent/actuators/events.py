@@ -87,15 +87,20 @@ class EventRecorder:
         aggregation_window: float = 600.0,
         refresh_interval: float = 60.0,
         dry_run: bool = False,
+        component: str = COMPONENT,
     ) -> None:
+        """``node_name`` is the reporting host; ``component`` the reporting controller
+        (the scheduler reports as its profile's scheduler name, as kube-scheduler does)."""
         self._kube = kube
         self.node_name = node_name
+        self.component = component
         self._clock = clock
         self._window = aggregation_window
         self._refresh = refresh_interval
         self.dry_run = dry_run
         self._series: dict[_Key, _Series] = {}
         self._lock = threading.Lock()
+        self._expired_at = float("-inf")
         self.node_uid = ""
 
     def node(self) -> InvolvedObject:
@@ -145,6 +150,9 @@ class EventRecorder:
                 self._write_count(key, series)
 
     def _expire(self, now: float) -> None:
+        if now - self._expired_at < 1.0:
+            return  # a scan per second is enough: series live for minutes
+        self._expired_at = now
         for key in [k for k, s in self._series.items() if now - s.first_seen > self._window]:
             series = self._series.pop(key)
             if series.count > series.written_count:
@@ -171,8 +179,8 @@ class EventRecorder:
             "count": 1,
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
-            "source": {"component": COMPONENT, "host": self.node_name},
-            "reportingComponent": COMPONENT,
+            "source": {"component": self.component, "host": self.node_name},
+            "reportingComponent": self.component,
             "reportingInstance": self.node_name,
         }
         try:

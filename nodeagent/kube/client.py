@@ -151,6 +151,51 @@ class KubeClient(Protocol):
         ...
 
 
+class ClusterClient(KubeClient, Protocol):
+    """What a cluster-wide component (the live scheduler, the extender) needs beyond the
+    agent's node-local view: nodes and disruption budgets to watch, bindings, pod status,
+    and Leases for leader election. Same contract as :class:`KubeClient`."""
+
+    def list_nodes(self) -> ObjectList:
+        """Every Node (``nodes list``)."""
+        ...
+
+    def watch_nodes(self, *, resource_version: str, timeout_seconds: int = 1800) -> WatchStream:
+        """Changes to Nodes after ``resource_version`` (``nodes watch``), with bookmarks."""
+        ...
+
+    def list_disruption_budgets(self) -> ObjectList:
+        """policy/v1 PodDisruptionBudgets in every namespace."""
+        ...
+
+    def watch_disruption_budgets(
+        self, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> WatchStream: ...
+
+    def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
+        """POST a Binding (``pods/binding create``): the server sets ``spec.nodeName``.
+        An already bound pod raises :class:`nodeagent.errors.Conflict`; never retried
+        after an answer, since a second bind could only fail or double."""
+        ...
+
+    def patch_pod_status(self, namespace: str, name: str, patch: Mapping[str, Any]) -> KubeObject:
+        """Strategic merge patch of ``pods/status`` (conditions merge by ``type``)."""
+        ...
+
+    def get_lease(self, namespace: str, name: str) -> KubeObject:
+        """A coordination.k8s.io/v1 Lease; :class:`nodeagent.errors.NotFound` if none."""
+        ...
+
+    def create_lease(self, namespace: str, lease: Mapping[str, Any]) -> KubeObject:
+        """Create a Lease; :class:`nodeagent.errors.Conflict` if it exists already."""
+        ...
+
+    def replace_lease(self, namespace: str, name: str, lease: Mapping[str, Any]) -> KubeObject:
+        """PUT a Lease whose ``metadata.resourceVersion`` is the precondition: a stale
+        one raises :class:`nodeagent.errors.Conflict` (someone else wrote it)."""
+        ...
+
+
 class ApiCallObserver(Protocol):
     """Where a client reports each request and retry (the metrics layer implements it)."""
 

@@ -25,7 +25,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -42,6 +42,8 @@ KIND_NAMES: Mapping[str, tuple[str, str]] = {
     "nodes": ("v1", "Node"),
     "pods": ("v1", "Pod"),
     "events": ("v1", "Event"),
+    "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget"),
+    "leases": ("coordination.k8s.io/v1", "Lease"),
 }
 
 
@@ -121,17 +123,42 @@ class FakeCluster:
         """Injected answer per pod for the next evictions (e.g. 500), consulted first."""
         self.evictions: list[EvictionRecord] = []
         self.deletions: list[DeletionRecord] = []
+        self.bindings: list[tuple[str, str, str]] = []
+        """Every successful binding, ``(namespace, pod, node)``, in order."""
         self._timers: list[threading.Timer] = []
 
     # --- setup helpers ------------------------------------------------------------------
     def add_pdb(
         self, namespace: str, name: str, *, selector: str, disruptions_allowed: int = 0
     ) -> DisruptionBudget:
+        """A budget that Evictions consult, also stored as a policy/v1 object (so it can
+        be listed and watched); ``selector`` is a label selector string."""
         budget = DisruptionBudget(
             namespace, name, selectors.parse_label_selector(selector), disruptions_allowed
         )
+        operators = {
+            selectors.Operator.IN: "In",
+            selectors.Operator.EQUALS: "In",
+            selectors.Operator.NOT_IN: "NotIn",
+            selectors.Operator.NOT_EQUALS: "NotIn",
+            selectors.Operator.EXISTS: "Exists",
+            selectors.Operator.DOES_NOT_EXIST: "DoesNotExist",
+        }
+        expressions = [
+            {"key": r.key, "operator": operators[r.operator], "values": sorted(r.values)}
+            for r in budget.selector.requirements
+        ]
         with self._lock:
             self.disruption_budgets.append(budget)
+            self.create(
+                "poddisruptionbudgets",
+                {
+                    "metadata": {"name": name, "namespace": namespace},
+                    "spec": {"selector": {"matchExpressions": expressions}},
+                    "status": {"disruptionsAllowed": disruptions_allowed},
+                },
+                namespace,
+            )
         return budget
 
     @property
@@ -289,6 +316,75 @@ class FakeCluster:
             if current is not None and current["metadata"].get("deletionTimestamp"):
                 self._write("pods", (namespace, name), current, None)
 
+    def bind(self, namespace: str, name: str, *, uid: str | None, node_name: str) -> None:
+        """POST pods/NAME/binding: set ``spec.nodeName`` and ``PodScheduled=True``, as the
+        API server does; 409 for a pod already assigned (or being deleted, or a uid that
+        no longer matches), 404 for a missing pod."""
+        with self._lock:
+            pod = self._objects["pods"].get((namespace, name))
+            if pod is None:
+                raise errors.NotFound(f'pods "{name}" not found', status=404)
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            if uid and meta.get("uid") != uid:
+                raise errors.Conflict(
+                    f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {meta.get('uid')}",
+                    status=409,
+                )
+            if spec.get("nodeName"):
+                raise errors.Conflict(
+                    f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is '
+                    f'already assigned to node "{spec["nodeName"]}"',
+                    status=409,
+                )
+            if meta.get("deletionTimestamp"):
+                raise errors.Conflict(
+                    f"pod {name} is being deleted, cannot be assigned to a host", status=409
+                )
+            bound = copy.deepcopy(pod)
+            bound.setdefault("spec", {})["nodeName"] = node_name
+            status = bound.setdefault("status", {})
+            conditions = [
+                c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"
+            ]
+            conditions.append(
+                {
+                    "type": "PodScheduled",
+                    "status": "True",
+                    "lastTransitionTime": client.api_time(self._wall()),
+                }
+            )
+            status["conditions"] = conditions
+            self.bindings.append((namespace, name, node_name))
+            self._write("pods", (namespace, name), pod, bound)
+
+    def replace(
+        self, kind: str, namespace: str, name: str, obj: Mapping[str, Any]
+    ) -> client.KubeObject:
+        """PUT: replace the object; a ``metadata.resourceVersion`` in it must be current
+        (409 otherwise), as kube-apiserver's optimistic concurrency."""
+        with self._lock:
+            current = self._objects[kind].get((namespace, name))
+            if current is None:
+                raise errors.NotFound(f'{kind} "{name}" not found', status=404)
+            new = copy.deepcopy(dict(obj))
+            meta = new.setdefault("metadata", {})
+            requested_rv = meta.get("resourceVersion")
+            if requested_rv not in (None, "", current["metadata"]["resourceVersion"]):
+                raise errors.Conflict(
+                    f'Operation cannot be fulfilled on {kind} "{name}": the object has been '
+                    "modified; please apply your changes to the latest version and try again",
+                    status=409,
+                )
+            for immutable in ("name", "namespace", "uid", "creationTimestamp"):
+                if immutable in current["metadata"]:
+                    meta[immutable] = current["metadata"][immutable]
+            api_version, kind_name = KIND_NAMES[kind]
+            new.setdefault("apiVersion", api_version)
+            new.setdefault("kind", kind_name)
+            self._write(kind, (namespace, name), current, new)
+            return copy.deepcopy(new)
+
     def evict(
         self,
         namespace: str,
@@ -404,7 +500,7 @@ class FakeCluster:
                         f"too old resource version: {position} ({self._compacted_rv})",
                         status=410,
                     )
-                pending = [c for c in self._history if c.resource_version > position]
+                pending = self._changes_after(position)
                 send_bookmark = allow_bookmarks and (
                     self._bookmark_epoch != bookmark_epoch
                     or (
@@ -418,7 +514,7 @@ class FakeCluster:
                     if deadline is not None:
                         wait = min(wait, max(0.0, deadline - time.monotonic()))
                     self._lock.wait(wait)
-                    pending = [c for c in self._history if c.resource_version > position]
+                    pending = self._changes_after(position)
                 current_rv = self._rv
             for change in pending:
                 if change.kind != kind:
@@ -442,6 +538,16 @@ class FakeCluster:
                 )
             if deadline is not None and time.monotonic() >= deadline:
                 return
+
+    def _changes_after(self, position: int) -> Sequence[_Change]:
+        """History entries newer than ``position``; lock held. Versions in the history are
+        consecutive, so this indexes from the end instead of scanning it all (a watch cache
+        answers in time proportional to what is new, however long the history)."""
+        history = self._history
+        if not history:
+            return []
+        start = max(0, position - history[0].resource_version + 1)
+        return [history[i] for i in range(start, len(history))]
 
     def check_watch_version(self, resource_version: str) -> None:
         """Raise :class:`~nodeagent.kube.errors.Gone` (or Invalid) if a watch from
@@ -741,6 +847,68 @@ class FakeKubeClient:
     def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
         self._enter("patch_event", namespace, name, copy.deepcopy(dict(patch)))
         return self.cluster.patch("events", namespace, name, patch)
+
+    # --- ClusterClient -------------------------------------------------------------------
+    def _watch_kind(
+        self, kind: str, method: str, resource_version: str, timeout_seconds: int
+    ) -> client.WatchStream:
+        self._enter(method, resource_version=resource_version, timeout_seconds=timeout_seconds)
+        cluster = self.cluster
+
+        def events(stop: threading.Event) -> Iterator[client.WatchEvent]:
+            return cluster.watch(
+                kind,
+                resource_version=resource_version,
+                timeout_seconds=timeout_seconds,
+                allow_bookmarks=True,
+                stop=stop,
+            )
+
+        return _FakeWatch(events)
+
+    def list_nodes(self) -> client.ObjectList:
+        self._enter("list_nodes")
+        return self.cluster.list("nodes")
+
+    def watch_nodes(
+        self, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> client.WatchStream:
+        return self._watch_kind("nodes", "watch_nodes", resource_version, timeout_seconds)
+
+    def list_disruption_budgets(self) -> client.ObjectList:
+        self._enter("list_disruption_budgets")
+        return self.cluster.list("poddisruptionbudgets")
+
+    def watch_disruption_budgets(
+        self, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> client.WatchStream:
+        return self._watch_kind(
+            "poddisruptionbudgets", "watch_disruption_budgets", resource_version, timeout_seconds
+        )
+
+    def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
+        self._enter("bind_pod", namespace, name, uid=uid, node_name=node_name)
+        self.cluster.bind(namespace, name, uid=uid, node_name=node_name)
+
+    def patch_pod_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> client.KubeObject:
+        self._enter("patch_pod_status", namespace, name, copy.deepcopy(dict(patch)))
+        return self.cluster.patch("pods", namespace, name, patch, subresource="status")
+
+    def get_lease(self, namespace: str, name: str) -> client.KubeObject:
+        self._enter("get_lease", namespace, name)
+        return self.cluster.get("leases", namespace, name)
+
+    def create_lease(self, namespace: str, lease: Mapping[str, Any]) -> client.KubeObject:
+        self._enter("create_lease", namespace, copy.deepcopy(dict(lease)))
+        return self.cluster.create("leases", lease, namespace)
+
+    def replace_lease(
+        self, namespace: str, name: str, lease: Mapping[str, Any]
+    ) -> client.KubeObject:
+        self._enter("replace_lease", namespace, name, copy.deepcopy(dict(lease)))
+        return self.cluster.replace("leases", namespace, name, lease)
 
 
 def eviction_body(

@@ -15,13 +15,14 @@ Every call goes through one path (:meth:`HTTPKubeClient._call`):
 4. retry faults with backoff and jitter (:mod:`nodeagent.kube.retry`), reporting each
    request and retry to an :class:`~nodeagent.kube.client.ApiCallObserver`.
 
-Watches are not retried here: the pod cache owns reconnection, because only it knows
-the resourceVersion to resume from.
+Watches are not retried here: the informer (:mod:`nodeagent.kube.informer`) owns
+reconnection, because only it knows the resourceVersion to resume from.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -99,6 +100,8 @@ class HTTPKubeClient:
     ) -> None:
         self._api = api_client
         self._core = kubernetes.client.CoreV1Api(api_client)
+        self._policy = kubernetes.client.PolicyV1Api(api_client)
+        self._coordination = kubernetes.client.CoordinationV1Api(api_client)
         self._clock = clock or RealClock()
         self._limiter = limiter or ratelimit.TokenBucket(5.0, 10, clock=self._clock)
         self._retry = retry_policy
@@ -116,8 +119,13 @@ class HTTPKubeClient:
         observer: client.ApiCallObserver | None = None,
         clock: Clock | None = None,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        pool_size: int | None = None,
     ) -> HTTPKubeClient:
+        """``pool_size``: connections kept to the API server (one per concurrent caller:
+        the scheduler's binding workers plus its watches)."""
         clock = clock or RealClock()
+        if pool_size is not None:
+            configuration.connection_pool_maxsize = pool_size
         # the library's own urllib3 retries would hide faults from our policy and metrics
         configuration.retries = False
         api_client = kubernetes.client.ApiClient(configuration)
@@ -233,9 +241,36 @@ class HTTPKubeClient:
             ),
         )
 
+    def _list(self, resource: str, what: str, request: Any) -> client.ObjectList:
+        document = self._call("list", resource, what, request)
+        return client.ObjectList(
+            tuple(document.get("items") or ()),
+            str((document.get("metadata") or {}).get("resourceVersion", "")),
+        )
+
+    def _watch(
+        self, resource: str, what: str, lister: Any, resource_version: str, timeout_seconds: int
+    ) -> client.WatchStream:
+        """Open a watch with ``lister`` (a generated ``list_*`` method, selectors bound)."""
+        what = f"{what} from {resource_version}"
+        response = self._send(
+            "watch",
+            resource,
+            what,
+            lambda: lister(
+                watch=True,
+                allow_watch_bookmarks=True,
+                resource_version=resource_version or None,
+                timeout_seconds=timeout_seconds,
+                _preload_content=False,
+                # the server ends the watch; the read timeout only catches a dead peer
+                _request_timeout=(self._timeout[0], timeout_seconds + 30.0),
+            ),
+        )
+        return _HTTPWatch(response, what)
+
     def list_pods(self, *, field_selector: str = "", label_selector: str = "") -> client.ObjectList:
-        document = self._call(
-            "list",
+        return self._list(
             "pods",
             f"list pods {field_selector}".strip(),
             lambda: self._core.list_pod_for_all_namespaces(
@@ -244,10 +279,6 @@ class HTTPKubeClient:
                 _preload_content=False,
                 _request_timeout=self._timeout,
             ),
-        )
-        return client.ObjectList(
-            tuple(document.get("items") or ()),
-            str((document.get("metadata") or {}).get("resourceVersion", "")),
         )
 
     def watch_pods(
@@ -258,24 +289,129 @@ class HTTPKubeClient:
         label_selector: str = "",
         timeout_seconds: int = 1800,
     ) -> client.WatchStream:
-        what = f"watch pods {field_selector} from {resource_version}".strip()
-        response = self._send(
-            "watch",
+        return self._watch(
             "pods",
-            what,
-            lambda: self._core.list_pod_for_all_namespaces(
-                watch=True,
-                allow_watch_bookmarks=True,
-                resource_version=resource_version or None,
+            f"watch pods {field_selector}".strip(),
+            functools.partial(
+                self._core.list_pod_for_all_namespaces,
                 field_selector=field_selector or None,
                 label_selector=label_selector or None,
-                timeout_seconds=timeout_seconds,
-                _preload_content=False,
-                # the server ends the watch; the read timeout only catches a dead peer
-                _request_timeout=(self._timeout[0], timeout_seconds + 30.0),
+            ),
+            resource_version,
+            timeout_seconds,
+        )
+
+    def list_nodes(self) -> client.ObjectList:
+        return self._list(
+            "nodes",
+            "list nodes",
+            lambda: self._core.list_node(_preload_content=False, _request_timeout=self._timeout),
+        )
+
+    def watch_nodes(
+        self, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> client.WatchStream:
+        return self._watch(
+            "nodes", "watch nodes", self._core.list_node, resource_version, timeout_seconds
+        )
+
+    def list_disruption_budgets(self) -> client.ObjectList:
+        return self._list(
+            "poddisruptionbudgets",
+            "list poddisruptionbudgets",
+            lambda: self._policy.list_pod_disruption_budget_for_all_namespaces(
+                _preload_content=False, _request_timeout=self._timeout
             ),
         )
-        return _HTTPWatch(response, what)
+
+    def watch_disruption_budgets(
+        self, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> client.WatchStream:
+        return self._watch(
+            "poddisruptionbudgets",
+            "watch poddisruptionbudgets",
+            self._policy.list_pod_disruption_budget_for_all_namespaces,
+            resource_version,
+            timeout_seconds,
+        )
+
+    def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        # the generated client cannot decode a Binding answer: read it raw (as every call
+        # here does). Only faults with no answer are retried; an answer is final.
+        self._call(
+            "create",
+            "pods/binding",
+            f"bind pod {namespace}/{name} to {node_name}",
+            lambda: self._core.create_namespaced_pod_binding(
+                name,
+                namespace,
+                _model(kubernetes.client.V1Binding, body),
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+    def patch_pod_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> client.KubeObject:
+        return self._call(
+            "patch",
+            "pods/status",
+            f"patch pod {namespace}/{name} status",
+            lambda: self._core.patch_namespaced_pod_status(
+                name,
+                namespace,
+                dict(patch),
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+    def get_lease(self, namespace: str, name: str) -> client.KubeObject:
+        return self._call(
+            "get",
+            "leases",
+            f"get lease {namespace}/{name}",
+            lambda: self._coordination.read_namespaced_lease(
+                name, namespace, _preload_content=False, _request_timeout=self._timeout
+            ),
+        )
+
+    def create_lease(self, namespace: str, lease: Mapping[str, Any]) -> client.KubeObject:
+        return self._call(
+            "create",
+            "leases",
+            f"create lease in {namespace}",
+            lambda: self._coordination.create_namespaced_lease(
+                namespace,
+                _model(kubernetes.client.V1Lease, lease),
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+    def replace_lease(
+        self, namespace: str, name: str, lease: Mapping[str, Any]
+    ) -> client.KubeObject:
+        return self._call(
+            "update",
+            "leases",
+            f"update lease {namespace}/{name}",
+            lambda: self._coordination.replace_namespaced_lease(
+                name,
+                namespace,
+                _model(kubernetes.client.V1Lease, lease),
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
 
     def evict_pod(
         self,
@@ -430,8 +566,14 @@ def _delete_options(
     return kubernetes.client.V1DeleteOptions(**options) if options else None
 
 
-def _event_model(event: Mapping[str, Any]) -> kubernetes.client.CoreV1Event:
-    model = kubernetes.client.CoreV1Event.from_dict(dict(event))
+def _model(model_type: Any, document: Mapping[str, Any]) -> Any:
+    """The generated model the typed client wants as a request body."""
+    model = model_type.from_dict(dict(document))
     if model is None:
-        raise kube_errors.Invalid("an event must be a JSON object", status=400)
+        raise kube_errors.Invalid(f"a {model_type.__name__} must be a JSON object", status=400)
+    return model
+
+
+def _event_model(event: Mapping[str, Any]) -> kubernetes.client.CoreV1Event:
+    model: kubernetes.client.CoreV1Event = _model(kubernetes.client.CoreV1Event, event)
     return model

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from nodeagent.clock import Clock
 
@@ -28,6 +29,15 @@ class ProbeResult:
     ok: bool
     detail: str
     """One line for a human (the probe's response body)."""
+
+
+class Probes(Protocol):
+    """What ``/healthz`` and ``/readyz`` ask: the agent's :class:`Health`, the
+    scheduler's own answers."""
+
+    def liveness(self) -> ProbeResult: ...
+
+    def readiness(self) -> ProbeResult: ...
 
 
 class Health:

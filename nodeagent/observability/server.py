@@ -1,4 +1,5 @@
-"""One small HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``.
+"""One small HTTP server for ``/metrics``, ``/healthz`` and ``/readyz`` (and, for a
+component that serves an API of its own, such as the scheduler extender, its routes).
 
 A WSGI app on the standard library's threading server, in a daemon thread: scrapes and
 probes never wait for the evaluation loop, and the loop never waits for them. The
@@ -9,18 +10,24 @@ come from the library.
 Endpoints:
 
 =============  ==============================================================
-``/metrics``   every metric of :class:`~nodeagent.observability.metrics.AgentMetrics`
+``/metrics``   every metric of the registry (the agent's, or the scheduler's)
 ``/healthz``   200 while the loop turns, 503 when it stalled (liveness probe)
-``/readyz``    200 once the agent evaluates and reaches the API (readiness probe)
+``/readyz``    200 once the process does its job (readiness probe)
 =============  ==============================================================
+
+Options for components beyond the agent: ``routes`` (path -> WSGI app, checked before
+the endpoints above), ``ssl_context`` (HTTPS; the handshake runs in the connection's
+own thread, under the same read timeout, so a silent client cannot stall the others)
+and ``address_field`` (what a bind failure names).
 """
 
 from __future__ import annotations
 
 import socket
 import socketserver
+import ssl
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any
 from wsgiref import simple_server
@@ -28,7 +35,7 @@ from wsgiref import simple_server
 import prometheus_client
 
 from nodeagent.errors import ConfigError
-from nodeagent.observability.health import Health, ProbeResult
+from nodeagent.observability.health import ProbeResult, Probes
 from nodeagent.observability.settings import ListenAddress
 
 StartResponse = Callable[..., Any]
@@ -48,12 +55,21 @@ def _probe(start_response: StartResponse, result: ProbeResult) -> list[bytes]:
     return _respond(start_response, status, ("ok: " if result.ok else "failed: ") + result.detail)
 
 
-def make_app(registry: prometheus_client.CollectorRegistry, health: Health) -> WSGIApp:
+def make_app(
+    registry: prometheus_client.CollectorRegistry,
+    health: Probes,
+    routes: Mapping[str, WSGIApp] | None = None,
+) -> WSGIApp:
     """The WSGI application behind the server (usable without sockets in tests)."""
     metrics_app = prometheus_client.make_wsgi_app(registry)
+    extra = dict(routes or {})
+    listing = " ".join(["/metrics /healthz /readyz", *extra])
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
+        route = extra.get(path)
+        if route is not None:
+            return route(environ, start_response)
         if path == "/metrics":
             result: Iterable[bytes] = metrics_app(environ, start_response)
             return result
@@ -62,7 +78,7 @@ def make_app(registry: prometheus_client.CollectorRegistry, health: Health) -> W
         if path == "/readyz":
             return _probe(start_response, health.readiness())
         if path == "/":
-            return _respond(start_response, "200 OK", "nodeagent: /metrics /healthz /readyz")
+            return _respond(start_response, "200 OK", f"nodeagent: {listing}")
         return _respond(start_response, "404 Not Found", f"no such endpoint: {path}")
 
     return app
@@ -78,6 +94,17 @@ class _QuietHandler(simple_server.WSGIRequestHandler):
 
 class _ThreadingWSGIServer(socketserver.ThreadingMixIn, simple_server.WSGIServer):
     daemon_threads = True
+    ssl_context: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        connection, address = super().get_request()
+        if self.ssl_context is not None:
+            # No handshake here, in the accepting thread: it happens on the first read,
+            # in the connection's thread, under the handler's timeout.
+            connection = self.ssl_context.wrap_socket(
+                connection, server_side=True, do_handshake_on_connect=False
+            )
+        return connection, address
 
     def server_bind(self) -> None:
         # HTTPServer.server_bind resolves its own name with socket.getfqdn(), a reverse
@@ -109,10 +136,15 @@ class ObservabilityServer:
         address: ListenAddress,
         *,
         registry: prometheus_client.CollectorRegistry,
-        health: Health,
+        health: Probes,
+        routes: Mapping[str, WSGIApp] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        address_field: str = "metricsAddress",
     ) -> None:
         self._address = address
-        self._app = make_app(registry, health)
+        self._app = make_app(registry, health, routes)
+        self._ssl_context = ssl_context
+        self._address_field = address_field
         self._server: _ThreadingWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -127,10 +159,11 @@ class ObservabilityServer:
             )
         except OSError as exc:
             raise ConfigError(
-                f"config field 'metricsAddress' (value {str(self._address)!r}): cannot listen: "
-                f"{exc.strerror or exc}",
-                field="metricsAddress",
+                f"config field {self._address_field!r} (value {str(self._address)!r}): cannot"
+                f" listen: {exc.strerror or exc}",
+                field=self._address_field,
             ) from exc
+        server.ssl_context = self._ssl_context
         server.set_app(self._app)
         self._server = server
         self._thread = threading.Thread(
@@ -150,13 +183,14 @@ class ObservabilityServer:
 
     @property
     def url(self) -> str:
-        """``http://HOST:PORT`` of the server, with a loopback host for a wildcard."""
+        """``http(s)://HOST:PORT`` of the server, with a loopback host for a wildcard."""
         host = self._address.host
         if host in ("0.0.0.0", ""):
             host = "127.0.0.1"
         elif host == "::":
             host = "::1"
-        return f"http://{ListenAddress(host, self.port)}"
+        scheme = "https" if self._ssl_context is not None else "http"
+        return f"{scheme}://{ListenAddress(host, self.port)}"
 
     def stop(self) -> None:
         """Stop serving and release the port; idempotent."""

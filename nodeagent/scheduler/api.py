@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from nodeagent import model
 
@@ -428,6 +429,8 @@ class Pod:
     terminating on behalf of a higher-priority pod)."""
     controller: tuple[str, str] | None = None
     """Kind and name of the ``ownerReferences`` entry with ``controller: true``."""
+    raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The Pod object as read (what extenders are sent); ``None`` for pods built in code."""
 
     @property
     def key(self) -> str:
@@ -454,6 +457,8 @@ class Node:
     images: tuple[NodeImage, ...] = ()
     conditions: Mapping[str, str] = field(default_factory=dict)
     """Condition type to status (``"True"``, ``"False"``, ``"Unknown"``)."""
+    raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """The Node object as read (what extenders are sent); ``None`` for nodes built in code."""
 
 
 def is_extended_resource(name: str) -> bool:

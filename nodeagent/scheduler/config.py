@@ -32,6 +32,7 @@ from pydantic.alias_generators import to_camel
 
 from nodeagent.errors import ConfigError
 from nodeagent.scheduler import api
+from nodeagent.scheduler.extenders import settings as extender_settings
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -132,7 +133,7 @@ class ConfigurationDocument(ConfigModel):
     kind: str = KIND
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)
     profiles: tuple[ProfileDocument, ...] | None = None
-    extenders: tuple[dict[str, Any], ...] = ()
+    extenders: tuple[extender_settings.ExtenderConfig, ...] = ()
     parallelism: int = Field(default=16, gt=0)
     pod_initial_backoff_seconds: int = Field(default=1, gt=0)
     pod_max_backoff_seconds: int = Field(default=10, gt=0)
@@ -270,6 +271,8 @@ class SchedulerConfiguration:
     profiles: tuple[Profile, ...]
     percentage_of_nodes_to_score: int = 0
     """Global setting; 0 means adaptive (reference §4)."""
+    extenders: tuple[extender_settings.ExtenderConfig, ...] = ()
+    """HTTP extenders, called in this order (:mod:`nodeagent.scheduler.extenders`)."""
 
 
 def merge_plugin_set(defaults: PluginSet, custom: PluginSet) -> PluginSet:
@@ -347,12 +350,7 @@ def parse_configuration(
         )
     if doc.kind != KIND:
         raise ConfigError(f"{source}: kind {doc.kind!r}: expected {KIND}", field="kind")
-    if doc.extenders:
-        raise ConfigError(
-            f"{source}: extenders are not supported by the nodeagent scheduler yet; remove"
-            " the extenders field",
-            field="extenders",
-        )
+    extender_settings.validate_extenders(doc.extenders, source)
     documents = doc.profiles or (ProfileDocument(),)
     profiles = []
     seen: set[str] = set()
@@ -382,6 +380,7 @@ def parse_configuration(
             args[entry.name] = _validate_args(
                 entry.name, entry.args, registry, source=source, where=f"{entry_where}.args"
             )
+        _ignore_extender_resources(args, doc.extenders, registry, source, where)
         profiles.append(
             Profile(
                 index=index,
@@ -391,13 +390,40 @@ def parse_configuration(
                 plugin_args=args,
             )
         )
-    return SchedulerConfiguration(tuple(profiles), doc.percentage_of_nodes_to_score or 0)
+    return SchedulerConfiguration(
+        tuple(profiles), doc.percentage_of_nodes_to_score or 0, doc.extenders
+    )
 
 
-def load_configuration(path: Path | None, registry: Registry) -> SchedulerConfiguration:
-    """Read a configuration file (``None``: kube-scheduler's defaults)."""
-    if path is None:
-        return parse_configuration(None, registry)
+FIT_PLUGIN = "NodeResourcesFit"
+
+
+def _ignore_extender_resources(
+    args: dict[str, Any],
+    extenders: tuple[extender_settings.ExtenderConfig, ...],
+    registry: Registry,
+    source: str,
+    where: str,
+) -> None:
+    """kube-scheduler adds the extenders' ``ignoredByScheduler`` resources to every
+    profile's NodeResourcesFit ``ignoredResources``: the extender judges them."""
+    ignored = extender_settings.ignored_resources(extenders)
+    spec = registry.get(FIT_PLUGIN)
+    if not ignored or spec is None or spec.args is None:
+        return
+    current: BaseModel = args.get(FIT_PLUGIN) or spec.args()
+    body = current.model_dump(by_alias=True)
+    args[FIT_PLUGIN] = _validate_args(
+        FIT_PLUGIN,
+        {**body, "ignoredResources": [*body.get("ignoredResources", ()), *ignored]},
+        registry,
+        source=source,
+        where=f"{where}.pluginConfig[{FIT_PLUGIN}].args",
+    )
+
+
+def read_document(path: Path) -> Mapping[str, Any] | None:
+    """The decoded configuration file (None when empty); errors name the file."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -408,4 +434,11 @@ def load_configuration(path: Path | None, registry: Registry) -> SchedulerConfig
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if document is not None and not isinstance(document, Mapping):
         raise ConfigError(f"{path}: expected a KubeSchedulerConfiguration mapping")
-    return parse_configuration(document, registry, str(path))
+    return document
+
+
+def load_configuration(path: Path | None, registry: Registry) -> SchedulerConfiguration:
+    """Read a configuration file (``None``: kube-scheduler's defaults)."""
+    if path is None:
+        return parse_configuration(None, registry)
+    return parse_configuration(read_document(path), registry, str(path))

@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from nodeagent.errors import ConfigError
 from nodeagent.scheduler import api, config
+from nodeagent.scheduler.extenders.chain import Extenders
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
 T = TypeVar("T")
@@ -187,6 +188,9 @@ class Handle:
     nominator: Nominator = field(default_factory=Nominator)
     rng: random.Random = field(default_factory=random.Random)
     """Randomness plugins may use (preemption's starting offset); seeded by the planner."""
+    extenders: Extenders | None = None
+    """The configuration's HTTP extenders (``None``: none configured); the scheduling
+    cycle calls them, see :mod:`nodeagent.scheduler.extenders.chain`."""
 
 
 @runtime_checkable
@@ -661,6 +665,12 @@ class Framework:
         return api.SUCCESS
 
     def run_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
+        """The bind step: an interested binder extender first (kube-scheduler's
+        ``extendersBinding``), else the Bind plugins until one does not Skip."""
+        if self.handle.extenders is not None:
+            bound = self.handle.extenders.bind(pod, node_name)
+            if bound is not None:
+                return bound
         for plugin in self.bind:
             status = plugin.bind(state, pod, node_name)
             if status.is_skip:
@@ -678,8 +688,11 @@ def build_frameworks(
     registry: Registry,
     handle: Handle | None = None,
 ) -> dict[str, Framework]:
-    """One framework per profile, keyed by scheduler name; all must sort the queue alike."""
+    """One framework per profile, keyed by scheduler name; all must sort the queue alike.
+    The configuration's extenders are shared by every profile, as in kube-scheduler."""
     shared = handle or Handle()
+    if configuration.extenders and shared.extenders is None:
+        shared.extenders = Extenders(configuration.extenders)
     frameworks = {
         profile.scheduler_name: Framework(profile, registry, shared)
         for profile in configuration.profiles

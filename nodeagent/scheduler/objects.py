@@ -496,6 +496,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         else _timestamp(start_time, where / "status" / "startTime"),
         preempted=_preempted(status, where / "status" / "conditions"),
         controller=_controller(meta, where / "metadata" / "ownerReferences"),
+        raw=obj,
     )
 
 
@@ -538,6 +539,7 @@ def parse_node(obj: Mapping[str, Any]) -> api.Node:
         allocatable=parse_resource_list(allocatable_raw, where / "status" / "allocatable"),
         images=tuple(images),
         conditions=conditions,
+        raw=obj,
     )
 
 

@@ -55,12 +55,22 @@ class PluginScore:
 
 
 @dataclass(frozen=True, slots=True)
+class ExtenderScore:
+    score: int
+    """The extender's 0..10 answer."""
+    weighted: int
+    """``score x weight x MaxNodeScore / 10``, added to the node's total."""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeVerdict:
     evaluated: bool
     feasible: bool
     score: int | None = None
     plugins: Mapping[str, PluginScore] = field(default_factory=dict)
     reasons: tuple[str, ...] = ()
+    extenders: Mapping[str, ExtenderScore] = field(default_factory=dict)
+    """Prioritize extenders' scores, by ``urlPrefix``."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"evaluated": self.evaluated, "feasible": self.feasible}
@@ -69,6 +79,11 @@ class NodeVerdict:
             out["plugins"] = {
                 name: {"score": s.score, "normalized": s.normalized, "weighted": s.weighted}
                 for name, s in self.plugins.items()
+            }
+        if self.extenders:
+            out["extenders"] = {
+                name: {"score": e.score, "weighted": e.weighted}
+                for name, e in self.extenders.items()
             }
         if self.reasons:
             out["reasons"] = list(self.reasons)
@@ -128,6 +143,10 @@ def explain(result: scheduling.CycleResult) -> dict[str, NodeVerdict]:
     if result.scored is not None:
         scored = {node: i for i, node in enumerate(result.scored.tolist())}
     feasible = set() if result.outcome is None else set(result.outcome.feasible.tolist())
+    dropped: Mapping[int, str] = {}
+    if result.extender_verdicts is not None:
+        dropped = result.extender_verdicts.dropped
+        feasible = set(result.extender_verdicts.feasible.tolist())
     rejected = {
         node: NodeVerdict(True, False, reasons=status.reasons)
         for node, status in result.rejection_statuses().items()
@@ -146,13 +165,22 @@ def explain(result: scheduling.CycleResult) -> dict[str, NodeVerdict]:
             verdicts[name] = found
         elif candidates is not None and index not in candidates:
             verdicts[name] = left_out
+        elif index in dropped:
+            reason = f"extender {dropped[index]} did not keep the node (no reason given)"
+            verdicts[name] = NodeVerdict(True, False, reasons=(reason,))
         elif index in scored and result.scores is not None:
             i = scored[index]
             plugins = {
                 s.plugin: PluginScore(int(s.raw[i]), int(s.normalized[i]), int(s.weighted[i]))
                 for s in result.scores.plugins
             }
-            verdicts[name] = NodeVerdict(True, True, int(result.scores.totals[i]), plugins)
+            extenders = {
+                e.extender: ExtenderScore(int(e.scores[i]), int(e.weighted[i]))
+                for e in result.extender_scores
+                if e.returned[i]
+            }
+            total = int(result.scores.totals[i])
+            verdicts[name] = NodeVerdict(True, True, total, plugins, extenders=extenders)
         elif index in feasible:
             verdicts[name] = NodeVerdict(True, True)
         else:
@@ -333,7 +361,9 @@ def table_rows(placement: Placement, widths: TableWidths) -> Iterator[str]:
         if verdict.feasible:
             line = "feasible"
             if verdict.score is not None:
-                parts = " ".join(f"{p}={s.weighted}" for p, s in verdict.plugins.items())
+                weighted = [(p, s.weighted) for p, s in verdict.plugins.items()]
+                weighted += [(e, s.weighted) for e, s in verdict.extenders.items()]
+                parts = " ".join(f"{p}={w}" for p, w in weighted)
                 line = f"score={verdict.score}  {parts}"
         elif verdict.reasons:
             line = "rejected: " + "; ".join(verdict.reasons)

@@ -34,6 +34,8 @@ import numpy as np
 import numpy.typing as npt
 
 from nodeagent.scheduler import api
+from nodeagent.scheduler.extenders import preempting
+from nodeagent.scheduler.extenders.client import ExtenderError
 from nodeagent.scheduler.framework import (
     CycleState,
     Diagnosis,
@@ -421,6 +423,13 @@ def preempt(
                 done = True
                 break
     candidates = {**non_violating, **violating}
+    if fw.handle.extenders is not None and candidates:
+        try:  # extenders with a preemptVerb may trim the candidates and their victims
+            candidates = preempting.process_preemption(
+                fw.handle.extenders, pod, snapshot, candidates
+            )
+        except ExtenderError as exc:
+            return None, api.error(str(exc))
     chosen = pick_one_node(candidates, now)
     if chosen is None:
         return PostFilterResult(), _no_candidates(snapshot, dry_run.failures)

@@ -25,6 +25,7 @@ per-node form.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections import Counter
@@ -35,6 +36,8 @@ import numpy as np
 import numpy.typing as npt
 
 from nodeagent.scheduler import api
+from nodeagent.scheduler.extenders.chain import Extenders, ExtenderScores, FilterVerdicts
+from nodeagent.scheduler.extenders.client import ExtenderError
 from nodeagent.scheduler.framework import (
     BulkStatusFilter,
     CycleState,
@@ -177,6 +180,10 @@ class CycleResult:
     outcome: FilterOutcome | None = None
     scored: NodeIndices | None = None
     scores: ScoreOutcome | None = None
+    """The plugins' scores; ``totals`` include the extenders' weighted scores."""
+    extender_verdicts: FilterVerdicts | None = None
+    """What the filter extenders did to the plugins' feasible nodes."""
+    extender_scores: tuple[ExtenderScores, ...] = ()
     _rejected: dict[int, int] | None = None
     _candidate_set: frozenset[int] | None = None
 
@@ -193,6 +200,8 @@ class CycleResult:
         """Why node ``node`` was rejected (``None`` if it was not, or not evaluated)."""
         if not self.prefilter_status.is_success:
             return self.prefilter_status
+        if self.extender_verdicts is not None and node in self.extender_verdicts.statuses:
+            return self.extender_verdicts.statuses[node]
         position = self.rejected_by_node().get(node)
         if position is not None:
             plugin = self.filters[position]
@@ -224,6 +233,9 @@ class CycleResult:
             for node in nodes:
                 status = plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
                 helps[node] = status.code is api.Code.UNSCHEDULABLE
+        if self.extender_verdicts is not None:  # FailedNodes, not the unresolvable ones
+            for node, status in self.extender_verdicts.statuses.items():
+                helps[node] = status.code is api.Code.UNSCHEDULABLE
         return helps
 
     def _rejections(self) -> Iterator[tuple[NodeIndices, list[api.Status], NodeIndices]]:
@@ -253,6 +265,8 @@ class CycleResult:
         statuses: dict[int, api.Status] = {}
         for nodes, distinct, which in self._rejections():
             statuses.update(zip(nodes.tolist(), (distinct[i] for i in which.tolist()), strict=True))
+        if self.extender_verdicts is not None:
+            statuses.update(self.extender_verdicts.statuses)
         return statuses
 
     def fit_error_message(self) -> str:
@@ -268,6 +282,10 @@ class CycleResult:
             for status, count in zip(distinct, counts, strict=True):
                 for reason in status.reasons:
                     reasons[reason] += int(count)
+        if self.extender_verdicts is not None:  # nodes the filter extenders failed
+            for status in self.extender_verdicts.statuses.values():
+                rejected += 1
+                reasons.update(status.reasons)
         if self.absent_status is not None and rejected < self.snapshot.size:
             for reason in self.absent_status.reasons:
                 reasons[reason] += self.snapshot.size - rejected
@@ -287,6 +305,10 @@ class Scheduler:
         rng: random.Random | None = None,
     ) -> None:
         self.frameworks = frameworks
+        # The configuration's extenders, shared by every profile through the handle
+        # (``build_frameworks`` makes them); binding consults them in ``run_bind``.
+        handles = [fw.handle for fw in frameworks.values()]
+        self.extenders: Extenders | None = handles[0].extenders if handles else None
         self.snapshot = snapshot
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.rng = rng or random.Random()
@@ -355,7 +377,25 @@ class Scheduler:
             if feasible.size == 0:
                 result.status = api.unschedulable(result.fit_error_message())
                 return result
+        if feasible.size and self.extenders is not None:
+            try:
+                feasible = self._extenders_keep(result, feasible)
+            except ExtenderError as exc:
+                result.status = api.error(str(exc))
+                return result
+            if feasible.size == 0:
+                result.status = api.unschedulable(result.fit_error_message())
+                return result
         return self._score(fw, pod, result, feasible)
+
+    def _extenders_keep(self, result: CycleResult, feasible: NodeIndices) -> NodeIndices:
+        """The filter extenders' verdicts on the plugins' ``feasible`` nodes (recorded
+        in ``result``); raises :class:`ExtenderError` for a failing, non-ignorable one."""
+        if self.extenders is None:
+            return feasible
+        verdicts = self.extenders.filter(result.pod, self.snapshot, feasible)
+        result.extender_verdicts = verdicts
+        return verdicts.feasible
 
     def _without_nominated(
         self, fw: Framework, pod: api.Pod, feasible: NodeIndices, holders: set[int]
@@ -410,15 +450,25 @@ class Scheduler:
         if nominated >= 0:
             single = np.array([nominated], dtype=np.intp)
             passed = find_feasible(result.filters, state, pod, snapshot, single, start=0, wanted=1)
-            if passed.feasible.size:
+            kept = passed.feasible
+            if kept.size:
+                try:
+                    kept = self._extenders_keep(result, kept)
+                except ExtenderError:  # kube-scheduler logs it and filters every node
+                    kept = kept[:0]
+            if kept.size:
                 result.node = snapshot.names[nominated]
                 result.outcome = passed
                 return None
+            result.extender_verdicts = None
 
         wanted = num_feasible_nodes_to_find(
             fw.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score, len(candidates)
         )
-        if not fw.has_score_plugins():
+        extenders = self.extenders
+        if not fw.has_score_plugins() and not (
+            extenders and (extenders.has_filters or extenders.has_prioritizers)
+        ):
             wanted = 1
         if len(candidates) == 0:
             outcome = FilterOutcome(candidates, candidates, candidates, 0)
@@ -447,7 +497,9 @@ class Scheduler:
         if feasible.size == 1:
             result.node = snapshot.names[int(feasible[0])]
             return result
-        if not fw.has_score_plugins():
+        extenders = self.extenders
+        prioritizers = extenders is not None and extenders.has_prioritizers
+        if not fw.has_score_plugins() and not prioritizers:
             ones = np.ones(len(feasible), dtype=np.int64)
             result.node = snapshot.names[int(feasible[select_host(ones, self.rng)])]
             return result
@@ -461,5 +513,9 @@ class Scheduler:
         if not scores.status.is_success:
             result.status = scores.status
             return result
+        if prioritizers and extenders is not None:
+            result.extender_scores = extenders.prioritize(pod, snapshot, feasible)
+            totals = scores.totals + sum(e.weighted for e in result.extender_scores)
+            scores = result.scores = dataclasses.replace(scores, totals=totals)
         result.node = snapshot.names[int(feasible[select_host(scores.totals, self.rng)])]
         return result

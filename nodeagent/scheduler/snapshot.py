@@ -93,6 +93,24 @@ class LabelColumns:
             self._columns[key] = LabelColumn(codes, tuple(code_of), code_of)
         self._absent = np.full(self._size, -1, dtype=np.int32)
 
+    def set_node(self, index: int, labels: Mapping[str, str]) -> None:
+        """Replace node ``index``'s labels (the live scheduler's node update)."""
+        for key in set(self._columns) - set(labels):
+            self._columns[key].codes[index] = -1
+        for key, value in labels.items():
+            column = self._columns.get(key)
+            if column is None:
+                codes = np.full(self._size, -1, dtype=np.int32)
+                column = self._columns[key] = LabelColumn(codes, (), {})
+            code = column.code_of.get(value)
+            if code is None:
+                code_of = dict(column.code_of)
+                code = code_of[value] = len(code_of)
+                column = self._columns[key] = LabelColumn(
+                    column.codes, (*column.values, value), code_of
+                )
+            column.codes[index] = code
+
     def column(self, key: str) -> LabelColumn:
         found = self._columns.get(key)
         return found if found is not None else LabelColumn(self._absent, (), {})
@@ -308,6 +326,8 @@ class ClusterSnapshot:
         self._free_slots: list[int] = []
         self.affinity_terms = AffinityTerms()
 
+        self.static_generation = 0
+        """Bumped by :meth:`update_node`: caches of static node data key on it."""
         self.labels = LabelColumns([node.labels for node in self.nodes])
         self.unschedulable: Mask = np.array([n.unschedulable for n in self.nodes], dtype=bool)
         taint_set_of: dict[tuple[api.Taint, ...], int] = {}
@@ -316,7 +336,46 @@ class ClusterSnapshot:
             dtype=np.intp,
         )
         self.taint_sets: tuple[tuple[api.Taint, ...], ...] = tuple(taint_set_of)
+        self._taint_set_of = taint_set_of
 
+        self.images: dict[str, ImageState] = {}
+        self._index_images()
+
+        for pod in pods:
+            if pod.node_name in self.index:
+                self.add_pod(pod, self.index[pod.node_name])
+
+    def update_node(self, index: int, node: api.Node) -> None:
+        """Replace node ``index``'s static data (labels, taints, allocatable, images,
+        conditions, annotations) in place, keeping its pods: what a live scheduler does
+        when a watched Node changes, instead of rebuilding every column. The node's
+        name must stay the same."""
+        old = self.nodes[index]
+        if old.name != node.name:
+            raise ValueError(f"update_node: node {index} is {old.name}, not {node.name}")
+        nodes = list(self.nodes)
+        nodes[index] = node
+        self.nodes = tuple(nodes)
+        if node.labels != old.labels:
+            self.labels.set_node(index, node.labels)
+        if node.taints != old.taints:
+            taint_set = self._taint_set_of.get(node.taints)
+            if taint_set is None:
+                taint_set = self._taint_set_of[node.taints] = len(self._taint_set_of)
+                self.taint_sets = (*self.taint_sets, node.taints)
+            self.taint_set[index] = taint_set
+        self.unschedulable[index] = node.unschedulable
+        if node.allocatable != old.allocatable:
+            self.allocatable[:, index] = 0
+            for name, amount in node.allocatable.items():
+                if name != api.PODS:
+                    self.allocatable[self._ensure_row(name), index] = amount
+            self.allowed_pods[index] = node.allocatable.get(api.PODS, 0)
+        if node.images != old.images:
+            self._index_images()
+        self.static_generation += 1
+
+    def _index_images(self) -> None:
         holders: dict[str, list[int]] = {}
         sizes: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
@@ -326,14 +385,10 @@ class ClusterSnapshot:
                     node_list = holders.setdefault(name, [])
                     if not node_list or node_list[-1] != i:
                         node_list.append(i)
-        self.images: dict[str, ImageState] = {
+        self.images = {
             name: ImageState(sizes[name], np.array(held, dtype=np.intp))
             for name, held in holders.items()
         }
-
-        for pod in pods:
-            if pod.node_name in self.index:
-                self.add_pod(pod, self.index[pod.node_name])
 
     def resource_row(self, name: str) -> int | None:
         return self.row.get(name)

@@ -18,8 +18,10 @@ DASHBOARD = MONITORING / "nodeagent-dashboard.json"
 CONTAINERFILE = REPO / "Containerfile"
 
 KUSTOMIZE_FILES = {"kustomization.yaml"}
-CONFIG_FILES = {"config.yaml"}
-"""Not Kubernetes objects: kustomize's own files and the agent's configuration."""
+CONFIG_FILES = {"config.yaml", "kube-scheduler-config.yaml"}
+"""Not Kubernetes objects: kustomize's own files, the agent's configuration and the
+extender's entry for kube-scheduler's configuration."""
+EXTENDER = MANIFESTS / "extender"
 
 
 def documents(path: Path) -> list[dict[str, Any]]:

@@ -381,7 +381,7 @@ def test_rolling_update_never_runs_two_agents_on_a_node() -> None:
 
 
 def test_namespace_admits_the_agent() -> None:
-    namespace = files.one("Namespace")
+    namespace = files.one("Namespace", "nodeagent-system")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     quota = files.one("ResourceQuota")
     [expression] = quota["spec"]["scopeSelector"]["matchExpressions"]

@@ -5,7 +5,7 @@ semantics) on ``127.0.0.1:<random port>`` from a daemon thread, so tests drive t
 real HTTP client end to end: URL building, content types, query parameters, error
 bodies, watch streaming, retries and timeouts.
 
-Routes (core/v1 and policy/v1 only, what the agent calls):
+Routes (what the agent and the live scheduler call):
 
     GET    /api/v1/nodes[/NAME]                      (?watch=true streams)
     POST   /api/v1/nodes
@@ -15,6 +15,13 @@ Routes (core/v1 and policy/v1 only, what the agent calls):
     POST   /api/v1/namespaces/NS/pods
     DELETE /api/v1/namespaces/NS/pods/NAME           DeleteOptions body or query
     POST   /api/v1/namespaces/NS/pods/NAME/eviction  policy/v1 Eviction
+    POST   /api/v1/namespaces/NS/pods/NAME/binding   v1 Binding (sets spec.nodeName and
+                                                     PodScheduled=True; 409 if bound)
+    PATCH  /api/v1/namespaces/NS/pods/NAME/status
+    GET    /apis/policy/v1/poddisruptionbudgets      (?watch=true streams)
+    GET    /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]
+    POST   /apis/coordination.k8s.io/v1/namespaces/NS/leases
+    PUT    /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME  (resourceVersion: 409)
     GET    /api/v1/events, /api/v1/namespaces/NS/events
     POST   /api/v1/namespaces/NS/events
     PATCH  /api/v1/namespaces/NS/events/NAME
@@ -92,7 +99,13 @@ class _FaultState:
 _NODE = re.compile(r"^/api/v1/nodes(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$")
 _PODS = re.compile(
     r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/pods"
-    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>eviction|status))?)?$"
+    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>eviction|status|binding))?)?$"
+)
+_PDBS = re.compile(
+    r"^/apis/policy/v1(?:/namespaces/(?P<ns>[^/]+))?/poddisruptionbudgets(?:/(?P<name>[^/]+))?$"
+)
+_LEASES = re.compile(
+    r"^/apis/coordination\.k8s\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/leases(?:/(?P<name>[^/]+))?$"
 )
 _EVENTS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/events(?:/(?P<name>[^/]+))?$")
 
@@ -360,6 +373,8 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _Reply(201, cluster.create("pods", _object_body(request), ns))
             elif request.method == "POST" and sub == "eviction" and ns:
                 self._evict(request, ns, name)
+            elif request.method == "POST" and sub == "binding" and ns:
+                self._bind(request, ns, name)
             elif request.method == "DELETE" and name and ns and not sub:
                 raise _Reply(200, self._delete(request, ns, name))
             elif request.method == "PATCH" and name and ns:
@@ -377,6 +392,28 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _Reply(201, cluster.create("events", _object_body(request), ns))
             elif request.method == "PATCH" and ns and name:
                 raise _Reply(200, self._patch(request, "events", ns, name, ""))
+            else:
+                raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
+            return
+        if match := _PDBS.match(request.path):
+            ns, name = match.group("ns"), match.group("name")
+            if request.method == "GET" and name is None:
+                self._list_or_watch(request, "poddisruptionbudgets", ns, "PodDisruptionBudgetList")
+            elif request.method == "GET" and ns:
+                raise _Reply(200, cluster.get("poddisruptionbudgets", ns, name))
+            else:
+                raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
+            return
+        if match := _LEASES.match(request.path):
+            ns, name = match.group("ns"), match.group("name")
+            if request.method == "GET" and name is None:
+                self._list_or_watch(request, "leases", ns, "LeaseList")
+            elif request.method == "GET" and ns:
+                raise _Reply(200, cluster.get("leases", ns, name))
+            elif request.method == "POST" and ns and name is None:
+                raise _Reply(201, cluster.create("leases", _object_body(request), ns))
+            elif request.method == "PUT" and ns and name:
+                raise _Reply(200, cluster.replace("leases", ns, name, _object_body(request)))
             else:
                 raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
             return
@@ -422,6 +459,19 @@ class _Handler(BaseHTTPRequestHandler):
         if (body.get("metadata") or {}).get("name", name) != name:
             raise _Reply(400, _status(400, "BadRequest", "name in URL and body differ"))
         self.api.cluster.evict(ns, name, body, dry_run=request.param("dryRun") == "All")
+        raise _Reply(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+
+    def _bind(self, request: Request, ns: str, name: str) -> None:
+        body = request.body if isinstance(request.body, dict) else {}
+        if body.get("kind", "Binding") != "Binding":
+            raise _Reply(400, _status(400, "BadRequest", "expected a Binding body"))
+        meta = body.get("metadata") or {}
+        if meta.get("name", name) != name:
+            raise _Reply(400, _status(400, "BadRequest", "name in URL and body differ"))
+        node = (body.get("target") or {}).get("name")
+        if not node:
+            raise _Reply(422, _status(422, "Invalid", "target.name: Required value"))
+        self.api.cluster.bind(ns, name, uid=meta.get("uid") or None, node_name=node)
         raise _Reply(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
 
     def _list_or_watch(self, request: Request, kind: str, ns: str | None, list_kind: str) -> None:

@@ -93,7 +93,6 @@ def test_resumes_from_last_version_after_watch_timeout(
     fake_api.cluster.create("pods", objects.pod("a1", uid="u-a1"))
     # a 1 s watch (jitter draw 0): it ends and resumes, never re-lists
     cache = podcache.PodCache(kube, "node-a", watch_timeout=1, draw=lambda: 0.0)
-    cache._watch_timeout = 1
     cache.start()
     try:
         assert cache.wait_synced(5)

@@ -210,7 +210,11 @@ BAD_CONFIGS = [
     pytest.param({"percentageOfNodesToScore": 150}, "percentageOfNodesToScore", id="percentage"),
     pytest.param({"apiVersion": "kubescheduler.config.k8s.io/v1beta3"}, "apiVersion", id="version"),
     pytest.param({"profilez": []}, "profilez", id="unknown-field"),
-    pytest.param({"extenders": [{"urlPrefix": "http://x"}]}, "extenders", id="extenders"),
+    pytest.param(
+        {"extenders": [{"urlPrefix": "http://x", "prioritizeVerb": "p"}]},
+        "extenders[0].weight",
+        id="extenders",
+    ),
     pytest.param(
         {"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 1},
         "podMaxBackoffSeconds 1: must be greater than or equal to podInitialBackoffSeconds (5)",

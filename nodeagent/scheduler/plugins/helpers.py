@@ -49,16 +49,23 @@ def go_round(value: float) -> int:
 
 class StaticNodeCache(Generic[V]):
     """Results that depend only on a snapshot's static node data (labels, taints,
-    images), keyed by what the pod asks; dropped when a different snapshot arrives."""
+    images), keyed by what the pod asks; dropped when a different snapshot arrives or
+    the snapshot's static node data changed (its ``static_generation``)."""
 
     def __init__(self, limit: int = 4096) -> None:
         self._snapshot: weakref.ref[ClusterSnapshot] | None = None
         self._values: dict[Hashable, V] = {}
+        self._generation = 0
         self._limit = limit
 
     def get(self, snapshot: ClusterSnapshot, key: Hashable, compute: Callable[[], V]) -> V:
-        if self._snapshot is None or self._snapshot() is not snapshot:
+        if (
+            self._snapshot is None
+            or self._snapshot() is not snapshot
+            or self._generation != snapshot.static_generation
+        ):
             self._snapshot = weakref.ref(snapshot)
+            self._generation = snapshot.static_generation
             self._values.clear()
         found = self._values.get(key)
         if found is None:

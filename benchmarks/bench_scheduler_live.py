@@ -1,0 +1,245 @@
+"""End-to-end throughput of ``nodeagent scheduler`` against the fake API server, as
+kube-scheduler's scheduler_perf ``SchedulingBasic`` measures it (reference §16): 5000
+nodes and 10 000 pending pods created up front; the time from the scheduler's start to
+every pod bound. kube-scheduler's CI floor for this shape is 680 pods/s (Go, in-process
+API server and etcd).
+
+    python -m benchmarks.bench_scheduler_live [--nodes 5000] [--pods 10000] [--repeat 3]
+
+The fake API server (tests/fakeapi: Python, ThreadingHTTPServer, JSON) runs in its own
+process, so it does not share the scheduler's interpreter lock; the scheduler talks to
+it over loopback HTTP with the real ``kubernetes`` client. Printed per run:
+
+* **ceiling**: the fake server's own rate for ``pods/binding`` POSTs, measured with the
+  same client and the same number of concurrent workers, and nothing else running: no
+  scheduler can bind faster than this here;
+* **end to end**: start -> all bound, pods/s, and the ratio to the ceiling;
+* **where the time goes**: informer sync, the scheduling thread's split (algorithm =
+  filter + score + select; assume = assume + reserve + permit + hand-off), the binding
+  cycle's median latency, and the scheduling thread's top functions (``--profile``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import io
+import multiprocessing
+import multiprocessing.connection
+import pstats
+import resource
+import statistics
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from nodeagent.kube import fake, http, retry
+from nodeagent.scheduler import registry
+from nodeagent.scheduler.live import settings as live_settings
+from nodeagent.scheduler.live.scheduler import LiveScheduler
+from tests.fakeapi import server
+from tests.fakeapi.fixtures import configuration
+
+PROFILE = live_settings.DEFAULT_PROFILE
+
+
+def node(name: str, zone: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "topology.kubernetes.io/zone": f"zone-{zone}",
+            },
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+            "capacity": {"cpu": "4", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pending_pod(name: str, scheduler: str = PROFILE) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default", "uid": str(uuid.uuid4())},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [
+                {
+                    "name": "pause",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "100m", "memory": "200Mi"}},
+                }
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def serve(conn: multiprocessing.connection.Connection, nodes: int, pods: int) -> None:
+    """The fake API server's process: fill the store, serve, report binds, stop."""
+    cluster = fake.FakeCluster(history_limit=4 * (nodes + pods) + 10_000)
+    for i in range(nodes):
+        cluster.create("nodes", node(f"node-{i:05d}", i % 3))
+    for i in range(pods):
+        cluster.create("pods", pending_pod(f"pod-{i:05d}"))
+    api = server.FakeAPIServer(cluster)
+    api.start()
+    conn.send(api.port)
+    conn.recv()  # stop
+    conn.send(len(cluster.bindings))
+    api.stop()
+
+
+class ServerProcess:
+    def __init__(self, nodes: int, pods: int) -> None:
+        self._conn, child = multiprocessing.Pipe()
+        self._process = multiprocessing.Process(
+            target=serve, args=(child, nodes, pods), daemon=True
+        )
+        self._process.start()
+        self.url = f"http://127.0.0.1:{self._conn.recv()}"
+
+    def stop(self) -> int:
+        self._conn.send("stop")
+        bindings = int(self._conn.recv())
+        self._process.join(10)
+        return bindings
+
+
+def client(url: str, pool: int) -> http.HTTPKubeClient:
+    return http.HTTPKubeClient.connect(
+        configuration(url),
+        qps=100_000,
+        burst=100_000,
+        retry_policy=retry.RetryPolicy(attempts=3),
+        timeout=(5.0, 60.0),
+        pool_size=pool,
+    )
+
+
+def bind_ceiling(pods: int, workers: int) -> float:
+    """Binding POSTs per second the fake server answers, nothing else running."""
+    proc = ServerProcess(0, pods)
+    kube = client(proc.url, workers + 4)
+    try:
+        listed = kube.list_pods()
+        targets = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in listed.items]
+        started = time.perf_counter()
+        with ThreadPoolExecutor(workers) as pool:
+            list(
+                pool.map(
+                    lambda t: kube.bind_pod("default", t[0], uid=t[1], node_name="node-00000"),
+                    targets,
+                )
+            )
+        elapsed = time.perf_counter() - started
+    finally:
+        kube.close()
+        proc.stop()
+    return len(targets) / elapsed
+
+
+def end_to_end(nodes: int, pods: int, workers: int, profile: bool) -> dict[str, Any]:
+    settings = live_settings.load(None, registry.in_tree_registry(), leader_elect=False)
+    settings = dataclasses.replace(settings, bind_workers=workers)
+    proc = ServerProcess(nodes, pods)
+    kube = client(proc.url, workers + 8)
+    scheduler = LiveScheduler(kube, settings, seed=1)
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        original = scheduler.schedule_one
+
+        def profiled(info: Any) -> None:
+            profiler.enable()
+            try:
+                original(info)
+            finally:
+                profiler.disable()
+
+        scheduler.schedule_one = profiled  # type: ignore[method-assign]
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    try:
+        assert scheduler.start(sync_timeout=300)
+        synced = time.perf_counter() - started
+        while scheduler.bound_count < pods:
+            time.sleep(0.01)
+            if time.perf_counter() - started > 600:
+                raise RuntimeError(f"only {scheduler.bound_count} of {pods} bound in 600 s")
+        elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
+        binding = scheduler.metrics.binding_duration.labels("bound")
+        times = dict(scheduler.times)
+    finally:
+        scheduler.stop(bind_timeout=5)
+        kube.close()
+        bindings = proc.stop()
+    result = {
+        "seconds": elapsed,
+        "pods_per_second": pods / elapsed,
+        "sync_seconds": synced,
+        "bindings_on_server": bindings,
+        "algorithm_seconds": times["algorithm"],
+        "assume_seconds": times["assume"],
+        "cycles": int(times["cycles"]),
+        "cpu_seconds": cpu,
+        "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "binding_mean_ms": 1000 * binding._sum.get() / max(1, pods),
+    }
+    if profiler is not None:
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(18)
+        result["profile"] = out.getvalue()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--workers", type=int, default=16, help="binding workers")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    ceilings, runs = [], []
+    for _ in range(args.repeat):
+        ceilings.append(bind_ceiling(min(args.pods, 5000), args.workers))
+        runs.append(end_to_end(args.nodes, args.pods, args.workers, args.profile))
+        run = runs[-1]
+        print(
+            f"run: {run['pods_per_second']:.0f} pods/s end to end ({run['seconds']:.1f} s for"
+            f" {args.pods} pods on {args.nodes} nodes; informers synced in"
+            f" {run['sync_seconds']:.1f} s); fake server bind ceiling {ceilings[-1]:.0f}/s;"
+            f" server saw {run['bindings_on_server']} bindings"
+        )
+    rate = statistics.median(r["pods_per_second"] for r in runs)
+    ceiling = statistics.median(ceilings)
+    best = runs[[r["pods_per_second"] for r in runs].index(rate)] if len(runs) % 2 else runs[0]
+    print(f"median end to end: {rate:.0f} pods/s (target 680: {rate / 680:.2f}x)")
+    print(
+        f"median fake-server bind ceiling: {ceiling:.0f} binds/s; end to end / ceiling:"
+        f" {rate / ceiling:.2f}"
+    )
+    print(
+        f"scheduling thread: algorithm {best['algorithm_seconds']:.2f} s"
+        f" ({1e6 * best['algorithm_seconds'] / max(1, best['cycles']):.0f} us/pod),"
+        f" assume+reserve+hand-off {best['assume_seconds']:.2f} s;"
+        f" informer sync {best['sync_seconds']:.2f} s; binding cycle mean"
+        f" {best['binding_mean_ms']:.1f} ms"
+    )
+    print(
+        f"scheduler process: {best['cpu_seconds']:.1f} s CPU for {args.pods} pods"
+        f" ({1000 * best['cpu_seconds'] / args.pods:.2f} ms/pod, all threads);"
+        f" peak RSS {best['max_rss_mib']:.0f} MiB"
+    )
+    if "profile" in best:
+        print(best["profile"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""``nodeagent extender``: serve kube-scheduler's extender protocol with the agent's
+pressure verdicts, until SIGTERM or SIGINT.
+
+    nodeagent extender [--kubeconfig FILE] [--listen ADDR]
+                       [--tls-cert-file F --tls-private-key-file F] [--config FILE]
+
+In a pod it uses the service account (nodes get/list/watch); ``--config`` is a
+KubeSchedulerConfiguration whose first profile's ``NodePressure`` ``pluginConfig`` sets
+the verdicts' arguments (taint keys, condition types, staleness, neutral score). Exit
+codes: 0 after a clean stop, 2 for a configuration that cannot work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import signal
+import ssl
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from nodeagent.agent import logs
+from nodeagent.agent.settings import LogFormat, LogLevel
+from nodeagent.errors import ConfigError
+from nodeagent.kube import http, informer
+from nodeagent.observability.settings import parse_listen_address
+from nodeagent.scheduler import config, registry
+from nodeagent.scheduler.extenders import server
+from nodeagent.scheduler.extenders.nodeview import NodeView
+from nodeagent.scheduler.plugins import node_pressure
+
+DEFAULT_LISTEN = "0.0.0.0:9814"
+"""Next to the agent's 9813: ``/filter``, ``/prioritize``, ``/healthz``, ``/readyz``,
+``/metrics``."""
+
+log = logging.getLogger("nodeagent.extender")
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "extender",
+        help="serve kube-scheduler's extender protocol (filter, prioritize) by node pressure",
+        description=(
+            "A scheduler extender for a stock kube-scheduler: fails nodes under the agent's"
+            " pressure taints and scores nodes by published headroom (the NodePressure"
+            " plugin's verdicts), from a watched view of the nodes."
+        ),
+    )
+    parser.add_argument("--kubeconfig", type=Path, metavar="FILE", help="default: in-cluster")
+    parser.add_argument(
+        "--listen", default=DEFAULT_LISTEN, metavar="ADDR", help=f"default {DEFAULT_LISTEN}"
+    )
+    parser.add_argument("--tls-cert-file", type=Path, metavar="FILE", help="serve HTTPS")
+    parser.add_argument("--tls-private-key-file", type=Path, metavar="FILE")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="a KubeSchedulerConfiguration; its first profile's NodePressure args are used",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=server.DEFAULT_MAX_REQUEST_BYTES,
+        metavar="N",
+        help=f"refuse bigger request bodies (default {server.DEFAULT_MAX_REQUEST_BYTES})",
+    )
+    parser.add_argument("--log-format", choices=list(LogFormat), default=LogFormat.TEXT)
+    parser.add_argument("--log-level", choices=list(LogLevel), default=LogLevel.INFO)
+    parser.set_defaults(handler=run)
+
+
+def pressure_args(path: Path | None) -> node_pressure.Args:
+    """NodePressure's args from the first profile of the configuration at ``path``."""
+    configuration = config.load_configuration(path, registry.in_tree_registry())
+    args = configuration.profiles[0].plugin_args.get(node_pressure.NAME)
+    return args if isinstance(args, node_pressure.Args) else node_pressure.Args()
+
+
+def tls_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ConfigError(
+            "--tls-cert-file and --tls-private-key-file go together; set both or neither",
+            field="--tls-cert-file",
+        )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"--tls-cert-file {str(cert)!r} / --tls-private-key-file {str(key)!r}: cannot load"
+            f" the certificate and key: {exc}",
+            field="--tls-cert-file",
+        ) from exc
+    return context
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.configure(LogFormat(args.log_format), LogLevel(args.log_level))
+    try:
+        address = parse_listen_address(args.listen)
+    except ValueError as exc:
+        raise ConfigError(f"--listen {args.listen!r}: {exc}", field="--listen") from exc
+    if args.max_request_bytes <= 0:
+        raise ConfigError(
+            f"--max-request-bytes {args.max_request_bytes}: must be positive",
+            field="--max-request-bytes",
+        )
+    judge = server.PressureJudge(pressure_args(args.config))
+    context = tls_context(args.tls_cert_file, args.tls_private_key_file)
+    kube = http.HTTPKubeClient.connect(http.load_configuration(args.kubeconfig))
+    view = NodeView(synced=lambda: nodes.synced)
+    nodes = informer.Informer(informer.nodes(kube), view.handlers(), name="extender-nodes")
+    endpoint, _ = server.make_server(
+        view,
+        judge,
+        address,
+        ssl_context=context,
+        max_request_bytes=args.max_request_bytes,
+        watching=lambda: nodes.alive,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        endpoint.start()
+        nodes.start()
+        log.info("extender serving on %s (/filter, /prioritize)", endpoint.url)
+        while not stop.is_set():
+            if nodes.wait_synced(0.5):
+                # Tens of thousands of long-lived objects (the listed nodes) would make
+                # each full collection a pause of 100 ms or more in the middle of a
+                # call; frozen, the collector skips them.
+                gc.freeze()
+                log.info("node view synced: %d nodes", len(view))
+                break
+        stop.wait()
+    finally:
+        nodes.stop()
+        endpoint.stop()
+        kube.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

@@ -1,0 +1,284 @@
+"""The project's one list + watch loop: an informer for any resource.
+
+Like client-go's reflector + store, for one resource and one selector:
+
+* it **lists** once (the full set and a resourceVersion), then **watches** from that
+  version, applying ADDED / MODIFIED / DELETED and remembering the version of every
+  event and BOOKMARK, so a watch that ends (server ``timeoutSeconds``, a dropped
+  connection) resumes exactly where it stopped, without a re-list;
+* a **410 Gone** (the version was compacted away, as an HTTP status or an ERROR event)
+  triggers a re-list that *replaces* the store: objects missing from the new list are
+  reported deleted, changed ones updated, new ones added, so handlers never miss a
+  deletion that happened in the gap;
+* failures **back off** exponentially with full jitter (the policy of
+  :mod:`nodeagent.kube.retry`, Retry-After honoured); the last good state stays
+  readable meanwhile;
+* handlers (:class:`Handlers`) run on the informer's thread, in event order, after the
+  store has changed; :meth:`Informer.wait_synced` tells when the first list is in.
+
+Who uses it: the agent's :class:`~nodeagent.kube.podcache.PodCache` (its node's pods)
+and the live scheduler (all pods, nodes, PodDisruptionBudgets). What to list and watch
+is a :class:`ListWatch`; :func:`pods`, :func:`nodes` and :func:`disruption_budgets`
+build the usual ones from a client.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from nodeagent import errors
+from nodeagent.kube import client, retry
+from nodeagent.kube import errors as kube_errors
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+"""``(namespace, name)``; the namespace is ``""`` for cluster-scoped kinds."""
+
+
+def object_key(obj: client.KubeObject) -> Key:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def resource_version_of(obj: client.KubeObject) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class ListWatch:
+    """How to list and watch one resource (selectors already bound)."""
+
+    resource: str
+    """For logs: ``pods``, ``nodes``, ``poddisruptionbudgets``."""
+    list: Callable[[], client.ObjectList]
+    watch: Callable[[str, int], client.WatchStream]
+    """``(resource_version, timeout_seconds) -> stream``."""
+
+
+def pods(kube: client.KubeClient, *, field_selector: str = "") -> ListWatch:
+    return ListWatch(
+        "pods",
+        lambda: kube.list_pods(field_selector=field_selector),
+        lambda rv, timeout: kube.watch_pods(
+            resource_version=rv, field_selector=field_selector, timeout_seconds=timeout
+        ),
+    )
+
+
+def nodes(kube: client.ClusterClient) -> ListWatch:
+    return ListWatch(
+        "nodes",
+        kube.list_nodes,
+        lambda rv, timeout: kube.watch_nodes(resource_version=rv, timeout_seconds=timeout),
+    )
+
+
+def disruption_budgets(kube: client.ClusterClient) -> ListWatch:
+    return ListWatch(
+        "poddisruptionbudgets",
+        kube.list_disruption_budgets,
+        lambda rv, timeout: kube.watch_disruption_budgets(
+            resource_version=rv, timeout_seconds=timeout
+        ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Handlers:
+    """Callbacks, each optional; they run on the informer thread and must not block."""
+
+    on_add: Callable[[client.KubeObject], None] | None = None
+    on_update: Callable[[client.KubeObject, client.KubeObject], None] | None = None
+    """``(old, new)``."""
+    on_delete: Callable[[client.KubeObject], None] | None = None
+    on_change: Callable[[], None] | None = None
+    """After every list and every watch event (bookmarks included): the store or the
+    resourceVersion moved."""
+
+
+@dataclass(slots=True)
+class InformerStats:
+    lists: int = 0
+    watches: int = 0
+    relists_after_gone: int = 0
+    failures: int = 0
+    events: int = 0
+
+
+BACKOFF = retry.RetryPolicy(initial_delay=0.5, max_delay=30.0)
+"""Waits between failed list/watch attempts (``attempts`` is not used: never give up)."""
+
+
+class Informer:
+    def __init__(
+        self,
+        list_watch: ListWatch,
+        handlers: Handlers | None = None,
+        *,
+        watch_timeout: int = 1800,
+        backoff: retry.RetryPolicy = BACKOFF,
+        draw: Callable[[], float] = random.random,
+        name: str | None = None,
+    ) -> None:
+        self.list_watch = list_watch
+        self._handlers = handlers or Handlers()
+        self.watch_timeout = watch_timeout
+        self._backoff = backoff
+        self._draw = draw
+        self._name = name or f"{list_watch.resource}-informer"
+        self._lock = threading.Lock()
+        self._store: dict[Key, client.KubeObject] = {}
+        self._resource_version = ""
+        self._synced = threading.Event()
+        self._stream: client.WatchStream | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.stats = InformerStats()
+
+    # --- reading ------------------------------------------------------------------------
+    @property
+    def resource_version(self) -> str:
+        with self._lock:
+            return self._resource_version
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    def get(self, key: Key) -> client.KubeObject | None:
+        with self._lock:
+            return self._store.get(key)
+
+    def items(self) -> list[client.KubeObject]:
+        """The stored objects (shared, not copies: do not mutate them)."""
+        with self._lock:
+            return list(self._store.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._store)
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.run, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop and interrupt an open watch; returns within ``timeout``."""
+        self._stop.set()
+        with self._lock:
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def run(self) -> None:
+        """List, then watch until :meth:`stop`. Blocking."""
+        failures = 0
+        need_list = True
+        resource = self.list_watch.resource
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self.sync_once()
+                    need_list = False
+                self._watch_once()
+                failures = 0
+            except kube_errors.Gone as exc:
+                log.info("%s watch expired (%s); re-listing", resource, exc)
+                self.stats.relists_after_gone += 1
+                need_list = True
+            except errors.KubeAPIError as exc:
+                if self._stop.is_set():
+                    return
+                failures += 1
+                self.stats.failures += 1
+                delay = self._backoff.wait_seconds(min(failures, 32), exc, self._draw())
+                log.warning("%s list/watch failed (%s); retrying in %.1fs", resource, exc, delay)
+                self._stop.wait(delay)
+
+    # --- list and watch -----------------------------------------------------------------
+    def sync_once(self) -> None:
+        """List and replace the store, reporting the differences to the handlers."""
+        listed = self.list_watch.list()
+        self.stats.lists += 1
+        fresh = {object_key(obj): obj for obj in listed.items}
+        with self._lock:
+            old = self._store
+            self._store = fresh
+            self._resource_version = listed.resource_version
+        handlers = self._handlers
+        for key, gone in old.items():
+            if key not in fresh and handlers.on_delete is not None:
+                handlers.on_delete(gone)
+        for key, obj in fresh.items():
+            previous = old.get(key)
+            if previous is None:
+                if handlers.on_add is not None:
+                    handlers.on_add(obj)
+            elif handlers.on_update is not None and resource_version_of(
+                previous
+            ) != resource_version_of(obj):
+                handlers.on_update(previous, obj)
+        self._synced.set()
+        if handlers.on_change is not None:
+            handlers.on_change()
+
+    def _watch_once(self) -> None:
+        resource_version = self.resource_version
+        # jitter spreads the reconnects of many watchers
+        timeout = int(self.watch_timeout * (1 + self._draw()))
+        stream = self.list_watch.watch(resource_version, timeout)
+        self.stats.watches += 1
+        with self._lock:
+            self._stream = stream
+        try:
+            if self._stop.is_set():
+                return
+            for event in stream:
+                self._apply(event)
+                if self._stop.is_set():
+                    return
+        finally:
+            with self._lock:
+                self._stream = None
+            stream.close()
+
+    def _apply(self, event: client.WatchEvent) -> None:
+        self.stats.events += 1
+        obj = event.object
+        key = object_key(obj)
+        with self._lock:
+            previous = self._store.get(key)
+            if event.type is client.WatchEventType.DELETED:
+                self._store.pop(key, None)
+            elif event.type is not client.WatchEventType.BOOKMARK:
+                self._store[key] = obj
+            if event.resource_version:
+                self._resource_version = event.resource_version
+        handlers = self._handlers
+        if event.type is client.WatchEventType.DELETED:
+            if handlers.on_delete is not None:
+                handlers.on_delete(obj)  # its last state, as the event carries it
+        elif event.type is not client.WatchEventType.BOOKMARK:
+            if previous is None:
+                if handlers.on_add is not None:
+                    handlers.on_add(obj)
+            elif handlers.on_update is not None:
+                handlers.on_update(previous, obj)
+        if handlers.on_change is not None:
+            handlers.on_change()

@@ -1,0 +1,139 @@
+"""The binding cycle, off the scheduling thread (reference §1 steps 9-11, §18).
+
+The scheduling cycle ends once the pod is assumed, reserved and permitted; the rest -
+PreBind, Bind (DefaultBinder: ``POST pods/NAME/binding``), PostBind - runs on a bounded
+worker pool, so the next pod is scheduled while earlier bindings are in flight. The
+workers share the client's connection pool (one pool connection per worker).
+
+Outcomes of a binding:
+
+* success: the assumption waits for the watch to confirm it; PostBind; ``Scheduled``;
+* a **409** (the pod is already bound, or was recreated) or **404** (deleted) is final:
+  Unreserve, forget the assumption, and never retry: a second bind could only fail, or
+  bind a pod twice;
+* anything else (5xx and throttling after the client's own retries, a plugin error):
+  Unreserve, forget, and back to the queue with backoff.
+
+:class:`APIBinder` refuses to send a binding unless :attr:`APIBinder.may_bind` says so
+(the leader check), right before the request: a replica that lost its lease never
+binds, whatever was in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
+
+from nodeagent import errors
+from nodeagent.kube import client
+from nodeagent.scheduler import api
+from nodeagent.scheduler.framework import CycleState, Framework
+
+log = logging.getLogger(__name__)
+
+
+class FinalBindError(Exception):
+    """The API answered the binding with 409 or 404: never retry it."""
+
+
+class APIBinder:
+    """The framework's :class:`~nodeagent.scheduler.framework.Binder` over the API."""
+
+    def __init__(self, kube: client.ClusterClient, may_bind: Callable[[], bool]) -> None:
+        self._kube = kube
+        self.may_bind = may_bind
+
+    def bind(self, pod: api.Pod, node_name: str) -> api.Status:
+        if not self.may_bind():
+            return api.error("not the leader: binding withheld")
+        try:
+            self._kube.bind_pod(pod.namespace, pod.name, uid=pod.uid, node_name=node_name)
+        except (errors.Conflict, errors.NotFound) as exc:
+            raise FinalBindError(str(exc)) from exc
+        except errors.KubeAPIError as exc:
+            return api.error(f"binding rejected: {exc}")
+        return api.SUCCESS
+
+
+class BindResult(StrEnum):
+    BOUND = "bound"
+    FINAL = "final"
+    """409/404: not retried."""
+    FAILED = "failed"
+    """Retried after backoff."""
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """One scheduling cycle's decision, ready to bind."""
+
+    pod: api.Pod
+    node: str
+    framework: Framework
+    state: CycleState
+    submitted: float = 0.0
+    """Monotonic seconds when the scheduling cycle handed it over."""
+
+
+def run_binding_cycle(binding: Binding) -> tuple[BindResult, str]:
+    """PreBind, Bind, PostBind; Unreserve on failure. Returns the result and, for a
+    failure, why."""
+    fw, state, pod, node = binding.framework, binding.state, binding.pod, binding.node
+    try:
+        status = fw.run_pre_bind(state, pod, node)
+        if status.is_success:
+            status = fw.run_bind(state, pod, node)
+    except FinalBindError as exc:
+        fw.run_unreserve(state, pod, node)
+        return BindResult.FINAL, str(exc)
+    except Exception as exc:  # a plugin bug: the pod backs off, the worker lives on
+        log.exception("binding cycle of %s failed", pod.key)
+        status = api.error(f"binding cycle raised {exc!r}")
+    if not status.is_success:
+        fw.run_unreserve(state, pod, node)
+        return BindResult.FAILED, status.message
+    fw.run_post_bind(state, pod, node)
+    return BindResult.BOUND, ""
+
+
+class BindingPool:
+    """Runs binding cycles on ``workers`` threads; ``on_done(binding, result, why)`` is
+    called on the worker thread when one ends."""
+
+    def __init__(self, workers: int, on_done: Callable[[Binding, BindResult, str], None]) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="binder")
+        self._on_done = on_done
+        self._lock = threading.Condition()
+        self._in_flight = 0
+
+    def submit(self, binding: Binding) -> Future[None]:
+        with self._lock:
+            self._in_flight += 1
+        return self._executor.submit(self._run, binding)
+
+    def _run(self, binding: Binding) -> None:
+        try:
+            result, why = run_binding_cycle(binding)
+            self._on_done(binding, result, why)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    def drain(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the bindings in flight; True if none is
+        left."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._in_flight == 0, timeout)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)

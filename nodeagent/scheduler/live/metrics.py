@@ -1,0 +1,146 @@
+"""The live scheduler's metrics, with kube-scheduler's names where one exists
+(reference §18), so its dashboards and alerts work unchanged.
+
+* ``scheduler_schedule_attempts_total{result,profile}``: scheduled, unschedulable, error;
+* ``scheduler_scheduling_attempt_duration_seconds{result,profile}``: the scheduling cycle;
+* ``scheduler_pending_pods{queue}``: active, backoff, unschedulable, gated;
+* ``scheduler_queue_incoming_pods_total{queue,event}``: moves into activeQ/backoffQ;
+* ``scheduler_pod_scheduling_sli_duration_seconds{attempts}``: first seen to bound;
+* ``scheduler_preemption_attempts_total``, ``scheduler_preemption_victims``;
+* ``scheduler_binding_duration_seconds{result}``: the binding cycle;
+* ``leader_election_master_status{name}``: 1 while leading;
+* ``nodeagent_scheduler_api_requests_total{verb,resource,code}`` and ``..._retries_total``.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import prometheus_client
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from nodeagent import __version__
+
+DURATION_BUCKETS = tuple(0.001 * 2**i for i in range(16))
+"""1 ms to 32 s, doubling (kube-scheduler's attempt-duration buckets)."""
+SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
+"""10 ms to ~87 min, doubling (kube-scheduler's SLI buckets)."""
+VICTIM_BUCKETS = tuple(float(2**i) for i in range(7))
+"""1 to 64 victims."""
+RESULTS = ("scheduled", "unschedulable", "error")
+
+
+class _PendingCollector(Collector):
+    """``scheduler_pending_pods`` read from the queue at scrape time."""
+
+    def __init__(self, pending: Callable[[], Mapping[str, int]]) -> None:
+        self._pending = pending
+
+    def collect(self) -> Any:
+        family = GaugeMetricFamily(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type (active, backoff, unschedulable, gated).",
+            labels=["queue"],
+        )
+        for queue, count in self._pending().items():
+            family.add_metric([queue], count)
+        yield family
+
+
+class SchedulerMetrics:
+    def __init__(self, profiles: tuple[str, ...], *, process_metrics: bool = True) -> None:
+        self.registry = prometheus_client.CollectorRegistry()
+        if process_metrics:
+            prometheus_client.ProcessCollector(registry=self.registry)
+            prometheus_client.PlatformCollector(registry=self.registry)
+            prometheus_client.GCCollector(registry=self.registry)
+        prometheus_client.Info(
+            "nodeagent_scheduler_build", "Version of the running scheduler.", registry=self.registry
+        ).info({"version": __version__, "python_version": platform.python_version()})
+        self.attempts = prometheus_client.Counter(
+            "scheduler_schedule_attempts",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a "
+            "pod could not be scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"],
+            registry=self.registry,
+        )
+        self.attempt_duration = prometheus_client.Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
+            ["result", "profile"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.incoming = prometheus_client.Counter(
+            "scheduler_queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=self.registry,
+        )
+        self.sli = prometheus_client.Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the "
+            "scheduling queue, by the number of attempts.",
+            ["attempts"],
+            buckets=SLI_BUCKETS,
+            registry=self.registry,
+        )
+        self.preemption_attempts = prometheus_client.Counter(
+            "scheduler_preemption_attempts",
+            "Total preemption attempts in the cluster till now.",
+            registry=self.registry,
+        )
+        self.preemption_victims = prometheus_client.Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims.",
+            buckets=VICTIM_BUCKETS,
+            registry=self.registry,
+        )
+        self.binding_duration = prometheus_client.Histogram(
+            "scheduler_binding_duration_seconds",
+            "Binding cycle latency in seconds (PreBind, Bind, PostBind), by result.",
+            ["result"],
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.leader = prometheus_client.Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+            "backup, 1 indicates master. 'name' is the string used to identify the lease.",
+            ["name"],
+            registry=self.registry,
+        )
+        self.events_dropped = prometheus_client.Counter(
+            "nodeagent_scheduler_events_dropped",
+            "Kubernetes Events not written because the event queue was full.",
+            registry=self.registry,
+        )
+        self._api_requests = prometheus_client.Counter(
+            "nodeagent_scheduler_api_requests",
+            "Requests to the Kubernetes API by verb, resource and HTTP status code "
+            "(error when no answer came).",
+            ["verb", "resource", "code"],
+            registry=self.registry,
+        )
+        self._api_retries = prometheus_client.Counter(
+            "nodeagent_scheduler_api_retries",
+            "Requests to the Kubernetes API retried after a transient failure, by reason.",
+            ["verb", "resource", "reason"],
+            registry=self.registry,
+        )
+        for profile in profiles:
+            for result in RESULTS:
+                self.attempts.labels(result, profile)
+
+    def watch_queue(self, pending: Callable[[], Mapping[str, int]]) -> None:
+        self.registry.register(_PendingCollector(pending))
+
+    # --- ApiCallObserver ----------------------------------------------------------------
+    def api_request(self, verb: str, resource: str, code: str) -> None:
+        self._api_requests.labels(verb, resource, code).inc()
+
+    def api_retry(self, verb: str, resource: str, reason: str) -> None:
+        self._api_retries.labels(verb, resource, reason).inc()

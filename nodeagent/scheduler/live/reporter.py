@@ -1,0 +1,234 @@
+"""What the scheduler writes besides bindings, off the scheduling thread (reference §18).
+
+* **Pod status** (``pods/status`` strategic merge patch): ``PodScheduled=False`` with
+  reason ``Unschedulable`` (``SchedulerError`` for internal errors) and kube-scheduler's
+  message, and ``nominatedNodeName``. Patches are coalesced per pod (only the latest
+  matters) and a condition identical to the last one written is not written again, so
+  a pod retried a hundred times costs one write.
+* **Events** (``FailedScheduling`` Warning, ``Scheduled`` Normal, ``Preempted`` on a
+  victim) through the agent's aggregating :class:`~nodeagent.actuators.events.
+  EventRecorder` (repeats bump ``count``), at most :data:`EVENT_QPS` per second, from a
+  bounded queue that drops when full, as client-go's broadcaster does: events never
+  slow scheduling down.
+* **Preemption victims**: a ``DisruptionTarget`` condition (reason
+  ``PreemptionByScheduler``), then a delete with a uid precondition. Never dropped.
+
+One worker thread drains the writes first, then the events.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nodeagent import errors
+from nodeagent.actuators.events import NORMAL, WARNING, EventRecorder, InvolvedObject
+from nodeagent.kube import client, ratelimit
+from nodeagent.scheduler import api
+
+log = logging.getLogger(__name__)
+
+EVENT_QUEUE = 1000
+"""Events waiting to be written at most (client-go's ``maxQueuedEvents``)."""
+EVENT_QPS, EVENT_BURST = 50.0, 100
+"""The events' own request budget: a burst of pods scheduled at once must not spend the
+API requests (and the CPU) their bindings need."""
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+REASON_PREEMPTION = "PreemptionByScheduler"
+
+
+def pod_object(pod: api.Pod) -> InvolvedObject:
+    return InvolvedObject("Pod", pod.name, pod.namespace, pod.uid)
+
+
+@dataclass(frozen=True, slots=True)
+class _Victim:
+    pod: api.Pod
+    preemptor: api.Pod
+    node: str
+
+
+class Reporter:
+    def __init__(
+        self,
+        kube: client.ClusterClient,
+        recorder: EventRecorder,
+        *,
+        wall: Callable[[], float],
+        scheduler_name: str,
+        on_event_dropped: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._kube = kube
+        self._recorder = recorder
+        self._wall = wall
+        self._scheduler_name = scheduler_name
+        self._on_dropped = on_event_dropped
+        self._lock = threading.Condition()
+        self._status: OrderedDict[str, tuple[api.Pod, dict[str, Any]]] = OrderedDict()
+        self._victims: deque[_Victim] = deque()
+        self._events: queue.SimpleQueue[tuple[InvolvedObject, str, str, str]] = queue.SimpleQueue()
+        self._queued_events = 0
+        self._written_condition: dict[str, str] = {}
+        self._preempted: set[str] = set()
+        self._stop = False
+        self._abandoned = False
+        self._thread: threading.Thread | None = None
+        self._event_budget = ratelimit.TokenBucket(EVENT_QPS, EVENT_BURST)
+
+    # --- what the scheduler reports -----------------------------------------------------
+    def unschedulable(
+        self, pod: api.Pod, message: str, *, error: bool = False, nominated: str | None = None
+    ) -> None:
+        reason = REASON_SCHEDULER_ERROR if error else REASON_UNSCHEDULABLE
+        status: dict[str, Any] = {}
+        if self._written_condition.get(pod.uid) != f"{reason}\0{message}":
+            status["conditions"] = [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": reason,
+                    "message": message,
+                    "lastProbeTime": None,
+                    "lastTransitionTime": client.api_time(self._wall()),
+                }
+            ]
+        if nominated is not None and nominated != pod.nominated_node_name:
+            status["nominatedNodeName"] = nominated or None
+        if status:
+            self._patch_status(pod, status)
+            if "conditions" in status:
+                self._written_condition[pod.uid] = f"{reason}\0{message}"
+        self._event(pod_object(pod), "FailedScheduling", message, WARNING)
+
+    def scheduled(self, pod: api.Pod, node: str) -> None:
+        self._written_condition.pop(pod.uid, None)
+        self._event(
+            pod_object(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}", NORMAL
+        )
+
+    def clear_nomination(self, pod: api.Pod) -> None:
+        self._patch_status(pod, {"nominatedNodeName": None})
+
+    def preempt(self, victim: api.Pod, preemptor: api.Pod, node: str) -> None:
+        with self._lock:
+            if victim.uid in self._preempted:
+                return  # its deletion is already on the way
+            self._preempted.add(victim.uid)
+            self._victims.append(_Victim(victim, preemptor, node))
+            self._lock.notify()
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone: drop what is remembered about it."""
+        self._written_condition.pop(uid, None)
+        with self._lock:
+            self._preempted.discard(uid)
+
+    def _patch_status(self, pod: api.Pod, status: dict[str, Any]) -> None:
+        with self._lock:
+            _, pending = self._status.pop(pod.uid, (pod, {}))
+            merged = {**pending, **status}
+            self._status[pod.uid] = (pod, merged)
+            self._lock.notify()
+
+    def _event(self, involved: InvolvedObject, reason: str, message: str, kind: str) -> None:
+        with self._lock:
+            if self._queued_events >= EVENT_QUEUE:
+                self._on_dropped()
+                return
+            self._queued_events += 1
+            self._events.put((involved, reason, message, kind))
+            self._lock.notify()
+
+    # --- the worker ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="scheduler-reporter", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Write what is queued (within ``timeout``), then stop."""
+        with self._lock:
+            self._stop = True
+            self._lock.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        with self._lock:  # what is left after the timeout is dropped, not written late
+            self._abandoned = True
+            self._status.clear()
+            self._victims.clear()
+            self._queued_events = 0
+
+    def idle(self) -> bool:
+        with self._lock:
+            return not self._status and not self._victims and not self._queued_events
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not (self._status or self._victims or self._queued_events or self._stop):
+                    self._lock.wait()
+                if self._stop and not (self._status or self._victims or self._queued_events):
+                    return
+                if self._abandoned:
+                    return
+                victim = self._victims.popleft() if self._victims else None
+                status = self._status.popitem(last=False) if self._status and not victim else None
+            try:
+                if victim is not None:
+                    self._delete_victim(victim)
+                elif status is not None:
+                    self._write_status(*status[1])
+                else:
+                    self._write_event()
+            except Exception:  # one failed write must not end the reporting
+                log.exception("writing scheduler results failed")
+
+    def _write_status(self, pod: api.Pod, status: dict[str, Any]) -> None:
+        try:
+            self._kube.patch_pod_status(pod.namespace, pod.name, {"status": status})
+        except errors.NotFound:
+            self.forget(pod.uid)
+        except errors.KubeAPIError as exc:
+            log.warning("could not update the status of pod %s: %s", pod.key, exc)
+            self._written_condition.pop(pod.uid, None)
+
+    def _write_event(self) -> None:
+        self._event_budget.acquire()
+        try:
+            involved, reason, message, kind = self._events.get_nowait()
+        except queue.Empty:
+            return  # dropped at shutdown
+        with self._lock:
+            self._queued_events -= 1
+        self._recorder.record(involved, reason, message, kind)
+
+    def _delete_victim(self, victim: _Victim) -> None:
+        pod, preemptor = victim.pod, victim.preemptor
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": REASON_PREEMPTION,
+            "message": f"{self._scheduler_name}: preempting to accommodate a higher priority pod",
+            "lastTransitionTime": client.api_time(self._wall()),
+        }
+        try:
+            self._kube.patch_pod_status(
+                pod.namespace, pod.name, {"status": {"conditions": [condition]}}
+            )
+            self._kube.delete_pod(pod.namespace, pod.name, grace_period_seconds=None, uid=pod.uid)
+        except errors.NotFound:
+            return  # already gone: what preemption wanted
+        except errors.KubeAPIError as exc:
+            log.warning("could not preempt pod %s: %s", pod.key, exc)
+            return
+        self._recorder.record(
+            pod_object(pod),
+            "Preempted",
+            f"Preempted by pod {preemptor.uid} on node {victim.node}",
+            NORMAL,
+        )

@@ -1,0 +1,545 @@
+"""The live scheduler: informers -> cache and queue -> scheduling loop -> binding pool.
+
+Threads: three informers (pods, nodes, PodDisruptionBudgets; their handlers update the
+cache and the queue), the scheduling loop (one pod at a time, as kube-scheduler), the
+binding workers, the queue flusher (backoff expiry every second, the 5-minute
+unschedulable flush, expired assumptions), the reporter, leader election and the
+metrics server.
+
+Which pods: kube-scheduler's choice (reference §18). Pods are listed and watched with
+``status.phase!=Succeeded,status.phase!=Failed``; a pod with a node feeds the cache, a
+pod without one whose ``schedulerName`` is a profile and that is not being deleted feeds
+the queue. Nothing is fetched per pod: the informers carry everything.
+
+One scheduling cycle (:meth:`LiveScheduler.schedule_one`): the framework filters (with
+nominated pods of higher or equal priority counted on their nodes) and scores on the
+cache's snapshot, and then either
+
+* a node: the pod is **assumed** there (the next cycle sees it), Reserve and Permit
+  run, and the binding goes to the pool; or
+* none: PostFilter (preemption) may nominate a node and name victims, which are acted
+  on (nomination written, victims deleted with a DisruptionTarget condition, lower
+  nominations on that node cleared); the pod goes to unschedulablePods with the plugins
+  that rejected it, gets ``PodScheduled=False`` and one ``FailedScheduling`` event.
+
+Shutdown (:meth:`LiveScheduler.stop`): stop popping, let bindings in flight finish
+(bounded), release the lease, stop the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from nodeagent import errors
+from nodeagent.actuators.events import EventRecorder
+from nodeagent.agent.logs import FIELDS
+from nodeagent.clock import Clock, RealClock
+from nodeagent.kube import client, informer
+from nodeagent.observability.health import ProbeResult
+from nodeagent.scheduler import api, framework, objects, registry, scheduling
+from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool, BindResult
+from nodeagent.scheduler.live.cache import SchedulerCache
+from nodeagent.scheduler.live.events import ClusterEvent
+from nodeagent.scheduler.live.leader import LeaderElector, default_identity
+from nodeagent.scheduler.live.metrics import SchedulerMetrics
+from nodeagent.scheduler.live.queue import PodInfo, SchedulingQueue, Where
+from nodeagent.scheduler.live.reporter import Reporter
+from nodeagent.scheduler.live.settings import LiveSettings
+from nodeagent.scheduler.snapshot import ClusterSnapshot
+
+log = logging.getLogger("nodeagent.scheduler")
+
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+FLUSH_INTERVAL = 1.0
+STATIC_REFRESH_INTERVAL = 10.0
+"""Seconds between refreshes of plugins' per-node caches (published pressure ages)."""
+SHUTDOWN_BIND_TIMEOUT = 10.0
+LIVENESS_TIMEOUT = 60.0
+
+
+def _spec_changed(old: client.KubeObject, new: client.KubeObject) -> bool:
+    return old.get("spec") != new.get("spec") or (old.get("metadata") or {}).get("labels") != (
+        new.get("metadata") or {}
+    ).get("labels")
+
+
+class LiveScheduler:
+    def __init__(
+        self,
+        kube: client.ClusterClient,
+        settings: LiveSettings,
+        *,
+        metrics: SchedulerMetrics | None = None,
+        clock: Clock | None = None,
+        identity: str | None = None,
+        plugins: framework.Registry | None = None,
+        seed: int | None = None,
+        watch_timeout: int = 300,
+    ) -> None:
+        self._kube = kube
+        self.settings = settings
+        self._clock = clock or RealClock()
+        self.identity = identity or default_identity()
+        self.metrics = metrics or SchedulerMetrics(settings.profiles)
+        election = settings.leader_election
+        self.elector: LeaderElector | None = None
+        if election.leader_elect:
+            self.elector = LeaderElector(
+                kube,
+                election,
+                identity=self.identity,
+                now=self._clock.now,
+                wall=self._clock.wall,
+                on_started_leading=self._started_leading,
+                on_stopped_leading=self._stopped_leading,
+            )
+        self.handle = framework.Handle(now=self._clock.wall())
+        self.handle.binder = APIBinder(kube, self.may_bind)
+        self.frameworks = framework.build_frameworks(
+            settings.configuration, plugins or registry.in_tree_registry(), self.handle
+        )
+        any_fw = next(iter(self.frameworks.values()))
+        self.handle.rng = random.Random(seed)
+        self.cache = SchedulerCache(clock=self._clock.now, nominator=self.handle.nominator)
+        self.queue = SchedulingQueue(
+            less=any_fw.less,
+            pre_enqueue=self._pre_enqueue,
+            clock=self._clock.now,
+            initial_backoff=settings.initial_backoff,
+            max_backoff=settings.max_backoff,
+            on_move=self._moved,
+        )
+        self.metrics.watch_queue(self.queue.pending)
+        self.algorithm = scheduling.Scheduler(
+            self.frameworks,
+            ClusterSnapshot([]),
+            percentage_of_nodes_to_score=settings.configuration.percentage_of_nodes_to_score,
+            rng=random.Random(seed),
+        )
+        self.recorder = EventRecorder(
+            kube,
+            node_name=self.identity,
+            clock=self._clock,
+            component=settings.profiles[0],
+        )
+        self.reporter = Reporter(
+            kube,
+            self.recorder,
+            wall=self._clock.wall,
+            scheduler_name=settings.profiles[0],
+            on_event_dropped=self.metrics.events_dropped.inc,
+        )
+        self.binder = BindingPool(settings.bind_workers, self._binding_done)
+        self.pods = informer.Informer(
+            informer.pods(kube, field_selector=POD_FIELD_SELECTOR),
+            informer.Handlers(self._pod_added, self._pod_updated, self._pod_deleted),
+            watch_timeout=watch_timeout,
+            name="pod-informer",
+        )
+        self.nodes = informer.Informer(
+            informer.nodes(kube),
+            informer.Handlers(self._node_added, self._node_updated, self._node_deleted),
+            watch_timeout=watch_timeout,
+            name="node-informer",
+        )
+        self.budgets = informer.Informer(
+            informer.disruption_budgets(kube),
+            informer.Handlers(
+                self._budget_changed,
+                lambda _old, new: self._budget_changed(new),
+                lambda gone: self._budget_changed(gone, present=False),
+            ),
+            watch_timeout=watch_timeout,
+            name="pdb-informer",
+        )
+        self._leading = threading.Event()
+        self._stopping = threading.Event()
+        self._lost = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_beat = self._clock.now()
+        self.times = {"algorithm": 0.0, "assume": 0.0, "failure": 0.0, "cycles": 0.0}
+        self.bound_count = 0
+        self._bound_lock = threading.Lock()
+
+    # --- leadership ---------------------------------------------------------------------
+    def may_bind(self) -> bool:
+        if self._lost.is_set():
+            return False
+        return self.elector is None or self.elector.is_leader()
+
+    def _started_leading(self) -> None:
+        self.metrics.leader.labels(self.settings.leader_election.resource_name).set(1)
+        self._leading.set()
+
+    def _stopped_leading(self) -> None:
+        self.metrics.leader.labels(self.settings.leader_election.resource_name).set(0)
+        self._leading.clear()
+        self._lost.set()
+        self.queue.close()  # stop scheduling at once
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    # --- informer handlers --------------------------------------------------------------
+    def _responsible(self, pod: api.Pod) -> bool:
+        return not pod.node_name and not pod.deleting and pod.scheduler_name in self.frameworks
+
+    @staticmethod
+    def _parse_pod(obj: client.KubeObject) -> api.Pod | None:
+        try:
+            return objects.parse_pod(obj)
+        except errors.ConfigError as exc:
+            log.warning("ignoring a pod the scheduler cannot read: %s", exc)
+            return None
+
+    def _pod_added(self, obj: client.KubeObject) -> None:
+        pod = self._parse_pod(obj)
+        if pod is None:
+            return
+        if pod.node_name:
+            self.queue.delete(pod.uid)
+            self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
+            self.cache.add_bound(pod)
+            self._event(ClusterEvent.ASSIGNED_POD_ADD)
+        elif self._responsible(pod):
+            self.cache.set_nominated(pod)
+            self.queue.add(pod)
+
+    def _pod_updated(self, old_obj: client.KubeObject, obj: client.KubeObject) -> None:
+        node_name = (obj.get("spec") or {}).get("nodeName")
+        if node_name and not (old_obj.get("spec") or {}).get("nodeName"):
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            if self.cache.confirm(uid, node_name):
+                # our own binding, seen bound: the assumed pod is the bound one
+                self.queue.delete(uid)
+                self._event(ClusterEvent.ASSIGNED_POD_ADD)
+                return
+        pod = self._parse_pod(obj)
+        if pod is None:
+            return
+        if pod.node_name:
+            newly_bound = not ((old_obj.get("spec") or {}).get("nodeName"))
+            self.queue.delete(pod.uid)
+            if newly_bound:
+                self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
+            self.cache.add_bound(pod)
+            self._event(
+                ClusterEvent.ASSIGNED_POD_ADD if newly_bound else ClusterEvent.ASSIGNED_POD_UPDATE
+            )
+        elif self._responsible(pod):
+            old_nomination = (old_obj.get("status") or {}).get("nominatedNodeName")
+            if not pod.nominated_node_name and not old_nomination:
+                # an update racing our own nomination (its status patch not seen yet):
+                # keep the nomination made in memory, as kube-scheduler's nominator does
+                kept = self.cache.nomination_of(pod)
+                if kept:
+                    pod = dataclasses.replace(pod, nominated_node_name=kept)
+            self.cache.set_nominated(pod)
+            self.queue.update(pod, relevant=_spec_changed(old_obj, obj))
+        else:
+            self.queue.delete(pod.uid)
+            self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
+
+    def _pod_deleted(self, obj: client.KubeObject) -> None:
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        self.queue.delete(uid)
+        self.reporter.forget(uid)
+        gone = self.cache.remove_bound(uid)
+        pod = self._parse_pod(obj)
+        if pod is not None:
+            self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
+        if gone is not None:
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
+
+    def _node_added(self, obj: client.KubeObject) -> None:
+        node = self._parse_node(obj)
+        if node is not None:
+            for event in self.cache.add_node(node):
+                self._event(event)
+
+    def _node_updated(self, old_obj: client.KubeObject, obj: client.KubeObject) -> None:
+        node = self._parse_node(obj)
+        if node is not None:
+            for event in self.cache.update_node(node):
+                self._event(event)
+
+    def _node_deleted(self, obj: client.KubeObject) -> None:
+        self.cache.remove_node(str((obj.get("metadata") or {}).get("name") or ""))
+
+    @staticmethod
+    def _parse_node(obj: client.KubeObject) -> api.Node | None:
+        try:
+            return objects.parse_node(obj)
+        except errors.ConfigError as exc:
+            log.warning("ignoring a node the scheduler cannot read: %s", exc)
+            return None
+
+    def _budget_changed(self, obj: client.KubeObject, *, present: bool = True) -> None:
+        try:
+            budget = objects.parse_disruption_budget(obj)
+        except errors.ConfigError as exc:
+            log.warning("ignoring a PodDisruptionBudget the scheduler cannot read: %s", exc)
+            return
+        self.cache.set_budget(budget, present=present)
+        self._event(ClusterEvent.PDB_CHANGE)
+
+    def _event(self, event: ClusterEvent) -> None:
+        self.queue.on_event(event)
+
+    def _moved(self, where: Where, event: ClusterEvent | None) -> None:
+        self.metrics.incoming.labels(where.value, event.value if event else "PodAdd").inc()
+
+    def _pre_enqueue(self, pod: api.Pod) -> api.Status:
+        fw = self.frameworks.get(pod.scheduler_name)
+        return api.SUCCESS if fw is None else fw.run_pre_enqueue(pod)
+
+    # --- the scheduling cycle -----------------------------------------------------------
+    def schedule_one(self, info: PodInfo) -> None:
+        pod = info.pod
+        fw = self.frameworks[pod.scheduler_name]
+        started = self._clock.now()
+        self.handle.now = self._clock.wall()
+        offer: framework.PostFilterResult | None = None
+        with self.cache.cycle() as snapshot:
+            self.algorithm.snapshot = snapshot
+            try:
+                result = self.algorithm.schedule_pod(fw, pod)
+            except framework.PluginError as exc:
+                result = scheduling.CycleResult(
+                    pod, fw, snapshot, framework.CycleState(), status=api.error(str(exc))
+                )
+            decided = self._clock.now()
+            self.times["algorithm"] += decided - started
+            if result.node is not None:
+                node = result.node
+                assumed = self.cache.assume(pod, node)
+                status = fw.run_reserve(result.state, assumed, node)
+                if status.is_success:
+                    status = fw.run_permit(result.state, assumed, node)
+                if not status.is_success:
+                    fw.run_unreserve(result.state, assumed, node)
+                    self.cache.forget(pod.uid)
+                    result.status, result.node = status, None
+                else:
+                    self.queue.assumed(info)
+                    self.binder.submit(Binding(assumed, node, fw, result.state, self._clock.now()))
+                    self.times["assume"] += self._clock.now() - decided
+                    self._attempt("scheduled", fw, started)
+                    return
+            message, rejectors = self._explain_failure(result)
+            if result.status.is_rejection and fw.post_filter:
+                offer, post = fw.run_post_filter(result.state, pod, snapshot, result)
+                self.metrics.preemption_attempts.inc()  # per PostFilter run, as upstream
+                if post.code is not api.Code.ERROR and post.message:
+                    # kube-scheduler appends the PostFilter message to the FitError's
+                    message = f"{message} {post.message}"
+                if offer is not None and offer.nominated_node:
+                    self._preempt(pod, offer)
+        error = not result.status.is_rejection
+        nominated_node = offer.nominated_node if offer is not None else None
+        if error:
+            self.queue.failed(info)
+        else:
+            self.queue.unschedulable(info, rejectors)
+        self.reporter.unschedulable(pod, message, error=error, nominated=nominated_node)
+        self.times["failure"] += self._clock.now() - started
+        self._attempt("error" if error else "unschedulable", fw, started)
+
+    @staticmethod
+    def _explain_failure(
+        result: scheduling.CycleResult,
+    ) -> tuple[str, set[str]]:
+        rejectors: set[str] = set()
+        if not result.prefilter_status.is_success:
+            rejectors.add(result.prefilter_status.plugin)
+        if result.outcome is not None and result.filters:
+            rejectors.update(result.filters[int(p)].name for p in set(result.outcome.rejected_by))
+        if result.absent_status is not None:
+            rejectors.add("*")  # a PreFilter restriction: any event may matter
+        rejectors.discard("")
+        if "*" in rejectors:
+            rejectors = set()
+        return result.status.message, rejectors
+
+    def _preempt(self, pod: api.Pod, offer: framework.PostFilterResult) -> None:
+        """Act on preemption's offer (cache lock held): nominate, delete the victims
+        (each with a DisruptionTarget condition), clear the lower nominations there."""
+        node = offer.nominated_node
+        assert node is not None
+        victims = offer.victims
+        if victims:
+            self.metrics.preemption_victims.observe(len(victims))
+        log.info(
+            "preempting %d pod(s) on %s for %s: %s",
+            len(victims),
+            node,
+            pod.key,
+            ", ".join(v.key for v in victims),
+        )
+        nominated = dataclasses.replace(pod, nominated_node_name=node)
+        self.cache.set_nominated(nominated)
+        self.queue.update(nominated, relevant=False)  # its next cycle tries that node first
+        for victim in victims:
+            self.cache.mark_preempted(victim.uid)
+            self.reporter.preempt(victim, pod, node)
+        for cleared in offer.cleared_nominations:
+            self.cache.set_nominated(dataclasses.replace(cleared, nominated_node_name=""))
+            self.reporter.clear_nomination(cleared)
+
+    def _attempt(self, result: str, fw: framework.Framework, started: float) -> None:
+        profile = fw.scheduler_name
+        self.metrics.attempts.labels(result, profile).inc()
+        self.metrics.attempt_duration.labels(result, profile).observe(self._clock.now() - started)
+        self.times["cycles"] += 1
+
+    def _binding_done(self, binding: Binding, result: BindResult, why: str) -> None:
+        pod = binding.pod
+        info = self.queue.info(pod.uid)
+        self.metrics.binding_duration.labels(result.value).observe(
+            self._clock.now() - binding.submitted
+        )
+        if result is BindResult.BOUND:
+            self.cache.finish_binding(pod.uid)
+            if info is not None:
+                self.metrics.sli.labels(str(min(info.attempts, 15))).observe(
+                    self._clock.now() - info.first_seen
+                )
+                self.queue.bound(info)
+            with self._bound_lock:
+                self.bound_count += 1
+            self.reporter.scheduled(pod, binding.node)
+            return
+        self.cache.forget(pod.uid)
+        if result is BindResult.FINAL:
+            log.info("binding %s to %s refused, not retried: %s", pod.key, binding.node, why)
+            if info is not None:
+                self.queue.bound(info)  # the watch shows what became of it
+            return
+        log.warning("binding %s to %s failed, backing off: %s", pod.key, binding.node, why)
+        if info is not None and self.queue.failed(info):
+            self.reporter.unschedulable(pod, f"Binding rejected: {why}", error=True)
+
+    # --- loops --------------------------------------------------------------------------
+    def _scheduling_loop(self) -> None:
+        while not self._stopping.is_set():
+            self._last_beat = self._clock.now()
+            if not self.may_schedule():
+                # a standby keeps its queue as is: when it leads, nothing is backing off
+                self._stopping.wait(0.2)
+                continue
+            info = self.queue.pop(timeout=1.0)
+            if info is None or self._stopping.is_set():
+                continue
+            if not self.may_schedule():
+                self.queue.failed(info)
+                continue
+            try:
+                self.schedule_one(info)
+            except Exception:  # one pod must not stop the scheduler
+                log.exception("scheduling %s failed", info.pod.key)
+                self.queue.failed(info)
+
+    def may_schedule(self) -> bool:
+        return not self._lost.is_set() and (self.elector is None or self.elector.is_leader())
+
+    def _flush_loop(self) -> None:
+        last_refresh = self._clock.now()
+        while not self._stopping.wait(FLUSH_INTERVAL):
+            self.queue.flush()
+            self.cache.expire_assumed()
+            self.recorder.flush()
+            if self._clock.now() - last_refresh >= STATIC_REFRESH_INTERVAL:
+                self.cache.refresh_static()
+                last_refresh = self._clock.now()
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def start(
+        self, *, sync_timeout: float | None = None, stop: threading.Event | None = None
+    ) -> bool:
+        """Start informers and the reporter, wait for the informers to sync, then lead
+        (or stand by). Returns False if the informers did not sync in time, or ``stop``
+        was set meanwhile (SIGTERM while the API is unreachable)."""
+        self.reporter.start()
+        for inf in (self.nodes, self.budgets, self.pods):
+            inf.start()
+        deadline = None if sync_timeout is None else time.monotonic() + sync_timeout
+        while not self.synced:
+            if stop is not None and stop.is_set():
+                return False
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        log.info(
+            "informers synced",
+            extra={FIELDS: {"nodes": len(self.nodes), "pods": len(self.pods)}},
+        )
+        self._spawn(self._flush_loop, "queue-flush")
+        self._spawn(self._scheduling_loop, "scheduling")
+        if self.elector is not None:
+            self.elector.start()
+        else:
+            self._leading.set()
+        return True
+
+    def wait(self, stop: threading.Event) -> int:
+        """Block until ``stop`` or a lost lease; 0, or 1 when the lease was lost."""
+        while not stop.wait(0.2):
+            if self._lost.is_set():
+                return 1
+        return 0
+
+    def stop(self, *, bind_timeout: float = SHUTDOWN_BIND_TIMEOUT) -> None:
+        """Stop popping, finish bindings in flight (bounded), release the lease, stop."""
+        self._stopping.set()
+        self.queue.close()
+        for thread in self._threads:
+            thread.join(5)
+        if not self.binder.drain(bind_timeout):
+            log.warning("%d binding(s) still in flight at shutdown", self.binder.in_flight)
+        self.binder.shutdown()
+        if self.elector is not None:
+            self.elector.stop(release=not self._lost.is_set())
+        for inf in (self.pods, self.nodes, self.budgets):
+            inf.stop(2.0)
+        self.reporter.stop(2.0)
+        with contextlib.suppress(errors.KubeAPIError):
+            self.recorder.flush()
+
+    # --- probes -------------------------------------------------------------------------
+    @property
+    def synced(self) -> bool:
+        return all(i.synced for i in (self.pods, self.nodes, self.budgets))
+
+    def liveness(self) -> ProbeResult:
+        silence = self._clock.now() - self._last_beat
+        if self._threads and silence > LIVENESS_TIMEOUT:
+            return ProbeResult(False, f"scheduling loop silent for {silence:.0f} s")
+        return ProbeResult(True, "scheduling loop turning")
+
+    def readiness(self) -> ProbeResult:
+        if not self.synced:
+            return ProbeResult(False, "informers not synced yet")
+        if self.elector is None:
+            return ProbeResult(True, "scheduling")
+        if self.elector.is_leader():
+            return ProbeResult(True, "leading")
+        if self._lost.is_set():
+            return ProbeResult(False, "lost the lease")
+        if not self.elector.healthy:
+            return ProbeResult(False, f"standby, cannot reach the lease: {self.elector.last_error}")
+        return ProbeResult(True, f"standby (leader: {self.elector.holder or 'none'})")
+
+    def pending(self) -> Mapping[str, int]:
+        return self.queue.pending()

@@ -1,0 +1,184 @@
+"""The generic informer over HTTP against the fake API server: nodes and disruption budgets
+listed and watched, handlers called in order, a re-list after 410 reporting what was deleted
+in the gap, and the ClusterClient calls the scheduler makes (binding, pod status, Leases)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from nodeagent import errors
+from nodeagent.kube import client, fake, http, informer, retry
+from tests.fakeapi import objects
+from tests.fakeapi.server import FakeAPIServer
+
+
+def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError("condition not reached in time")
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+
+    def handlers(self) -> informer.Handlers:
+        return informer.Handlers(
+            on_add=lambda o: self.add("add", o),
+            on_update=lambda old, new: self.add("update", new),
+            on_delete=lambda o: self.add("delete", o),
+        )
+
+    def add(self, kind: str, obj: client.KubeObject) -> None:
+        with self.lock:
+            self.events.append((kind, obj["metadata"]["name"]))
+
+    def seen(self) -> list[tuple[str, str]]:
+        with self.lock:
+            return list(self.events)
+
+
+def test_node_informer_follows_adds_updates_deletes(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", objects.node("n1"))
+    recorder = Recorder()
+    nodes = informer.Informer(informer.nodes(kube), recorder.handlers(), watch_timeout=30)
+    nodes.start()
+    try:
+        assert nodes.wait_synced(5)
+        assert recorder.seen() == [("add", "n1")]
+        cluster.create("nodes", objects.node("n2"))
+        cluster.patch("nodes", "", "n1", {"spec": {"unschedulable": True}})
+        cluster.delete("nodes", "", "n2")
+        eventually(lambda: len(recorder.seen()) == 4)
+        assert recorder.seen()[1:] == [("add", "n2"), ("update", "n1"), ("delete", "n2")]
+        assert [o["metadata"]["name"] for o in nodes.items()] == ["n1"]
+        assert nodes.get(("", "n1"))["spec"]["unschedulable"] is True  # type: ignore[index]
+        assert nodes.stats.lists == 1
+    finally:
+        nodes.stop()
+
+
+def test_relist_after_410_reports_deletions_made_in_the_gap(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    cluster = fake_api.cluster
+    for name in ("n1", "n2"):
+        cluster.create("nodes", objects.node(name))
+    recorder = Recorder()
+    nodes = informer.Informer(
+        informer.nodes(kube),
+        recorder.handlers(),
+        watch_timeout=30,
+        backoff=retry.RetryPolicy(initial_delay=0.05, max_delay=0.1),
+    )
+    nodes.start()
+    try:
+        assert nodes.wait_synced(5)
+        with fake_api.outage(refuse=True):
+            cluster.delete("nodes", "", "n2")
+            cluster.create("nodes", objects.node("n3"))
+            cluster.compact()  # the gap is gone from history: resuming answers 410
+        eventually(lambda: nodes.stats.relists_after_gone >= 1)
+        eventually(lambda: {("delete", "n2"), ("add", "n3")} <= set(recorder.seen()))
+        assert sorted(o["metadata"]["name"] for o in nodes.items()) == ["n1", "n3"]
+        assert nodes.stats.failures >= 1
+    finally:
+        nodes.stop()
+
+
+def test_disruption_budget_informer(fake_api: FakeAPIServer, kube: http.HTTPKubeClient) -> None:
+    fake_api.cluster.add_pdb("default", "pdb-a", selector="app=a", disruptions_allowed=1)
+    recorder = Recorder()
+    budgets = informer.Informer(informer.disruption_budgets(kube), recorder.handlers())
+    budgets.start()
+    try:
+        assert budgets.wait_synced(5)
+        (pdb,) = budgets.items()
+        assert pdb["kind"] == "PodDisruptionBudget"
+        assert pdb["spec"]["selector"]["matchExpressions"] == [
+            {"key": "app", "operator": "In", "values": ["a"]}
+        ]
+        assert pdb["status"]["disruptionsAllowed"] == 1
+        fake_api.cluster.add_pdb("other", "pdb-b", selector="app=b")
+        eventually(lambda: ("add", "pdb-b") in recorder.seen())
+    finally:
+        budgets.stop()
+    assert fake_api.requests_to("GET", "^/apis/policy/v1/poddisruptionbudgets$")
+
+
+def test_binding_sets_the_node_and_condition_and_a_second_bind_is_409(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    pod = fake_api.cluster.create("pods", objects.pod("p", node_name=""))
+    uid = pod["metadata"]["uid"]
+    kube.bind_pod("default", "p", uid=uid, node_name="n1")
+    bound = fake_api.cluster.get("pods", "default", "p")
+    assert bound["spec"]["nodeName"] == "n1"
+    assert [c["status"] for c in bound["status"]["conditions"] if c["type"] == "PodScheduled"] == [
+        "True"
+    ]
+    (sent,) = fake_api.requests_to("POST", "/pods/p/binding$")
+    assert sent.body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+    assert sent.body["metadata"]["uid"] == uid
+    with pytest.raises(errors.Conflict, match="already assigned"):
+        kube.bind_pod("default", "p", uid=uid, node_name="n2")
+    assert len(fake_api.requests_to("POST", "/pods/p/binding$")) == 2, "a 409 is not retried"
+    with pytest.raises(errors.NotFound):
+        kube.bind_pod("default", "missing", uid="x", node_name="n1")
+
+
+def test_pod_status_patch_merges_conditions(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    fake_api.cluster.create("pods", objects.pod("p", node_name=""))
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    kube.patch_pod_status("default", "p", {"status": {"conditions": [condition]}})
+    kube.patch_pod_status("default", "p", {"status": {"nominatedNodeName": "n1"}})
+    status = fake_api.cluster.get("pods", "default", "p")["status"]
+    assert status["conditions"] == [condition] and status["nominatedNodeName"] == "n1"
+    assert status["phase"] == "Running"
+
+
+def test_lease_create_get_and_replace_with_optimistic_concurrency(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    with pytest.raises(errors.NotFound):
+        kube.get_lease("kube-system", "s")
+    lease = {"metadata": {"name": "s"}, "spec": {"holderIdentity": "a"}}
+    created = kube.create_lease("kube-system", lease)
+    with pytest.raises(errors.Conflict):
+        kube.create_lease("kube-system", lease)
+    assert created["apiVersion"] == "coordination.k8s.io/v1"
+    mine = dict(created, spec={"holderIdentity": "b"})
+    kube.replace_lease("kube-system", "s", mine)
+    assert kube.get_lease("kube-system", "s")["spec"]["holderIdentity"] == "b"
+    with pytest.raises(errors.Conflict):
+        kube.replace_lease("kube-system", "s", dict(created, spec={"holderIdentity": "c"}))
+
+
+def test_node_informer_over_the_in_process_fake() -> None:
+    kube = fake.FakeKubeClient()
+    kube.cluster.create("nodes", objects.node("n1"))
+    recorder = Recorder()
+    nodes = informer.Informer(informer.nodes(kube), recorder.handlers(), watch_timeout=30)
+    nodes.start()
+    try:
+        assert nodes.wait_synced(5)
+        kube.cluster.create("nodes", objects.node("n2"))
+        eventually(lambda: recorder.seen() == [("add", "n1"), ("add", "n2")])
+        cluster_client: client.ClusterClient = kube  # the fake implements all of it
+        assert cluster_client is kube
+    finally:
+        nodes.stop()
+    assert [c.method for c in kube.calls[:2]] == ["list_nodes", "watch_nodes"]

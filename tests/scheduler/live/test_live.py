@@ -1,0 +1,187 @@
+"""The live scheduler against the fake API server over real HTTP: what a cluster sees."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from nodeagent.scheduler.live.scheduler import LiveScheduler
+from tests.fakeapi.server import FakeAPIServer
+from tests.scheduler.live import harness as h
+from tests.scheduler.live.harness import condition, eventually, node_of
+
+PRESSURE_TAINT = {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def running(fake_api: FakeAPIServer) -> Iterator[LiveScheduler]:
+    scheduler = h.start(fake_api)
+    try:
+        yield scheduler
+    finally:
+        scheduler.stop(bind_timeout=2)
+
+
+def test_binds_every_pod_that_fits_and_reports_the_one_that_does_not(
+    fake_api: FakeAPIServer,
+) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1", cpu="1"))
+    cluster.create("nodes", h.node("n2", cpu="1"))
+    for i in range(4):
+        cluster.create("pods", h.pod(f"p{i}", cpu="500m", priority=10))
+    cluster.create("pods", h.pod("big", cpu="800m"))  # priority 0: PrioritySort pops it last
+    scheduler = h.start(fake_api)
+    try:
+        eventually(lambda: all(node_of(fake_api, f"p{i}") for i in range(4)), what="4 bound")
+        placed = sorted(node_of(fake_api, f"p{i}") for i in range(4))
+        assert placed == ["n1", "n1", "n2", "n2"], "NodeResourcesFit: two 500m pods per node"
+        found = eventually(lambda: condition(fake_api, "big"), what="condition")
+        assert found["status"] == "False" and found["reason"] == "Unschedulable"
+        assert found["message"] == (
+            "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are"
+            " available: 2 No preemption victims found for incoming pod."
+        )
+        eventually(lambda: h.events_for(fake_api, "big", "FailedScheduling"))
+        scheduled = eventually(lambda: h.events_for(fake_api, "p0", "Scheduled"))
+        assert scheduled[0]["message"].startswith("Successfully assigned default/p0 to n")
+        assert scheduled[0]["type"] == "Normal"
+        # a fitting node arrives: bound within seconds, without waiting 5 minutes
+        started = time.monotonic()
+        cluster.create("nodes", h.node("n3", cpu="1"))
+        eventually(lambda: node_of(fake_api, "big") == "n3", timeout=5)
+        assert time.monotonic() - started < 3
+        assert len(h.events_for(fake_api, "big", "FailedScheduling")) == 1
+        assert len(cluster.bindings) == 5, "one binding per pod, none doubled"
+    finally:
+        scheduler.stop(bind_timeout=2)
+    # informers only: no per-pod GET in the hot path
+    assert not fake_api.requests_to("GET", r"/namespaces/default/pods/")
+
+
+def test_other_schedulers_pods_and_assigned_pods_are_left_alone(
+    fake_api: FakeAPIServer, running: LiveScheduler
+) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1"))
+    cluster.create("pods", h.pod("theirs", scheduler="default-scheduler"))
+    cluster.create("pods", h.pod("ours"))
+    eventually(lambda: node_of(fake_api, "ours") == "n1")
+    time.sleep(0.3)
+    assert node_of(fake_api, "theirs") == ""
+    assert condition(fake_api, "theirs") is None
+    assert [b[1] for b in cluster.bindings] == ["ours"]
+
+
+def test_removing_the_pressure_taint_requeues_the_pods_it_rejected(
+    fake_api: FakeAPIServer, running: LiveScheduler
+) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1", taints=[PRESSURE_TAINT]))
+    eventually(lambda: running.cache.has_node("n1"))
+    cluster.create("pods", h.pod("waiting"))
+    found = eventually(lambda: condition(fake_api, "waiting"))
+    assert "memory-pressure" in found["message"] or "pressure" in found["message"]
+    assert running.queue.pending()["unschedulable"] == 1
+    started = time.monotonic()
+    cluster.patch("nodes", "", "n1", {"spec": {"taints": []}})
+    eventually(lambda: node_of(fake_api, "waiting") == "n1", timeout=5)
+    assert time.monotonic() - started < 4, "requeued by the taint change, not a 5-minute timer"
+
+
+def test_gated_pods_wait_for_their_gates(fake_api: FakeAPIServer, running: LiveScheduler) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1"))
+    cluster.create("pods", h.pod("gated", gates=["example.com/quota"]))
+    eventually(lambda: running.queue.pending()["gated"] == 1)
+    time.sleep(0.3)
+    assert node_of(fake_api, "gated") == ""
+    cluster.patch("pods", "default", "gated", {"spec": {"schedulingGates": None}})
+    eventually(lambda: node_of(fake_api, "gated") == "n1")
+
+
+def test_a_failed_bind_backs_off_and_is_never_doubled(fake_api: FakeAPIServer) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1"))
+    # more failures than the client's own retries: the scheduler's backoff takes over
+    fake_api.fail_next(4, status=500, method="POST", path="/binding$")
+    cluster.create("pods", h.pod("p"))
+    scheduler = h.start(fake_api)
+    try:
+        eventually(lambda: node_of(fake_api, "p") == "n1")
+        posts = fake_api.requests_to("POST", "/pods/p/binding$")
+        assert len(posts) == 5 and len(cluster.bindings) == 1
+        assert scheduler.metrics.attempts.labels("scheduled", h.PROFILE)._value.get() >= 2
+    finally:
+        scheduler.stop(bind_timeout=2)
+
+
+def test_a_409_is_final(fake_api: FakeAPIServer) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1"))
+    fake_api.fail_next(1, status=409, method="POST", path="/binding$")
+    cluster.create("pods", h.pod("p"))
+    scheduler = h.start(fake_api)
+    try:
+        eventually(lambda: fake_api.requests_to("POST", "/pods/p/binding$"))
+        time.sleep(1.0)
+        assert len(fake_api.requests_to("POST", "/pods/p/binding$")) == 1, "no retry after 409"
+        assert node_of(fake_api, "p") == ""
+        assert not scheduler.cache.is_assumed(
+            cluster.get("pods", "default", "p")["metadata"]["uid"]
+        )
+    finally:
+        scheduler.stop(bind_timeout=2)
+
+
+def test_an_api_outage_mid_run_loses_nothing(fake_api: FakeAPIServer) -> None:
+    cluster = fake_api.cluster
+    for i in range(3):
+        cluster.create("nodes", h.node(f"n{i}", cpu="4"))
+    for i in range(10):
+        cluster.create("pods", h.pod(f"a{i}"))
+    scheduler = h.start(fake_api)
+    try:
+        eventually(lambda: all(node_of(fake_api, f"a{i}") for i in range(10)))
+        with fake_api.outage(refuse=True):
+            for i in range(10):
+                cluster.create("pods", h.pod(f"b{i}"))
+            time.sleep(1.0)
+        with fake_api.outage(status=503):
+            time.sleep(0.5)
+        eventually(lambda: all(node_of(fake_api, f"b{i}") for i in range(10)), timeout=20)
+        assert len(cluster.bindings) == 20
+    finally:
+        scheduler.stop(bind_timeout=2)
+
+
+def test_a_preemptor_gets_its_nomination_its_victims_go_and_it_is_bound(
+    fake_api: FakeAPIServer, running: LiveScheduler
+) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1", cpu="1"))
+    cluster.create("pods", h.pod("low", cpu="800m", priority=1, node_name="n1"))
+    cluster.create("pods", h.pod("other", cpu="100m", priority=1, node_name="n1"))
+    eventually(lambda: running.cache.stats().bound == 2 and running.cache.has_node("n1"))
+    deletions_before = len(cluster.deletions)
+    cluster.create("pods", h.pod("high", cpu="500m", priority=100))
+    eventually(lambda: node_of(fake_api, "high") == "n1", timeout=10)
+    deleted = [d.name for d in cluster.deletions[deletions_before:]]
+    assert deleted == ["low"], "the minimal victim set: the 800m pod, not the 100m one"
+    patches = [
+        r.body["status"]
+        for r in fake_api.requests_to("PATCH", "/pods/high/status$")
+        if "nominatedNodeName" in r.body["status"]
+    ]
+    assert patches and patches[0]["nominatedNodeName"] == "n1"
+    victim_patches = [r.body for r in fake_api.requests_to("PATCH", "/pods/low/status$")]
+    (victim_patch,) = victim_patches
+    (condition,) = victim_patch["status"]["conditions"]
+    assert condition["type"] == "DisruptionTarget"
+    assert condition["reason"] == "PreemptionByScheduler"
+    assert running.metrics.preemption_attempts._value.get() >= 1
+    victims = running.metrics.preemption_victims
+    assert victims._sum.get() == 1, "one preemption, one victim: never chosen twice"
+    assert h.events_for(fake_api, "low", "Preempted")
