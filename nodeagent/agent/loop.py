@@ -77,6 +77,10 @@ PROC_PRESSURE_DIR = "/proc/pressure"
 """Where system PSI triggers are armed: this process's own /proc, which is system-wide
 and writable, unlike a read-only host /proc mounted into a container."""
 
+RECLAIM_COMPONENT = "node-reclaim"
+"""The degraded component an unreachable container runtime shows as: reclaim alone
+suffers (evictions go on without it)."""
+
 _MEMORY_SCOPES: Mapping[str, Signal] = {
     setup.NODE_SCOPE: Signal.MEMORY_AVAILABLE,
     setup.KUBEPODS_SCOPE: Signal.ALLOCATABLE_MEMORY_AVAILABLE,
@@ -331,6 +335,8 @@ class AgentLoop:
         }
         statuses = {**self._unarmed, **self._triggers.status()}
         current.update(setup.degraded_components(statuses))
+        if self.reclaimer is not None and self.reclaimer.unreachable is not None:
+            current[RECLAIM_COMPONENT] = self.reclaimer.unreachable
         for component in self._degraded.keys() - current.keys():
             self._metrics.set_degraded(component, None)
         for component, reason in current.items():

@@ -27,6 +27,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from nodeagent.agent.logs import FIELDS
 from nodeagent.clock import Clock
@@ -39,6 +40,8 @@ from nodeagent.reclaim import plan
 __all__ = ["NodeReclaimer", "ReclaimReport", "reclaimed_bytes"]
 
 log = logging.getLogger("nodeagent.reclaim")
+
+_Listed = TypeVar("_Listed")
 
 _FREES: Mapping[str, Signal] = {
     fs_layout.RECLAIM_CONTAINERS: Signal.CONTAINERFS_AVAILABLE,
@@ -104,6 +107,9 @@ class NodeReclaimer:
         self._interval = interval
         self._last: float = float("-inf")
         self.records: dict[str, plan.ImageRecord] = {}
+        self.unreachable: str | None = None
+        """Why the runtime's last listing failed (None: it answered): the loop exports it
+        as the ``node-reclaim`` component's degradation."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -128,10 +134,15 @@ class NodeReclaimer:
 
     def _inventories(self, interval: float) -> None:
         while True:
+            was = self.unreachable
             try:
                 self.inventory(self._clock.now())
             except CRIError as exc:
-                log.debug("image inventory failed: %s", exc)
+                if was is None:  # once per outage, not every interval
+                    log.warning("image inventory failed: %s", exc)
+            else:
+                if was is not None:
+                    log.info("image inventory: the container runtime answers again")
             if self._stop.wait(interval):
                 return
 
@@ -171,10 +182,21 @@ class NodeReclaimer:
     def inventory(self, now: float) -> tuple[list[Image], list[Container]]:
         """List images and containers and update the image records (replaced whole, so
         the loop and the inventory thread never see a half-updated map)."""
-        images = list(self.runtime.list_images())
-        containers = list(self.runtime.list_containers())
+        images, containers = self._listed(
+            lambda: (list(self.runtime.list_images()), list(self.runtime.list_containers()))
+        )
         self.records = plan.track_images(self.records, images, containers, now)
         return images, containers
+
+    def _listed(self, listing: Callable[[], _Listed]) -> _Listed:
+        """``listing()``, noting in :attr:`unreachable` whether the runtime answered."""
+        try:
+            answer = listing()
+        except CRIError as exc:
+            self.unreachable = str(exc)
+            raise
+        self.unreachable = None
+        return answer
 
     # --- steps -------------------------------------------------------------------------
     def _remove_dead_containers(
@@ -182,8 +204,9 @@ class NodeReclaimer:
     ) -> tuple[tuple[Container, ...], list[Container] | None]:
         """Returns what was removed and the containers that remain (None if unknown)."""
         try:
-            sandboxes = self.runtime.list_sandboxes()
-            containers = list(self.runtime.list_containers())
+            sandboxes, containers = self._listed(
+                lambda: (self.runtime.list_sandboxes(), list(self.runtime.list_containers()))
+            )
         except CRIError as exc:
             errors.append(str(exc))
             log.warning("node-level reclaim cannot list containers: %s", exc)

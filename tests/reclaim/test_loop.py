@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from nodeagent.cri.fake import FakeRuntime
 from tests.agent.rig import Rig, pod
@@ -69,3 +72,26 @@ def test_reclaim_off_and_memory_pressure_never_touch_the_runtime(tmp_path: Path)
     rig.run_for(2.0)
     assert rig.evicted() == [("victim", 1)]
     assert fake.calls == [] and memory.calls == []
+
+
+def test_an_unreachable_runtime_degrades_reclaim_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every CRI call fails: the cycle goes on to evict, the reason is logged and exported
+    as the ``node-reclaim`` component's degradation, and cleared once the runtime answers."""
+    fake = runtime()
+    listings = ("list_sandboxes", "list_containers", "list_images")
+    fake.failures.update(dict.fromkeys(listings, "UNAVAILABLE: no socket"))
+    rig = disk_pressure_rig(tmp_path, fake)
+    with caplog.at_level(logging.WARNING, logger="nodeagent.reclaim"):
+        result = rig.cycle()
+    assert result is not None
+    reclaimed = result.decision.node_reclaim_result
+    assert reclaimed is not None and not reclaimed.enough
+    assert rig.evicted() == [("victim", 1)]
+    assert any("UNAVAILABLE: no socket" in r.getMessage() for r in caplog.records)
+    degraded = 'nodeagent_component_degraded{component="node-reclaim",reason="CRI '
+    assert degraded in rig.metrics.exposition().decode()
+    fake.failures.clear()
+    rig.run_for(11.0)  # the next reclaim, past nodeReclaimInterval, reaches the runtime
+    assert 'component="node-reclaim"' not in rig.metrics.exposition().decode()

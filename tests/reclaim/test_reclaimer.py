@@ -275,3 +275,4 @@ def test_the_inventory_thread_records_ages_before_any_reclaim() -> None:
     time.sleep(0.05)
     failing.stop(timeout=2.0)
     assert failing.records == {}
+    assert failing.unreachable == "CRI list_images: UNAVAILABLE"  # the loop exports it
