@@ -73,13 +73,16 @@ def track_images(
     now: float,
 ) -> dict[str, ImageRecord]:
     """``records`` brought up to date with one inventory: new images first seen ``now``,
-    images in use last used ``now``, vanished images forgotten."""
+    images in use last used ``now`` (never earlier than a use already recorded: an
+    inventory whose ``now`` was read before another's finished), vanished images
+    forgotten."""
     used = images_in_use(images, containers)
     updated = {}
     for image in images:
         record = records.get(image.id) or ImageRecord(first_seen=now)
         if image.id in used:
-            record = ImageRecord(record.first_seen, now)
+            last_used = now if record.last_used is None else max(record.last_used, now)
+            record = ImageRecord(record.first_seen, last_used)
         updated[image.id] = record
     return updated
 

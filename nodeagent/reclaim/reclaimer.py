@@ -110,6 +110,9 @@ class NodeReclaimer:
         self.unreachable: str | None = None
         """Why the runtime's last listing failed (None: it answered): the loop exports it
         as the ``node-reclaim`` component's degradation."""
+        self._inventory_lock = threading.Lock()
+        """One inventory at a time (the thread's and a reclaim's): a listing taken earlier
+        never replaces the records a later one wrote."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -181,11 +184,12 @@ class NodeReclaimer:
 
     def inventory(self, now: float) -> tuple[list[Image], list[Container]]:
         """List images and containers and update the image records (replaced whole, so
-        the loop and the inventory thread never see a half-updated map)."""
-        images, containers = self._listed(
-            lambda: (list(self.runtime.list_images()), list(self.runtime.list_containers()))
-        )
-        self.records = plan.track_images(self.records, images, containers, now)
+        a reader never sees a half-updated map; one inventory at a time)."""
+        with self._inventory_lock:
+            images, containers = self._listed(
+                lambda: (list(self.runtime.list_images()), list(self.runtime.list_containers()))
+            )
+            self.records = plan.track_images(self.records, images, containers, now)
         return images, containers
 
     def _listed(self, listing: Callable[[], _Listed]) -> _Listed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
@@ -276,3 +277,40 @@ def test_the_inventory_thread_records_ages_before_any_reclaim() -> None:
     failing.stop(timeout=2.0)
     assert failing.records == {}
     assert failing.unreachable == "CRI list_images: UNAVAILABLE"  # the loop exports it
+
+
+class _GatedRuntime(FakeRuntime):
+    """Its first ``list_images`` answers with the images as they were when it was asked,
+    but only once :attr:`gate` is set: an inventory slowed between listing and updating."""
+
+    def __init__(self, base: FakeRuntime) -> None:
+        super().__init__(base.sandboxes, base.containers, base.images)
+        self.gate = threading.Event()
+        self.listing = threading.Event()
+
+    def list_images(self) -> list[Image]:
+        answer = super().list_images()
+        if not self.listing.is_set():
+            self.listing.set()
+            assert self.gate.wait(5.0)
+        return answer
+
+
+def test_a_slow_inventory_never_undoes_a_newer_one() -> None:
+    """The inventory thread and a reclaim list the runtime at once: the one that listed
+    earlier must not overwrite what the later one saw (an image pulled in between
+    forgotten, an in-use image's last use moved back)."""
+    gated = _GatedRuntime(runtime())
+    made = NodeReclaimer(gated, clock=FakeClock(), dry_run=False)
+    slow = threading.Thread(target=made.inventory, args=(1.0,))
+    slow.start()
+    assert gated.listing.wait(5.0)
+    gated.images.append(image("sha256:n", 10))  # pulled while the slow listing waits
+    fast = threading.Thread(target=made.inventory, args=(2.0,))
+    fast.start()
+    fast.join(0.2)
+    gated.gate.set()
+    slow.join(5.0)
+    fast.join(5.0)
+    assert made.records["sha256:n"] == plan.ImageRecord(first_seen=2.0)
+    assert made.records["sha256:a"] == plan.ImageRecord(first_seen=1.0, last_used=2.0)
