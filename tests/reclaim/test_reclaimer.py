@@ -314,3 +314,33 @@ def test_a_slow_inventory_never_undoes_a_newer_one() -> None:
     fast.join(5.0)
     assert made.records["sha256:n"] == plan.ImageRecord(first_seen=2.0)
     assert made.records["sha256:a"] == plan.ImageRecord(first_seen=1.0, last_used=2.0)
+
+
+_RECHECK = policy(
+    eviction_hard={"nodefs.available": "1Gi"},
+    eviction_minimum_reclaim={"nodefs.available": "500Mi"},
+    eviction_soft={"memory.available": "2Gi"},
+    eviction_soft_grace_period={"memory.available": "1m"},
+)
+
+
+@pytest.mark.parametrize(
+    ("nodefs", "memory", "clear"),
+    [
+        pytest.param(2 * Gi, 8 * Gi, True, id="nodefs past threshold+minReclaim"),
+        pytest.param(1 * Gi + 400 * Mi, 8 * Gi, False, id="above 1Gi, below 1Gi+500Mi"),
+        pytest.param(1 * Gi + 500 * Mi, 8 * Gi, True, id="exactly threshold+minReclaim"),
+        pytest.param(2 * Gi, 1 * Gi, False, id="an unrelated soft threshold, grace not run"),
+        pytest.param(2 * Gi, None, True, id="an unobserved signal counts for nothing"),
+    ],
+)
+def test_the_recheck_is_every_threshold_with_min_reclaim_ignoring_grace(
+    nodefs: int, memory: int | None, clear: bool
+) -> None:
+    """kubelet-eviction.md §8: after reclaim, pod eviction is skipped only if no configured
+    threshold, of any signal, hard or soft, ignoring grace periods, is met counting its
+    minimum reclaim (the global check, quirk included)."""
+    signals = {Signal.NODEFS_AVAILABLE: (nodefs, 100 * Gi)}
+    if memory is not None:
+        signals[Signal.MEMORY_AVAILABLE] = (memory, 16 * Gi)
+    assert engine.thresholds_clear(_RECHECK, observations(1.0, signals)) is clear
