@@ -14,8 +14,9 @@ The kubelet frees disk through the runtime before it evicts a pod for a disk sig
   agent's ``pinnedImages``). They are removed oldest first (least recently seen in use,
   then first seen, by the agent's :class:`ImageRecord` s), and only until their sizes
   (from ``ListImages``) add up to what the image filesystem needs to end the pressure
-  with its minimum reclaim; the kubelet removes every unused image, which throws away
-  images the next pod start would pull again.
+  with its minimum reclaim (the reclaimer re-reads the filesystem after them and plans
+  again while it falls short: sizes count shared layers); the kubelet removes every
+  unused image, which throws away images the next pod start would pull again.
 
 How much the image filesystem needs comes from the thresholds themselves
 (:func:`image_bytes_needed`); a threshold on inodes there makes it unknown (image sizes

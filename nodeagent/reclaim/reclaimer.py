@@ -256,12 +256,32 @@ class NodeReclaimer:
             containers = listed
         gone = {c.id for c in removed_containers}
         containers = [c for c in containers if c.id not in gone]
-        need = image_need()
-        image_plan = plan.plan_images(
-            images, containers, self.records, pinned_images=self._pinned, need=need
-        )
+        need = first_need = image_need()
+        attempted: set[str] = set()
         removed: list[Image] = []
-        for image in image_plan.remove:
+        while True:
+            image_plan = plan.plan_images(
+                [i for i in images if i.id not in attempted],
+                containers,
+                self.records,
+                pinned_images=self._pinned,
+                need=need,
+            )
+            removed.extend(self._remove_images(image_plan.remove, errors))
+            attempted.update(image.id for image in image_plan.remove)
+            if self.dry_run or need is None or not image_plan.remove:
+                break
+            # Sizes count layers other images share: the disk says whether they were
+            # enough, and if not the next oldest go.
+            need = image_need()
+            if need is not None and need <= 0:
+                break
+        return tuple(removed), first_need
+
+    def _remove_images(self, images: Sequence[Image], errors: list[str]) -> list[Image]:
+        """Remove ``images`` in order; returns those gone."""
+        removed: list[Image] = []
+        for image in images:
             fields = {
                 "image": image.describe(),
                 "id": image.id,
@@ -275,7 +295,7 @@ class NodeReclaimer:
                 errors,
             ):
                 removed.append(image)
-        return tuple(removed), need
+        return removed
 
     def _remove(
         self,

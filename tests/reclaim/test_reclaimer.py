@@ -71,11 +71,13 @@ def test_image_need_is_asked_after_the_containers_are_gone() -> None:
 
     def need() -> int:
         asked_with.append(len(fake.containers))
-        return 250
+        return 250 - sum(size for image, size in sizes.items() if image not in fake.images)
 
-    reclaimer(fake).reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=need)
-    assert asked_with == [2]
+    made = reclaimer(fake)
+    sizes = {image: image.size for image in fake.images}
+    made.reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=need)
     assert fake.removed("remove_image") == ["sha256:b", "sha256:c"]  # 200 < 250 <= 500
+    assert asked_with == [2, 2]  # after the containers, then after the images
 
 
 def test_an_image_whose_containers_reclaim_removed_is_unused() -> None:
@@ -344,3 +346,30 @@ def test_the_recheck_is_every_threshold_with_min_reclaim_ignoring_grace(
     if memory is not None:
         signals[Signal.MEMORY_AVAILABLE] = (memory, 16 * Gi)
     assert engine.thresholds_clear(_RECHECK, observations(1.0, signals)) is clear
+
+
+class SharedLayersDisk(Disk):
+    """Each removed image frees only half its ``ListImages`` size: the rest are layers
+    another image still holds."""
+
+    def free(self, removed: Container | Image) -> None:
+        self.available += removed.size // 2 if isinstance(removed, Image) else 50 * Mi
+
+
+def test_images_go_on_until_the_disk_itself_says_enough() -> None:
+    """Image sizes count shared layers, so the images whose sizes cover the need may free
+    less: reclaim re-reads after them and goes on with the next oldest while a threshold
+    is still met counting its minimum reclaim, rather than evict a pod the next image
+    would have spared."""
+    disk = SharedLayersDisk(950 * Mi)
+    fake = runtime()
+    fake.images = [Image(i.id, i.size * Mi, pinned=i.pinned) for i in fake.images]
+    fake.images.append(Image("sha256:d", 600 * Mi))  # first seen with b and c, after them
+    fake.on_remove = disk.free
+    decision, before = decide(disk)
+    after_decision, _ = reclaim_before_evicting(reclaimer(fake), RULES, decision, before, disk.read)
+    # 950 + 100 (containers) + (200 + 300) / 2 = 1300Mi < 1Gi+500Mi: d too, not c2.
+    assert fake.removed("remove_image") == ["sha256:b", "sha256:c", "sha256:d"]
+    result = after_decision.node_reclaim_result
+    assert result is not None and result.enough
+    assert after_decision.evictions == ()
