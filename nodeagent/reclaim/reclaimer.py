@@ -4,8 +4,9 @@ The engine says which kinds of reclaim can relieve the signal it acts on
 (``Decision.node_reclaim``: ``containers``, ``images``, per the filesystem layout);
 :class:`NodeReclaimer` lists the runtime's sandboxes, containers and images, plans with
 the pure functions of :mod:`nodeagent.reclaim.plan`, and removes dead containers first,
-then unused images, asking how many image bytes are still needed only once the
-containers are gone (their writable layers may have been enough). With ``dryRun`` it
+then unused images, asking how many image bytes are still needed once the containers
+are gone (their writable layers may have been enough), and again after each batch of
+images (their sizes count shared layers, so they may free less). With ``dryRun`` it
 logs what it would remove and removes nothing.
 
 A failing call is logged and reclaim goes on with what it can (the kubelet logs and
@@ -157,7 +158,8 @@ class NodeReclaimer:
         self, kinds: Sequence[str], *, image_need: Callable[[], int | None]
     ) -> ReclaimReport:
         """Remove what ``kinds`` allow (dead containers first); ``image_need`` is asked,
-        after the containers are gone, how many image bytes are still wanted."""
+        after the containers are gone and after each batch of images, how many image
+        bytes are still wanted."""
         start = self._clock.now()
         self._last = start
         errors: list[str] = []
