@@ -188,6 +188,9 @@ class AgentLoop:
     ) -> None:
         self.policy = policy
         self.reclaimer = reclaimer
+        self._last_reclaim_enough = False
+        """Whether the last reclaim ended the pressure: then no pod is terminating and
+        ``nodeReclaimInterval`` does not hold the next one back."""
         self._collector = collector
         self._triggers = triggers
         self._trigger_settings = trigger_settings
@@ -287,8 +290,10 @@ class AgentLoop:
         """Before a disk eviction, free what the node can and re-check
         (:mod:`nodeagent.reclaim.cycle`); the re-read observations replace the cycle's."""
         reclaimer = self.reclaimer
-        if reclaimer is None or not decision.node_reclaim or not reclaimer.due(self._clock.now()):
+        if reclaimer is None or not decision.node_reclaim:
             return decision, observations
+        if not self._last_reclaim_enough and not reclaimer.due(self._clock.now()):
+            return decision, observations  # a pod evicted after it may still be terminating
         decision, observations = reclaim_before_evicting(
             reclaimer,
             self.policy,
@@ -298,6 +303,7 @@ class AgentLoop:
         )
         if decision.node_reclaim_result is not None:
             self._metrics.record_node_reclaim(decision.node_reclaim_result)
+            self._last_reclaim_enough = decision.node_reclaim_result.enough
         return decision, observations
 
     # --- reporting -------------------------------------------------------------------------
