@@ -219,22 +219,21 @@ class NodeReclaimer:
             return (), None
         dead = plan.dead_containers(containers, sandboxes)
         pods = {s.id: f"{s.pod_namespace}/{s.pod_name}" for s in sandboxes}
-        removed: list[Container] = []
-        for container in dead:
-            fields = {
-                "container": container.id,
-                "pod": pods.get(container.sandbox_id, container.sandbox_id),
-                "name": container.name,
-                "attempt": container.attempt,
-                "dryRun": self.dry_run,
-            }
+        removed = [
+            container
+            for container in dead
             if self._remove(
                 f"dead container {container.name}",
                 functools.partial(self.runtime.remove_container, container.id),
-                fields,
+                {
+                    "container": container.id,
+                    "pod": pods.get(container.sandbox_id, container.sandbox_id),
+                    "name": container.name,
+                    "attempt": container.attempt,
+                },
                 errors,
-            ):
-                removed.append(container)
+            )
+        ]
         gone = {c.id for c in removed}
         return tuple(removed), [c for c in containers if c.id not in gone]
 
@@ -269,7 +268,16 @@ class NodeReclaimer:
                 pinned_images=self._pinned,
                 need=need,
             )
-            removed.extend(self._remove_images(image_plan.remove, errors))
+            removed.extend(
+                image
+                for image in image_plan.remove
+                if self._remove(
+                    f"unused image {image.describe()}",
+                    functools.partial(self.runtime.remove_image, image.id),
+                    {"image": image.describe(), "id": image.id, "sizeBytes": image.size},
+                    errors,
+                )
+            )
             attempted.update(image.id for image in image_plan.remove)
             if self.dry_run or need is None or not image_plan.remove:
                 break
@@ -280,25 +288,6 @@ class NodeReclaimer:
                 break
         return tuple(removed), first_need
 
-    def _remove_images(self, images: Sequence[Image], errors: list[str]) -> list[Image]:
-        """Remove ``images`` in order; returns those gone."""
-        removed: list[Image] = []
-        for image in images:
-            fields = {
-                "image": image.describe(),
-                "id": image.id,
-                "sizeBytes": image.size,
-                "dryRun": self.dry_run,
-            }
-            if self._remove(
-                f"unused image {image.describe()}",
-                functools.partial(self.runtime.remove_image, image.id),
-                fields,
-                errors,
-            ):
-                removed.append(image)
-        return removed
-
     def _remove(
         self,
         what: str,
@@ -307,6 +296,7 @@ class NodeReclaimer:
         errors: list[str],
     ) -> bool:
         """Remove one thing (or, in a dry run, say it would); True when it is gone."""
+        fields = {**fields, "dryRun": self.dry_run}
         if self.dry_run:
             log.info("would remove %s", what, extra={FIELDS: fields})
             return True
