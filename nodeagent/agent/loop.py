@@ -81,6 +81,10 @@ PROC_PRESSURE_DIR = "/proc/pressure"
 """Where system PSI triggers are armed: this process's own /proc, which is system-wide
 and writable, unlike a read-only host /proc mounted into a container."""
 
+RECLAIM_COMPONENT = "node-reclaim"
+"""The degraded component an unreachable container runtime shows as: reclaim alone
+suffers (evictions go on without it)."""
+
 _MEMORY_SCOPES: Mapping[str, Signal] = {
     setup.NODE_SCOPE: Signal.MEMORY_AVAILABLE,
     setup.KUBEPODS_SCOPE: Signal.ALLOCATABLE_MEMORY_AVAILABLE,
@@ -190,6 +194,9 @@ class AgentLoop:
     ) -> None:
         self.policy = policy
         self.reclaimer = reclaimer
+        self._last_reclaim_enough = False
+        """Whether the last reclaim ended the pressure: then no pod is terminating and
+        ``nodeReclaimInterval`` does not hold the next one back."""
         self._collector = collector
         self._triggers = triggers
         self._trigger_settings = trigger_settings
@@ -290,8 +297,10 @@ class AgentLoop:
         """Before a disk eviction, free what the node can and re-check
         (:mod:`nodeagent.reclaim.cycle`); the re-read observations replace the cycle's."""
         reclaimer = self.reclaimer
-        if reclaimer is None or not decision.node_reclaim or not reclaimer.due(self._clock.now()):
+        if reclaimer is None or not decision.node_reclaim:
             return decision, observations
+        if not self._last_reclaim_enough and not reclaimer.due(self._clock.now()):
+            return decision, observations  # a pod evicted after it may still be terminating
         decision, observations = reclaim_before_evicting(
             reclaimer,
             self.policy,
@@ -301,6 +310,7 @@ class AgentLoop:
         )
         if decision.node_reclaim_result is not None:
             self._metrics.record_node_reclaim(decision.node_reclaim_result)
+            self._last_reclaim_enough = decision.node_reclaim_result.enough
         return decision, observations
 
     # --- reporting -------------------------------------------------------------------------
@@ -338,6 +348,8 @@ class AgentLoop:
         }
         statuses = {**self._unarmed, **self._triggers.status()}
         current.update(setup.degraded_components(statuses))
+        if self.reclaimer is not None and self.reclaimer.unreachable is not None:
+            current[RECLAIM_COMPONENT] = self.reclaimer.unreachable
         for component in self._degraded.keys() - current.keys():
             self._metrics.set_degraded(component, None)
         for component, reason in current.items():

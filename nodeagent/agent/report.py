@@ -116,13 +116,16 @@ def _eviction_clause(eviction: Eviction) -> str:
 
 def _reclaim_clause(result: NodeReclaimResult) -> str:
     """``node-level reclaim removed 3 dead containers, 2 unused images, freed 120Mi in
-    0.045s: enough, no pod evicted``."""
+    0.045s: enough, no pod evicted`` (or ``: not enough``, the eviction clause saying what
+    follows), with ``, 2 CRI errors`` before the colon when calls failed."""
     verb = "would remove" if result.dry_run else "removed"
-    outcome = "enough, no pod evicted" if result.enough else "not enough, evicting as decided"
+    outcome = "enough, no pod evicted" if result.enough else "not enough"
+    errors = f", {len(result.errors)} CRI errors" if result.errors else ""
     return (
         f"node-level reclaim {verb} {result.containers_removed} dead containers, "
         f"{result.images_removed} unused images, freed "
-        f"{units.format_quantity(result.bytes_reclaimed)} in {result.seconds:.3f}s: {outcome}"
+        f"{units.format_quantity(result.bytes_reclaimed)} in {result.seconds:.3f}s{errors}: "
+        f"{outcome}"
     )
 
 

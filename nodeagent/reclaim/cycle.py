@@ -13,8 +13,8 @@ eviction manager does (kubelet-eviction.md §5 step 17, §8):
 
 It runs in the loop because the eviction must wait for its outcome; each CRI call is
 bounded by ``containerRuntimeRequestTimeout``, and memory signals are acted on before
-disk ones, so a memory threshold never waits behind a reclaim. At most one reclaim runs
-per ``nodeReclaimInterval``: while a pod evicted after a reclaim that was not enough
+disk ones, so a memory threshold never waits behind a reclaim. After a reclaim that was
+not enough, the next waits ``nodeReclaimInterval``: while the pod evicted after it
 terminates, the runtime is not listed again every cycle.
 """
 

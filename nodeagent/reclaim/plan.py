@@ -14,8 +14,9 @@ The kubelet frees disk through the runtime before it evicts a pod for a disk sig
   agent's ``pinnedImages``). They are removed oldest first (least recently seen in use,
   then first seen, by the agent's :class:`ImageRecord` s), and only until their sizes
   (from ``ListImages``) add up to what the image filesystem needs to end the pressure
-  with its minimum reclaim; the kubelet removes every unused image, which throws away
-  images the next pod start would pull again.
+  with its minimum reclaim (the reclaimer re-reads the filesystem after them and plans
+  again while it falls short: sizes count shared layers); the kubelet removes every
+  unused image, which throws away images the next pod start would pull again.
 
 How much the image filesystem needs comes from the thresholds themselves
 (:func:`image_bytes_needed`); a threshold on inodes there makes it unknown (image sizes
@@ -73,13 +74,16 @@ def track_images(
     now: float,
 ) -> dict[str, ImageRecord]:
     """``records`` brought up to date with one inventory: new images first seen ``now``,
-    images in use last used ``now``, vanished images forgotten."""
+    images in use last used ``now`` (never earlier than a use already recorded: an
+    inventory whose ``now`` was read before another's finished), vanished images
+    forgotten."""
     used = images_in_use(images, containers)
     updated = {}
     for image in images:
         record = records.get(image.id) or ImageRecord(first_seen=now)
         if image.id in used:
-            record = ImageRecord(record.first_seen, now)
+            last_used = now if record.last_used is None else max(record.last_used, now)
+            record = ImageRecord(record.first_seen, last_used)
         updated[image.id] = record
     return updated
 

@@ -4,8 +4,9 @@ The engine says which kinds of reclaim can relieve the signal it acts on
 (``Decision.node_reclaim``: ``containers``, ``images``, per the filesystem layout);
 :class:`NodeReclaimer` lists the runtime's sandboxes, containers and images, plans with
 the pure functions of :mod:`nodeagent.reclaim.plan`, and removes dead containers first,
-then unused images, asking how many image bytes are still needed only once the
-containers are gone (their writable layers may have been enough). With ``dryRun`` it
+then unused images, asking how many image bytes are still needed once the containers
+are gone (their writable layers may have been enough), and again after each batch of
+images (their sizes count shared layers, so they may free less). With ``dryRun`` it
 logs what it would remove and removes nothing.
 
 A failing call is logged and reclaim goes on with what it can (the kubelet logs and
@@ -27,6 +28,7 @@ import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from nodeagent.agent.logs import FIELDS
 from nodeagent.clock import Clock
@@ -39,6 +41,8 @@ from nodeagent.reclaim import plan
 __all__ = ["NodeReclaimer", "ReclaimReport", "reclaimed_bytes"]
 
 log = logging.getLogger("nodeagent.reclaim")
+
+_Listed = TypeVar("_Listed")
 
 _FREES: Mapping[str, Signal] = {
     fs_layout.RECLAIM_CONTAINERS: Signal.CONTAINERFS_AVAILABLE,
@@ -104,6 +108,12 @@ class NodeReclaimer:
         self._interval = interval
         self._last: float = float("-inf")
         self.records: dict[str, plan.ImageRecord] = {}
+        self.unreachable: str | None = None
+        """Why the runtime's last listing failed (None: it answered): the loop exports it
+        as the ``node-reclaim`` component's degradation."""
+        self._inventory_lock = threading.Lock()
+        """One inventory at a time (the thread's and a reclaim's): a listing taken earlier
+        never replaces the records a later one wrote."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -128,10 +138,15 @@ class NodeReclaimer:
 
     def _inventories(self, interval: float) -> None:
         while True:
+            was = self.unreachable
             try:
                 self.inventory(self._clock.now())
             except CRIError as exc:
-                log.debug("image inventory failed: %s", exc)
+                if was is None:  # once per outage, not every interval
+                    log.warning("image inventory failed: %s", exc)
+            else:
+                if was is not None:
+                    log.info("image inventory: the container runtime answers again")
             if self._stop.wait(interval):
                 return
 
@@ -143,7 +158,8 @@ class NodeReclaimer:
         self, kinds: Sequence[str], *, image_need: Callable[[], int | None]
     ) -> ReclaimReport:
         """Remove what ``kinds`` allow (dead containers first); ``image_need`` is asked,
-        after the containers are gone, how many image bytes are still wanted."""
+        after the containers are gone and after each batch of images, how many image
+        bytes are still wanted."""
         start = self._clock.now()
         self._last = start
         errors: list[str] = []
@@ -170,11 +186,23 @@ class NodeReclaimer:
 
     def inventory(self, now: float) -> tuple[list[Image], list[Container]]:
         """List images and containers and update the image records (replaced whole, so
-        the loop and the inventory thread never see a half-updated map)."""
-        images = list(self.runtime.list_images())
-        containers = list(self.runtime.list_containers())
-        self.records = plan.track_images(self.records, images, containers, now)
+        a reader never sees a half-updated map; one inventory at a time)."""
+        with self._inventory_lock:
+            images, containers = self._listed(
+                lambda: (list(self.runtime.list_images()), list(self.runtime.list_containers()))
+            )
+            self.records = plan.track_images(self.records, images, containers, now)
         return images, containers
+
+    def _listed(self, listing: Callable[[], _Listed]) -> _Listed:
+        """``listing()``, noting in :attr:`unreachable` whether the runtime answered."""
+        try:
+            answer = listing()
+        except CRIError as exc:
+            self.unreachable = str(exc)
+            raise
+        self.unreachable = None
+        return answer
 
     # --- steps -------------------------------------------------------------------------
     def _remove_dead_containers(
@@ -182,30 +210,30 @@ class NodeReclaimer:
     ) -> tuple[tuple[Container, ...], list[Container] | None]:
         """Returns what was removed and the containers that remain (None if unknown)."""
         try:
-            sandboxes = self.runtime.list_sandboxes()
-            containers = list(self.runtime.list_containers())
+            sandboxes, containers = self._listed(
+                lambda: (self.runtime.list_sandboxes(), list(self.runtime.list_containers()))
+            )
         except CRIError as exc:
             errors.append(str(exc))
             log.warning("node-level reclaim cannot list containers: %s", exc)
             return (), None
         dead = plan.dead_containers(containers, sandboxes)
         pods = {s.id: f"{s.pod_namespace}/{s.pod_name}" for s in sandboxes}
-        removed: list[Container] = []
-        for container in dead:
-            fields = {
-                "container": container.id,
-                "pod": pods.get(container.sandbox_id, container.sandbox_id),
-                "name": container.name,
-                "attempt": container.attempt,
-                "dryRun": self.dry_run,
-            }
+        removed = [
+            container
+            for container in dead
             if self._remove(
                 f"dead container {container.name}",
                 functools.partial(self.runtime.remove_container, container.id),
-                fields,
+                {
+                    "container": container.id,
+                    "pod": pods.get(container.sandbox_id, container.sandbox_id),
+                    "name": container.name,
+                    "attempt": container.attempt,
+                },
                 errors,
-            ):
-                removed.append(container)
+            )
+        ]
         gone = {c.id for c in removed}
         return tuple(removed), [c for c in containers if c.id not in gone]
 
@@ -229,26 +257,36 @@ class NodeReclaimer:
             containers = listed
         gone = {c.id for c in removed_containers}
         containers = [c for c in containers if c.id not in gone]
-        need = image_need()
-        image_plan = plan.plan_images(
-            images, containers, self.records, pinned_images=self._pinned, need=need
-        )
+        need = first_need = image_need()
+        attempted: set[str] = set()
         removed: list[Image] = []
-        for image in image_plan.remove:
-            fields = {
-                "image": image.describe(),
-                "id": image.id,
-                "sizeBytes": image.size,
-                "dryRun": self.dry_run,
-            }
-            if self._remove(
-                f"unused image {image.describe()}",
-                functools.partial(self.runtime.remove_image, image.id),
-                fields,
-                errors,
-            ):
-                removed.append(image)
-        return tuple(removed), need
+        while True:
+            image_plan = plan.plan_images(
+                [i for i in images if i.id not in attempted],
+                containers,
+                self.records,
+                pinned_images=self._pinned,
+                need=need,
+            )
+            removed.extend(
+                image
+                for image in image_plan.remove
+                if self._remove(
+                    f"unused image {image.describe()}",
+                    functools.partial(self.runtime.remove_image, image.id),
+                    {"image": image.describe(), "id": image.id, "sizeBytes": image.size},
+                    errors,
+                )
+            )
+            attempted.update(image.id for image in image_plan.remove)
+            if self.dry_run or need is None or not image_plan.remove:
+                break
+            # Sizes count layers other images share: the disk says whether they were
+            # enough, and if not the next oldest go.
+            need = image_need()
+            if need is not None and need <= 0:
+                break
+        return tuple(removed), first_need
 
     def _remove(
         self,
@@ -258,6 +296,7 @@ class NodeReclaimer:
         errors: list[str],
     ) -> bool:
         """Remove one thing (or, in a dry run, say it would); True when it is gone."""
+        fields = {**fields, "dryRun": self.dry_run}
         if self.dry_run:
             log.info("would remove %s", what, extra={FIELDS: fields})
             return True

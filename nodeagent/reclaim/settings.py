@@ -22,9 +22,10 @@ class NodeReclaimSettings(BaseModel):
     """Seconds one CRI call may take before reclaim gives up on it and eviction goes on
     (the loop waits for reclaim, as the kubelet does, so this bounds that wait)."""
     node_reclaim_interval: Seconds = 10.0
-    """Seconds (default 10s, the kubelet's cycle) between two reclaims: while a pod
-    evicted after a reclaim that was not enough terminates, the runtime is not listed
-    again every cycle."""
+    """Seconds (default 10s, the kubelet's cycle) between a reclaim that was not enough
+    and the next: while the pod evicted after it terminates, the runtime is not listed
+    again every cycle. After a reclaim that was enough, pressure back is reclaimed at
+    once."""
     image_inventory_interval: Seconds = 300.0
     """Seconds (default 5m, as the kubelet's image detection) between two listings of
     the runtime's images and containers, from which reclaim knows which unused images are

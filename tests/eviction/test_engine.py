@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from nodeagent.eviction import engine
+from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.model import (
     Decision,
@@ -394,6 +395,7 @@ def test_unreported_filesystems_are_read_from_the_one_they_share(
             FsLayout.SINGLE, Signal.NODEFS_INODES_FREE, ("containers", "images"), id="inodes"
         ),
         pytest.param(FsLayout.SINGLE, Signal.PID_AVAILABLE, (), id="pids-nothing"),
+        pytest.param(FsLayout.SINGLE, Signal.MEMORY_AVAILABLE, (), id="memory-nothing"),
     ],
 )
 def test_node_level_reclaim_by_layout(
@@ -406,6 +408,39 @@ def test_node_level_reclaim_by_layout(
     (decision,) = run(resolved, [step], [pod("p")])
     assert decision.node_reclaim == reclaim
     assert evicted(decision) == [("p", 1)]  # nothing says reclaim would be enough
+
+
+_CONTAINERS_THEN_IMAGES = ("containers", "images")
+
+
+@pytest.mark.parametrize(
+    ("layout", "reclaims"),
+    [
+        pytest.param(
+            FsLayout.SINGLE,
+            {"nodefs": _CONTAINERS_THEN_IMAGES, "imagefs": _CONTAINERS_THEN_IMAGES},
+            id="single",
+        ),
+        pytest.param(
+            FsLayout.DEDICATED_IMAGEFS,
+            {"nodefs": (), "imagefs": _CONTAINERS_THEN_IMAGES},
+            id="dedicated",
+        ),
+        pytest.param(
+            FsLayout.SPLIT, {"nodefs": ("containers",), "imagefs": ("images",)}, id="split"
+        ),
+    ],
+)
+def test_reclaim_kinds_are_the_reference_table(
+    layout: FsLayout, reclaims: dict[str, tuple[str, ...]]
+) -> None:
+    """kubelet-eviction.md §8, every cell: containerfs reclaims as nodefs on a single and a
+    split node, as imagefs on a dedicated one; bytes and inodes alike."""
+    containerfs = reclaims["imagefs" if layout is FsLayout.DEDICATED_IMAGEFS else "nodefs"]
+    expected = {**reclaims, "containerfs": containerfs}
+    for prefix, kinds in expected.items():
+        for resource in ("available", "inodesFree"):
+            assert fs_layout.reclaim_kinds(Signal(f"{prefix}.{resource}"), layout) == kinds
 
 
 def test_containerfs_on_a_split_node_reclaims_dead_containers() -> None:

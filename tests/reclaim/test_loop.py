@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from nodeagent.cri.fake import FakeRuntime
 from tests.agent.rig import Rig, pod
+from tests.eviction.builders import policy
+from tests.reclaim.test_plan import container
 from tests.reclaim.test_reclaimer import runtime
 
 MIB = 1 << 20
@@ -69,3 +76,64 @@ def test_reclaim_off_and_memory_pressure_never_touch_the_runtime(tmp_path: Path)
     rig.run_for(2.0)
     assert rig.evicted() == [("victim", 1)]
     assert fake.calls == [] and memory.calls == []
+
+
+def test_an_unreachable_runtime_degrades_reclaim_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every CRI call fails: the cycle goes on to evict, the reason is logged and exported
+    as the ``node-reclaim`` component's degradation, and cleared once the runtime answers."""
+    fake = runtime()
+    listings = ("list_sandboxes", "list_containers", "list_images")
+    fake.failures.update(dict.fromkeys(listings, "UNAVAILABLE: no socket"))
+    rig = disk_pressure_rig(tmp_path, fake)
+    with caplog.at_level(logging.WARNING, logger="nodeagent.reclaim"):
+        result = rig.cycle()
+    assert result is not None
+    reclaimed = result.decision.node_reclaim_result
+    assert reclaimed is not None and not reclaimed.enough
+    assert rig.evicted() == [("victim", 1)]
+    assert any("UNAVAILABLE: no socket" in r.getMessage() for r in caplog.records)
+    degraded = 'nodeagent_component_degraded{component="node-reclaim",reason="CRI '
+    assert degraded in rig.metrics.exposition().decode()
+    fake.failures.clear()
+    rig.run_for(11.0)  # the next reclaim, past nodeReclaimInterval, reaches the runtime
+    assert 'component="node-reclaim"' not in rig.metrics.exposition().decode()
+
+
+@pytest.mark.kernel
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root)")
+def test_pressure_back_soon_after_an_enough_reclaim_is_reclaimed_again(tmp_path: Path) -> None:
+    """``nodeReclaimInterval`` spaces reclaims while a pod evicted after one that was not
+    enough terminates; after a reclaim that was enough no pod is terminating, and disk
+    pressure back a second later is reclaimed again, not met by an eviction (the kubelet
+    reclaims before every disk eviction)."""
+    fake = runtime()
+    rig = disk_pressure_rig(
+        tmp_path, fake, nodefs_path="/var/lib/kubelet", imagefs_path="/var/lib/kubelet"
+    )
+    disk = rig.host.root / "var" / "lib" / "kubelet"
+    disk.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", disk], check=True)
+    try:
+        ballast = disk / "ballast"
+        threshold = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize - 4 * MIB
+        rig.loop.policy = policy(
+            eviction_hard={"nodefs.available": f"{threshold // 1024}Ki"},
+            eviction_minimum_reclaim={"nodefs.available": "1Mi"},
+        )
+        ballast.write_bytes(bytes(8 * MIB))  # pressure: 4 MiB below the threshold
+        fake.on_remove = lambda _: ballast.unlink(missing_ok=True)  # reclaim frees it
+        first = rig.cycle()
+        assert first is not None and first.decision.node_reclaim_result is not None
+        assert first.decision.node_reclaim_result.enough
+        ballast.write_bytes(bytes(8 * MIB))  # a second later the disk fills again
+        fake.containers.extend(
+            [container("old2", created=4, name="job"), container("new2", created=5, name="job")]
+        )
+        rig.run_for(1.0)
+        assert reclaims(fake) == 2
+        assert "old2" not in [c.id for c in fake.containers]
+        assert rig.evicted() == []
+    finally:
+        subprocess.run(["umount", disk], check=True)

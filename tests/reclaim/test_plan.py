@@ -171,6 +171,9 @@ def test_track_images_remembers_first_seen_and_last_used() -> None:
     assert first == {"a": plan.ImageRecord(10.0, 10.0), "b": plan.ImageRecord(10.0, None)}
     second = plan.track_images(first, [image("b"), image("c")], [], now=20.0)
     assert second == {"b": plan.ImageRecord(10.0, None), "c": plan.ImageRecord(20.0, None)}
+    # An inventory whose clock was read before the last one's: a use never moves back.
+    late = plan.track_images(first, images, [container("c", image="a")], now=5.0)
+    assert late["a"] == plan.ImageRecord(10.0, 10.0)
 
 
 @given(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import pytest
@@ -70,11 +71,13 @@ def test_image_need_is_asked_after_the_containers_are_gone() -> None:
 
     def need() -> int:
         asked_with.append(len(fake.containers))
-        return 250
+        return 250 - sum(size for image, size in sizes.items() if image not in fake.images)
 
-    reclaimer(fake).reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=need)
-    assert asked_with == [2]
+    made = reclaimer(fake)
+    sizes = {image: image.size for image in fake.images}
+    made.reclaim((RECLAIM_CONTAINERS, RECLAIM_IMAGES), image_need=need)
     assert fake.removed("remove_image") == ["sha256:b", "sha256:c"]  # 200 < 250 <= 500
+    assert asked_with == [2, 2]  # after the containers, then after the images
 
 
 def test_an_image_whose_containers_reclaim_removed_is_unused() -> None:
@@ -275,3 +278,98 @@ def test_the_inventory_thread_records_ages_before_any_reclaim() -> None:
     time.sleep(0.05)
     failing.stop(timeout=2.0)
     assert failing.records == {}
+    assert failing.unreachable == "CRI list_images: UNAVAILABLE"  # the loop exports it
+
+
+class _GatedRuntime(FakeRuntime):
+    """Its first ``list_images`` answers with the images as they were when it was asked,
+    but only once :attr:`gate` is set: an inventory slowed between listing and updating."""
+
+    def __init__(self, base: FakeRuntime) -> None:
+        super().__init__(base.sandboxes, base.containers, base.images)
+        self.gate = threading.Event()
+        self.listing = threading.Event()
+
+    def list_images(self) -> list[Image]:
+        answer = super().list_images()
+        if not self.listing.is_set():
+            self.listing.set()
+            assert self.gate.wait(5.0)
+        return answer
+
+
+def test_a_slow_inventory_never_undoes_a_newer_one() -> None:
+    """The inventory thread and a reclaim list the runtime at once: the one that listed
+    earlier must not overwrite what the later one saw (an image pulled in between
+    forgotten, an in-use image's last use moved back)."""
+    gated = _GatedRuntime(runtime())
+    made = NodeReclaimer(gated, clock=FakeClock(), dry_run=False)
+    slow = threading.Thread(target=made.inventory, args=(1.0,))
+    slow.start()
+    assert gated.listing.wait(5.0)
+    gated.images.append(image("sha256:n", 10))  # pulled while the slow listing waits
+    fast = threading.Thread(target=made.inventory, args=(2.0,))
+    fast.start()
+    fast.join(0.2)
+    gated.gate.set()
+    slow.join(5.0)
+    fast.join(5.0)
+    assert made.records["sha256:n"] == plan.ImageRecord(first_seen=2.0)
+    assert made.records["sha256:a"] == plan.ImageRecord(first_seen=1.0, last_used=2.0)
+
+
+_RECHECK = policy(
+    eviction_hard={"nodefs.available": "1Gi"},
+    eviction_minimum_reclaim={"nodefs.available": "500Mi"},
+    eviction_soft={"memory.available": "2Gi"},
+    eviction_soft_grace_period={"memory.available": "1m"},
+)
+
+
+@pytest.mark.parametrize(
+    ("nodefs", "memory", "clear"),
+    [
+        pytest.param(2 * Gi, 8 * Gi, True, id="nodefs past threshold+minReclaim"),
+        pytest.param(1 * Gi + 400 * Mi, 8 * Gi, False, id="above 1Gi, below 1Gi+500Mi"),
+        pytest.param(1 * Gi + 500 * Mi, 8 * Gi, True, id="exactly threshold+minReclaim"),
+        pytest.param(2 * Gi, 1 * Gi, False, id="an unrelated soft threshold, grace not run"),
+        pytest.param(2 * Gi, None, True, id="an unobserved signal counts for nothing"),
+    ],
+)
+def test_the_recheck_is_every_threshold_with_min_reclaim_ignoring_grace(
+    nodefs: int, memory: int | None, clear: bool
+) -> None:
+    """kubelet-eviction.md §8: after reclaim, pod eviction is skipped only if no configured
+    threshold, of any signal, hard or soft, ignoring grace periods, is met counting its
+    minimum reclaim (the global check, quirk included)."""
+    signals = {Signal.NODEFS_AVAILABLE: (nodefs, 100 * Gi)}
+    if memory is not None:
+        signals[Signal.MEMORY_AVAILABLE] = (memory, 16 * Gi)
+    assert engine.thresholds_clear(_RECHECK, observations(1.0, signals)) is clear
+
+
+class SharedLayersDisk(Disk):
+    """Each removed image frees only half its ``ListImages`` size: the rest are layers
+    another image still holds."""
+
+    def free(self, removed: Container | Image) -> None:
+        self.available += removed.size // 2 if isinstance(removed, Image) else 50 * Mi
+
+
+def test_images_go_on_until_the_disk_itself_says_enough() -> None:
+    """Image sizes count shared layers, so the images whose sizes cover the need may free
+    less: reclaim re-reads after them and goes on with the next oldest while a threshold
+    is still met counting its minimum reclaim, rather than evict a pod the next image
+    would have spared."""
+    disk = SharedLayersDisk(950 * Mi)
+    fake = runtime()
+    fake.images = [Image(i.id, i.size * Mi, pinned=i.pinned) for i in fake.images]
+    fake.images.append(Image("sha256:d", 600 * Mi))  # first seen with b and c, after them
+    fake.on_remove = disk.free
+    decision, before = decide(disk)
+    after_decision, _ = reclaim_before_evicting(reclaimer(fake), RULES, decision, before, disk.read)
+    # 950 + 100 (containers) + (200 + 300) / 2 = 1300Mi < 1Gi+500Mi: d too, not c2.
+    assert fake.removed("remove_image") == ["sha256:b", "sha256:c", "sha256:d"]
+    result = after_decision.node_reclaim_result
+    assert result is not None and result.enough
+    assert after_decision.evictions == ()

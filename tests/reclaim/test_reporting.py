@@ -55,8 +55,14 @@ def decision(reclaimed: NodeReclaimResult | None) -> Decision:
         pytest.param(
             result(enough=False, dry_run=True),
             "node-level reclaim would remove 3 dead containers, 2 unused images, freed 120Mi "
-            "in 0.045s: not enough, evicting as decided",
+            "in 0.045s: not enough",
             id="dry-run-not-enough",
+        ),
+        pytest.param(
+            replace(result(enough=False), errors=("CRI list_images: UNAVAILABLE",) * 2),
+            "node-level reclaim removed 3 dead containers, 2 unused images, freed 120Mi in "
+            "0.045s, 2 CRI errors: not enough",
+            id="errors",
         ),
         pytest.param(None, "node-level reclaim containers, images", id="asked-not-run"),
     ],
@@ -66,6 +72,9 @@ def test_the_decision_line_says_what_reclaim_did(
 ) -> None:
     message = report.decision_message(decision(reclaimed))
     assert message.endswith("; " + clause)
+    # What follows a reclaim that was not enough is the eviction clause's to say (here
+    # "no pod to evict"), never "evicting" without a pod.
+    assert "evicting" not in message
     # Nothing to evict because reclaim was enough is not "no pod to evict".
     assert ("no pod to evict" in message) is not (reclaimed is not None and reclaimed.enough)
 
