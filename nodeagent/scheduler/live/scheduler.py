@@ -299,8 +299,8 @@ class LiveScheduler:
     def _event(self, event: ClusterEvent) -> None:
         self.queue.on_event(event)
 
-    def _moved(self, where: Where, event: ClusterEvent | None) -> None:
-        self.metrics.incoming.labels(where.value, event.value if event else "PodAdd").inc()
+    def _moved(self, where: Where, event: str) -> None:
+        self.metrics.incoming.labels(where.value, event).inc()
 
     def _pre_enqueue(self, pod: api.Pod) -> api.Status:
         fw = self.frameworks.get(pod.scheduler_name)

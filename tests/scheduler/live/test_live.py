@@ -89,6 +89,9 @@ def test_removing_the_pressure_taint_requeues_the_pods_it_rejected(
     cluster.patch("nodes", "", "n1", {"spec": {"taints": []}})
     eventually(lambda: node_of(fake_api, "waiting") == "n1", timeout=5)
     assert time.monotonic() - started < 4, "requeued by the taint change, not a 5-minute timer"
+    incoming = running.metrics.incoming
+    moved = sum(incoming.labels(q, "NodeTaintChange")._value.get() for q in ("active", "backoff"))
+    assert moved == 1
 
 
 def test_gated_pods_wait_for_their_gates(fake_api: FakeAPIServer, running: LiveScheduler) -> None:
