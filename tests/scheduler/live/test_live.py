@@ -188,3 +188,21 @@ def test_a_preemptor_gets_its_nomination_its_victims_go_and_it_is_bound(
     victims = running.metrics.preemption_victims
     assert victims._sum.get() == 1, "one preemption, one victim: never chosen twice"
     assert h.events_for(fake_api, "low", "Preempted")
+
+
+def test_throttling_and_expired_watches_lose_nothing(fake_api: FakeAPIServer) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1", cpu="8"))
+    scheduler = h.start(fake_api)
+    try:
+        fake_api.fail_next(6, status=429, method="POST", path="/binding$", retry_after=0.05)
+        for i in range(5):
+            cluster.create("pods", h.pod(f"t{i}"))
+        cluster.expire_watches()  # every watch ends with 410: informers re-list
+        for i in range(5, 10):
+            cluster.create("pods", h.pod(f"t{i}"))
+        eventually(lambda: all(node_of(fake_api, f"t{i}") for i in range(10)), timeout=20)
+        assert scheduler.pods.stats.relists_after_gone >= 1
+        assert len(cluster.bindings) == 10
+    finally:
+        scheduler.stop(bind_timeout=2)
