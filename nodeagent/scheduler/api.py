@@ -242,9 +242,6 @@ class LabelSelector:
         return LabelSelector(self.match_labels, (*self.match_expressions, *extra))
 
 
-EVERYTHING = LabelSelector()
-
-
 @dataclass(frozen=True, slots=True)
 class PodAffinityTerm:
     """One pod (anti-)affinity term. ``matchLabelKeys``/``mismatchLabelKeys`` are already

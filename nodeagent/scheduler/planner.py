@@ -118,19 +118,34 @@ class Plan:
 
 
 def explain(result: scheduling.CycleResult) -> dict[str, NodeVerdict]:
-    """Per-node verdicts of one cycle, in node-tree order."""
+    """Per-node verdicts of one cycle, in node-tree order (rejections explained in bulk
+    per rejecting plugin, the same statuses :meth:`CycleResult.node_status` gives)."""
     snapshot = result.snapshot
-    verdicts: dict[str, NodeVerdict] = {}
+    if not result.prefilter_status.is_success:
+        everywhere = NodeVerdict(False, False, reasons=result.prefilter_status.reasons)
+        return dict.fromkeys(snapshot.names, everywhere)
     scored: dict[int, int] = {}
     if result.scored is not None:
-        scored = {int(node): i for i, node in enumerate(result.scored)}
-    feasible = set() if result.outcome is None else {int(n) for n in result.outcome.feasible}
-    rejected = result.rejected_by_node()
+        scored = {node: i for i, node in enumerate(result.scored.tolist())}
+    feasible = set() if result.outcome is None else set(result.outcome.feasible.tolist())
+    rejected = {
+        node: NodeVerdict(True, False, reasons=status.reasons)
+        for node, status in result.rejection_statuses().items()
+    }
+    candidates: set[int] | None = None
+    if result.absent_status is not None and result.candidates is not None:
+        candidates = set(result.candidates.tolist())
+    left_out = NodeVerdict(
+        False, False, reasons=() if result.absent_status is None else result.absent_status.reasons
+    )
+    not_evaluated = NodeVerdict(False, False)
+    verdicts: dict[str, NodeVerdict] = {}
     for index, name in enumerate(snapshot.names):
-        status = result.node_status(index)
-        if status is not None:
-            evaluated = result.prefilter_status.is_success and index in rejected
-            verdicts[name] = NodeVerdict(evaluated, False, reasons=status.reasons)
+        found = rejected.get(index)
+        if found is not None:
+            verdicts[name] = found
+        elif candidates is not None and index not in candidates:
+            verdicts[name] = left_out
         elif index in scored and result.scores is not None:
             i = scored[index]
             plugins = {
@@ -141,7 +156,7 @@ def explain(result: scheduling.CycleResult) -> dict[str, NodeVerdict]:
         elif index in feasible:
             verdicts[name] = NodeVerdict(True, True)
         else:
-            verdicts[name] = NodeVerdict(False, False)
+            verdicts[name] = not_evaluated
     return verdicts
 
 

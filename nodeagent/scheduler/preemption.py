@@ -217,17 +217,17 @@ class _DryRun:
             promised = [(o, n) for n in touched.tolist() for o in self.nominated.get(n, ())]
             snapshot.shift_requests([o for o, _ in promised], [n for _, n in promised], 1)
             snapshot.shift_columns(usage, at, -1)
-            alive = np.array(sorted(self._passing(filters, state, touched.tolist(), status)))
-            for node in set(touched.tolist()) - set(alive.tolist()):
+            fit_without_all = self._passing(filters, state, touched, status)
+            alive = touched[fit_without_all]
+            for node in touched[~fit_without_all].tolist():
                 self.failures[node] = self._why(filters, state, node, status)
             live = np.isin(at, alive)
             for step in range(int(rank.max()) + 1):
-                stepping = np.flatnonzero(live & (rank == step))
+                stepping = np.flatnonzero(live & (rank == step))  # one pod per node
                 if stepping.size == 0:
                     continue
                 snapshot.shift_columns(usage[:, stepping], at[stepping], 1)
-                fits = self._passing(filters, state, at[stepping].tolist(), status)
-                failed = stepping[~np.isin(at[stepping], list(fits))]
+                failed = stepping[~self._passing(filters, state, at[stepping], status)]
                 snapshot.shift_columns(usage[:, failed], at[failed], -1)
                 victim[failed] = True
         finally:
@@ -235,7 +235,7 @@ class _DryRun:
             snapshot.requested[saved_rows:, touched] = 0  # rows a nominated pod added
             snapshot.nonzero_requested[:, touched] = saved[1]
             snapshot.pod_count[touched] = saved[2]
-        found: dict[int, list[api.Pod]] = {int(n): [] for n in alive}
+        found: dict[int, list[api.Pod]] = {n: [] for n in alive.tolist()}
         violations: dict[int, int] = dict.fromkeys(found, 0)
         for i in np.flatnonzero(victim).tolist():
             node = int(at[i])
@@ -280,19 +280,19 @@ class _DryRun:
         self,
         filters: list[FilterPlugin],
         state: CycleState,
-        nodes: list[int],
+        nodes: NodeIndices,
         prefilter: api.Status,
-    ) -> set[int]:
-        if not prefilter.is_success or not nodes:
-            return set()
+    ) -> npt.NDArray[np.bool_]:
+        """Which of ``nodes`` pass every filter, as the snapshot is now."""
+        if not prefilter.is_success:
+            return np.zeros(len(nodes), dtype=bool)
         mask = np.ones(len(nodes), dtype=bool)
-        indices: NodeIndices = np.array(nodes, dtype=np.intp)
         for plugin in filters:
             alive = np.flatnonzero(mask)
             if alive.size == 0:
                 break
-            mask[alive] = plugin.filter(state, self.pod, self.snapshot, indices[alive])
-        return {int(n) for n in indices[mask]}
+            mask[alive] = plugin.filter(state, self.pod, self.snapshot, nodes[alive])
+        return mask
 
     def _why(
         self, filters: list[FilterPlugin], state: CycleState, node: int, prefilter: api.Status

@@ -136,7 +136,6 @@ class PodGroups:
         self.per_node: list[dict[int, int]] = []
         self._id: dict[GroupKey, int] = {}
         self._by_pair: dict[tuple[str, str], set[int]] = {}
-        self._by_namespace: dict[str, set[int]] = {}
 
     def update(self, pod: api.Pod, node: int, sign: int) -> None:
         key = (pod.namespace, frozenset(pod.labels.items()), pod.deleting)
@@ -146,7 +145,6 @@ class PodGroups:
             self.keys.append(key)
             self.labels.append(dict(pod.labels))
             self.per_node.append({})
-            self._by_namespace.setdefault(pod.namespace, set()).add(group)
             for pair in pod.labels.items():
                 self._by_pair.setdefault(pair, set()).add(group)
         counts = self.per_node[group]
@@ -186,9 +184,6 @@ class PodGroups:
             nodes += per_node.keys()
             counts += per_node.values()
         return np.array(nodes, dtype=np.intp), np.array(counts, dtype=np.int64)
-
-    def in_namespace(self, namespace: str) -> set[int]:
-        return self._by_namespace.get(namespace, set())
 
     def counts(self, groups: Iterable[int], size: int) -> Int64s:
         """Pods of ``groups`` per node, as an array over all nodes."""
@@ -260,9 +255,6 @@ class AffinityTerms:
         if selector is not None and selector.match_labels:
             return self._by_pair.setdefault(selector.match_labels[0], set())
         return self._unindexed
-
-    def of_kind(self, *kinds: TermKind) -> list[tuple[TermKey, dict[int, int]]]:
-        return [(key, nodes) for key, nodes in self.per_node.items() if key[0] in kinds]
 
     def could_match(self, pod: api.Pod, *kinds: TermKind) -> list[tuple[TermKey, dict[int, int]]]:
         """The terms of ``kinds`` whose selector might select ``pod`` (a superset: the
