@@ -16,7 +16,7 @@ from tests.fakeapi import objects
 from tests.fakeapi.server import FakeAPIServer
 
 
-def eventually(check: Callable[[], bool], timeout: float = 5.0) -> None:
+def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
