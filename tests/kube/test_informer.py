@@ -92,7 +92,6 @@ def test_relist_after_410_reports_deletions_made_in_the_gap(
         eventually(lambda: nodes.stats.relists_after_gone >= 1)
         eventually(lambda: {("delete", "n2"), ("add", "n3")} <= set(recorder.seen()))
         assert sorted(o["metadata"]["name"] for o in nodes.items()) == ["n1", "n3"]
-        assert nodes.stats.failures >= 1
     finally:
         nodes.stop()
 
