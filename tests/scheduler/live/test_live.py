@@ -52,7 +52,7 @@ def test_binds_every_pod_that_fits_and_reports_the_one_that_does_not(
         started = time.monotonic()
         cluster.create("nodes", h.node("n3", cpu="1"))
         eventually(lambda: node_of(fake_api, "big") == "n3", timeout=5)
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 5, "requeued by NodeAdd, not a 5-minute timer"
         assert len(h.events_for(fake_api, "big", "FailedScheduling")) == 1
         assert len(cluster.bindings) == 5, "one binding per pod, none doubled"
     finally:
