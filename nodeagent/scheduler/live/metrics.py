@@ -69,7 +69,8 @@ class SchedulerMetrics:
         )
         self.attempt_duration = prometheus_client.Histogram(
             "scheduler_scheduling_attempt_duration_seconds",
-            "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
+            "Scheduling attempt latency in seconds: the scheduling cycle up to the hand-off to"
+            " the binding pool (the binding cycle is scheduler_binding_duration_seconds).",
             ["result", "profile"],
             buckets=DURATION_BUCKETS,
             registry=self.registry,

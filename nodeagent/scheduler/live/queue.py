@@ -40,6 +40,12 @@ MAX_IN_UNSCHEDULABLE = 300.0
 (``podMaxInUnschedulablePodsDuration``)."""
 
 
+POD_ADD = "PodAdd"
+BACKOFF_COMPLETE = "BackoffComplete"
+SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
+"""Why a pod entered a queue, besides cluster events (kube-scheduler's labels)."""
+
+
 class Where(StrEnum):
     ACTIVE = "active"
     BACKOFF = "backoff"
@@ -85,7 +91,7 @@ class SchedulingQueue:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         max_in_unschedulable: float = MAX_IN_UNSCHEDULABLE,
-        on_move: Callable[[Where, ClusterEvent | None], None] | None = None,
+        on_move: Callable[[Where, str], None] | None = None,
     ) -> None:
         self._less = less
         self._pre_enqueue = pre_enqueue
@@ -117,7 +123,9 @@ class SchedulingQueue:
         return info.timestamp + self.backoff_duration(info.attempts)
 
     # --- moves (lock held) --------------------------------------------------------------
-    def _place(self, info: PodInfo, where: Where, event: ClusterEvent | None = None) -> None:
+    def _place(self, info: PodInfo, where: Where, event: str = POD_ADD) -> None:
+        """Move ``info`` to ``where``; ``event`` names why, as kube-scheduler's
+        ``scheduler_queue_incoming_pods_total`` does."""
         if self._infos.get(info.uid) is info:
             self._counts[info.where] -= 1
             if info.where is Where.UNSCHEDULABLE:
@@ -145,7 +153,7 @@ class SchedulingQueue:
         info.token += 1
         del self._infos[info.uid]
 
-    def _activate_or_backoff(self, info: PodInfo, now: float, event: ClusterEvent | None) -> None:
+    def _activate_or_backoff(self, info: PodInfo, now: float, event: str) -> None:
         where = Where.BACKOFF if self.backoff_expiry(info) > now else Where.ACTIVE
         self._place(info, where, event)
 
@@ -187,7 +195,8 @@ class SchedulingQueue:
         elif info.where is Where.UNSCHEDULABLE and relevant:
             self._activate_or_backoff(info, self._clock(), ClusterEvent.UNSCHEDULED_POD_UPDATE)
         elif info.where is Where.ACTIVE and relevant:
-            self._place(info, Where.ACTIVE)  # re-sorted; the old heap entry goes stale
+            # re-sorted; the old heap entry goes stale
+            self._place(info, Where.ACTIVE, ClusterEvent.UNSCHEDULED_POD_UPDATE)
 
     def delete(self, uid: str) -> None:
         """The pod is gone or was bound (by us or anyone): forget it wherever it is."""
@@ -271,7 +280,7 @@ class SchedulingQueue:
                 seq > info.popped_at_event and events.moves(info.rejectors, event)
                 for seq, event in self._recent_events
             ):
-                self._activate_or_backoff(info, now, None)
+                self._activate_or_backoff(info, now, SCHEDULE_ATTEMPT_FAILURE)
             else:
                 self._place(info, Where.UNSCHEDULABLE)
             self._prune_events()
@@ -287,7 +296,7 @@ class SchedulingQueue:
                 return False
             info.timestamp = self._clock()
             info.rejectors = frozenset()
-            self._place(info, Where.ERROR_BACKOFF)
+            self._place(info, Where.ERROR_BACKOFF, SCHEDULE_ATTEMPT_FAILURE)
             self._prune_events()
             return True
 
@@ -315,7 +324,7 @@ class SchedulingQueue:
                     if expiry > now:
                         break
                     heapq.heappop(heap)
-                    self._place(info, Where.ACTIVE)
+                    self._place(info, Where.ACTIVE, BACKOFF_COMPLETE)
             stale = [
                 info
                 for info in self._unschedulable.values()

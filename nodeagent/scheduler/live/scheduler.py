@@ -35,6 +35,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from nodeagent import errors
 from nodeagent.actuators.events import EventRecorder
@@ -61,6 +62,21 @@ STATIC_REFRESH_INTERVAL = 10.0
 """Seconds between refreshes of plugins' per-node caches (published pressure ages)."""
 SHUTDOWN_BIND_TIMEOUT = 10.0
 LIVENESS_TIMEOUT = 60.0
+
+
+T = TypeVar("T")
+
+
+def _readable(
+    kind: str, parse: Callable[[client.KubeObject], T], obj: client.KubeObject
+) -> T | None:
+    """``parse(obj)``, or None (logged) for an object the scheduler cannot read: one bad
+    object must not stop the informer."""
+    try:
+        return parse(obj)
+    except errors.ConfigError as exc:
+        log.warning("ignoring a %s the scheduler cannot read: %s", kind, exc)
+        return None
 
 
 def _spec_changed(old: client.KubeObject, new: client.KubeObject) -> bool:
@@ -193,11 +209,7 @@ class LiveScheduler:
 
     @staticmethod
     def _parse_pod(obj: client.KubeObject) -> api.Pod | None:
-        try:
-            return objects.parse_pod(obj)
-        except errors.ConfigError as exc:
-            log.warning("ignoring a pod the scheduler cannot read: %s", exc)
-            return None
+        return _readable("pod", objects.parse_pod, obj)
 
     def _pod_added(self, obj: client.KubeObject) -> None:
         pod = self._parse_pod(obj)
@@ -275,17 +287,11 @@ class LiveScheduler:
 
     @staticmethod
     def _parse_node(obj: client.KubeObject) -> api.Node | None:
-        try:
-            return objects.parse_node(obj)
-        except errors.ConfigError as exc:
-            log.warning("ignoring a node the scheduler cannot read: %s", exc)
-            return None
+        return _readable("node", objects.parse_node, obj)
 
     def _budget_changed(self, obj: client.KubeObject, *, present: bool = True) -> None:
-        try:
-            budget = objects.parse_disruption_budget(obj)
-        except errors.ConfigError as exc:
-            log.warning("ignoring a PodDisruptionBudget the scheduler cannot read: %s", exc)
+        budget = _readable("PodDisruptionBudget", objects.parse_disruption_budget, obj)
+        if budget is None:
             return
         self.cache.set_budget(budget, present=present)
         self._event(ClusterEvent.PDB_CHANGE)
@@ -293,8 +299,8 @@ class LiveScheduler:
     def _event(self, event: ClusterEvent) -> None:
         self.queue.on_event(event)
 
-    def _moved(self, where: Where, event: ClusterEvent | None) -> None:
-        self.metrics.incoming.labels(where.value, event.value if event else "PodAdd").inc()
+    def _moved(self, where: Where, event: str) -> None:
+        self.metrics.incoming.labels(where.value, event).inc()
 
     def _pre_enqueue(self, pod: api.Pod) -> api.Status:
         fw = self.frameworks.get(pod.scheduler_name)

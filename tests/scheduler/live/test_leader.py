@@ -67,7 +67,7 @@ def test_two_replicas_bind_each_pod_once_and_hand_over_when_the_leader_dies(
         killed = time.monotonic()
         eventually(lambda: second.elector is not None and second.elector.is_leader(), timeout=10)
         handover = time.monotonic() - killed
-        assert handover <= FAST.lease_duration + FAST.retry_period + 0.5
+        assert handover <= FAST.lease_duration + FAST.retry_period + 1.0  # 1 s: a loaded CI
         for i in range(20, 30):
             cluster.create("pods", h.pod(f"p{i}"))
         eventually(lambda: all(node_of(fake_api, f"p{i}") for i in range(20, 30)))
@@ -91,7 +91,7 @@ def test_a_leader_that_cannot_renew_stops_at_once(fake_api: FakeAPIServer) -> No
         fake_api.fail_next(1000, status=503, path="/leases")
         cut = time.monotonic()
         eventually(lambda: scheduler.lost, timeout=5)
-        assert time.monotonic() - cut <= FAST.renew_deadline + FAST.retry_period + 0.5
+        assert time.monotonic() - cut <= FAST.renew_deadline + FAST.retry_period + 1.0
         assert not scheduler.may_bind() and not scheduler.readiness().ok
         fake_api.clear_faults()
         cluster.create("pods", h.pod("late"))
