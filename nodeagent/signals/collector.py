@@ -336,7 +336,7 @@ class SignalCollector:
         if SignalGroup.PIDS in wanted:
             self._store({Signal.PID_AVAILABLE: self._guard(self._pids.node)})
         if SignalGroup.PSI in wanted:
-            self._collect_psi()
+            self._collect_psi(now)
         pods_changed = False
         if SignalGroup.PODS in wanted:
             self._collect_pod_cgroups()
@@ -348,6 +348,7 @@ class SignalCollector:
             self._pods = self._merge_pods()
         for group in wanted - {SignalGroup.POD_STORAGE}:
             self._read_times[group] = now
+        read_times = self._read_times
         return NodeObservations(
             time=now,
             signals=dict(self._signals),
@@ -355,6 +356,13 @@ class SignalCollector:
             psi=dict(self._psi_stats),
             fs_layout=self._layout,
             swap=self._swap,
+            sampled_at={
+                signal: read_times[group]
+                for group, signals in GROUP_SIGNALS.items()
+                if group not in wanted
+                for signal in signals
+            },
+            psi_sampled_at=None if SignalGroup.PSI in wanted else read_times[SignalGroup.PSI],
         )
 
     def refresh_pod_storage(self, now: float) -> StorageScan:
@@ -413,8 +421,8 @@ class SignalCollector:
             }
         )
 
-    def _collect_psi(self) -> None:
-        stats, unavailable = self._psi.read(self._reader)
+    def _collect_psi(self, now: float) -> None:
+        stats, unavailable = self._psi.read(self._reader, now)
         self._psi_stats = stats
         for scope in self._psi.sources.keys() | unavailable.keys():
             self._degradations.update(f"psi/{scope}", unavailable.get(scope))
