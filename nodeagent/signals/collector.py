@@ -326,7 +326,12 @@ class SignalCollector:
         wanted.update(group for group in PER_SECOND_GROUPS if group not in self._read_times)
         if self._storage is None:
             wanted.add(SignalGroup.POD_STORAGE)
-        if self._kubepods_auto and self._paths.kubepods_cgroup is None:
+        if (
+            self._kubepods_auto
+            and self._paths.kubepods_cgroup is None
+            and SignalGroup.PODS in wanted
+        ):
+            # Looked for with the pods (the node poll), not on every filesystem poll.
             self._redetect_kubepods()
         if SignalGroup.MEMORY in wanted:
             self._collect_memory()
