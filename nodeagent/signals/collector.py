@@ -2,11 +2,12 @@
 
 The agent loop calls :meth:`SignalCollector.collect` every second (and at once when a
 kernel notification fires) and gets a complete :class:`~nodeagent.model.NodeObservations`.
-Signals come in :class:`SignalGroup` s that can be re-read alone: on a memory
-notification the loop re-reads ``MEMORY`` and ``PSI`` and keeps the rest of the last
-collection, so a reaction costs a few file reads, not a full collection. Values of
-groups not re-read are carried over from their last read (:meth:`read_times` says
-when that was); the first collection reads everything.
+Signals come in :class:`SignalGroup` s that can be re-read alone: the loop's
+filesystem poll re-reads ``FILESYSTEMS`` (statvfs) and keeps the rest of the last
+collection, so it opens no file. Values of groups not re-read are carried over from
+their last read, dated with it (``NodeObservations.sampled_at``, for the engine's
+one-action-per-sample rule; :meth:`read_times` too); the first collection reads
+everything.
 
 Per-pod ephemeral storage (``POD_STORAGE``) is a walk of directories, far costlier than
 the rest, so it is refreshed at most every ``pod_storage_scan_interval`` seconds and
