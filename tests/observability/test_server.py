@@ -116,12 +116,7 @@ def _context_switches(native_id: int) -> int:
     return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
 
 
-def test_an_idle_server_sleeps_and_still_stops_at_once(health: Health) -> None:
-    agent = samples.fed_metrics()
-    server = ObservabilityServer(
-        ListenAddress("127.0.0.1", 0), registry=agent.registry, health=health
-    )
-    server.start()
+def test_an_idle_server_sleeps_and_still_stops_at_once(server: ObservabilityServer) -> None:
     serving = server._thread
     assert serving is not None and serving.native_id is not None
     time.sleep(0.2)
