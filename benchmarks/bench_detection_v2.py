@@ -14,9 +14,11 @@ the threshold and a hog crosses it, each run at a random phase. Latency is the a
 ballast) and near the threshold (with it).
 
 Two configurations per scope, side by side in the same boot: the defaults (the
-adaptive memory poll) and ``--adaptive-memory-poll=false`` (what v2 had before: the 1 s
-node poll and the 500 ms filesystem poll, whichever comes first), the baseline of the
-ratios. Prints p50/p99/max, what caught each crossing, and CPU.
+adaptive memory poll) and ``--adaptive-memory-poll=false`` (the 1 s node poll alone),
+the baseline of the ratios. ``--before DIR`` adds a third, ``before``: the defaults run
+from another checkout of the project (``git archive REF | tar -x -C DIR``), so a change
+is measured against the code it replaces in the same boot. Prints p50/p99/max, what
+caught each crossing, and CPU.
 """
 
 from __future__ import annotations
@@ -38,14 +40,24 @@ SCOPES = ("root", "node")
 CONFIGURATIONS = {"adaptive": [], "poll": ["--adaptive-memory-poll=false"]}
 
 
+BEFORE = "before"
+"""The configuration run from ``--before DIR``: the defaults, the other checkout's code."""
+
+
 def inside_command(
-    runs: int, baseline_runs: int, cpu_window: float, scopes: list[str], labels: list[str]
+    runs: int,
+    baseline_runs: int,
+    cpu_window: float,
+    scopes: list[str],
+    labels: list[str],
+    *,
+    before: Path | None = None,
 ) -> list[str]:
     steps = []
     for scope in scopes:
         for label in labels:
-            agent_args = CONFIGURATIONS[label]
-            count = runs if label == "adaptive" else baseline_runs
+            agent_args = CONFIGURATIONS.get(label, [])
+            count = runs if label in ("adaptive", BEFORE) else baseline_runs
             args = [
                 "-m",
                 "tests.uml.inside_detection",
@@ -55,7 +67,11 @@ def inside_command(
                 f"--cpu-window={cpu_window}",
                 *(f"--agent-arg={arg}" for arg in agent_args),
             ]
-            steps.append(" ".join([sys.executable, *args]))
+            command = " ".join([sys.executable, *args])
+            # `python -m` puts the working directory first on the path: the agent and
+            # its measurement come from the checkout the step runs in.
+            where = before if label == BEFORE and before is not None else Path.cwd()
+            steps.append(f"(cd {where} && {command})")
     return ["sh", "-c", " && ".join(steps)]
 
 
@@ -87,6 +103,15 @@ def report(found: dict[tuple[str, str], dict[str, Any]]) -> None:
         p50 = percentile(poll["latencies_s"], 50) / percentile(adaptive["latencies_s"], 50)
         p99 = percentile(poll["latencies_s"], 99) / percentile(adaptive["latencies_s"], 99)
         print(f"{scope}: poll / adaptive latency p50 {p50:.0f}x, p99 {p99:.0f}x")
+        before = found.get((scope, BEFORE))
+        if before is not None:
+            now_latency, then_latency = adaptive["latencies_s"], before["latencies_s"]
+            ratios = [percentile(then_latency, q) / percentile(now_latency, q) for q in (50, 99)]
+            print(
+                f"{scope}: before / now latency p50 {ratios[0]:.2f}x, p99 {ratios[1]:.2f}x; "
+                f"CPU at rest {before['cpu_rest'] / adaptive['cpu_rest']:.2f}x, "
+                f"near {before['cpu_near'] / adaptive['cpu_near']:.2f}x"
+            )
         print(
             f"{scope}: headroom at rest {adaptive['available_at_rest'] >> 20} MiB, near "
             f"{adaptive['available_near'] >> 20} MiB (available; threshold below it)"
@@ -103,8 +128,15 @@ def main() -> None:
     parser.add_argument(
         "--configurations", default=",".join(CONFIGURATIONS), help=", ".join(CONFIGURATIONS)
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="another checkout of the project, run as the 'before' configuration",
+    )
     args = parser.parse_args()
     scopes, labels = args.scopes.split(","), args.configurations.split(",")
+    if args.before is not None:
+        labels.append(BEFORE)
     if os.geteuid() != 0:
         raise SystemExit("needs root: the guest writes its results to the host as root")
     reason = machine.available()
@@ -112,7 +144,9 @@ def main() -> None:
         raise SystemExit(reason)
     started = time.monotonic()
     boot = machine.boot(
-        inside_command(args.runs, args.baseline_runs, args.cpu_window, scopes, labels),
+        inside_command(
+            args.runs, args.baseline_runs, args.cpu_window, scopes, labels, before=args.before
+        ),
         mem_mib=args.mem_mib,
         timeout_s=3600,
     )

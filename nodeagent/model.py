@@ -288,6 +288,14 @@ class NodeObservations:
     (bytes held by dead containers / unused images) and ``"containersInodes"`` /
     ``"imagesInodes"``. The engine skips pod eviction when these would end the pressure."""
 
+    sampled_at: Mapping[Signal, float] = field(default_factory=dict)
+    """When each signal in ``signals`` carried over from an earlier read was read (a
+    poll re-reads only the signals it is for, e.g. the filesystem poll only statvfs);
+    a signal not listed was read at ``time``. The engine acts only on a signal sampled
+    after the one it last judged, as the kubelet compares each signal's own time."""
+    psi_sampled_at: float | None = None
+    """When ``psi`` was read, if earlier than ``time``."""
+
     def value(self, signal: Signal) -> SignalValue | None:
         """The observation of ``signal``, or ``None`` when it was unavailable."""
         observed = self.signals.get(signal)

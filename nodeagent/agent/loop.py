@@ -11,18 +11,20 @@ One loop per node, on one thread::
     re-arm the memcg thresholds                       # they move with the page cache
     arm the adaptive memory polls                     # where no memcg threshold is armed
 
-**What is read when.** Every cycle reads every node-level signal (memory, PSI, PIDs and
-the filesystems' statvfs: a few dozen microseconds), so all thresholds are judged on one
-sample taken at one instant, which is what the engine's "never act twice on the same
-sample" rule assumes. Cycles happen when the node poll is due (``pollInterval``, 1 s),
-when the filesystem poll is due (``filesystemPollInterval``, 500 ms: the kernel has no
-notification for free space), and at once when a kernel trigger fires, or when the
-adaptive memory poll (cgroup v2, or v1 without eventfd thresholds: a cheap re-read of the
-memory signals alone, more often the nearer a threshold) sees a memory signal cross one.
-The per-pod cgroup reads (working set, tasks: about 2 ms at 250 pods) run with the node
-poll and on memory and PSI notifications, when a memory eviction may need a ranking;
-per-pod disk usage is a directory walk left to its own thread (:class:`StorageRefresher`)
-on its own interval.
+**What is read when.** A cycle reads what its cause is about. The node poll
+(``pollInterval``, 1 s) and every kernel trigger (a memcg threshold, PSI, memory.events,
+or the adaptive memory poll seeing a memory signal cross a threshold: cgroup v2, or v1
+without eventfd thresholds) read every node-level signal and the per-pod cgroups
+(working set, tasks: about 2 ms at 250 pods, for the ranking a memory eviction needs).
+The filesystem poll (``filesystemPollInterval``, 500 ms: the kernel has no notification
+for free space) reads the filesystems' statvfs alone and carries the other signals over
+from their last read, each with the time it was read
+(:attr:`~nodeagent.model.NodeObservations.sampled_at`): the engine acts on a signal only
+when it was sampled after the one it last judged, as the kubelet compares each signal's
+own time, so a carried-over value is never acted on twice. On a slow kernel the full
+read is most of an idle agent's cost, and a cycle is time the adaptive memory poll
+cannot read in. Per-pod disk usage is a directory walk left to its own thread
+(:class:`StorageRefresher`) on its own interval.
 
 **Nothing here blocks on the API.** Pods come from a cache kept by another thread, and
 decisions go to :class:`~nodeagent.agent.actuation.Actuation`, which applies the latest
@@ -72,10 +74,13 @@ decisions_log = logging.getLogger("nodeagent.decision")
 NODE_GROUPS: frozenset[SignalGroup] = frozenset(
     {SignalGroup.MEMORY, SignalGroup.PSI, SignalGroup.PIDS, SignalGroup.FILESYSTEMS}
 )
-"""Read on every cycle: every signal a threshold can be set on."""
+"""Every node-level signal a threshold can be set on."""
 
 POD_GROUPS: frozenset[SignalGroup] = NODE_GROUPS | {SignalGroup.PODS}
-"""Read with the node poll and on memory notifications (per-pod working sets)."""
+"""Read with the node poll and on kernel notifications (per-pod working sets)."""
+
+FILESYSTEM_GROUPS: frozenset[SignalGroup] = frozenset({SignalGroup.FILESYSTEMS})
+"""Read by the filesystem poll alone: statvfs, the one signal no kernel notifies."""
 
 PROC_PRESSURE_DIR = "/proc/pressure"
 """Where system PSI triggers are armed: this process's own /proc, which is system-wide
@@ -244,7 +249,7 @@ class AgentLoop:
             return None
         read_pods = Poll.NODE in due or bool(kernel_wakes)
         self._follow_cgroups()
-        observations = self._collector.collect(now, POD_GROUPS if read_pods else NODE_GROUPS)
+        observations = self._collector.collect(now, POD_GROUPS if read_pods else FILESYSTEM_GROUPS)
         collected = self._clock.now()
         self._observe_detection(kernel_wakes, due, collected)
         self.schedule = self.schedule.ran(
@@ -275,8 +280,11 @@ class AgentLoop:
         self._actuation.submit(
             ActuationJob(decision, headroom_of(observations, thresholds), view, now)
         )
-        self._rearm(observations)
-        self._arm_memory_polls(observations)
+        if read_pods:
+            # The memory thresholds move with what was just read; a filesystem-only
+            # cycle read no memory and leaves them where they are.
+            self._rearm(observations)
+            self._arm_memory_polls(observations, read_at=now)
         self._update_degraded()
 
         finished = self._clock.now()
@@ -426,11 +434,12 @@ class AgentLoop:
                 },
             )
 
-    def _arm_memory_polls(self, observations: NodeObservations) -> None:
+    def _arm_memory_polls(self, observations: NodeObservations, read_at: float) -> None:
         """Keep the adaptive memory poll armed on each memory signal the kernel does not
         notify at (:func:`setup.arm_memory_poll`): its thresholds resolved against this
         collection's capacity, its probe from the collector, and this collection's value
-        as its latest read."""
+        as its latest read, taken at ``read_at`` (the next read is due counting from
+        then, not from the end of the cycle)."""
         layout_thresholds = self.policy.thresholds_for(observations.fs_layout)
         for scope, signal in _MEMORY_SCOPES.items():
             value = observations.value(signal)
@@ -451,4 +460,5 @@ class AgentLoop:
                 probe=self._collector.memory_probe(signal),
                 thresholds=resolved,
                 observed=None if value is None else value.available,
+                observed_at=read_at,
             )

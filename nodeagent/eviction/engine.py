@@ -55,7 +55,7 @@ from nodeagent import durations
 from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction import local_storage, messages, ranking
 from nodeagent.eviction import thresholds as thr
-from nodeagent.eviction.observations import observe
+from nodeagent.eviction.observations import observe, sampled_at
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.eviction.settings import EvictionStrategy
 from nodeagent.model import (
@@ -160,7 +160,11 @@ def evaluate(
     actionable = [
         a for a in active if now - first_observed[a.threshold] >= a.threshold.grace_period
     ]
-    fresh = [a for a in actionable if _fresh(a.threshold.signal, observations.time, now, state)]
+    fresh = [
+        a
+        for a in actionable
+        if _fresh(a.threshold.signal, sampled_at(observations, a.threshold.signal), now, state)
+    ]
     over_limit = (
         local_storage.limit_evictions(pods, observations.pods, layout)
         if policy.local_storage_capacity_isolation
@@ -220,7 +224,7 @@ def evaluate(
         thresholds_met=frozenset(satisfied),
         pressure_observed=pressure_observed,
         acted_observed=acted_observed,
-        observed_at={**state.observed_at, **dict.fromkeys(observed, observations.time)},
+        observed_at={**state.observed_at, **{s: sampled_at(observations, s) for s in observed}},
         evicted_at=evicted_at,
     )
     return decision, next_state

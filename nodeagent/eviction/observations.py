@@ -23,7 +23,7 @@ from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction.thresholds import PSI_CAPACITY, PSI_SIGNALS
 from nodeagent.model import NodeObservations, PsiStats, Signal, SignalValue
 
-__all__ = ["observe", "psi_observation", "psi_parts", "stall_percent"]
+__all__ = ["observe", "psi_observation", "psi_parts", "sampled_at", "stall_percent"]
 
 
 def psi_parts(signal: Signal) -> tuple[str, str, str]:
@@ -59,6 +59,22 @@ def observe(observations: NodeObservations, signals: Iterable[Signal]) -> dict[S
         if value is not None:
             observed[signal] = value
     return observed
+
+
+def sampled_at(observations: NodeObservations, signal: Signal) -> float:
+    """When ``signal``'s observation was read: its own time when the collection carried
+    it over from an earlier read, else the collection's."""
+    if signal in _PSI_PARTS and signal not in observations.signals:
+        sampled = observations.psi_sampled_at
+    else:
+        stand_in = signal
+        while stand_in not in observations.signals:
+            fallback = fs_layout.fallback_signal(stand_in, observations.fs_layout)
+            if fallback is None:
+                break
+            stand_in = fallback
+        sampled = observations.sampled_at.get(stand_in)
+    return observations.time if sampled is None else sampled
 
 
 def _observe_one(observations: NodeObservations, signal: Signal) -> SignalValue | None:

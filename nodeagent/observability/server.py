@@ -23,6 +23,7 @@ and ``address_field`` (what a bind failure names).
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import socketserver
 import ssl
@@ -42,6 +43,12 @@ StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 _TEXT = [("Content-Type", "text/plain; charset=utf-8")]
+
+IDLE_WAKE_S = 5.0
+"""How often the serving thread wakes with nothing to serve, only to see whether it
+should stop: :meth:`ObservabilityServer.stop` hastens that with a connection of its own,
+so an idle agent is not woken ten times a second (the standard library's loop polls its
+stop flag; each wake-up is a system call and a GIL hand-over, dear on slow kernels)."""
 
 
 def _respond(start_response: StartResponse, status: str, body: str) -> list[bytes]:
@@ -168,7 +175,7 @@ class ObservabilityServer:
         self._server = server
         self._thread = threading.Thread(
             target=server.serve_forever,
-            kwargs={"poll_interval": 0.1},
+            kwargs={"poll_interval": IDLE_WAKE_S},
             name="nodeagent-http",
             daemon=True,
         )
@@ -184,21 +191,32 @@ class ObservabilityServer:
     @property
     def url(self) -> str:
         """``http(s)://HOST:PORT`` of the server, with a loopback host for a wildcard."""
+        scheme = "https" if self._ssl_context is not None else "http"
+        return f"{scheme}://{ListenAddress(self._reachable_host(), self.port)}"
+
+    def _reachable_host(self) -> str:
+        """The bound host, or the loopback one for a wildcard."""
         host = self._address.host
         if host in ("0.0.0.0", ""):
-            host = "127.0.0.1"
-        elif host == "::":
-            host = "::1"
-        scheme = "https" if self._ssl_context is not None else "http"
-        return f"{scheme}://{ListenAddress(host, self.port)}"
+            return "127.0.0.1"
+        if host == "::":
+            return "::1"
+        return host
 
     def stop(self) -> None:
-        """Stop serving and release the port; idempotent."""
+        """Stop serving and release the port; idempotent. Returns at once, not after the
+        serving thread's next idle wake (:data:`IDLE_WAKE_S`): a connection wakes it."""
         server, thread = self._server, self._thread
-        self._server, self._thread = None, None
         if server is not None:
-            server.shutdown()
+            address = (self._reachable_host(), self.port)
+            stopping = threading.Thread(target=server.shutdown, name="nodeagent-http-stop")
+            stopping.start()
+            while stopping.is_alive():  # until the serving loop has seen the stop flag
+                with contextlib.suppress(OSError):
+                    socket.create_connection(address, timeout=1.0).close()
+                stopping.join(0.05)
             server.server_close()
+        self._server, self._thread = None, None
         if thread is not None:
             thread.join(timeout=5)
 

@@ -2,11 +2,12 @@
 
 The agent loop calls :meth:`SignalCollector.collect` every second (and at once when a
 kernel notification fires) and gets a complete :class:`~nodeagent.model.NodeObservations`.
-Signals come in :class:`SignalGroup` s that can be re-read alone: on a memory
-notification the loop re-reads ``MEMORY`` and ``PSI`` and keeps the rest of the last
-collection, so a reaction costs a few file reads, not a full collection. Values of
-groups not re-read are carried over from their last read (:meth:`read_times` says
-when that was); the first collection reads everything.
+Signals come in :class:`SignalGroup` s that can be re-read alone: the loop's
+filesystem poll re-reads ``FILESYSTEMS`` (statvfs) and keeps the rest of the last
+collection, so it opens no file. Values of groups not re-read are carried over from
+their last read, dated with it (``NodeObservations.sampled_at``, for the engine's
+one-action-per-sample rule; :meth:`read_times` too); the first collection reads
+everything.
 
 Per-pod ephemeral storage (``POD_STORAGE``) is a walk of directories, far costlier than
 the rest, so it is refreshed at most every ``pod_storage_scan_interval`` seconds and
@@ -326,7 +327,12 @@ class SignalCollector:
         wanted.update(group for group in PER_SECOND_GROUPS if group not in self._read_times)
         if self._storage is None:
             wanted.add(SignalGroup.POD_STORAGE)
-        if self._kubepods_auto and self._paths.kubepods_cgroup is None:
+        if (
+            self._kubepods_auto
+            and self._paths.kubepods_cgroup is None
+            and SignalGroup.PODS in wanted
+        ):
+            # Looked for with the pods (the node poll), not on every filesystem poll.
             self._redetect_kubepods()
         if SignalGroup.MEMORY in wanted:
             self._collect_memory()
@@ -336,7 +342,7 @@ class SignalCollector:
         if SignalGroup.PIDS in wanted:
             self._store({Signal.PID_AVAILABLE: self._guard(self._pids.node)})
         if SignalGroup.PSI in wanted:
-            self._collect_psi()
+            self._collect_psi(now)
         pods_changed = False
         if SignalGroup.PODS in wanted:
             self._collect_pod_cgroups()
@@ -348,6 +354,7 @@ class SignalCollector:
             self._pods = self._merge_pods()
         for group in wanted - {SignalGroup.POD_STORAGE}:
             self._read_times[group] = now
+        read_times = self._read_times
         return NodeObservations(
             time=now,
             signals=dict(self._signals),
@@ -355,6 +362,13 @@ class SignalCollector:
             psi=dict(self._psi_stats),
             fs_layout=self._layout,
             swap=self._swap,
+            sampled_at={
+                signal: read_times[group]
+                for group, signals in GROUP_SIGNALS.items()
+                if group not in wanted
+                for signal in signals
+            },
+            psi_sampled_at=None if SignalGroup.PSI in wanted else read_times[SignalGroup.PSI],
         )
 
     def refresh_pod_storage(self, now: float) -> StorageScan:
@@ -413,8 +427,8 @@ class SignalCollector:
             }
         )
 
-    def _collect_psi(self) -> None:
-        stats, unavailable = self._psi.read(self._reader)
+    def _collect_psi(self, now: float) -> None:
+        stats, unavailable = self._psi.read(self._reader, now)
         self._psi_stats = stats
         for scope in self._psi.sources.keys() | unavailable.keys():
             self._degradations.update(f"psi/{scope}", unavailable.get(scope))

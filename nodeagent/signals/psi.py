@@ -10,9 +10,13 @@ Scopes in :attr:`nodeagent.model.NodeObservations.psi`:
   conditions watch beside the system's.
 
 A scope that cannot be read is left out of the mapping and reported with its reason:
-kernels before 4.20 or booted with ``psi=0`` have no PSI at all, pure cgroup v1 hosts
-have no per-cgroup pressure files, and on a hybrid host a cgroup is in the cgroup2
-hierarchy only if its manager put it there (systemd does, for its slices).
+kernels before 4.20 or built without ``CONFIG_PSI`` have no /proc/pressure at all,
+one booted with ``psi=0`` refuses to read it, pure cgroup v1 hosts have no per-cgroup
+pressure files, and on a hybrid host a cgroup is in the cgroup2 hierarchy only if its
+manager put it there (systemd does, for its slices). A file that is absent or refused
+is not tried again on every read: the scope keeps its reason and the file is
+re-checked once per :data:`RECHECK_S` (a cgroup moved into the cgroup2 hierarchy, a
+kernel setting changed), so a host without PSI costs no failing ``open`` per cycle.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ from nodeagent.signals.cgroups import CgroupPaths, missing_kubepods_reason
 from nodeagent.signals.files import FileReader
 
 RESOURCES = ("memory", "io", "cpu")
+RECHECK_S = 60.0
+"""How often a pressure file that was absent or refused is looked for again."""
+_ABSENT = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EOPNOTSUPP})
+"""Errors that say the file is not there to read (as opposed to a passing failure)."""
 NODE_SCOPE = "node"
 KUBEPODS_SCOPE = "kubepods"
 
@@ -50,22 +58,35 @@ class PsiReader:
                 else:
                     self._missing[f"{scope}/{resource}"] = missing_kubepods_reason(cgroups)
         self._files = tuple(files)
+        self._absent: dict[str, tuple[str, float]] = {}
+        """Scope to (why its file is missing, when to look for it again)."""
 
     @property
     def sources(self) -> dict[str, str]:
         """The file each readable scope is read from."""
         return dict(self._files)
 
-    def read(self, reader: FileReader) -> tuple[dict[str, PsiStats], dict[str, str]]:
-        """PSI by scope, and the reason for every scope that could not be read."""
+    def read(self, reader: FileReader, now: float) -> tuple[dict[str, PsiStats], dict[str, str]]:
+        """PSI by scope, and the reason for every scope that could not be read, at
+        ``now`` (seconds on the caller's clock, for when to look again for a missing
+        file)."""
         stats: dict[str, PsiStats] = {}
         unavailable = dict(self._missing)
+        absent = self._absent
         for scope, path in self._files:
+            known = absent.get(scope)
+            if known is not None and now < known[1]:
+                unavailable[scope] = known[0]
+                continue
             try:
                 stats[scope] = parse.parse_psi(reader.read(path))
             except OSError as exc:
                 hint = " (kernel booted with psi=0?)" if exc.errno == errno.EOPNOTSUPP else ""
                 unavailable[scope] = f"cannot read {path}: {exc.strerror or exc}{hint}"
+                if exc.errno in _ABSENT:
+                    absent[scope] = (unavailable[scope], now + RECHECK_S)
+                continue
             except ValueError as exc:
                 unavailable[scope] = f"cannot parse {path}: {exc}"
+            absent.pop(scope, None)
         return stats, unavailable

@@ -117,6 +117,7 @@ class Triggers(Protocol):
         thresholds: tuple[int, ...],
         *,
         observed: int | None = None,
+        observed_at: float | None = None,
     ) -> MechanismStatus: ...
 
     def disarm(self, name: str) -> None: ...

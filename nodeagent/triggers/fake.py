@@ -28,6 +28,7 @@ class FakeTriggers:
         """Names in the order arming was requested (including no-op re-arms)."""
         self.probes: dict[str, MemoryProbe] = {}
         self.observed: dict[str, int | None] = {}
+        self.observed_at: dict[str, float | None] = {}
         """The value each memory poll was last handed by the loop."""
         """The probe of each armed memory poll (never called here: tests call it)."""
         self.scripted: dict[str, MechanismStatus] = {}
@@ -64,9 +65,11 @@ class FakeTriggers:
         thresholds: tuple[int, ...],
         *,
         observed: int | None = None,
+        observed_at: float | None = None,
     ) -> MechanismStatus:
         self.probes[name] = probe
         self.observed[name] = observed
+        self.observed_at[name] = observed_at
         return self._arm(name, Mechanism.MEMORY_POLL, source, thresholds)
 
     def disarm(self, name: str) -> None:

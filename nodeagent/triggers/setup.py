@@ -155,6 +155,7 @@ def arm_memory_poll(
     probe: MemoryProbe | None,
     thresholds: Collection[int],
     observed: int | None = None,
+    observed_at: float | None = None,
 ) -> MechanismStatus | None:
     """Keep the adaptive poll of ``scope``'s memory signal armed while it is needed.
 
@@ -162,7 +163,8 @@ def arm_memory_poll(
     capacity), a ``probe`` can read it, the poll is enabled, and the kernel does not
     already notify at each threshold (:func:`kernel_thresholds_active`). Otherwise
     disarmed. ``observed`` is the signal's available bytes in the collection just made
-    (a read the poll need not repeat). Returns the status, or ``None`` when disarmed.
+    (a read the poll need not repeat), read at ``observed_at`` (monotonic seconds).
+    Returns the status, or ``None`` when disarmed.
     """
     name = memory_poll_name(scope)
     wanted = (
@@ -176,7 +178,12 @@ def arm_memory_poll(
             triggers.disarm(name)
         return None
     return triggers.arm_memory_poll(
-        name, source, probe, tuple(sorted(set(thresholds))), observed=observed
+        name,
+        source,
+        probe,
+        tuple(sorted(set(thresholds))),
+        observed=observed,
+        observed_at=observed_at,
     )
 
 

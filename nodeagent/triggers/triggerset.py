@@ -348,15 +348,20 @@ class TriggerSet:
         thresholds: tuple[int, ...],
         *,
         observed: int | None = None,
+        observed_at: float | None = None,
     ) -> MechanismStatus:
         """Read ``probe`` (one memory signal's available bytes) at the adaptive interval
         and wake when the set of ``thresholds`` (bytes of available) it is below changes.
 
-        ``observed`` is the value the caller just read in a full collection: it counts
-        as a read (the next one is scheduled from it, and a crossing it shows is not
-        reported again). Re-arming the same name and source keeps the poll's rate.
+        ``observed`` is the value the caller read in a full collection, at
+        ``observed_at`` (monotonic seconds; default now): it counts as a read taken
+        then, so the next one is scheduled from the moment of the collection, not from
+        this call (a cycle on a slow kernel can take longer than the poll's floor), and
+        a crossing it shows is not reported again. Re-arming the same name and source
+        keeps the poll's rate.
         """
         now = time.monotonic()
+        sampled = now if observed_at is None else min(observed_at, now)
         current = self._named.get(name)
         if (
             current is not None
@@ -368,12 +373,12 @@ class TriggerSet:
             if entry.thresholds != thresholds:
                 entry.thresholds = thresholds
                 entry.due = now
-            if observed is not None:
-                self._observe_memory(entry, observed, now)
+            if observed is not None and sampled > (entry.rate.time or float("-inf")):
+                self._observe_memory(entry, observed, sampled)
             return self._statuses[name]
         entry = _PolledMemory(source, probe, thresholds, due=now, rate=adaptive.FallRate())
         if observed is not None:
-            self._observe_memory(entry, observed, now)
+            self._observe_memory(entry, observed, sampled)
         self._replace(name, entry)
         bounds = self._memory_poll
         return self._set_status(

@@ -7,6 +7,7 @@ from pathlib import Path
 from nodeagent.signals.fixtures import GIB
 from nodeagent.triggers.api import Mechanism
 from tests.agent.rig import Rig
+from tests.signals.counting import CountingReader
 
 
 def test_no_memory_poll_while_memcg_thresholds_notify(tmp_path: Path) -> None:
@@ -41,3 +42,25 @@ def test_memory_poll_follows_the_thresholds_and_can_be_disabled(tmp_path: Path) 
     )
     rig.cycle()
     assert "memory-poll:node" not in rig.triggers.armed
+
+
+def test_a_filesystem_poll_reads_no_file_and_re_arms_nothing(tmp_path: Path) -> None:
+    """The 500 ms filesystem poll is statvfs alone: memory, PSI, PIDs and the pods'
+    cgroups are read by the node poll and the kernel triggers, and a filesystem cycle
+    hands no (carried-over) memory value to the adaptive poll."""
+    rig = Rig(tmp_path, settings={"kernel_memcg_notification": False})
+    rig.pods.set([])
+    assert rig.cycle() is not None  # the first cycle reads everything
+    files = CountingReader()
+    rig.collector._reader = files  # the collector's one reader, counted from here
+    rig.triggers.observed.clear()
+    fs_only = rig.cycle()
+    assert fs_only is not None and fs_only.trigger == "poll:filesystems"
+    assert files.asked == []
+    assert rig.triggers.observed == {}
+    node = rig.cycle()
+    assert node is not None and "node" in node.trigger
+    read = "\n".join(files.asked)
+    for name in ("memory.stat", "meminfo", "pid_max"):
+        assert name in read
+    assert rig.triggers.observed["memory-poll:node"] == 12 * GIB

@@ -146,6 +146,27 @@ def test_no_second_eviction_on_a_stale_sample() -> None:
     assert again.thresholds_met[0].grace_satisfied
 
 
+def test_a_signal_carried_over_from_an_earlier_read_is_judged_by_its_own_time() -> None:
+    """A filesystem-only poll carries memory over from its last read; the kubelet compares
+    each signal's own observation time, so the carried value is not acted on twice, and
+    one signal's staleness does not hold back a fresh one."""
+    resolved = policy(eviction_hard="memory.available<1Gi,nodefs.available<10%")
+    read = memory(500 * Mi, time=10, pods=USAGE)
+    state = engine.EngineState()
+    first, state = engine.evaluate(resolved, state, read, PODS, 10)
+    carried = NodeObservations(
+        time=10.5,
+        signals=read.signals,
+        pods=read.pods,
+        sampled_at={Signal.MEMORY_AVAILABLE: 10.0},
+    )
+    again, state = engine.evaluate(resolved, state, carried, PODS, 10.5)
+    fresh, _ = engine.evaluate(resolved, state, memory(500 * Mi, time=11, pods=USAGE), PODS, 11)
+    assert [bool(d.evictions) for d in (first, again, fresh)] == [True, False, True]
+    assert again.pressure[Pressure.MEMORY] and again.thresholds_met[0].grace_satisfied
+    assert state.observed_at[Signal.MEMORY_AVAILABLE] == 10.0
+
+
 @pytest.mark.parametrize(
     ("hard", "max_grace", "pod_grace", "expected"),
     [

@@ -4,9 +4,11 @@ that turn 503 and back, clean stop, IPv6, and a bind failure that names the fiel
 from __future__ import annotations
 
 import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from prometheus_client import parser
@@ -105,6 +107,26 @@ def test_stop_releases_the_port_and_is_idempotent(health: Health) -> None:
         ListenAddress("127.0.0.1", port), registry=agent.registry, health=health
     ) as second:
         assert get(second.url + "/healthz")[0] == 200
+
+
+def _context_switches(native_id: int) -> int:
+    """How often the kernel has put this thread to sleep and woken it (each idle
+    wake-up of the serving loop is one)."""
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def test_an_idle_server_sleeps_and_still_stops_at_once(server: ObservabilityServer) -> None:
+    serving = server._thread
+    assert serving is not None and serving.native_id is not None
+    time.sleep(0.2)
+    before = _context_switches(serving.native_id)
+    time.sleep(1.0)
+    assert _context_switches(serving.native_id) - before <= 1  # not ten times a second
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 1.0  # not after the next idle wake
+    assert not serving.is_alive()
 
 
 def test_a_busy_port_is_a_config_error_naming_the_field(

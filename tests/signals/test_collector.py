@@ -158,6 +158,8 @@ def test_kubepods_created_after_start_is_found(tree: HostTree) -> None:
         tree.kubepods(Memory(0), limit=8 * GIB)
         tree.pressure("memory", Psi(some=(7.0, 0.0, 0.0, 1)), cgroup=tree.kubepods_cgroup)
         tree.pod("late", Memory(2 * MIB), qos=QOSClass.BURSTABLE)
+        collector.collect(0.5, {SignalGroup.FILESYSTEMS})
+        assert collector.cgroups.kubepods_cgroup is None  # looked for with the pods only
         observations = collector.collect(1.0, PER_SECOND_GROUPS)
         assert collector.cgroups.kubepods_cgroup == tree.kubepods_cgroup
         assert observations.pods[PodUID("late")].memory == 2 * MIB
@@ -256,3 +258,15 @@ def test_an_unlistable_qos_parent_degrades_pods_naming_it(
         assert collector.degraded()["pods"] == f"cannot list {burstable}: Permission denied"
     assert observations.pods == {}
     assert observations.value(Signal.MEMORY_AVAILABLE) is not None
+
+
+def test_signals_carried_over_keep_the_time_they_were_read(tree: HostTree) -> None:
+    tree.root_memory(Memory(1 * GIB))
+    with SignalCollector(host_root=tree.root) as collector:
+        everything = collector.collect(1.0)
+        assert everything.sampled_at == {} and everything.psi_sampled_at is None
+        filesystems = collector.collect(1.5, {SignalGroup.FILESYSTEMS})
+        assert filesystems.sampled_at[Signal.MEMORY_AVAILABLE] == 1.0
+        assert filesystems.sampled_at[Signal.PID_AVAILABLE] == 1.0
+        assert Signal.NODEFS_AVAILABLE not in filesystems.sampled_at
+        assert filesystems.psi_sampled_at == 1.0

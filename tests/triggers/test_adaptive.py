@@ -210,3 +210,34 @@ def test_a_value_the_loop_just_read_counts_as_a_read() -> None:
         triggers.arm_memory_poll("m", "node", memory, (100 * Mi,), observed=64 * 1024 * Mi)
         assert triggers.wait(0.2) == []
         assert memory.reads == reads  # far above: the next read waits for the ceiling
+
+
+def test_the_next_read_counts_from_when_the_loop_read_not_from_when_it_armed() -> None:
+    """A cycle on a slow kernel (user-mode-linux: 100 ms and more) ends long after its
+    collection. The poll's next read is due the floor after the collection: scheduling
+    it from the end of the cycle left the memory unread for a whole cycle plus the
+    floor, which is how one crossing took 150 ms to decide."""
+    memory = Memory(101 * Mi)  # 1 MiB above the threshold: the floor
+    with TriggerSet(memory_poll=bounds(floor=0.05, ceiling=0.5)) as triggers:
+        collected = time.monotonic() - 0.2  # the cycle took 200 ms since
+        triggers.arm_memory_poll(
+            "m", "node", memory, (100 * Mi,), observed=101 * Mi, observed_at=collected
+        )
+        memory.available = 99 * Mi
+        started = time.monotonic()
+        (wake,) = triggers.wait(1.0)
+        assert wake.time - started < 0.04  # overdue since the collection: read at once
+
+
+def test_a_value_older_than_the_polls_own_read_is_ignored() -> None:
+    memory = Memory(200 * Mi)
+    with TriggerSet(memory_poll=bounds()) as triggers:
+        triggers.arm_memory_poll("m", "node", memory, (100 * Mi,))
+        assert triggers.wait(0.05) == []  # the poll's own reads: above
+        memory.available = 99 * Mi
+        stale = time.monotonic() - 10.0
+        triggers.arm_memory_poll(
+            "m", "node", memory, (100 * Mi,), observed=99 * Mi, observed_at=stale
+        )
+        # Had the stale value counted, the poll would think it already reported this side.
+        assert [w.trigger for w in triggers.wait(1.0)] == ["m"]
