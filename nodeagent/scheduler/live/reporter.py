@@ -112,6 +112,12 @@ class Reporter:
             pod_object(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}", NORMAL
         )
 
+    def nominate(self, pod: api.Pod, node: str) -> None:
+        """Write the preemptor's ``nominatedNodeName``; queued before its victims, and
+        written before the first of them is deleted, so the nomination is on the pod
+        before the room it was made for appears."""
+        self._patch_status(pod, {"nominatedNodeName": node})
+
     def clear_nomination(self, pod: api.Pod) -> None:
         self._patch_status(pod, {"nominatedNodeName": None})
 
@@ -177,13 +183,17 @@ class Reporter:
                 if self._abandoned:
                     return
                 victim = self._victims.popleft() if self._victims else None
-                status = self._status.popitem(last=False) if self._status and not victim else None
+                status: tuple[api.Pod, dict[str, Any]] | None = None
+                if victim is not None:  # its preemptor's nomination is written first
+                    status = self._status.pop(victim.preemptor.uid, None)
+                elif self._status:
+                    status = self._status.popitem(last=False)[1]
             try:
+                if status is not None:
+                    self._write_status(*status)
                 if victim is not None:
                     self._delete_victim(victim)
-                elif status is not None:
-                    self._write_status(*status[1])
-                else:
+                elif status is None:
                     self._write_event()
             except Exception:  # one failed write must not end the reporting
                 log.exception("writing scheduler results failed")

@@ -349,7 +349,10 @@ class LiveScheduler:
                 if offer is not None and offer.nominated_node:
                     self._preempt(pod, offer)
         error = not result.status.is_rejection
+        # a nomination made by preemption was queued by _preempt; an empty one clears
         nominated_node = offer.nominated_node if offer is not None else None
+        if nominated_node:
+            nominated_node = None
         if error:
             self.queue.failed(info)
         else:
@@ -392,6 +395,7 @@ class LiveScheduler:
         nominated = dataclasses.replace(pod, nominated_node_name=node)
         self.cache.set_nominated(nominated)
         self.queue.update(nominated, relevant=False)  # its next cycle tries that node first
+        self.reporter.nominate(pod, node)
         for victim in victims:
             self.cache.mark_preempted(victim.uid)
             self.reporter.preempt(victim, pod, node)

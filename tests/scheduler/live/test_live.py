@@ -173,12 +173,19 @@ def test_a_preemptor_gets_its_nomination_its_victims_go_and_it_is_bound(
     eventually(lambda: node_of(fake_api, "high") == "n1", timeout=10)
     deleted = [d.name for d in cluster.deletions[deletions_before:]]
     assert deleted == ["low"], "the minimal victim set: the 800m pod, not the 100m one"
-    patches = [
-        r.body["status"]
-        for r in fake_api.requests_to("PATCH", "/pods/high/status$")
-        if "nominatedNodeName" in r.body["status"]
+    writes = fake_api.writes()
+    nominations = [
+        i
+        for i, r in enumerate(writes)
+        if r.method == "PATCH"
+        and r.path.endswith("/pods/high/status")
+        and "nominatedNodeName" in r.body["status"]
     ]
-    assert patches and patches[0]["nominatedNodeName"] == "n1"
+    assert nominations and writes[nominations[0]].body["status"]["nominatedNodeName"] == "n1"
+    (victim_deleted,) = [
+        i for i, r in enumerate(writes) if r.method == "DELETE" and r.path.endswith("/pods/low")
+    ]
+    assert nominations[0] < victim_deleted, "nominated before the room it was made for appears"
     victim_patches = [r.body for r in fake_api.requests_to("PATCH", "/pods/low/status$")]
     (victim_patch,) = victim_patches
     (condition,) = victim_patch["status"]["conditions"]
