@@ -115,7 +115,7 @@ class LiveScheduler:
                 on_started_leading=self._started_leading,
                 on_stopped_leading=self._stopped_leading,
             )
-        self.handle = framework.Handle(now=self._clock.wall())
+        self.handle = framework.Handle(now=self._clock.wall(), features=settings.features)
         self.handle.binder = APIBinder(kube, self.may_bind)
         self.frameworks = framework.build_frameworks(
             settings.configuration, plugins or registry.in_tree_registry(), self.handle
