@@ -3,6 +3,7 @@
     nodeagent scheduler [--kubeconfig FILE] [--config FILE] [--leader-elect true|false]
                         [--lease-name NAME] [--lease-namespace NS]
                         [--metrics-address ADDR] [--log-format json|text]
+                        [--feature-gates Name=true,...]
 
 Pods opt in with ``spec.schedulerName: nodeagent-scheduler`` (or a profile's name from
 ``--config``). Cluster access as the agent's: the in-cluster service account, else the
@@ -21,9 +22,10 @@ from typing import Any
 
 from nodeagent.agent import logs
 from nodeagent.agent.settings import LogFormat, LogLevel
+from nodeagent.commands import schedule
 from nodeagent.kube import http, retry
 from nodeagent.observability.server import ObservabilityServer
-from nodeagent.scheduler import registry
+from nodeagent.scheduler import config, registry
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.metrics import SchedulerMetrics
 from nodeagent.scheduler.live.scheduler import LiveScheduler
@@ -59,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--log-level", choices=[level.value for level in LogLevel], default=LogLevel.INFO.value
     )
+    schedule.add_feature_gates_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -71,6 +74,7 @@ def build(args: argparse.Namespace) -> tuple[LiveScheduler, ObservabilityServer]
         lease_name=args.lease_name,
         lease_namespace=args.lease_namespace,
         metrics_address=args.metrics_address,
+        features=config.parse_feature_gates(args.feature_gates),
     )
     metrics = SchedulerMetrics(settings.profiles)
     kube = http.HTTPKubeClient.connect(

@@ -62,6 +62,8 @@ class Request:
     query: dict[str, list[str]]
     content_type: str
     body: Any
+    authorization: str = ""
+    """The request's Authorization header, as sent."""
 
     def param(self, name: str) -> str | None:
         values = self.query.get(name)
@@ -319,7 +321,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        request = Request(method, split.path, query, content_type, body)
+        request = Request(
+            method, split.path, query, content_type, body, self.headers.get("Authorization") or ""
+        )
         self.api.log(request)
         status, retry_after, delay = self.api._fault_for(method, split.path)
         if delay:

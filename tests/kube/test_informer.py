@@ -12,7 +12,7 @@ import pytest
 
 from nodeagent import errors
 from nodeagent.kube import client, fake, http, informer, retry
-from tests.fakeapi import objects
+from tests.fakeapi import fixtures, objects
 from tests.fakeapi.server import FakeAPIServer
 
 
@@ -135,6 +135,65 @@ def test_binding_sets_the_node_and_condition_and_a_second_bind_is_409(
     assert len(fake_api.requests_to("POST", "/pods/p/binding$")) == 2, "a 409 is not retried"
     with pytest.raises(errors.NotFound):
         kube.bind_pod("default", "missing", uid="x", node_name="n1")
+
+
+def test_the_binding_request_is_exactly_a_v1_binding_with_the_client_s_auth(
+    fake_api: FakeAPIServer,
+) -> None:
+    """The binding POST (sent raw, without the generated client's models) carries the
+    exact v1 Binding as JSON, the configured bearer token and the user agent's path."""
+    configuration = fixtures.configuration(fake_api.url)
+    configuration.api_key = {"authorization": "s3cret"}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    kube = http.HTTPKubeClient.connect(configuration, qps=100, burst=100)
+    try:
+        pod = fake_api.cluster.create("pods", objects.pod("p", node_name=""))
+        uid = pod["metadata"]["uid"]
+        kube.bind_pod("default", "p", uid=uid, node_name="n1")
+    finally:
+        kube.close()
+    (sent,) = fake_api.requests_to("POST", "^/api/v1/namespaces/default/pods/p/binding$")
+    assert sent.content_type == "application/json"
+    assert sent.authorization == "Bearer s3cret"
+    assert sent.body == {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "p", "namespace": "default", "uid": uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
+    }
+    assert http.binding_body("default", "p", uid=uid, node_name="n1") == (
+        b'{"apiVersion":"v1","kind":"Binding","metadata":{"name":"p","namespace":"default",'
+        + f'"uid":"{uid}"}},"target":{{"apiVersion":"v1","kind":"Node","name":"n1"}}}}'.encode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_after"), [(503, None), (500, None), (429, 0.01)], ids=str
+)
+def test_a_binding_answered_with_a_fault_is_retried_by_the_client_policy(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient, status: int, retry_after: float | None
+) -> None:
+    pod = fake_api.cluster.create("pods", objects.pod("p", node_name=""))
+    fake_api.fail_next(
+        1, status=status, method="POST", path="/pods/p/binding$", retry_after=retry_after
+    )
+    kube.bind_pod("default", "p", uid=pod["metadata"]["uid"], node_name="n1")
+    assert fake_api.cluster.get("pods", "default", "p")["spec"]["nodeName"] == "n1"
+    assert len(fake_api.requests_to("POST", "/pods/p/binding$")) == 2
+
+
+def test_a_binding_refused_with_409_or_404_is_final(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    pod = fake_api.cluster.create("pods", objects.pod("p", node_name=""))
+    fake_api.fail_next(1, status=409, method="POST", path="/pods/p/binding$")
+    with pytest.raises(errors.Conflict):
+        kube.bind_pod("default", "p", uid=pod["metadata"]["uid"], node_name="n1")
+    fake_api.fail_next(1, status=404, method="POST", path="/pods/p/binding$")
+    with pytest.raises(errors.NotFound):
+        kube.bind_pod("default", "p", uid=pod["metadata"]["uid"], node_name="n1")
+    assert len(fake_api.requests_to("POST", "/pods/p/binding$")) == 2, "one attempt each"
+    assert not fake_api.cluster.get("pods", "default", "p")["spec"].get("nodeName")
 
 
 def test_pod_status_patch_merges_conditions(

@@ -22,9 +22,9 @@ binds, whatever was in flight.
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -102,27 +102,42 @@ def run_binding_cycle(binding: Binding) -> tuple[BindResult, str]:
 
 class BindingPool:
     """Runs binding cycles on ``workers`` threads; ``on_done(binding, result, why)`` is
-    called on the worker thread when one ends."""
+    called on the worker thread when one ends.
+
+    A plain queue and threads rather than an executor: :meth:`submit` is on the
+    scheduling thread's path once per pod, and an executor's submit (a Future, its
+    locks, its thread-count check) cost more than the cycle's own hand-off."""
 
     def __init__(self, workers: int, on_done: Callable[[Binding, BindResult, str], None]) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="binder")
+        self._queue: queue.SimpleQueue[Binding | None] = queue.SimpleQueue()
         self._on_done = on_done
         self._lock = threading.Condition()
         self._in_flight = 0
+        self._closed = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"binder_{i}", daemon=True)
+            for i in range(max(1, workers))
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def submit(self, binding: Binding) -> Future[None]:
+    def submit(self, binding: Binding) -> None:
         with self._lock:
             self._in_flight += 1
-        return self._executor.submit(self._run, binding)
+        self._queue.put(binding)
 
-    def _run(self, binding: Binding) -> None:
-        try:
-            result, why = run_binding_cycle(binding)
-            self._on_done(binding, result, why)
-        finally:
-            with self._lock:
-                self._in_flight -= 1
-                self._lock.notify_all()
+    def _work(self) -> None:
+        while (binding := self._queue.get()) is not None:
+            try:
+                if not self._closed:  # after shutdown, what is left is dropped
+                    result, why = run_binding_cycle(binding)
+                    self._on_done(binding, result, why)
+            except Exception:  # on_done's bug must not kill the worker
+                log.exception("binding of %s: completion failed", binding.pod.key)
+            finally:
+                with self._lock:
+                    self._in_flight -= 1
+                    self._lock.notify_all()
 
     @property
     def in_flight(self) -> int:
@@ -136,4 +151,7 @@ class BindingPool:
             return self._lock.wait_for(lambda: self._in_flight == 0, timeout)
 
     def shutdown(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Stop the workers; bindings not started yet are dropped (not bound)."""
+        self._closed = True
+        for _ in self._threads:
+            self._queue.put(None)

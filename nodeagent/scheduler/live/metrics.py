@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import platform
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -136,12 +137,30 @@ class SchedulerMetrics:
             for result in RESULTS:
                 self.attempts.labels(result, profile)
 
+        # each label set's child looked up once: these are on every pod's path, and
+        # ``labels()`` (lock, validation) cost more than the observation itself
+        self._request_child = functools.cache(self._api_requests.labels)
+        self._attempt_children = functools.cache(
+            lambda result, profile: (
+                self.attempts.labels(result, profile),
+                self.attempt_duration.labels(result, profile),
+            )
+        )
+        self.binding_child = functools.cache(self.binding_duration.labels)
+        self.sli_child = functools.cache(self.sli.labels)
+
+    def attempt(self, result: str, profile: str, seconds: float) -> None:
+        """One scheduling attempt ended with ``result``, after ``seconds``."""
+        counter, duration = self._attempt_children(result, profile)
+        counter.inc()
+        duration.observe(seconds)
+
     def watch_queue(self, pending: Callable[[], Mapping[str, int]]) -> None:
         self.registry.register(_PendingCollector(pending))
 
     # --- ApiCallObserver ----------------------------------------------------------------
     def api_request(self, verb: str, resource: str, code: str) -> None:
-        self._api_requests.labels(verb, resource, code).inc()
+        self._request_child(verb, resource, code).inc()
 
     def api_retry(self, verb: str, resource: str, reason: str) -> None:
         self._api_retries.labels(verb, resource, reason).inc()

@@ -115,7 +115,7 @@ class LiveScheduler:
                 on_started_leading=self._started_leading,
                 on_stopped_leading=self._stopped_leading,
             )
-        self.handle = framework.Handle(now=self._clock.wall())
+        self.handle = framework.Handle(now=self._clock.wall(), features=settings.features)
         self.handle.binder = APIBinder(kube, self.may_bind)
         self.frameworks = framework.build_frameworks(
             settings.configuration, plugins or registry.in_tree_registry(), self.handle
@@ -404,21 +404,17 @@ class LiveScheduler:
             self.reporter.clear_nomination(cleared)
 
     def _attempt(self, result: str, fw: framework.Framework, started: float) -> None:
-        profile = fw.scheduler_name
-        self.metrics.attempts.labels(result, profile).inc()
-        self.metrics.attempt_duration.labels(result, profile).observe(self._clock.now() - started)
+        self.metrics.attempt(result, fw.scheduler_name, self._clock.now() - started)
         self.times["cycles"] += 1
 
     def _binding_done(self, binding: Binding, result: BindResult, why: str) -> None:
         pod = binding.pod
         info = self.queue.info(pod.uid)
-        self.metrics.binding_duration.labels(result.value).observe(
-            self._clock.now() - binding.submitted
-        )
+        self.metrics.binding_child(result.value).observe(self._clock.now() - binding.submitted)
         if result is BindResult.BOUND:
             self.cache.finish_binding(pod.uid)
             if info is not None:
-                self.metrics.sli.labels(str(min(info.attempts, 15))).observe(
+                self.metrics.sli_child(str(min(info.attempts, 15))).observe(
                     self._clock.now() - info.first_seen
                 )
                 self.queue.bound(info)

@@ -12,6 +12,9 @@ scheduler uses, with kube-scheduler's defaults:
 * ``clientConnection``: ``qps`` (50), ``burst`` (100), ``kubeconfig``;
 * ``parallelism`` (16): here the number of binding workers.
 
+``--feature-gates`` (kube-scheduler's flag, as ``nodeagent schedule`` takes it) reaches
+the framework's Handle through :attr:`LiveSettings.features`.
+
 Without ``--config`` there is one profile, ``nodeagent-scheduler`` (never
 ``default-scheduler``, so it does not fight the cluster's own scheduler), with the
 default plugins and NodePressure. Flags override the file. Every error names the field
@@ -20,6 +23,7 @@ path and raises :class:`~nodeagent.errors.ConfigError` (exit 2).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +107,7 @@ class LiveSettings:
     max_backoff: float
     bind_workers: int
     metrics_address: ListenAddress
+    features: config.FeatureGates = dataclasses.field(default_factory=config.FeatureGates)
 
     @property
     def profiles(self) -> tuple[str, ...]:
@@ -134,6 +139,7 @@ def load(
     lease_name: str | None = None,
     lease_namespace: str | None = None,
     metrics_address: str | None = None,
+    features: config.FeatureGates | None = None,
 ) -> LiveSettings:
     document, source = read_document(path)
     configuration = config.parse_configuration(document, registry, source)
@@ -167,4 +173,5 @@ def load(
         max_backoff=float(document.get("podMaxBackoffSeconds") or 10),
         bind_workers=int(document.get("parallelism") or 16),
         metrics_address=address,
+        features=features or config.FeatureGates(),
     )

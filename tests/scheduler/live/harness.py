@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nodeagent.kube import http, retry
-from nodeagent.scheduler import framework, registry
+from nodeagent.scheduler import config, framework, registry
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.leader import LeaderElectionSettings
 from nodeagent.scheduler.live.scheduler import LiveScheduler
@@ -49,6 +49,7 @@ def pod(
     node_name: str = "",
     gates: list[str] | None = None,
     labels: dict[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
@@ -60,6 +61,8 @@ def pod(
         spec["nodeName"] = node_name
     if priority is not None:
         spec["priority"] = priority
+    if tolerations:
+        spec["tolerations"] = tolerations
     if gates:
         spec["schedulingGates"] = [{"name": g} for g in gates]
     return {
@@ -92,6 +95,7 @@ def settings(
     initial_backoff: float = 0.2,
     max_backoff: float = 1.0,
     bind_workers: int = 4,
+    feature_gates: str = "",
 ) -> live_settings.LiveSettings:
     base = live_settings.load(None, registry.in_tree_registry())
     election = lease or dataclasses.replace(base.leader_election, leader_elect=leader_elect)
@@ -101,6 +105,7 @@ def settings(
         initial_backoff=initial_backoff,
         max_backoff=max_backoff,
         bind_workers=bind_workers,
+        features=config.parse_feature_gates(feature_gates),
     )
 
 

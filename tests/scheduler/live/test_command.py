@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from nodeagent import cli
+from nodeagent.commands import scheduler as commands_scheduler
 from tests.fakeapi.server import FakeAPIServer
 from tests.observability import tools
 from tests.scheduler.live import harness as h
@@ -125,3 +126,25 @@ def test_the_process_binds_serves_metrics_and_releases_its_lease_on_sigterm(
             process.kill()
             process.wait()
     assert cluster.get("leases", "default", "nodeagent-scheduler")["spec"]["holderIdentity"] == ""
+
+
+def test_feature_gates_reach_the_live_framework(tmp_path: Path) -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(
+        [
+            "scheduler",
+            "--kubeconfig",
+            str(kubeconfig(tmp_path, "http://127.0.0.1:1")),
+            "--leader-elect",
+            "false",
+            "--feature-gates",
+            "TaintTolerationComparisonOperators=true",
+        ]
+    )
+    scheduler, _server = commands_scheduler.build(args)
+    assert scheduler.handle.features.taint_toleration_comparison_operators
+
+
+def test_an_unknown_feature_gate_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["scheduler", "--feature-gates", "NoSuchGate=true"]) == 2
+    assert "unrecognized feature gate 'NoSuchGate'" in capsys.readouterr().err

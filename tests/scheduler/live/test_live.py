@@ -105,6 +105,36 @@ def test_gated_pods_wait_for_their_gates(fake_api: FakeAPIServer, running: LiveS
     eventually(lambda: node_of(fake_api, "gated") == "n1")
 
 
+@pytest.mark.parametrize("gate", [True, False], ids=["gate-on", "gate-off"])
+def test_a_gt_toleration_schedules_only_with_its_feature_gate(
+    fake_api: FakeAPIServer, gate: bool
+) -> None:
+    """``--feature-gates TaintTolerationComparisonOperators=true`` reaches the live
+    scheduler's framework: a ``Gt`` toleration tolerates a greater taint value only then."""
+    cluster = fake_api.cluster
+    taint = {"key": "example.com/generation", "value": "9", "effect": "NoSchedule"}
+    cluster.create("nodes", h.node("n1", taints=[taint]))
+    toleration = {
+        "key": "example.com/generation",
+        "operator": "Gt",
+        "value": "5",
+        "effect": "NoSchedule",
+    }
+    cluster.create("pods", h.pod("newer", tolerations=[toleration]))
+    live = h.settings(feature_gates=f"TaintTolerationComparisonOperators={str(gate).lower()}")
+    scheduler = h.start(fake_api, live=live)
+    try:
+        if gate:
+            eventually(lambda: node_of(fake_api, "newer") == "n1", what="bound with the gate")
+        else:
+            found = eventually(lambda: condition(fake_api, "newer"), what="condition")
+            assert found["reason"] == "Unschedulable"
+            assert "untolerated taint {example.com/generation: 9}" in found["message"]
+            assert node_of(fake_api, "newer") == ""
+    finally:
+        scheduler.stop(bind_timeout=2)
+
+
 def test_a_failed_bind_backs_off_and_is_never_doubled(fake_api: FakeAPIServer) -> None:
     cluster = fake_api.cluster
     cluster.create("nodes", h.node("n1"))
