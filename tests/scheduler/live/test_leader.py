@@ -15,9 +15,9 @@ from tests.scheduler.live.harness import eventually, node_of
 
 FAST = LeaderElectionSettings(
     leader_elect=True,
-    lease_duration=2.0,
-    renew_deadline=1.5,
-    retry_period=0.25,
+    lease_duration=4.0,
+    renew_deadline=3.0,
+    retry_period=0.5,
     resource_name="nodeagent-scheduler",
     resource_namespace="kube-system",
 )
@@ -90,7 +90,7 @@ def test_a_leader_that_cannot_renew_stops_at_once(fake_api: FakeAPIServer) -> No
         eventually(lambda: scheduler.elector is not None and scheduler.elector.is_leader())
         fake_api.fail_next(1000, status=503, path="/leases")
         cut = time.monotonic()
-        eventually(lambda: scheduler.lost, timeout=5)
+        eventually(lambda: scheduler.lost, timeout=FAST.renew_deadline + 3)
         assert time.monotonic() - cut <= FAST.renew_deadline + FAST.retry_period + 1.0
         assert not scheduler.may_bind() and not scheduler.readiness().ok
         fake_api.clear_faults()
