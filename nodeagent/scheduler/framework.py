@@ -27,7 +27,7 @@ Contracts:
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -130,6 +130,17 @@ class Nominator:
 
     def __bool__(self) -> bool:
         return bool(self._node_of)
+
+    def node_names(self) -> KeysView[str]:
+        """The nodes holding nominated pods."""
+        return self._by_node.keys()
+
+    def counted_on(self, node_name: str, pod: api.Pod) -> list[api.Pod]:
+        """:meth:`counted_for` on one node, in the same order."""
+        pods = self._by_node.get(node_name)
+        if pods is None:
+            return []
+        return [o for o in pods.values() if o.priority >= pod.priority and o.key != pod.key]
 
     def counted_for(self, pod: api.Pod) -> list[tuple[api.Pod, str]]:
         """Nominated pods (other than ``pod``) of priority >= ``pod``'s, with their node."""

@@ -38,6 +38,7 @@ BETA_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
 NodeIndices = npt.NDArray[np.intp]
 Int64s = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
+Float64s = npt.NDArray[np.float64]
 
 FIXED_RESOURCES = (api.CPU, api.MEMORY, api.EPHEMERAL_STORAGE)
 CPU_ROW, MEMORY_ROW, EPHEMERAL_ROW = 0, 1, 2
@@ -248,6 +249,20 @@ class AffinityTerms:
 
 
 @dataclass(frozen=True, slots=True)
+class NodePods:
+    """One node's bound pods as arrays, in ``pods_on_node`` order: what preemption's dry
+    run reads for every candidate node, built once per node and kept until the node's
+    pods change (:meth:`ClusterSnapshot.node_pods`)."""
+
+    pods: tuple[api.Pod, ...]
+    priority: Int64s
+    started: Float64s
+    """``status.startTime``; NaN where the pod has none."""
+    usage: Int64s
+    """:meth:`ClusterSnapshot.usage_matrix` of ``pods``."""
+
+
+@dataclass(frozen=True, slots=True)
 class ImageState:
     size: int
     """Bytes, as the first node listing the image reported it."""
@@ -306,6 +321,11 @@ class ClusterSnapshot:
         self._slot_usage: Int64s = np.zeros((len(self.resource_names) + 3, 0), dtype=np.int64)
         """Per bound pod, :meth:`usage_matrix`'s column: what preemption's dry run shifts."""
         self._free_slots: list[int] = []
+        self._node_pods: dict[int, NodePods] = {}
+        """Node -> :meth:`node_pods`. Invariant: an entry's pods are the first pods of
+        ``pods_on_node[node]`` (pods are only appended, and removing one of the entry's
+        drops the entry), so the entry is current when the lengths agree. A pod added
+        and removed again (a nominated pod during a cycle) keeps the entry."""
         self.affinity_terms = AffinityTerms()
 
         self.labels = LabelColumns([node.labels for node in self.nodes])
@@ -347,6 +367,7 @@ class ClusterSnapshot:
             zeros = np.zeros((1, self.size), dtype=np.int64)
             self.allocatable = np.vstack((self.allocatable, zeros))
             self.requested = np.vstack((self.requested, zeros))
+            self._node_pods.clear()  # their usage matrices lack the new row
         return row
 
     def add_pod(self, pod: api.Pod, node: int) -> None:
@@ -356,7 +377,7 @@ class ClusterSnapshot:
 
     def _book(self, pod: api.Pod, node: int) -> None:
         """Everything :meth:`add_pod` records besides the resource columns."""
-        self.pods_on_node[node].append(pod)
+        self.pods_on_node[node].append(pod)  # node_pods' cached prefix stays as it was
         self.pod_groups.update(pod, node, 1)
         if pod.pod_affinity is not None:
             self.affinity_terms.update(pod, node, 1)
@@ -409,6 +430,9 @@ class ClusterSnapshot:
                 break
         else:
             raise ValueError(f"pod {pod.key} is not on node {self.names[node]}")
+        cached = self._node_pods.get(node)
+        if cached is not None and i < len(cached.pods):
+            del self._node_pods[node]
         self.pod_groups.update(pod, node, -1)
         if pod.pod_affinity is not None:
             self.affinity_terms.update(pod, node, -1)
@@ -433,10 +457,7 @@ class ClusterSnapshot:
 
     def _new_slot(self, pod: api.Pod) -> int:
         column = self._usage_column(pod)  # may add resource rows
-        missing = len(column) - self._slot_usage.shape[0]
-        if missing:
-            at = self._slot_usage.shape[0] - 3
-            self._slot_usage = np.insert(self._slot_usage, [at] * missing, 0, axis=0)
+        self._sync_slot_rows()
         if not self._free_slots:
             grown = max(64, self._slot_usage.shape[1])
             start = self._slot_usage.shape[1]
@@ -448,6 +469,14 @@ class ClusterSnapshot:
         self._slot_usage[:, slot] = column
         return slot
 
+    def _sync_slot_rows(self) -> None:
+        """Give ``_slot_usage`` the resource rows added since it was last grown (zero for
+        the pods already there), so every usage matrix has one row per resource."""
+        missing = len(self.resource_names) + 3 - self._slot_usage.shape[0]
+        if missing:
+            at = self._slot_usage.shape[0] - 3
+            self._slot_usage = np.insert(self._slot_usage, [at] * missing, 0, axis=0)
+
     def usage_matrix(self, pods: Sequence[api.Pod]) -> Int64s:
         """The usage of ``pods`` (bound here) as columns: resource rows, then non-zero cpu and
         memory, then 1 (the pod itself) - what :meth:`shift_columns` adds to nodes."""
@@ -456,7 +485,27 @@ class ClusterSnapshot:
         for j, pod in enumerate(pods):
             if slots[j] < 0:  # first time asked: kept until the pod is removed
                 slots[j] = slot_of[id(pod)] = self._new_slot(pod)
+        self._sync_slot_rows()
         return self._slot_usage[:, slots]
+
+    def node_pods(self, node: int) -> NodePods:
+        """Node ``node``'s bound pods as arrays (cached until they change)."""
+        cached = self._node_pods.get(node)
+        if cached is None or len(cached.pods) != len(self.pods_on_node[node]):
+            pods = tuple(self.pods_on_node[node])
+            count = len(pods)
+            cached = NodePods(
+                pods,
+                np.fromiter((p.priority for p in pods), dtype=np.int64, count=count),
+                np.fromiter(
+                    (np.nan if p.start_time is None else p.start_time for p in pods),
+                    dtype=np.float64,
+                    count=count,
+                ),
+                self.usage_matrix(pods),
+            )
+            self._node_pods[node] = cached
+        return cached
 
     def shift_columns(self, usage: Int64s, nodes: NodeIndices, sign: int) -> None:
         """Add (``sign`` 1) or take away (-1) :meth:`usage_matrix` columns on ``nodes``
