@@ -140,15 +140,17 @@ class Nominator:
         pods = self._by_node.get(node_name)
         if pods is None:
             return []
-        return [o for o in pods.values() if o.priority >= pod.priority and o.key != pod.key]
+        own, priority = pod.key, pod.priority
+        return [o for key, o in pods.items() if o.priority >= priority and key != own]
 
     def counted_for(self, pod: api.Pod) -> list[tuple[api.Pod, str]]:
         """Nominated pods (other than ``pod``) of priority >= ``pod``'s, with their node."""
+        own, priority = pod.key, pod.priority  # the pods are held by their key
         return [
             (other, node_name)
             for node_name, pods in self._by_node.items()
-            for other in pods.values()
-            if other.priority >= pod.priority and other.key != pod.key
+            for key, other in pods.items()
+            if other.priority >= priority and key != own
         ]
 
 

@@ -296,7 +296,7 @@ class _DryRun:
         """The pods of ``nodes`` of lower priority than the preemptor, grouped by node
         (ascending index), most important first within a node. Records the nodes
         without any as failures; ``None`` if no node has one."""
-        held = [self.snapshot.node_pods(n) for n in nodes]
+        held = self.snapshot.node_pods(nodes)
         sizes = np.fromiter((len(h.pods) for h in held), dtype=np.intp, count=len(held))
         owner = np.repeat(np.arange(len(held)), sizes)  # position in ``nodes``
         if len(owner):

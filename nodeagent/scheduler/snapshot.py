@@ -403,10 +403,12 @@ class ClusterSnapshot:
         rows: list[int] = []
         columns: list[int] = []
         amounts: list[int] = []
+        row_of = self.row
         for pod, node in zip(pods, nodes, strict=True):
             for name, amount in pod.requests.items():
                 if name != api.PODS:
-                    rows.append(self._ensure_row(name))
+                    row = row_of.get(name)
+                    rows.append(self._ensure_row(name) if row is None else row)
                     columns.append(node)
                     amounts.append(sign * amount)
         at = np.asarray(nodes, dtype=np.intp)
@@ -488,24 +490,33 @@ class ClusterSnapshot:
         self._sync_slot_rows()
         return self._slot_usage[:, slots]
 
-    def node_pods(self, node: int) -> NodePods:
-        """Node ``node``'s bound pods as arrays (cached until they change)."""
-        cached = self._node_pods.get(node)
-        if cached is None or len(cached.pods) != len(self.pods_on_node[node]):
-            pods = tuple(self.pods_on_node[node])
-            count = len(pods)
-            cached = NodePods(
-                pods,
-                np.fromiter((p.priority for p in pods), dtype=np.int64, count=count),
-                np.fromiter(
-                    (np.nan if p.start_time is None else p.start_time for p in pods),
-                    dtype=np.float64,
-                    count=count,
-                ),
-                self.usage_matrix(pods),
-            )
-            self._node_pods[node] = cached
-        return cached
+    def node_pods(self, nodes: Iterable[int]) -> list[NodePods]:
+        """Each of ``nodes``' bound pods as arrays (cached until they change)."""
+        nodes = list(nodes)
+        cache, on_node = self._node_pods, self.pods_on_node
+        resources = len(self.resource_names)
+        out: list[NodePods] = []
+        for node in nodes:
+            cached = cache.get(node)
+            if cached is None or len(cached.pods) != len(on_node[node]):
+                cached = cache[node] = self._arrays_of(tuple(on_node[node]))
+            out.append(cached)
+        if len(self.resource_names) != resources:  # a new row: make every matrix have it
+            return self.node_pods(nodes)
+        return out
+
+    def _arrays_of(self, pods: tuple[api.Pod, ...]) -> NodePods:
+        count = len(pods)
+        return NodePods(
+            pods,
+            np.fromiter((p.priority for p in pods), dtype=np.int64, count=count),
+            np.fromiter(
+                (np.nan if p.start_time is None else p.start_time for p in pods),
+                dtype=np.float64,
+                count=count,
+            ),
+            self.usage_matrix(pods),
+        )
 
     def shift_columns(self, usage: Int64s, nodes: NodeIndices, sign: int) -> None:
         """Add (``sign`` 1) or take away (-1) :meth:`usage_matrix` columns on ``nodes``

@@ -380,7 +380,7 @@ def test_node_pods_stay_current_through_adds_and_removes(
             snap.add_pod(cluster_pod(f"p{k}", **shape), node)
         elif action == "remove" and on_node:
             snap.remove_pod(on_node[shape["cpu"] % len(on_node)], node)
-        cached = snap.node_pods(node)
+        (cached,) = snap.node_pods([node])
         assert cached.pods == tuple(on_node)
         np.testing.assert_array_equal(cached.priority, [p.priority for p in on_node])
         starts = [np.nan if p.start_time is None else p.start_time for p in on_node]
