@@ -265,9 +265,9 @@ class _DryRun:
                 stepping = np.flatnonzero(live & (rank == step))  # one pod per node
                 if stepping.size == 0:
                     continue
-                snapshot.shift_columns(usage[:, stepping], at[stepping], 1)
+                snapshot.shift_columns(usage[:, stepping], at[stepping], 1, distinct=True)
                 failed = stepping[~self._passing(filters, state, at[stepping], status)]
-                snapshot.shift_columns(usage[:, failed], at[failed], -1)
+                snapshot.shift_columns(usage[:, failed], at[failed], -1, distinct=True)
                 victim[failed] = True
         finally:
             snapshot.requested[:saved_rows, touched] = saved[0]
