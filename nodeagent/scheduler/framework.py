@@ -27,7 +27,7 @@ Contracts:
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -132,13 +132,26 @@ class Nominator:
     def __bool__(self) -> bool:
         return bool(self._node_of)
 
+    def node_names(self) -> KeysView[str]:
+        """The nodes holding nominated pods."""
+        return self._by_node.keys()
+
+    def counted_on(self, node_name: str, pod: api.Pod) -> list[api.Pod]:
+        """:meth:`counted_for` on one node, in the same order."""
+        pods = self._by_node.get(node_name)
+        if pods is None:
+            return []
+        own, priority = pod.key, pod.priority
+        return [o for key, o in pods.items() if o.priority >= priority and key != own]
+
     def counted_for(self, pod: api.Pod) -> list[tuple[api.Pod, str]]:
         """Nominated pods (other than ``pod``) of priority >= ``pod``'s, with their node."""
+        own, priority = pod.key, pod.priority  # the pods are held by their key
         return [
             (other, node_name)
             for node_name, pods in self._by_node.items()
-            for other in pods.values()
-            if other.priority >= pod.priority and other.key != pod.key
+            for key, other in pods.items()
+            if other.priority >= priority and key != own
         ]
 
 

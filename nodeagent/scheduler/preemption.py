@@ -45,7 +45,7 @@ from nodeagent.scheduler.framework import (
     PostFilterResult,
     Victims,
 )
-from nodeagent.scheduler.snapshot import ClusterSnapshot, NodeIndices
+from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, NodeIndices, NodePods
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -113,13 +113,19 @@ def pick_one_node(candidates: dict[str, Victims], now: float) -> str | None:
         if not pods:
             return name
         top = pods[0].priority
-        earliest = min(
-            p.start_time if p.start_time is not None else now for p in pods if p.priority == top
-        )
+        if len(pods) == 1:  # the common case, without the generators
+            started = pods[0].start_time
+            earliest = now if started is None else started
+            total = top
+        else:
+            earliest = min(
+                p.start_time if p.start_time is not None else now for p in pods if p.priority == top
+            )
+            total = sum(p.priority for p in pods)
         key = (
             victims.num_pdb_violations,
             top,
-            sum(p.priority for p in pods) + _PRIORITY_SHIFT * len(pods),
+            total + _PRIORITY_SHIFT * len(pods),
             len(pods),
             -earliest,
         )
@@ -141,6 +147,31 @@ class _NodeRun:
     violations: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class _LowerPods:
+    """A chunk's lower-priority pods as columns, grouped by node: pod ``i`` is on node
+    ``at[i]``, uses ``usage[:, i]`` and is ``held[owner[i]].pods[local[i]]`` (the pod
+    objects are looked up only for the victims)."""
+
+    at: NodeIndices
+    usage: Int64s
+    held: list[NodePods]
+    owner: NodeIndices
+    local: NodeIndices
+
+    def pods(self, which: NodeIndices | None = None) -> list[api.Pod]:
+        """Pods ``which`` (default: all), in that order."""
+        owner = self.owner if which is None else self.owner[which]
+        local = self.local if which is None else self.local[which]
+        held = self.held
+        return [held[o].pods[j] for o, j in zip(owner.tolist(), local.tolist(), strict=True)]
+
+    def reordered(self, order: NodeIndices) -> _LowerPods:
+        return _LowerPods(
+            self.at[order], self.usage[:, order], self.held, self.owner[order], self.local[order]
+        )
+
+
 class _DryRun:
     def __init__(
         self,
@@ -157,11 +188,21 @@ class _DryRun:
         self.pod = pod
         self.budgets = budgets
         self.now = now
-        self.nominated: dict[int, list[api.Pod]] = {}
-        for other, name in nominator.counted_for(pod):
-            if name in snapshot.index:
-                self.nominated.setdefault(snapshot.index[name], []).append(other)
+        self.nominator = nominator
+        self._nominated_nodes: NodeIndices | None = None
         self.failures: dict[int, api.Status] = {}
+
+    def nominated_nodes(self) -> NodeIndices:
+        """The nodes holding nominated pods (of any priority)."""
+        if self._nominated_nodes is None:
+            index = self.snapshot.index
+            held = [index[n] for n in self.nominator.node_names() if n in index]
+            self._nominated_nodes = np.array(held, dtype=np.intp)
+        return self._nominated_nodes
+
+    def promised(self, node: int) -> list[api.Pod]:
+        """The nominated pods counted on ``node`` against the preemptor."""
+        return self.nominator.counted_on(self.snapshot.names[node], self.pod)
 
     def potential_victims(self, node: int) -> list[api.Pod]:
         lower = [p for p in self.snapshot.pods_on_node[node] if p.priority < self.pod.priority]
@@ -184,30 +225,27 @@ class _DryRun:
 
     def batch(self, nodes: Sequence[int], filters: list[FilterPlugin]) -> dict[int, Victims]:
         """The dry run of many nodes at once, in arrays: every lower-priority pod of the
-        chunk is one column (node, reprieve rank, requests); removing them, and each
+        chunk is one column (node, reprieve rank, requests), read from the snapshot's
+        per-node arrays (:meth:`~ClusterSnapshot.node_pods`); removing them, and each
         reprieve step, is one scatter into the snapshot's columns and one vectorized
         Filter over the nodes concerned. The snapshot is restored on return."""
         snapshot, state = self.snapshot, CycleState()
         _, status, _ = self.fw.run_pre_filter(state, self.pod, snapshot)
-        priority = self.pod.priority
-        flat = [(n, p) for n in nodes for p in snapshot.pods_on_node[n] if p.priority < priority]
-        with_victims = {n for n, _ in flat}
-        for node in nodes:
-            if node not in with_victims:
-                self.failures[node] = api.unschedulable(NO_VICTIMS, unresolvable=True)
-        if not flat:
+        lower = self._lower_priority(nodes)
+        if lower is None:
             return {}
-        pods = [p for _, p in flat]
-        count = len(pods)
-        at = np.fromiter((n for n, _ in flat), dtype=np.intp, count=count)
-        order = self._reprieve_order(at, pods)
-        at, pods = at[order], [pods[i] for i in order]
-        violating = self._violating(at, pods)
+        at, usage = lower.at, lower.usage
+        violating = np.zeros(len(at), dtype=bool)
+        if self.budgets:
+            violating, reorder = self._violating(at, lower.pods())
+            lower = lower.reordered(reorder)
+            usage = lower.usage
+        count = len(at)
         first = np.r_[0, np.flatnonzero(np.diff(at)) + 1]
-        rank = np.arange(count) - np.repeat(first, np.diff(np.r_[first, count]))
-        usage = snapshot.usage_matrix(pods)
+        per_node = np.diff(np.r_[first, count])
+        rank = np.arange(count) - np.repeat(first, per_node)
 
-        touched = np.unique(at)
+        touched = at[first]
         saved_rows = snapshot.requested.shape[0]
         saved = (
             snapshot.requested[:, touched].copy(),
@@ -216,67 +254,92 @@ class _DryRun:
         )
         victim = np.zeros(count, dtype=bool)
         try:
-            promised = [(o, n) for n in touched.tolist() for o in self.nominated.get(n, ())]
+            holders = touched[np.isin(touched, self.nominated_nodes())].tolist()
+            promised = [(o, n) for n in holders for o in self.promised(n)]
             snapshot.shift_requests([o for o, _ in promised], [n for _, n in promised], 1)
             snapshot.shift_columns(usage, at, -1)
             fit_without_all = self._passing(filters, state, touched, status)
             alive = touched[fit_without_all]
             for node in touched[~fit_without_all].tolist():
                 self.failures[node] = self._why(filters, state, node, status)
-            live = np.isin(at, alive)
+            live = np.repeat(fit_without_all, per_node)
             for step in range(int(rank.max()) + 1):
                 stepping = np.flatnonzero(live & (rank == step))  # one pod per node
                 if stepping.size == 0:
                     continue
-                snapshot.shift_columns(usage[:, stepping], at[stepping], 1)
+                snapshot.shift_columns(usage[:, stepping], at[stepping], 1, distinct=True)
                 failed = stepping[~self._passing(filters, state, at[stepping], status)]
-                snapshot.shift_columns(usage[:, failed], at[failed], -1)
+                snapshot.shift_columns(usage[:, failed], at[failed], -1, distinct=True)
                 victim[failed] = True
         finally:
             snapshot.requested[:saved_rows, touched] = saved[0]
             snapshot.requested[saved_rows:, touched] = 0  # rows a nominated pod added
             snapshot.nonzero_requested[:, touched] = saved[1]
             snapshot.pod_count[touched] = saved[2]
-        found: dict[int, list[api.Pod]] = {n: [] for n in alive.tolist()}
-        violations: dict[int, int] = dict.fromkeys(found, 0)
-        for i in np.flatnonzero(victim).tolist():
-            node = int(at[i])
-            found[node].append(pods[i])
-            violations[node] += bool(violating[i])
-        if self.budgets:  # violating pods were reprieved first: back to importance order
-            for victims in found.values():
-                victims.sort(key=lambda p: importance(p, self.now))
-        return {node: Victims(tuple(v), violations[node]) for node, v in found.items()}
+        found: dict[int, list[api.Pod]] = {}
+        chosen = np.flatnonzero(victim)
+        for node, pod in zip(at[chosen].tolist(), lower.pods(chosen), strict=True):
+            found.setdefault(node, []).append(pod)
+        counted, counts = np.unique(at[victim & violating], return_counts=True)
+        violations = dict(zip(counted.tolist(), counts.tolist(), strict=True))
+        nobody = Victims(())
+        result: dict[int, Victims] = {}
+        for node in alive.tolist():
+            pods = found.get(node)
+            if pods is None:
+                result[node] = nobody
+                continue
+            if self.budgets:  # violating pods were reprieved first: back to importance order
+                pods.sort(key=lambda p: importance(p, self.now))
+            result[node] = Victims(tuple(pods), violations.get(node, 0))
+        return result
 
-    def _reprieve_order(self, at: NodeIndices, pods: list[api.Pod]) -> NodeIndices:
-        """Group by node, most important first within a node."""
-        priority = np.fromiter((p.priority for p in pods), dtype=np.int64, count=len(pods))
-        started = np.fromiter(
-            (self.now if p.start_time is None else p.start_time for p in pods),
-            dtype=np.float64,
-            count=len(pods),
-        )
-        order: NodeIndices = np.lexsort((started, -priority, at))
-        return order
+    def _lower_priority(self, nodes: Sequence[int]) -> _LowerPods | None:
+        """The pods of ``nodes`` of lower priority than the preemptor, grouped by node
+        (ascending index), most important first within a node. Records the nodes
+        without any as failures; ``None`` if no node has one."""
+        held = self.snapshot.node_pods(nodes)
+        sizes = np.fromiter((len(h.pods) for h in held), dtype=np.intp, count=len(held))
+        owner = np.repeat(np.arange(len(held)), sizes)  # position in ``nodes``
+        if len(owner):
+            priority = np.concatenate([h.priority for h in held])
+        else:
+            priority = np.zeros(0, dtype=np.int64)
+        lower = priority < self.pod.priority
+        with_victims = np.zeros(len(held), dtype=bool)
+        with_victims[owner[lower]] = True
+        for j in np.flatnonzero(~with_victims).tolist():
+            self.failures[nodes[j]] = api.unschedulable(NO_VICTIMS, unresolvable=True)
+        if not with_victims.any():
+            return None
+        started = np.concatenate([h.started for h in held])
+        started = np.where(np.isnan(started), self.now, started)
+        at = np.asarray(nodes, dtype=np.intp)[owner]
+        keep = np.flatnonzero(lower)
+        # lexsort is stable: equally important pods keep their order on the node.
+        order = keep[np.lexsort((started[keep], -priority[keep], at[keep]))]
+        local = np.arange(len(owner)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+        usage = np.concatenate([h.usage for h in held], axis=1)
+        return _LowerPods(at[order], usage[:, order], held, owner[order], local[order])
 
-    def _violating(self, at: NodeIndices, pods: list[api.Pod]) -> npt.NDArray[np.bool_]:
-        """Per pod (grouped by node, importance order): whether it violates a budget; and
-        the pods of each node reordered violating first (kube-scheduler reprieves those
-        first), in place in ``at``/``pods``' order of groups."""
+    def _violating(
+        self, at: NodeIndices, pods: list[api.Pod]
+    ) -> tuple[npt.NDArray[np.bool_], NodeIndices]:
+        """Per pod (grouped by node, importance order): whether it violates a budget, and
+        the order that puts each node's violating pods first (kube-scheduler reprieves
+        those first), both in the new order."""
         flags = np.zeros(len(pods), dtype=bool)
-        if not self.budgets:
-            return flags
+        reorder = np.arange(len(pods))
+        bounds = [*np.flatnonzero(np.diff(at)) + 1, len(pods)]
         start = 0
-        while start < len(pods):
-            end = start
-            while end < len(pods) and at[end] == at[start]:
-                end += 1
+        for end in bounds:
             group = pods[start:end]
             bad, good = split_by_budgets(group, self.budgets)
-            pods[start:end] = bad + good
+            position = {id(p): start + k for k, p in enumerate(group)}
+            reorder[start:end] = [position[id(p)] for p in bad + good]
             flags[start : start + len(bad)] = True
             start = end
-        return flags
+        return flags, reorder
 
     def _passing(
         self,
@@ -311,7 +374,7 @@ class _DryRun:
 
     @contextmanager
     def _nominated_on(self, node: int) -> Iterator[None]:
-        others = self.nominated.get(node, ())
+        others = self.promised(node)
         for other in others:
             self.snapshot.add_pod(other, node)
         try:

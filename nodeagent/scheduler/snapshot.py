@@ -38,6 +38,7 @@ BETA_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
 NodeIndices = npt.NDArray[np.intp]
 Int64s = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
+Float64s = npt.NDArray[np.float64]
 
 FIXED_RESOURCES = (api.CPU, api.MEMORY, api.EPHEMERAL_STORAGE)
 CPU_ROW, MEMORY_ROW, EPHEMERAL_ROW = 0, 1, 2
@@ -266,6 +267,20 @@ class AffinityTerms:
 
 
 @dataclass(frozen=True, slots=True)
+class NodePods:
+    """One node's bound pods as arrays, in ``pods_on_node`` order: what preemption's dry
+    run reads for every candidate node, built once per node and kept until the node's
+    pods change (:meth:`ClusterSnapshot.node_pods`)."""
+
+    pods: tuple[api.Pod, ...]
+    priority: Int64s
+    started: Float64s
+    """``status.startTime``; NaN where the pod has none."""
+    usage: Int64s
+    """:meth:`ClusterSnapshot.usage_matrix` of ``pods``."""
+
+
+@dataclass(frozen=True, slots=True)
 class ImageState:
     size: int
     """Bytes, as the first node listing the image reported it."""
@@ -324,6 +339,11 @@ class ClusterSnapshot:
         self._slot_usage: Int64s = np.zeros((len(self.resource_names) + 3, 0), dtype=np.int64)
         """Per bound pod, :meth:`usage_matrix`'s column: what preemption's dry run shifts."""
         self._free_slots: list[int] = []
+        self._node_pods: dict[int, NodePods] = {}
+        """Node -> :meth:`node_pods`. Invariant: an entry's pods are the first pods of
+        ``pods_on_node[node]`` (pods are only appended, and removing one of the entry's
+        drops the entry), so the entry is current when the lengths agree. A pod added
+        and removed again (a nominated pod during a cycle) keeps the entry."""
         self.affinity_terms = AffinityTerms()
 
         self.static_generation = 0
@@ -402,6 +422,7 @@ class ClusterSnapshot:
             zeros = np.zeros((1, self.size), dtype=np.int64)
             self.allocatable = np.vstack((self.allocatable, zeros))
             self.requested = np.vstack((self.requested, zeros))
+            self._node_pods.clear()  # their usage matrices lack the new row
         return row
 
     def add_pod(self, pod: api.Pod, node: int) -> None:
@@ -411,7 +432,7 @@ class ClusterSnapshot:
 
     def _book(self, pod: api.Pod, node: int) -> None:
         """Everything :meth:`add_pod` records besides the resource columns."""
-        self.pods_on_node[node].append(pod)
+        self.pods_on_node[node].append(pod)  # node_pods' cached prefix stays as it was
         self.pod_groups.update(pod, node, 1)
         if pod.pod_affinity is not None:
             self.affinity_terms.update(pod, node, 1)
@@ -437,10 +458,12 @@ class ClusterSnapshot:
         rows: list[int] = []
         columns: list[int] = []
         amounts: list[int] = []
+        row_of = self.row
         for pod, node in zip(pods, nodes, strict=True):
             for name, amount in pod.requests.items():
                 if name != api.PODS:
-                    rows.append(self._ensure_row(name))
+                    row = row_of.get(name)
+                    rows.append(self._ensure_row(name) if row is None else row)
                     columns.append(node)
                     amounts.append(sign * amount)
         at = np.asarray(nodes, dtype=np.intp)
@@ -464,6 +487,9 @@ class ClusterSnapshot:
                 break
         else:
             raise ValueError(f"pod {pod.key} is not on node {self.names[node]}")
+        cached = self._node_pods.get(node)
+        if cached is not None and i < len(cached.pods):
+            del self._node_pods[node]
         self.pod_groups.update(pod, node, -1)
         if pod.pod_affinity is not None:
             self.affinity_terms.update(pod, node, -1)
@@ -488,10 +514,7 @@ class ClusterSnapshot:
 
     def _new_slot(self, pod: api.Pod) -> int:
         column = self._usage_column(pod)  # may add resource rows
-        missing = len(column) - self._slot_usage.shape[0]
-        if missing:
-            at = self._slot_usage.shape[0] - 3
-            self._slot_usage = np.insert(self._slot_usage, [at] * missing, 0, axis=0)
+        self._sync_slot_rows()
         if not self._free_slots:
             grown = max(64, self._slot_usage.shape[1])
             start = self._slot_usage.shape[1]
@@ -503,6 +526,14 @@ class ClusterSnapshot:
         self._slot_usage[:, slot] = column
         return slot
 
+    def _sync_slot_rows(self) -> None:
+        """Give ``_slot_usage`` the resource rows added since it was last grown (zero for
+        the pods already there), so every usage matrix has one row per resource."""
+        missing = len(self.resource_names) + 3 - self._slot_usage.shape[0]
+        if missing:
+            at = self._slot_usage.shape[0] - 3
+            self._slot_usage = np.insert(self._slot_usage, [at] * missing, 0, axis=0)
+
     def usage_matrix(self, pods: Sequence[api.Pod]) -> Int64s:
         """The usage of ``pods`` (bound here) as columns: resource rows, then non-zero cpu and
         memory, then 1 (the pod itself) - what :meth:`shift_columns` adds to nodes."""
@@ -511,14 +542,51 @@ class ClusterSnapshot:
         for j, pod in enumerate(pods):
             if slots[j] < 0:  # first time asked: kept until the pod is removed
                 slots[j] = slot_of[id(pod)] = self._new_slot(pod)
+        self._sync_slot_rows()
         return self._slot_usage[:, slots]
 
-    def shift_columns(self, usage: Int64s, nodes: NodeIndices, sign: int) -> None:
+    def node_pods(self, nodes: Iterable[int]) -> list[NodePods]:
+        """Each of ``nodes``' bound pods as arrays (cached until they change)."""
+        nodes = list(nodes)
+        cache, on_node = self._node_pods, self.pods_on_node
+        resources = len(self.resource_names)
+        out: list[NodePods] = []
+        for node in nodes:
+            cached = cache.get(node)
+            if cached is None or len(cached.pods) != len(on_node[node]):
+                cached = cache[node] = self._arrays_of(tuple(on_node[node]))
+            out.append(cached)
+        if len(self.resource_names) != resources:  # a new row: make every matrix have it
+            return self.node_pods(nodes)
+        return out
+
+    def _arrays_of(self, pods: tuple[api.Pod, ...]) -> NodePods:
+        count = len(pods)
+        return NodePods(
+            pods,
+            np.fromiter((p.priority for p in pods), dtype=np.int64, count=count),
+            np.fromiter(
+                (np.nan if p.start_time is None else p.start_time for p in pods),
+                dtype=np.float64,
+                count=count,
+            ),
+            self.usage_matrix(pods),
+        )
+
+    def shift_columns(
+        self, usage: Int64s, nodes: NodeIndices, sign: int, *, distinct: bool = False
+    ) -> None:
         """Add (``sign`` 1) or take away (-1) :meth:`usage_matrix` columns on ``nodes``
-        (one node per column, repeats allowed): :meth:`account` for many pods at once."""
+        (one node per column, repeats allowed unless ``distinct``): :meth:`account` for
+        many pods at once."""
         if len(nodes) == 0:
             return
         resources = usage.shape[0] - 3
+        if distinct:  # no repeated node: a plain indexed add, much faster than add.at
+            self.requested[:resources, nodes] += sign * usage[:resources]
+            self.nonzero_requested[:, nodes] += sign * usage[resources : resources + 2]
+            self.pod_count[nodes] += sign * usage[resources + 2]
+            return
         for row in range(resources):
             if usage[row].any():
                 np.add.at(self.requested[row], nodes, sign * usage[row])

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodeagent.scheduler import api, objects, preemption, scheduling
 from nodeagent.scheduler.framework import CycleState, Framework, Nominator, Victims
@@ -231,43 +233,160 @@ def test_nominated_pods_of_higher_priority_count_in_the_dry_run() -> None:
         assert [p.name for p in offer.cleared_nominations] == ["lower"]
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_vectorized_dry_run_equals_node_by_node(seed: int) -> None:
-    rng = random.Random(seed)
-    nodes = [b.node(f"n{i}", cpu=str(rng.choice([2, 4, 8]))) for i in range(8)]
-    bound = []
-    for i, node in enumerate(nodes):
-        free = int(node.allocatable["cpu"]) // 1000
-        while free > 0:
-            size = min(free, rng.choice([1, 2]))
-            bound.append(
-                pod(
-                    f"p{i}-{free}",
-                    cpu=str(size),
-                    priority=rng.choice([0, 5, 10]),
-                    node=node.name,
-                    started=NOW - rng.randrange(1000),
-                    labels={"app": rng.choice(["a", "b"])},
-                )
-            )
-            free -= size
-    snap = ClusterSnapshot(nodes, bound, disruption_budgets=[budget({"app": "a"}, 1)])
-    fw: Framework = b.default_framework(now=NOW)
-    preemptor = pod("high", cpu=str(rng.choice([1, 2, 3])), priority=7)
-    dry = preemption._DryRun(
-        fw,
+def cluster_pod(
+    name: str,
+    *,
+    cpu: int,
+    memory: int,
+    gpu: int,
+    priority: int,
+    node: str = "",
+    started: float | None = None,
+    app: str | None = None,
+) -> api.Pod:
+    requests = {"cpu": f"{cpu * 500}m", "memory": f"{memory}Gi"}
+    if gpu:
+        requests["example.com/gpu"] = str(gpu)
+    data = b.pod_dict(name, requests=requests, node_name=node, priority=priority)
+    data["metadata"]["labels"] = {"app": app} if app else {}
+    if started is not None:
+        data["status"] = {"startTime": datetime.fromtimestamp(started, UTC).isoformat()}
+    return objects.parse_pod(data)
+
+
+pod_shapes: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
+    {
+        "cpu": st.integers(0, 4),
+        "memory": st.integers(0, 3),
+        "gpu": st.sampled_from([0, 0, 0, 1]),
+        "priority": st.sampled_from([0, 5, 5, 10, 20]),
+        "started": st.one_of(st.none(), st.sampled_from([NOW - 300, NOW - 100, NOW + 50])),
+        "app": st.sampled_from([None, "a", "b"]),
+    }
+)
+
+
+@st.composite
+def preemption_cases(draw: st.DrawFn) -> tuple[ClusterSnapshot, api.Pod, Nominator]:
+    """A random cluster (overcommitted nodes, extended resources, pods without a start
+    time, equal importances), PodDisruptionBudgets, nominated pods and a preemptor."""
+    count = draw(st.integers(1, 7))
+    nodes = [
+        b.node(
+            f"n{i}",
+            cpu=str(draw(st.integers(1, 6))),
+            memory=f"{draw(st.integers(1, 8))}Gi",
+            extra={"example.com/gpu": "2"} if draw(st.booleans()) else None,
+        )
+        for i in range(count)
+    ]
+    bound = [
+        cluster_pod(f"p{i}-{j}", node=node.name, **shape)
+        for i, node in enumerate(nodes)
+        for j, shape in enumerate(draw(st.lists(pod_shapes, max_size=6)))
+    ]
+    budgets = [
+        budget({"app": app}, allowed)
+        for app, allowed in draw(
+            st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 2)), max_size=2)
+        )
+    ]
+    snap = ClusterSnapshot(nodes, bound, disruption_budgets=budgets)
+    nominator = Nominator()
+    for i, (shape, node) in enumerate(
+        draw(st.lists(st.tuples(pod_shapes, st.sampled_from(nodes)), max_size=3))
+    ):
+        nominator.add(cluster_pod(f"nominated-{i}", **shape), node.name)
+    preemptor = cluster_pod("high", **{**draw(pod_shapes), "priority": draw(st.integers(1, 25))})
+    return snap, preemptor, nominator
+
+
+def dry_run_of(snap: ClusterSnapshot, preemptor: api.Pod, nominator: Nominator) -> Any:
+    return preemption._DryRun(
+        b.default_framework(now=NOW),
         snapshot=snap,
         pod=preemptor,
         budgets=snap.disruption_budgets,
-        nominator=Nominator(),
+        nominator=nominator,
         now=NOW,
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(preemption_cases())
+def test_vectorized_dry_run_equals_node_by_node(
+    case: tuple[ClusterSnapshot, api.Pod, Nominator],
+) -> None:
+    """The fast path (per-node arrays, one vectorized Filter per reprieve step) gives
+    every node the same victims, PDB violations and failure as the general one, and
+    leaves the snapshot as it found it."""
+    snap, preemptor, nominator = case
+    before = (snap.requested.copy(), snap.nonzero_requested.copy(), snap.pod_count.copy())
+    fw: Framework = b.default_framework(now=NOW)
     state = CycleState()
     fw.run_pre_filter(state, preemptor, snap)
-    batched = dry.batch(list(range(len(nodes))), fw.active_filters(state))
-    single = {n: v for n in range(len(nodes)) if (v := dry.one(n)) is not None}
+    nodes = list(range(snap.size))
+    fast = dry_run_of(snap, preemptor, nominator)
+    batched = fast.batch(nodes, fw.active_filters(state))
+    general = dry_run_of(snap, preemptor, nominator)
+    single = {n: v for n in nodes if (v := general.one(n)) is not None}
     assert batched == single
-    assert batched  # every generated cluster has candidates: the check is not vacuous
+    # The messages only (the fast path's statuses do not name the plugin; only their
+    # reasons reach the FitError).
+    assert {n: (s.code, s.reasons) for n, s in fast.failures.items()} == {
+        n: (s.code, s.reasons) for n, s in general.failures.items()
+    }
+    after = (snap.requested, snap.nonzero_requested, snap.pod_count)
+    for was, now in zip(before, after, strict=True):
+        np.testing.assert_array_equal(was[: len(now)], now[: len(was)])
+        assert not now[len(was) :].any()  # a row a nominated pod added is back to 0
+
+
+def test_the_generated_dry_runs_find_candidates_and_violations() -> None:
+    """The property above is not vacuous: its clusters do produce victims, PDB
+    violations and nodes preemption cannot help."""
+    seen = {"victims": False, "violations": False, "failures": False}
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(preemption_cases())
+    def look(case: tuple[ClusterSnapshot, api.Pod, Nominator]) -> None:
+        snap, preemptor, nominator = case
+        dry = dry_run_of(snap, preemptor, nominator)
+        found = {n: v for n in range(snap.size) if (v := dry.one(n)) is not None}
+        seen["victims"] |= any(v.pods for v in found.values())
+        seen["violations"] |= any(v.num_pdb_violations for v in found.values())
+        seen["failures"] |= bool(dry.failures)
+
+    look()
+    assert all(seen.values()), seen
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["add", "remove", "read"]), st.integers(0, 2), pod_shapes),
+        max_size=40,
+    )
+)
+def test_node_pods_stay_current_through_adds_and_removes(
+    steps: list[tuple[str, int, dict[str, Any]]],
+) -> None:
+    """The snapshot's cached per-node arrays always equal arrays built afresh, whatever
+    the order of adds (also of new extended resources) and removes."""
+    snap = ClusterSnapshot([b.node(f"n{i}") for i in range(3)])
+    for k, (action, node, shape) in enumerate(steps):
+        on_node = snap.pods_on_node[node]
+        if action == "add":
+            snap.add_pod(cluster_pod(f"p{k}", **shape), node)
+        elif action == "remove" and on_node:
+            snap.remove_pod(on_node[shape["cpu"] % len(on_node)], node)
+        (cached,) = snap.node_pods([node])
+        assert cached.pods == tuple(on_node)
+        np.testing.assert_array_equal(cached.priority, [p.priority for p in on_node])
+        starts = [np.nan if p.start_time is None else p.start_time for p in on_node]
+        np.testing.assert_array_equal(cached.started, starts)
+        np.testing.assert_array_equal(cached.usage, snap.usage_matrix(on_node))
+        assert cached.usage.shape[0] == len(snap.resource_names) + 3
 
 
 def test_the_node_by_node_path_frees_a_host_port() -> None:
