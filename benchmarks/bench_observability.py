@@ -40,8 +40,6 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from nodeagent import model
 from nodeagent.observability import metrics
 
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-
 
 def _observations(time_s: float) -> model.NodeObservations:
     signals: dict[model.Signal, model.Observation] = {

@@ -69,6 +69,7 @@ from nodeagent.model import (
     PsiLine,
     PsiStats,
     QOSClass,
+    Resource,
     Signal,
     SignalValue,
     Unavailable,
@@ -298,7 +299,7 @@ def parse_trace(lines: Iterable[str]) -> Iterator[TraceSample]:
         yield sample
 
 
-_EPHEMERAL_STORAGE = "ephemeral-storage"
+_EPHEMERAL_STORAGE = Resource.EPHEMERAL_STORAGE.value
 
 
 def _pod_usage(uid: PodUID, pod: _Pod) -> PodUsage | None:

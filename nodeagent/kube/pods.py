@@ -43,6 +43,7 @@ from nodeagent.model import (
     PodUID,
     QOSClass,
     QuantityFormat,
+    Resource,
 )
 
 CRITICAL_PRIORITY = 2_000_000_000
@@ -54,7 +55,7 @@ QOS_RESOURCES = ("cpu", "memory")
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 T = TypeVar("T")
 """A per-resource amount the container walk adds and compares."""
-EPHEMERAL_STORAGE = "ephemeral-storage"
+EPHEMERAL_STORAGE = Resource.EPHEMERAL_STORAGE.value
 
 
 def quantity(value: Any, resource: str = "") -> int:
