@@ -164,7 +164,7 @@ class SignalCollector:
         node_cgroup: str = "/",
         kubepods_cgroup: str | None = None,
         nodefs_path: str | Path = "/var/lib/kubelet",
-        imagefs_path: str | Path | None = "/var/lib/containerd",
+        imagefs_path: str | Path | None = DEFAULT_IMAGEFS_PATH,
         containerfs_path: str | Path | None = None,
         pod_logs_path: str | Path = "/var/log/pods",
         kubelet_root_dir: str | Path = "/var/lib/kubelet",

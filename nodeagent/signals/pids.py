@@ -83,7 +83,8 @@ class PidReader:
             return PodTasks(processes=processes, threads=threads)
         if previous is not None and previous.threads == threads:
             return previous
-        directory = pod.memory_dir if pod.pids_file is None else os.path.dirname(pod.pids_file)
+        assert pod.pids_file is not None  # threads were read from it above
+        directory = os.path.dirname(pod.pids_file)
         (processes,) = self._count(directory, "cgroup.procs")
         return PodTasks(processes=processes, threads=threads)
 

@@ -167,14 +167,15 @@ def arm_memory_poll(
     Returns the status, or ``None`` when disarmed.
     """
     name = memory_poll_name(scope)
+    statuses = triggers.status()
     wanted = (
         settings.adaptive_memory_poll
         and probe is not None
         and bool(thresholds)
-        and not kernel_thresholds_active(triggers.status(), scope)
+        and not kernel_thresholds_active(statuses, scope)
     )
     if not wanted or probe is None:
-        if name in triggers.status():
+        if name in statuses:
             triggers.disarm(name)
         return None
     return triggers.arm_memory_poll(

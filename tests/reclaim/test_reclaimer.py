@@ -275,7 +275,10 @@ def test_the_inventory_thread_records_ages_before_any_reclaim() -> None:
     fake.failures["list_images"] = "UNAVAILABLE"
     failing = NodeReclaimer(fake, clock=FakeClock(), dry_run=False)
     failing.start(inventory_interval=0.01)  # a failing runtime does not kill the thread
-    time.sleep(0.05)
+    deadline = time.monotonic() + 5.0
+    while fake.removed("list_images").count("") < 4:  # listed again after failing
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     failing.stop(timeout=2.0)
     assert failing.records == {}
     assert failing.unreachable == "CRI list_images: UNAVAILABLE"  # the loop exports it

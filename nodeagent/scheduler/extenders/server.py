@@ -258,14 +258,12 @@ class ExtenderService:
         now = self._clock()
         score = self.judge.score
         neutral = extender_score(self.judge.neutral)
-        scale = wire.MAX_EXTENDER_PRIORITY
-        top = api.MAX_NODE_SCORE
         entry = wire.HostPriority
         return wire.host_priority_list(
             [
                 entry(name, neutral)
                 if known is None
-                else entry(name, score(known.node, known.resource_version, now) * scale // top)
+                else entry(name, extender_score(score(known.node, known.resource_version, now)))
                 for name, known in self._nodes(args)
             ]
         )
@@ -277,12 +275,13 @@ class ExtenderService:
 
     def _endpoint(self, verb: str) -> WSGIApp:
         answer = self.filter if verb == FILTER else self.prioritize
+        duration = self.metrics.duration.labels(verb)
 
         def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
             started = time.perf_counter()
             code, body, content_type = self._handle(environ, answer)
             self.metrics.requests.labels(verb, str(code)).inc()
-            self.metrics.duration.labels(verb).observe(time.perf_counter() - started)
+            duration.observe(time.perf_counter() - started)
             headers = [("Content-Type", content_type), ("Content-Length", str(len(body)))]
             start_response(f"{code} {_REASONS[code]}", headers)
             return [body]

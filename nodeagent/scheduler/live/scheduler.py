@@ -174,7 +174,6 @@ class LiveScheduler:
             watch_timeout=watch_timeout,
             name="pdb-informer",
         )
-        self._leading = threading.Event()
         self._stopping = threading.Event()
         self._lost = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -184,18 +183,18 @@ class LiveScheduler:
         self._bound_lock = threading.Lock()
 
     # --- leadership ---------------------------------------------------------------------
-    def may_bind(self) -> bool:
-        if self._lost.is_set():
-            return False
-        return self.elector is None or self.elector.is_leader()
+    def may_schedule(self) -> bool:
+        """Leading (or not electing) and never having lost the lease."""
+        return not self._lost.is_set() and (self.elector is None or self.elector.is_leader())
+
+    may_bind = may_schedule
+    """The binder asks the same question right before each POST."""
 
     def _started_leading(self) -> None:
         self.metrics.leader.labels(self.settings.leader_election.resource_name).set(1)
-        self._leading.set()
 
     def _stopped_leading(self) -> None:
         self.metrics.leader.labels(self.settings.leader_election.resource_name).set(0)
-        self._leading.clear()
         self._lost.set()
         self.queue.close()  # stop scheduling at once
 
@@ -350,9 +349,7 @@ class LiveScheduler:
                     self._preempt(pod, offer)
         error = not result.status.is_rejection
         # a nomination made by preemption was queued by _preempt; an empty one clears
-        nominated_node = offer.nominated_node if offer is not None else None
-        if nominated_node:
-            nominated_node = None
+        nominated_node = "" if offer is not None and offer.nominated_node == "" else None
         if error:
             self.queue.failed(info)
         else:
@@ -452,9 +449,6 @@ class LiveScheduler:
                 log.exception("scheduling %s failed", info.pod.key)
                 self.queue.failed(info)
 
-    def may_schedule(self) -> bool:
-        return not self._lost.is_set() and (self.elector is None or self.elector.is_leader())
-
     def _flush_loop(self) -> None:
         last_refresh = self._clock.now()
         while not self._stopping.wait(FLUSH_INTERVAL):
@@ -495,8 +489,6 @@ class LiveScheduler:
         self._spawn(self._scheduling_loop, "scheduling")
         if self.elector is not None:
             self.elector.start()
-        else:
-            self._leading.set()
         return True
 
     def wait(self, stop: threading.Event) -> int:
