@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import signal
 import ssl
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from nodeagent.agent import logs
 from nodeagent.agent.settings import LogFormat, LogLevel
+from nodeagent.commands.stopping import on_stop_signals
 from nodeagent.errors import ConfigError
 from nodeagent.kube import http, informer
 from nodeagent.observability.settings import parse_listen_address
@@ -126,27 +125,22 @@ def run(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        endpoint.start()
-        nodes.start()
-        log.info("extender serving on %s (/filter, /prioritize)", endpoint.url)
-        while not stop.is_set():
-            if nodes.wait_synced(0.5):
-                # Tens of thousands of long-lived objects (the listed nodes) would make
-                # each full collection a pause of 100 ms or more in the middle of a
-                # call; frozen, the collector skips them.
-                gc.freeze()
-                log.info("node view synced: %d nodes", len(view))
-                break
-        stop.wait()
-    finally:
-        nodes.stop()
-        endpoint.stop()
-        kube.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with on_stop_signals(stop.set):
+        try:
+            endpoint.start()
+            nodes.start()
+            log.info("extender serving on %s (/filter, /prioritize)", endpoint.url)
+            while not stop.is_set():
+                if nodes.wait_synced(0.5):
+                    # Tens of thousands of long-lived objects (the listed nodes) would make
+                    # each full collection a pause of 100 ms or more in the middle of a
+                    # call; frozen, the collector skips them.
+                    gc.freeze()
+                    log.info("node view synced: %d nodes", len(view))
+                    break
+            stop.wait()
+        finally:
+            nodes.stop()
+            endpoint.stop()
+            kube.close()
     return 0

@@ -12,11 +12,10 @@ cannot work (nothing was applied).
 from __future__ import annotations
 
 import argparse
-import signal
-from types import FrameType
 from typing import Any
 
 from nodeagent.agent import logs, runtime
+from nodeagent.commands.stopping import on_stop_signals
 from nodeagent.config import add_config_flags, config_from_args
 
 SWITCHES = {
@@ -61,15 +60,10 @@ def run(args: argparse.Namespace) -> int:
     logs.configure(config.log_format, config.log_level)
     agent = runtime.Agent.build(config)
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        agent.request_stop()
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        agent.start()
-        agent.run()
-    finally:
-        agent.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with on_stop_signals(agent.request_stop):
+        try:
+            agent.start()
+            agent.run()
+        finally:
+            agent.close()
     return 0

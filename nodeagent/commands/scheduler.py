@@ -14,15 +14,14 @@ restarts it as a standby), 2 for a configuration error (nothing was started).
 from __future__ import annotations
 
 import argparse
-import signal
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from nodeagent.agent import logs
 from nodeagent.agent.settings import LogFormat, LogLevel
 from nodeagent.commands import schedule
+from nodeagent.commands.stopping import on_stop_signals
 from nodeagent.kube import http, retry
 from nodeagent.observability.server import ObservabilityServer
 from nodeagent.scheduler import config, registry
@@ -97,18 +96,13 @@ def run(args: argparse.Namespace) -> int:
     scheduler, server = build(args)
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     code = 0
-    try:
-        server.start()
-        if scheduler.start(stop=stop):
-            code = scheduler.wait(stop)
-    finally:
-        scheduler.stop()
-        server.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with on_stop_signals(stop.set):
+        try:
+            server.start()
+            if scheduler.start(stop=stop):
+                code = scheduler.wait(stop)
+        finally:
+            scheduler.stop()
+            server.stop()
     return code
