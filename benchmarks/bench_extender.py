@@ -7,8 +7,10 @@ Cases (each a fresh connection per call, as the server answers HTTP/1.0):
 * ``/filter`` and ``/prioritize`` with 5000 node names (``nodeCacheCapable: true``),
   judged from the watched view;
 * the same with 500 whole Node objects (about 9 KB each: labels, conditions, 30 images),
-  *warm* (the view has the same resourceVersions, so nodes are looked up) and *cold*
-  (unknown versions: every node is decoded and parsed from the request);
+  *warm* (the view has the same resourceVersions, so /prioritize looks nodes up) and
+  *cold* (unknown versions: every node is parsed from the request). /filter reads the
+  names and taints of whole nodes from the request either way, so its two cases differ
+  only by chance;
 * a baseline on the same server: a route that reads the same body and answers ``{}``,
   i.e. the HTTP and body transfer cost alone. Ratios are p50 against it.
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import wire
 from tests.scheduler.builders import node_dict, pod_dict
 
@@ -27,28 +28,44 @@ def spelled(names: tuple[str, str, str], *, whole: bool) -> bytes:
     return json.dumps(message).encode()
 
 
-def summary(args: wire.ExtenderArgs) -> Any:
-    nodes: Any = None
-    if args.nodes is not None:
-        raw = args.nodes.raw
-        raw_items = None if raw is None else [json.loads(bytes(item)) for item in raw]
-        nodes = ([field.to_node() for field in args.nodes.fields], raw_items)
-    return args.pod, args.node_names, nodes
+def summary(go: bytes, other: bytes, *, echo: bool) -> tuple[Any, Any]:
+    """What each spelling decodes to: the pod, names, and the nodes as read (a filter:
+    names, taints and the original objects; a prioritize call: whole Node values)."""
+
+    def read(body: bytes) -> Any:
+        if echo:
+            args: Any = wire.read_filter_args(body)
+            nodes = args.nodes and (
+                [(node.metadata.name, node.taints()) for node in args.nodes.taints],
+                [json.loads(bytes(item)) for item in args.nodes.raw],
+            )
+        else:
+            args = wire.read_prioritize_args(body)
+            nodes = args.nodes and [fields.to_node() for fields in args.nodes]
+        return args.pod, args.node_names, nodes
+
+    return read(go), read(other)
 
 
 @pytest.mark.parametrize("whole", [True, False])
-@pytest.mark.parametrize("keep_node_bytes", [True, False])
+@pytest.mark.parametrize("echo", [True, False], ids=["filter", "prioritize"])
 @pytest.mark.parametrize(
     "names",
     [("pod", "nodes", "nodenames"), ("POD", "NODES", "NodeNAMES"), ("Pod", "nodes", "nodeNames")],
 )
 def test_every_casing_decodes_like_kube_schedulers(
-    names: tuple[str, str, str], whole: bool, keep_node_bytes: bool
+    names: tuple[str, str, str], whole: bool, echo: bool
 ) -> None:
-    go = wire.read_extender_args(
-        spelled(("Pod", "Nodes", "NodeNames"), whole=whole), keep_node_bytes=keep_node_bytes
+    go, other = summary(
+        spelled(("Pod", "Nodes", "NodeNames"), whole=whole), spelled(names, whole=whole), echo=echo
     )
-    other = wire.read_extender_args(spelled(names, whole=whole), keep_node_bytes=keep_node_bytes)
-    assert summary(other) == summary(go)
-    if whole and keep_node_bytes:
-        assert summary(go)[2][1] == NODES  # the original objects, byte for byte
+    assert other == go
+    assert go[0] == pod_dict("p")
+    if whole and echo:
+        assert go[2][1] == NODES  # the original objects, byte for byte
+        assert go[2][0] == [("a", (api.Taint("k", "NoSchedule"),)), ("b", ())]
+    elif whole:
+        assert [node.name for node in go[2]] == ["a", "b"]
+        assert go[2][1].conditions == {"MemoryPressure": "True"}
+    else:
+        assert go[1] == ["a", "b"]

@@ -14,8 +14,9 @@ as names. The answers come from the NodePressure plugin itself
   condition; neutral when the data is missing or stale) on the extender's 0..10 scale,
   rounded down; a node the server does not know gets the neutral score.
 
-Nodes sent whole are judged as sent; a node whose name and resourceVersion match the
-watched view is taken from the view, already parsed. Scores are cached per node and
+Nodes sent whole are judged as sent: a filter reads only their names and taints; a
+prioritize call takes a node whose name and resourceVersion match the watched view from
+the view, already parsed. Scores are cached per node and
 version and recomputed every :data:`SCORE_TTL` seconds, which is how staleness (15
 minutes by default) is noticed without parsing every annotation on every call.
 
@@ -144,11 +145,11 @@ class PressureJudge:
         self._lock = threading.Lock()
 
     def rejection(
-        self, node: api.Node, tolerations: tuple[api.Toleration, ...]
+        self, taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
     ) -> model.Pressure | None:
-        """The pressure whose taint the pod does not tolerate, if any (the plugin's
-        Filter: unresolvable)."""
-        return self.plugin.first_pressure(node.taints, tolerations)
+        """The pressure whose taint (among a node's ``taints``) the pod does not
+        tolerate, if any (the plugin's Filter: unresolvable)."""
+        return self.plugin.first_pressure(taints, tolerations)
 
     def score(self, node: api.Node, version: str, now: float) -> int:
         """The plugin's 0..100 score for ``node`` at ``now``, reused for SCORE_TTL
@@ -196,14 +197,16 @@ class ExtenderService:
 
     # --- the verdicts ---------------------------------------------------------------------
 
-    def _nodes(self, args: wire.ExtenderArgs) -> list[tuple[str, KnownNode | None]]:
+    def _nodes(
+        self, args: wire.ExtenderArgs[list[wire.NodeFields]]
+    ) -> list[tuple[str, KnownNode | None]]:
         """Each node sent, with what the verdicts read (``None``: unknown, it passes)."""
         known = self.view.nodes
         if args.node_names is not None:
             return [(name, known.get(name)) for name in args.node_names]
         assert args.nodes is not None
         out: list[tuple[str, KnownNode | None]] = []
-        for fields in args.nodes.fields:
+        for fields in args.nodes:
             name, version = fields.metadata.name, fields.metadata.resourceVersion
             watched = known.get(name)
             if watched is None or not version or watched.resource_version != version:
@@ -212,49 +215,55 @@ class ExtenderService:
         return out
 
     def _rejections(
-        self, nodes: Iterable[tuple[str, KnownNode | None]], pod: Mapping[str, Any]
+        self, nodes: Iterable[tuple[str, tuple[api.Taint, ...]]], pod: Mapping[str, Any]
     ) -> dict[str, str]:
         """Node -> the plugin's reason, for the nodes whose pressure taint the pod does
         not tolerate (judged once per distinct taint list)."""
         tolerations = _tolerations(pod)
         by_taints: dict[tuple[api.Taint, ...], model.Pressure | None] = {}
         rejected: dict[str, str] = {}
-        for name, known in nodes:
-            if known is None or not known.node.taints:
+        for name, taints in nodes:
+            if not taints:
                 continue
-            taints = known.node.taints
             if taints not in by_taints:
-                by_taints[taints] = self.judge.rejection(known.node, tolerations)
+                by_taints[taints] = self.judge.rejection(taints, tolerations)
             pressure = by_taints[taints]
             if pressure is not None:
                 rejected[name] = node_pressure.reason(pressure)
                 self.metrics.nodes_rejected.labels(pressure.value).inc()
         return rejected
 
-    def filter(self, args: wire.ExtenderArgs) -> bytes:
+    def filter(self, args: wire.ExtenderArgs[wire.EchoedNodes]) -> bytes:
         if args.node_names is not None:
             names = args.node_names
             known, tainted = self.view.nodes, self.view.tainted
             # Only tainted nodes can fail: the rest pass without being looked at.
-            suspects = [(n, known.get(n)) for n in names if n in tainted]
+            suspects = [(n, known[n].node.taints) for n in names if n in tainted and n in known]
             rejected = self._rejections(suspects, args.pod)
             kept = [n for n in names if n not in rejected] if rejected else names
             return wire.filter_result(
                 node_names=kept, node_items=None, failed={}, failed_unresolvable=rejected
             )
-        nodes = self._nodes(args)
-        rejected = self._rejections(nodes, args.pod)
-        assert args.nodes is not None and args.nodes.raw is not None
-        items = [
-            raw
-            for raw, (name, _) in zip(args.nodes.raw, nodes, strict=True)
-            if name not in rejected
-        ]
+        assert args.nodes is not None
+        # Nodes sent whole are judged as sent: their taints are all a filter reads.
+        sent = args.nodes
+        rejected = self._rejections(
+            ((node.metadata.name, node.taints()) for node in sent.taints), args.pod
+        )
+        items = (
+            [
+                raw
+                for raw, node in zip(sent.raw, sent.taints, strict=True)
+                if node.metadata.name not in rejected
+            ]
+            if rejected
+            else sent.raw
+        )
         return wire.filter_result(
             node_names=None, node_items=items, failed={}, failed_unresolvable=rejected
         )
 
-    def prioritize(self, args: wire.ExtenderArgs) -> bytes:
+    def prioritize(self, args: wire.ExtenderArgs[list[wire.NodeFields]]) -> bytes:
         now = self._clock()
         score = self.judge.score
         neutral = extender_score(self.judge.neutral)
@@ -274,7 +283,11 @@ class ExtenderService:
         return {f"/{verb}": self._endpoint(verb) for verb in VERBS}
 
     def _endpoint(self, verb: str) -> WSGIApp:
-        answer = self.filter if verb == FILTER else self.prioritize
+        answer: Callable[[bytes], bytes] = (
+            (lambda body: self.filter(wire.read_filter_args(body)))
+            if verb == FILTER
+            else (lambda body: self.prioritize(wire.read_prioritize_args(body)))
+        )
         duration = self.metrics.duration.labels(verb)
 
         def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -289,7 +302,7 @@ class ExtenderService:
         return app
 
     def _handle(
-        self, environ: dict[str, Any], answer: Callable[[wire.ExtenderArgs], bytes]
+        self, environ: dict[str, Any], answer: Callable[[bytes], bytes]
     ) -> tuple[int, bytes, str]:
         if environ.get("REQUEST_METHOD") != "POST":
             return _text(405, "extender verbs take POST with an ExtenderArgs JSON body")
@@ -305,9 +318,7 @@ class ExtenderService:
             )
         try:
             body = environ["wsgi.input"].read(length)
-            # Only a filter answer echoes whole nodes: prioritize decodes them in one pass.
-            args = wire.read_extender_args(body, keep_node_bytes=answer == self.filter)
-            return 200, answer(args), "application/json"
+            return 200, answer(body), "application/json"
         except wire.ProtocolError as exc:
             return _text(400, str(exc))
         except OSError as exc:  # the client sent less than it announced, or went away

@@ -12,15 +12,16 @@ their usual lowercase fields.
 
 The server side decodes with msgspec into a few typed structs that name only what the
 extender reads, so a request of 500 whole Node objects (several MB) is decoded in a few
-milliseconds: everything else in those objects is skipped without being built, and each
-node's original bytes are kept (:class:`NodeItems`) to be echoed back unchanged in a
-filter answer.
+milliseconds: everything else in those objects is skipped without being built. A filter
+request keeps each node's original bytes (:class:`EchoedNodes`), to be echoed back
+unchanged for the nodes that pass, and reads only their names and taints.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -116,9 +117,12 @@ def extender_args(
 # --- what an extender server reads (typed, for speed) ------------------------------------
 
 
-class _Metadata(msgspec.Struct, gc=False):
+class _Name(msgspec.Struct, gc=False):
     name: str = ""
     resourceVersion: str = ""  # noqa: N815 - the API's field name
+
+
+class _Metadata(_Name, gc=False):
     annotations: dict[str, str] | None = None
 
 
@@ -144,6 +148,33 @@ class _Status(msgspec.Struct, gc=False):
 _EFFECTS = frozenset(api.TaintEffect)
 
 
+def _taints(node: str, taints: list[_Taint] | None) -> tuple[api.Taint, ...]:
+    """The API's taints as the scheduler's values; an unknown effect is a ProtocolError."""
+    if not taints:
+        return ()
+    out = []
+    for i, taint in enumerate(taints):
+        effect = taint.effect or ""
+        if effect not in _EFFECTS:
+            raise ProtocolError(
+                f"Node {node}: spec.taints[{i}].effect {effect!r}: expected"
+                f" one of {', '.join(api.TaintEffect)}"
+            )
+        out.append(api.Taint(taint.key or "", effect, taint.value or ""))
+    return tuple(out)
+
+
+class NodeTaints(msgspec.Struct, gc=False):
+    """What a filter verdict reads of a Node sent whole: its name and taints. Decoding
+    only these skips the annotations and conditions a filter never looks at."""
+
+    metadata: _Name = msgspec.field(default_factory=_Name)
+    spec: _Spec = msgspec.field(default_factory=_Spec)
+
+    def taints(self) -> tuple[api.Taint, ...]:
+        return _taints(self.metadata.name, self.spec.taints)
+
+
 class NodeFields(msgspec.Struct, gc=False):
     """The parts of a Node the pressure verdicts read, decoded straight from JSON (a
     request) or converted from a watched object (:func:`node_fields`)."""
@@ -155,19 +186,10 @@ class NodeFields(msgspec.Struct, gc=False):
     def to_node(self) -> api.Node:
         """The scheduler's Node value (name, annotations, taints, conditions), with the
         API's meaning of absent fields; an unknown taint effect is a ProtocolError."""
-        taints = []
-        for i, taint in enumerate(self.spec.taints or ()):
-            effect = taint.effect or ""
-            if effect not in _EFFECTS:
-                raise ProtocolError(
-                    f"Node {self.metadata.name}: spec.taints[{i}].effect {effect!r}: expected"
-                    f" one of {', '.join(api.TaintEffect)}"
-                )
-            taints.append(api.Taint(taint.key or "", effect, taint.value or ""))
         return api.Node(
             name=self.metadata.name,
             annotations=self.metadata.annotations or {},
-            taints=tuple(taints),
+            taints=_taints(self.metadata.name, self.spec.taints),
             conditions={c.type or "": c.status or "Unknown" for c in self.status.conditions or ()},
         )
 
@@ -180,50 +202,64 @@ def node_fields(obj: Mapping[str, Any]) -> NodeFields:
         raise ProtocolError(f"Node: {exc}") from exc
 
 
+class EchoedNodes:
+    """The ``Nodes.items`` of a filter request: each node's original bytes, to be echoed
+    back unchanged for the nodes that pass, and its name and taints."""
+
+    def __init__(self, raw: list[msgspec.Raw]) -> None:
+        self.raw = raw
+        self.taints = []
+        for i, item in enumerate(raw):  # the second pass, one item at a time
+            try:
+                self.taints.append(_NODE_TAINTS.decode(item))
+            except msgspec.DecodeError as exc:
+                raise ProtocolError(f"Nodes.items[{i}]: {exc}") from exc
+
+
+NodesT = TypeVar("NodesT", EchoedNodes, list[NodeFields])
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs(Generic[NodesT]):
+    """A decoded ``ExtenderArgs``: the pod as JSON, and nodes or node names."""
+
+    pod: dict[str, Any]
+    nodes: NodesT | None
+    node_names: list[str] | None
+
+
 class _RawNodeList(msgspec.Struct, gc=False):
     items: list[msgspec.Raw] | None = None
-
-
-_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_POD = msgspec.json.Decoder(dict[str, Any] | None)
-_NAMES = msgspec.json.Decoder(list[str] | None)
-_NODE_LIST = msgspec.json.Decoder(_RawNodeList | None)
-_NODE = msgspec.json.Decoder(NodeFields)
 
 
 class _NodeList(msgspec.Struct, gc=False):
     items: list[NodeFields] | None = None
 
 
-_NODE_FIELDS_LIST = msgspec.json.Decoder(_NodeList | None)
+class _GoFilterArgs(msgspec.Struct, gc=False):
+    """ExtenderArgs spelled as kube-scheduler sends them, node bytes kept."""
+
+    Pod: dict[str, Any] | None = None
+    Nodes: _RawNodeList | None = None
+    NodeNames: list[str] | None = None
 
 
-class NodeItems:
-    """The ``Nodes.items`` of a request: each node's fields and, when they are to be
-    echoed back (filter), its original bytes."""
+class _GoArgs(msgspec.Struct, gc=False):
+    """ExtenderArgs spelled as kube-scheduler sends them, nodes decoded in one pass."""
 
-    def __init__(self, fields: list[NodeFields], raw: list[msgspec.Raw] | None = None) -> None:
-        self.fields = fields
-        self.raw = raw
-
-    @classmethod
-    def with_bytes(cls, raw: list[msgspec.Raw]) -> NodeItems:
-        """Two passes: the items' bytes, then each item's fields."""
-        fields = []
-        for i, item in enumerate(raw):
-            try:
-                fields.append(_NODE.decode(item))
-            except msgspec.DecodeError as exc:
-                raise ProtocolError(f"Nodes.items[{i}]: {exc}") from exc
-        return cls(fields, raw)
+    Pod: dict[str, Any] | None = None
+    Nodes: _NodeList | None = None
+    NodeNames: list[str] | None = None
 
 
-class ExtenderArgs(msgspec.Struct):
-    """A decoded ``ExtenderArgs``: the pod as JSON, and nodes or node names."""
-
-    pod: dict[str, Any]
-    nodes: NodeItems | None
-    node_names: list[str] | None
+_NODE_TAINTS = msgspec.json.Decoder(NodeTaints)
+_GO_FILTER_ARGS = msgspec.json.Decoder(_GoFilterArgs)
+_GO_ARGS = msgspec.json.Decoder(_GoArgs)
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_POD = msgspec.json.Decoder(dict[str, Any] | None)
+_NAMES = msgspec.json.Decoder(list[str] | None)
+_RAW_NODE_LIST = msgspec.json.Decoder(_RawNodeList | None)
+_NODE_LIST = msgspec.json.Decoder(_NodeList | None)
 
 
 def _part(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw, name: str) -> Any:
@@ -234,57 +270,46 @@ def _part(decoder: msgspec.json.Decoder[Any], raw: msgspec.Raw, name: str) -> An
         raise ProtocolError(f"{name}: {message}") from exc
 
 
-class _GoArgsWithBytes(msgspec.Struct, gc=False):
-    """ExtenderArgs spelled as kube-scheduler sends them (filter: node bytes kept)."""
-
-    Pod: dict[str, Any] | None = None
-    Nodes: _RawNodeList | None = None
-    NodeNames: list[str] | None = None
-
-
-class _GoArgs(msgspec.Struct, gc=False):
-    """ExtenderArgs spelled as kube-scheduler sends them (prioritize: one pass)."""
-
-    Pod: dict[str, Any] | None = None
-    Nodes: _NodeList | None = None
-    NodeNames: list[str] | None = None
-
-
-_GO_ARGS_WITH_BYTES = msgspec.json.Decoder(_GoArgsWithBytes)
-_GO_ARGS = msgspec.json.Decoder(_GoArgs)
-
-
-def read_extender_args(body: bytes, *, keep_node_bytes: bool = True) -> ExtenderArgs:
-    """Decode a filter/prioritize request, or :class:`ProtocolError` saying what is wrong.
-    Whole nodes keep their original bytes only when ``keep_node_bytes`` (a filter answer
-    echoes them); otherwise they are decoded in a single pass.
-
-    kube-scheduler's exact spelling is decoded straight into typed structs; any other
-    casing (a client of the older tagged types) takes the folding path."""
+def _typed(decoder: msgspec.json.Decoder[Any], body: bytes) -> Any:
     try:
-        items: NodeItems | None = None
-        if keep_node_bytes:
-            with_bytes = _GO_ARGS_WITH_BYTES.decode(body)
-            pod, names = with_bytes.Pod, with_bytes.NodeNames
-            if with_bytes.Nodes is not None:
-                items = NodeItems.with_bytes(with_bytes.Nodes.items or [])
-        else:
-            typed = _GO_ARGS.decode(body)
-            pod, names = typed.Pod, typed.NodeNames
-            if typed.Nodes is not None:
-                items = NodeItems(typed.Nodes.items or [])
+        return decoder.decode(body)
     except msgspec.ValidationError as exc:
         if "- at `$" in str(exc):  # a field of the right name with the wrong type
             raise ProtocolError(str(exc).replace("`$.", "`", 1)) from exc
         raise ProtocolError(f"request body is not a JSON object: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise ProtocolError(f"request body is not a JSON object: {exc}") from exc
-    if pod and (items is not None or names is not None):
-        return ExtenderArgs(pod, items, names)
-    return _read_folded(body, keep_node_bytes)
 
 
-def _read_folded(body: bytes, keep_node_bytes: bool) -> ExtenderArgs:
+def read_filter_args(body: bytes) -> ExtenderArgs[EchoedNodes]:
+    """Decode a filter request, or :class:`ProtocolError` saying what is wrong. Whole
+    nodes keep their original bytes (a filter answer echoes them) and are read for their
+    names and taints only.
+
+    kube-scheduler's exact spelling is decoded straight into typed structs; any other
+    casing (a client of the older tagged types) takes the folding path."""
+    typed = _typed(_GO_FILTER_ARGS, body)
+    nodes = None if typed.Nodes is None else EchoedNodes(typed.Nodes.items or [])
+    if typed.Pod and (nodes is not None or typed.NodeNames is not None):
+        return ExtenderArgs(typed.Pod, nodes, typed.NodeNames)
+    pod, names, listed = _read_folded(body, _RAW_NODE_LIST)
+    return ExtenderArgs(pod, None if listed is None else EchoedNodes(listed.items or []), names)
+
+
+def read_prioritize_args(body: bytes) -> ExtenderArgs[list[NodeFields]]:
+    """Decode a prioritize request (whole nodes in a single pass), as
+    :func:`read_filter_args` does."""
+    typed = _typed(_GO_ARGS, body)
+    nodes = None if typed.Nodes is None else typed.Nodes.items or []
+    if typed.Pod and (nodes is not None or typed.NodeNames is not None):
+        return ExtenderArgs(typed.Pod, nodes, typed.NodeNames)
+    pod, names, listed = _read_folded(body, _NODE_LIST)
+    return ExtenderArgs(pod, None if listed is None else listed.items or [], names)
+
+
+def _read_folded(
+    body: bytes, node_list: msgspec.json.Decoder[Any]
+) -> tuple[dict[str, Any], list[str] | None, Any]:
     try:
         top = _TOP.decode(body)
     except msgspec.DecodeError as exc:
@@ -294,19 +319,13 @@ def _read_folded(body: bytes, keep_node_bytes: bool) -> ExtenderArgs:
     if not pod:
         raise ProtocolError("Pod: missing; ExtenderArgs needs the pod being scheduled")
     names = _part(_NAMES, fields[NODE_NAMES], NODE_NAMES) if NODE_NAMES in fields else None
-    nodes = None
-    if NODES in fields and keep_node_bytes:
-        listed = _part(_NODE_LIST, fields[NODES], NODES)
-        nodes = None if listed is None else NodeItems.with_bytes(listed.items or [])
-    elif NODES in fields:
-        decoded = _part(_NODE_FIELDS_LIST, fields[NODES], NODES)
-        nodes = None if decoded is None else NodeItems(decoded.items or [])
-    if names is None and nodes is None:
+    listed = _part(node_list, fields[NODES], NODES) if NODES in fields else None
+    if names is None and listed is None:
         raise ProtocolError(
             "Nodes and NodeNames: both missing; send Nodes (a NodeList) or, with"
             " nodeCacheCapable, NodeNames"
         )
-    return ExtenderArgs(pod, nodes, names)
+    return pod, names, listed
 
 
 def filter_result(
