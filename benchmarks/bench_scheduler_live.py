@@ -8,15 +8,20 @@ API server and etcd).
 
 The fake API server (tests/fakeapi: Python, ThreadingHTTPServer, JSON) runs in its own
 process, so it does not share the scheduler's interpreter lock; the scheduler talks to
-it over loopback HTTP with the real ``kubernetes`` client. Printed per run:
+it over loopback HTTP with the real ``kubernetes`` client, and sends its bindings from
+its binding process (:mod:`nodeagent.scheduler.live.bind_process`; ``--in-process-binding``
+sends them from the scheduler's own threads, as before). The three processes share the
+machine's cores. Printed per run:
 
 * **ceiling**: the fake server's own rate for ``pods/binding`` POSTs, measured with the
-  same client and the same number of concurrent workers, and nothing else running: no
-  scheduler can bind faster than this here;
+  same client and as many requests in flight as the scheduler keeps, and nothing else
+  running: no scheduler can bind faster than this here;
 * **end to end**: start -> all bound, pods/s, and the ratio to the ceiling;
 * **where the time goes**: informer sync, the scheduling thread's split (algorithm =
   filter + score + select; assume = assume + reserve + permit + hand-off), the binding
-  cycle's median latency, and the scheduling thread's top functions (``--profile``).
+  cycle's mean latency (from the hand-off, so including the wait for a binding
+  thread), the CPU each process used, and the scheduling thread's top functions
+  (``--profile``).
 """
 
 from __future__ import annotations
@@ -27,20 +32,24 @@ import dataclasses
 import io
 import multiprocessing
 import multiprocessing.connection
+import os
 import pstats
 import resource
 import statistics
+import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from nodeagent.kube import fake, http, retry
 from nodeagent.scheduler import registry
+from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.fakeapi import server
-from tests.fakeapi.fixtures import configuration
+from tests.fakeapi.fixtures import configuration, write_kubeconfig
 
 PROFILE = live_settings.DEFAULT_PROFILE
 
@@ -89,9 +98,10 @@ def serve(conn: multiprocessing.connection.Connection, nodes: int, pods: int) ->
         cluster.create("pods", pending_pod(f"pod-{i:05d}"))
     api = server.FakeAPIServer(cluster)
     api.start()
+    serving = time.process_time()
     conn.send(api.port)
     conn.recv()  # stop
-    conn.send(len(cluster.bindings))
+    conn.send((len(cluster.bindings), time.process_time() - serving))
     api.stop()
 
 
@@ -104,11 +114,12 @@ class ServerProcess:
         self._process.start()
         self.url = f"http://127.0.0.1:{self._conn.recv()}"
 
-    def stop(self) -> int:
+    def stop(self) -> tuple[int, float]:
+        """Stop the server; the bindings it saw and the CPU seconds it used serving."""
         self._conn.send("stop")
-        bindings = int(self._conn.recv())
+        bindings, cpu = self._conn.recv()
         self._process.join(10)
-        return bindings
+        return int(bindings), float(cpu)
 
 
 def client(url: str, pool: int) -> http.HTTPKubeClient:
@@ -144,12 +155,38 @@ def bind_ceiling(pods: int, workers: int) -> float:
     return len(targets) / elapsed
 
 
-def end_to_end(nodes: int, pods: int, workers: int, profile: bool) -> dict[str, Any]:
+def _peak_rss_mib(pid: int) -> float:
+    """A live process's peak resident set (VmHWM), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _children_cpu() -> float:
+    """CPU seconds of the child processes ended and waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def end_to_end(
+    nodes: int, pods: int, *, workers: int, profile: bool, binding_process: bool, directory: Path
+) -> dict[str, Any]:
     settings = live_settings.load(None, registry.in_tree_registry(), leader_elect=False)
     settings = dataclasses.replace(settings, bind_workers=workers)
     proc = ServerProcess(nodes, pods)
     kube = client(proc.url, workers + 8)
-    scheduler = LiveScheduler(kube, settings, seed=1)
+    connect = None
+    if binding_process:
+        connect = http.ConnectionSpec(
+            write_kubeconfig(directory / "kubeconfig", proc.url),
+            qps=100_000,
+            burst=100_000,
+            retry_policy=retry.RetryPolicy(attempts=3),
+            timeout=(5.0, 60.0),
+            pool_size=workers + 2,
+        ).connect
+    scheduler = LiveScheduler(kube, settings, seed=1, bind_connect=connect)
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         original = scheduler.schedule_one
@@ -164,6 +201,7 @@ def end_to_end(nodes: int, pods: int, workers: int, profile: bool) -> dict[str, 
         scheduler.schedule_one = profiled  # type: ignore[method-assign]
     started = time.perf_counter()
     cpu_started = time.process_time()
+    children_started = _children_cpu()
     try:
         assert scheduler.start(sync_timeout=300)
         synced = time.perf_counter() - started
@@ -173,12 +211,15 @@ def end_to_end(nodes: int, pods: int, workers: int, profile: bool) -> dict[str, 
                 raise RuntimeError(f"only {scheduler.bound_count} of {pods} bound in 600 s")
         elapsed = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
+        binder = scheduler.process_binder
+        binding_process_rss = _peak_rss_mib(binder.pid) if binder and binder.pid else 0.0
         binding = scheduler.metrics.binding_duration.labels("bound")
         times = dict(scheduler.times)
     finally:
-        scheduler.stop(bind_timeout=5)
+        scheduler.stop(bind_timeout=5)  # joins the binding process
+        binding_process_cpu = _children_cpu() - children_started
         kube.close()
-        bindings = proc.stop()
+        bindings, server_cpu = proc.stop()
     result = {
         "seconds": elapsed,
         "pods_per_second": pods / elapsed,
@@ -188,6 +229,9 @@ def end_to_end(nodes: int, pods: int, workers: int, profile: bool) -> dict[str, 
         "assume_seconds": times["assume"],
         "cycles": int(times["cycles"]),
         "cpu_seconds": cpu,
+        "binding_process_cpu_seconds": binding_process_cpu,
+        "binding_process_rss_mib": binding_process_rss,
+        "server_cpu_seconds": server_cpu,
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "binding_mean_ms": 1000 * binding._sum.get() / max(1, pods),
     }
@@ -205,11 +249,27 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=16, help="binding workers")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--in-process-binding",
+        action="store_true",
+        help="bind from the scheduler's own threads (no binding process)",
+    )
     args = parser.parse_args()
     ceilings, runs = [], []
     for _ in range(args.repeat):
-        ceilings.append(bind_ceiling(min(args.pods, 5000), args.workers))
-        runs.append(end_to_end(args.nodes, args.pods, args.workers, args.profile))
+        in_flight = args.workers if args.in_process_binding else bind_process.THREADS
+        ceilings.append(bind_ceiling(min(args.pods, 5000), in_flight))
+        with tempfile.TemporaryDirectory() as directory:
+            runs.append(
+                end_to_end(
+                    args.nodes,
+                    args.pods,
+                    workers=args.workers,
+                    profile=args.profile,
+                    binding_process=not args.in_process_binding,
+                    directory=Path(directory),
+                )
+            )
         run = runs[-1]
         print(
             f"run: {run['pods_per_second']:.0f} pods/s end to end ({run['seconds']:.1f} s for"
@@ -236,6 +296,12 @@ def main() -> None:
         f"scheduler process: {best['cpu_seconds']:.1f} s CPU for {args.pods} pods"
         f" ({1000 * best['cpu_seconds'] / args.pods:.2f} ms/pod, all threads);"
         f" peak RSS {best['max_rss_mib']:.0f} MiB"
+    )
+    print(
+        f"binding process: {best['binding_process_cpu_seconds']:.1f} s CPU (start-up"
+        f" included), peak RSS {best['binding_process_rss_mib']:.0f} MiB; fake API"
+        f" server: {best['server_cpu_seconds']:.1f} s CPU; wall {best['seconds']:.1f} s on"
+        f" {os.cpu_count()} cores"
     )
     if "profile" in best:
         print(best["profile"])

@@ -3,7 +3,7 @@
     nodeagent scheduler [--kubeconfig FILE] [--config FILE] [--leader-elect true|false]
                         [--lease-name NAME] [--lease-namespace NS]
                         [--metrics-address ADDR] [--log-format json|text]
-                        [--feature-gates Name=true,...]
+                        [--feature-gates Name=true,...] [--bind-process true|false]
 
 Pods opt in with ``spec.schedulerName: nodeagent-scheduler`` (or a profile's name from
 ``--config``). Cluster access as the agent's: the in-cluster service account, else the
@@ -14,6 +14,7 @@ restarts it as a standby), 2 for a configuration error (nothing was started).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from nodeagent.commands.stopping import on_stop_signals
 from nodeagent.kube import http, retry
 from nodeagent.observability.server import ObservabilityServer
 from nodeagent.scheduler import config, registry
+from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.metrics import SchedulerMetrics
 from nodeagent.scheduler.live.scheduler import LiveScheduler
@@ -60,6 +62,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--log-level", choices=[level.value for level in LogLevel], default=LogLevel.INFO.value
     )
+    parser.add_argument(
+        "--bind-process",
+        type=_bool,
+        default=True,
+        metavar="true|false",
+        help="send the bindings' API requests from a process of their own (default true;"
+        " false: from the scheduler's own binding threads)",
+    )
     schedule.add_feature_gates_argument(parser)
     parser.set_defaults(handler=run)
 
@@ -76,15 +86,19 @@ def build(args: argparse.Namespace) -> tuple[LiveScheduler, ObservabilityServer]
         features=config.parse_feature_gates(args.feature_gates),
     )
     metrics = SchedulerMetrics(settings.profiles)
-    kube = http.HTTPKubeClient.connect(
-        http.load_configuration(settings.kubeconfig),
+    connection = http.ConnectionSpec(
+        settings.kubeconfig,
         qps=settings.qps,
         burst=settings.burst,
         retry_policy=retry.RetryPolicy(),
-        observer=metrics,
         pool_size=settings.bind_workers + 8,
     )
-    scheduler = LiveScheduler(kube, settings, metrics=metrics)
+    kube = connection.connect(observer=metrics)
+    bind_connect = None
+    if args.bind_process:
+        # its own budget of qps/burst, as the bindings are its only requests
+        bind_connect = dataclasses.replace(connection, pool_size=bind_process.THREADS).connect
+    scheduler = LiveScheduler(kube, settings, metrics=metrics, bind_connect=bind_connect)
     server = ObservabilityServer(
         settings.metrics_address, registry=metrics.registry, health=scheduler
     )

@@ -33,6 +33,7 @@ import socket
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -88,6 +89,32 @@ def cluster_configured(kubeconfig: Path | None = None) -> bool:
         return True
     default = os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     return any(Path(p).is_file() for p in default.split(os.pathsep) if p)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSpec:
+    """How to reach the API server, as plain values: unlike a client or its
+    Configuration, it pickles, so a process of its own (the scheduler's binding process)
+    connects with the very settings of the process that started it."""
+
+    kubeconfig: Path | None = None
+    """None: in-cluster, else ``$KUBECONFIG`` / ``~/.kube/config`` (:func:`load_configuration`)."""
+    qps: float = 5.0
+    burst: int = 10
+    retry_policy: retry.RetryPolicy = DEFAULT_RETRY
+    timeout: tuple[float, float] = DEFAULT_TIMEOUT
+    pool_size: int | None = None
+
+    def connect(self, observer: client.ApiCallObserver | None = None) -> HTTPKubeClient:
+        return HTTPKubeClient.connect(
+            load_configuration(self.kubeconfig),
+            qps=self.qps,
+            burst=self.burst,
+            retry_policy=self.retry_policy,
+            observer=observer,
+            timeout=self.timeout,
+            pool_size=self.pool_size,
+        )
 
 
 class HTTPKubeClient:

@@ -23,31 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nodeagent.agent.runtime import Agent
 from nodeagent.config import NodeAgentConfiguration, load_config
 from nodeagent.kube import fake
-from tests.fakeapi import objects
+from tests.fakeapi import fixtures, objects
 
 NODE = "node-e2e"
 MIB = 1 << 20
 
 
 def write_kubeconfig(path: Path, server: str) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": server}}],
-                "users": [{"name": "agent", "user": {"token": "e2e"}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "agent"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
+    return fixtures.write_kubeconfig(path, server, token="e2e")
 
 
 @contextlib.contextmanager

@@ -5,9 +5,11 @@ Import them into a conftest (``from tests.fakeapi.fixtures import fake_api, ...`
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import kubernetes.client
 import pytest
+import yaml
 
 from nodeagent.clock import FakeClock
 from nodeagent.kube import http, retry
@@ -15,6 +17,25 @@ from tests.fakeapi import server
 
 FAST_RETRY = retry.RetryPolicy(attempts=4, initial_delay=0.01, max_delay=0.05)
 """Retries that keep real-time tests fast (sleeps go through a FakeClock anyway)."""
+
+
+def write_kubeconfig(path: Path, server: str, *, token: str = "") -> Path:
+    """A kubeconfig for the fake server at ``server`` (a bearer ``token``, or none), for
+    what connects as operators do: the commands, the scheduler's binding process."""
+    user = {"token": token} if token else {}
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": server}}],
+                "users": [{"name": "me", "user": user}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
+                "current-context": "fake",
+            }
+        )
+    )
+    return path
 
 
 def configuration(url: str) -> kubernetes.client.Configuration:

@@ -120,6 +120,12 @@ class SchedulerMetrics:
             "Kubernetes Events not written because the event queue was full.",
             registry=self.registry,
         )
+        self.binding_process_starts = prometheus_client.Counter(
+            "nodeagent_scheduler_binding_process_starts",
+            "Binding processes started (more than one: a binding process died and was"
+            " replaced; its bindings in flight were retried).",
+            registry=self.registry,
+        )
         self._api_requests = prometheus_client.Counter(
             "nodeagent_scheduler_api_requests",
             "Requests to the Kubernetes API by verb, resource and HTTP status code "

@@ -44,6 +44,7 @@ from nodeagent.clock import Clock, RealClock
 from nodeagent.kube import client, informer
 from nodeagent.observability.health import ProbeResult
 from nodeagent.scheduler import api, framework, objects, registry, scheduling
+from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool, BindResult
 from nodeagent.scheduler.live.cache import SchedulerCache
 from nodeagent.scheduler.live.events import ClusterEvent
@@ -97,7 +98,10 @@ class LiveScheduler:
         plugins: framework.Registry | None = None,
         seed: int | None = None,
         watch_timeout: int = 300,
+        bind_connect: bind_process.Connect | None = None,
     ) -> None:
+        """``bind_connect``: bind from a process of its own connected with it
+        (:mod:`~nodeagent.scheduler.live.bind_process`); None: bind over ``kube``."""
         self._kube = kube
         self.settings = settings
         self._clock = clock or RealClock()
@@ -116,7 +120,17 @@ class LiveScheduler:
                 on_stopped_leading=self._stopped_leading,
             )
         self.handle = framework.Handle(now=self._clock.wall(), features=settings.features)
-        self.handle.binder = APIBinder(kube, self.may_bind)
+        self.process_binder: bind_process.ProcessBinder | None = None
+        if bind_connect is not None:
+            self.process_binder = bind_process.ProcessBinder(
+                bind_connect,
+                self.may_bind,
+                observer=self.metrics,
+                on_start=self.metrics.binding_process_starts.inc,
+            )
+            self.handle.binder = self.process_binder
+        else:
+            self.handle.binder = APIBinder(kube, self.may_bind)
         self.frameworks = framework.build_frameworks(
             settings.configuration, plugins or registry.in_tree_registry(), self.handle
         )
@@ -197,6 +211,8 @@ class LiveScheduler:
         self.metrics.leader.labels(self.settings.leader_election.resource_name).set(0)
         self._lost.set()
         self.queue.close()  # stop scheduling at once
+        if self.process_binder is not None:
+            self.process_binder.abandon()  # nothing it queued may go out now
 
     @property
     def lost(self) -> bool:
@@ -471,6 +487,8 @@ class LiveScheduler:
         """Start informers and the reporter, wait for the informers to sync, then lead
         (or stand by). Returns False if the informers did not sync in time, or ``stop``
         was set meanwhile (SIGTERM while the API is unreachable)."""
+        if self.process_binder is not None:
+            self.process_binder.start()  # its start-up overlaps the informers' lists
         self.reporter.start()
         for inf in (self.nodes, self.budgets, self.pods):
             inf.start()
@@ -507,6 +525,8 @@ class LiveScheduler:
         if not self.binder.drain(bind_timeout):
             log.warning("%d binding(s) still in flight at shutdown", self.binder.in_flight)
         self.binder.shutdown()
+        if self.process_binder is not None:
+            self.process_binder.close()
         if self.elector is not None:
             self.elector.stop(release=not self._lost.is_set())
         for inf in (self.pods, self.nodes, self.budgets):

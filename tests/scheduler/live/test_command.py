@@ -18,6 +18,8 @@ import yaml
 
 from nodeagent import cli
 from nodeagent.commands import scheduler as commands_scheduler
+from nodeagent.scheduler.live.binder import APIBinder
+from tests.fakeapi.fixtures import write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
 from tests.observability import tools
 from tests.scheduler.live import harness as h
@@ -50,20 +52,7 @@ def free_port() -> int:
 
 
 def kubeconfig(tmp_path: Path, url: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "fake", "cluster": {"server": url}}],
-                "users": [{"name": "me", "user": {}}],
-                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "me"}}],
-                "current-context": "fake",
-            }
-        )
-    )
-    return path
+    return write_kubeconfig(tmp_path / "kubeconfig", url)
 
 
 def get(url: str) -> tuple[int, str]:
@@ -111,6 +100,12 @@ def test_the_process_binds_serves_metrics_and_releases_its_lease_on_sigterm(
             'result="scheduled"} 1.0' in metrics
         )
         assert 'leader_election_master_status{name="nodeagent-scheduler"} 1.0' in metrics
+        # the binding went out from the binding process, and its request was counted
+        assert "nodeagent_scheduler_binding_process_starts_total 1.0" in metrics
+        assert (
+            'nodeagent_scheduler_api_requests_total{code="201",resource="pods/binding",'
+            'verb="create"} 1.0' in metrics
+        )
         assert 'scheduler_pending_pods{queue="active"} 0.0' in metrics
         promtool = tools.require("promtool")
         done = tools.run([promtool, "check", "metrics"], stdin=metrics.encode())
@@ -143,6 +138,22 @@ def test_feature_gates_reach_the_live_framework(tmp_path: Path) -> None:
     )
     scheduler, _server = commands_scheduler.build(args)
     assert scheduler.handle.features.taint_toleration_comparison_operators
+    assert scheduler.process_binder is not None  # bindings from a process of their own
+
+
+def test_bind_process_false_binds_from_the_schedulers_threads(tmp_path: Path) -> None:
+    args = cli.build_parser().parse_args(
+        [
+            "scheduler",
+            "--kubeconfig",
+            str(kubeconfig(tmp_path, "http://127.0.0.1:1")),
+            "--bind-process",
+            "false",
+        ]
+    )
+    scheduler, _server = commands_scheduler.build(args)
+    assert scheduler.process_binder is None
+    assert isinstance(scheduler.handle.binder, APIBinder)
 
 
 def test_an_unknown_feature_gate_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,239 @@
+"""The binding process, for real: a spawned child connected by kubeconfig to the fake API
+server over HTTP binds what the scheduler hands it; 409 is final; 5xx is retried by the
+child's client and reported to the scheduler's metrics; a child that dies fails what it
+had in flight and is replaced; children that die before answering anything are not
+restarted in a loop; the leader check stays in the scheduler; a lost lease kills the
+child; and the live scheduler binds every pod through it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nodeagent import errors
+from nodeagent.kube import client, http
+from nodeagent.scheduler import api, objects
+from nodeagent.scheduler.live import bind_process
+from nodeagent.scheduler.live.bind_process import ProcessBinder
+from nodeagent.scheduler.live.binder import FinalBindError
+from nodeagent.scheduler.live.scheduler import LiveScheduler
+from tests.fakeapi.fixtures import write_kubeconfig
+from tests.fakeapi.server import FakeAPIServer
+from tests.scheduler.live import harness as h
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, str]] = []
+        self.retries: list[tuple[str, str, str]] = []
+
+    def api_request(self, verb: str, resource: str, code: str) -> None:
+        self.requests.append((verb, resource, code))
+
+    def api_retry(self, verb: str, resource: str, reason: str) -> None:
+        self.retries.append((verb, resource, reason))
+
+
+def spec(api_server: FakeAPIServer, tmp_path: Path) -> http.ConnectionSpec:
+    return http.ConnectionSpec(
+        write_kubeconfig(tmp_path / "kubeconfig", api_server.url),
+        qps=1000.0,
+        burst=1000,
+        retry_policy=h.FAST_RETRY,
+        timeout=(2.0, 5.0),
+    )
+
+
+def broken_connect(observer: client.ApiCallObserver) -> client.ClusterClient:
+    """A child that cannot connect: it dies before answering anything."""
+    raise errors.ConfigError("no cluster here", field="kubeconfig")
+
+
+def pending(api_server: FakeAPIServer, name: str) -> api.Pod:
+    return objects.parse_pod(api_server.cluster.create("pods", h.pod(name)))
+
+
+@pytest.fixture
+def binder(fake_api: FakeAPIServer, tmp_path: Path) -> Iterator[tuple[ProcessBinder, Recorder]]:
+    recorder = Recorder()
+    binder = ProcessBinder(spec(fake_api, tmp_path).connect, lambda: True, observer=recorder)
+    binder.start()
+    try:
+        yield binder, recorder
+    finally:
+        binder.close()
+
+
+def test_binds_over_http_and_a_409_is_final(
+    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+) -> None:
+    process_binder, recorder = binder
+    fake_api.cluster.create("nodes", h.node("n1"))
+    pod = pending(fake_api, "p1")
+    assert process_binder.bind(pod, "n1").is_success
+    assert h.node_of(fake_api, "p1") == "n1"
+    with pytest.raises(FinalBindError, match="already assigned"):
+        process_binder.bind(pod, "n2")
+    assert h.node_of(fake_api, "p1") == "n1"
+    assert recorder.requests == [
+        ("create", "pods/binding", "201"),
+        ("create", "pods/binding", "409"),
+    ]
+    assert process_binder.starts == 1
+
+
+def test_a_5xx_is_retried_in_the_child_and_the_retry_reaches_the_metrics(
+    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+) -> None:
+    process_binder, recorder = binder
+    pod = pending(fake_api, "p1")
+    fake_api.fail_next(1, status=503, method="POST", path="/binding$")
+    assert process_binder.bind(pod, "n1").is_success
+    assert h.node_of(fake_api, "p1") == "n1"
+    assert recorder.requests == [
+        ("create", "pods/binding", "503"),
+        ("create", "pods/binding", "201"),
+    ]
+    assert [r[:2] for r in recorder.retries] == [("create", "pods/binding")]
+
+
+def test_an_error_that_outlasts_the_retries_fails_the_binding_for_a_later_try(
+    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+) -> None:
+    process_binder, _ = binder
+    pod = pending(fake_api, "p1")
+    fake_api.fail_next(5, status=500, method="POST", path="/binding$")
+    status = process_binder.bind(pod, "n1")
+    assert status.code is api.Code.ERROR
+    assert "binding rejected" in status.message
+    assert h.node_of(fake_api, "p1") == ""
+
+
+def test_the_leader_check_stays_in_the_scheduler(fake_api: FakeAPIServer, tmp_path: Path) -> None:
+    leading = threading.Event()
+    process_binder = ProcessBinder(spec(fake_api, tmp_path).connect, leading.is_set)
+    try:
+        pod = pending(fake_api, "p1")
+        status = process_binder.bind(pod, "n1")
+        assert "not the leader" in status.message
+        assert process_binder.starts == 0  # nothing was even started
+        leading.set()
+        assert process_binder.bind(pod, "n1").is_success
+    finally:
+        process_binder.close()
+    assert len(fake_api.requests_to("POST", "/binding$")) == 1
+
+
+def test_a_child_that_dies_fails_what_it_held_and_is_replaced(
+    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+) -> None:
+    process_binder, _ = binder
+    assert process_binder.bind(pending(fake_api, "first"), "n1").is_success  # it worked
+    fake_api.add_latency(3.0, method="POST", path="/binding$")
+    held = pending(fake_api, "held")
+    outcome: list[api.Status] = []
+    waiter = threading.Thread(target=lambda: outcome.append(process_binder.bind(held, "n1")))
+    waiter.start()
+    h.eventually(lambda: len(fake_api.requests_to("POST", "/binding$")) == 2, what="POST sent")
+    child = process_binder._child
+    assert child is not None
+    assert child.process.pid is not None
+    os.kill(child.process.pid, signal.SIGKILL)
+    waiter.join(5)
+    assert outcome and outcome[0].code is api.Code.ERROR
+    assert "exited before answering" in outcome[0].message
+    fake_api.clear_faults()
+    assert process_binder.bind(pending(fake_api, "next"), "n1").is_success
+    assert process_binder.starts == 2
+
+
+def test_children_that_die_before_answering_are_not_restarted_in_a_loop(
+    fake_api: FakeAPIServer,
+) -> None:
+    now = [0.0]
+    process_binder = ProcessBinder(broken_connect, lambda: True, clock=lambda: now[0])
+    try:
+        pod = pending(fake_api, "p1")
+        assert "exited before answering" in process_binder.bind(pod, "n1").message
+        h.eventually(
+            lambda: process_binder._child is not None and process_binder._child.exited.is_set()
+        )
+        # the second start waits for the first delay; a binding meanwhile is refused
+        assert "restarting in 1.0 s" in process_binder.bind(pod, "n1").message
+        assert process_binder.starts == 1
+        now[0] = 1.0
+        assert "exited before answering" in process_binder.bind(pod, "n1").message
+        assert process_binder.starts == 2
+        h.eventually(
+            lambda: process_binder._child is not None and process_binder._child.exited.is_set()
+        )
+        now[0] = 2.5  # the delay doubled: 2 s from the second start
+        assert "restarting in 0.5 s" in process_binder.bind(pod, "n1").message
+        assert process_binder.starts == 2
+    finally:
+        process_binder.close()
+    assert fake_api.requests_to("POST", "/binding$") == []
+
+
+def test_a_lost_lease_kills_the_child_and_nothing_it_held_goes_out(
+    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+) -> None:
+    process_binder, _ = binder
+    assert process_binder.bind(pending(fake_api, "before"), "n1").is_success
+    process_binder.abandon()
+    child = process_binder._child
+    assert child is not None
+    assert child.exited.wait(5)
+    status = process_binder.bind(pending(fake_api, "after"), "n1")
+    assert status.code is api.Code.ERROR
+    assert process_binder.starts == 1
+    assert h.node_of(fake_api, "after") == ""
+
+
+def test_close_lets_the_child_finish_and_exit(
+    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+) -> None:
+    process_binder, _ = binder
+    assert process_binder.bind(pending(fake_api, "p1"), "n1").is_success
+    started = time.monotonic()
+    process_binder.close()
+    child = process_binder._child
+    assert child is not None and child.exited.is_set()
+    assert child.process.exitcode == 0
+    assert time.monotonic() - started < 3
+
+
+def test_the_live_scheduler_binds_every_pod_through_it(
+    fake_api: FakeAPIServer, tmp_path: Path
+) -> None:
+    for i in range(3):
+        fake_api.cluster.create("nodes", h.node(f"n{i}"))
+    for i in range(30):
+        fake_api.cluster.create("pods", h.pod(f"p{i}"))
+    scheduler = LiveScheduler(
+        h.connect(fake_api),
+        h.settings(),
+        seed=1,
+        watch_timeout=30,
+        bind_connect=dataclasses.replace(spec(fake_api, tmp_path)).connect,
+    )
+    assert scheduler.start(sync_timeout=10)
+    try:
+        h.eventually(lambda: all(h.node_of(fake_api, f"p{i}") for i in range(30)), what="all bound")
+        h.eventually(lambda: scheduler.bound_count == 30, what="all confirmed")
+    finally:
+        scheduler.stop()
+    assert len(fake_api.requests_to("POST", "/binding$")) == 30
+    metrics: Any = scheduler.metrics
+    assert metrics.binding_process_starts._value.get() == 1
+    assert metrics._request_child("create", "pods/binding", "201")._value.get() == 30
+    assert scheduler.process_binder is not None
+    assert bind_process.THREADS >= 1
