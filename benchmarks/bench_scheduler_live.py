@@ -297,11 +297,15 @@ def main() -> None:
         f" ({1000 * best['cpu_seconds'] / args.pods:.2f} ms/pod, all threads);"
         f" peak RSS {best['max_rss_mib']:.0f} MiB"
     )
-    print(
+    binding = (
         f"binding process: {best['binding_process_cpu_seconds']:.1f} s CPU (start-up"
-        f" included), peak RSS {best['binding_process_rss_mib']:.0f} MiB; fake API"
-        f" server: {best['server_cpu_seconds']:.1f} s CPU; wall {best['seconds']:.1f} s on"
-        f" {os.cpu_count()} cores"
+        f" included), peak RSS {best['binding_process_rss_mib']:.0f} MiB; "
+        if best["binding_process_rss_mib"]
+        else ""
+    )
+    print(
+        f"{binding}fake API server: {best['server_cpu_seconds']:.1f} s CPU; wall"
+        f" {best['seconds']:.1f} s on {os.cpu_count()} cores"
     )
     if "profile" in best:
         print(best["profile"])
