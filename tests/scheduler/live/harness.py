@@ -7,6 +7,7 @@ import dataclasses
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from nodeagent.kube import http, retry
@@ -14,7 +15,7 @@ from nodeagent.scheduler import config, framework, registry
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.leader import LeaderElectionSettings
 from nodeagent.scheduler.live.scheduler import LiveScheduler
-from tests.fakeapi.fixtures import configuration
+from tests.fakeapi.fixtures import configuration, write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
 
 PROFILE = live_settings.DEFAULT_PROFILE
@@ -116,7 +117,19 @@ def start(
     identity: str | None = None,
     plugins: framework.Registry | None = None,
     retry_policy: retry.RetryPolicy = FAST_RETRY,
+    bind_process_kubeconfig: Path | None = None,
 ) -> LiveScheduler:
+    """A running scheduler; with ``bind_process_kubeconfig`` (a path to write it to) it
+    binds from a binding process connected by that kubeconfig, as the command does."""
+    bind_connect = None
+    if bind_process_kubeconfig is not None:
+        bind_connect = http.ConnectionSpec(
+            write_kubeconfig(bind_process_kubeconfig, api.url),
+            qps=5000.0,
+            burst=5000,
+            retry_policy=retry_policy,
+            timeout=(2.0, 5.0),
+        ).connect
     scheduler = LiveScheduler(
         connect(api, retry_policy=retry_policy),
         live or settings(),
@@ -124,6 +137,7 @@ def start(
         plugins=plugins,
         seed=1,
         watch_timeout=30,
+        bind_connect=bind_connect,
     )
     assert scheduler.start(sync_timeout=10)
     return scheduler

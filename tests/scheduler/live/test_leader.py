@@ -4,6 +4,7 @@ never both bind, with handover within leaseDuration + retryPeriod."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import hypothesis.strategies as st
 from hypothesis import given
@@ -42,14 +43,15 @@ def test_another_holders_lease_is_taken_only_after_its_duration_unobserved(
 
 
 def test_two_replicas_bind_each_pod_once_and_hand_over_when_the_leader_dies(
-    fake_api: FakeAPIServer,
+    fake_api: FakeAPIServer, bind_process_kubeconfig: Path | None
 ) -> None:
     cluster = fake_api.cluster
     cluster.create("nodes", h.node("n1", cpu="64"))
     live = h.settings(lease=FAST)
-    first = h.start(fake_api, live=live, identity="replica-a")
+    kubeconfig = bind_process_kubeconfig
+    first = h.start(fake_api, live=live, identity="replica-a", bind_process_kubeconfig=kubeconfig)
     eventually(lambda: first.elector is not None and first.elector.is_leader())
-    second = h.start(fake_api, live=live, identity="replica-b")
+    second = h.start(fake_api, live=live, identity="replica-b", bind_process_kubeconfig=kubeconfig)
     try:
         for i in range(20):
             cluster.create("pods", h.pod(f"p{i}"))
@@ -82,10 +84,17 @@ def test_two_replicas_bind_each_pod_once_and_hand_over_when_the_leader_dies(
     assert released["holderIdentity"] == "", "a clean stop releases the lease"
 
 
-def test_a_leader_that_cannot_renew_stops_at_once(fake_api: FakeAPIServer) -> None:
+def test_a_leader_that_cannot_renew_stops_at_once(
+    fake_api: FakeAPIServer, bind_process_kubeconfig: Path | None
+) -> None:
     cluster = fake_api.cluster
     cluster.create("nodes", h.node("n1"))
-    scheduler = h.start(fake_api, live=h.settings(lease=FAST), identity="lonely")
+    scheduler = h.start(
+        fake_api,
+        live=h.settings(lease=FAST),
+        identity="lonely",
+        bind_process_kubeconfig=bind_process_kubeconfig,
+    )
     try:
         eventually(lambda: scheduler.elector is not None and scheduler.elector.is_leader())
         fake_api.fail_next(1000, status=503, path="/leases")
@@ -93,6 +102,9 @@ def test_a_leader_that_cannot_renew_stops_at_once(fake_api: FakeAPIServer) -> No
         eventually(lambda: scheduler.lost, timeout=FAST.renew_deadline + 3)
         assert time.monotonic() - cut <= FAST.renew_deadline + FAST.retry_period + 1.0
         assert not scheduler.may_bind() and not scheduler.readiness().ok
+        binder = scheduler.process_binder
+        if binder is not None:  # killed: nothing it held may go out now
+            eventually(lambda: binder.pid is None, timeout=5, what="binding process killed")
         fake_api.clear_faults()
         cluster.create("pods", h.pod("late"))
         time.sleep(0.5)

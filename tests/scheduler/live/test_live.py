@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -135,13 +136,15 @@ def test_a_gt_toleration_schedules_only_with_its_feature_gate(
         scheduler.stop(bind_timeout=2)
 
 
-def test_a_failed_bind_backs_off_and_is_never_doubled(fake_api: FakeAPIServer) -> None:
+def test_a_failed_bind_backs_off_and_is_never_doubled(
+    fake_api: FakeAPIServer, bind_process_kubeconfig: Path | None
+) -> None:
     cluster = fake_api.cluster
     cluster.create("nodes", h.node("n1"))
     # more failures than the client's own retries: the scheduler's backoff takes over
     fake_api.fail_next(4, status=500, method="POST", path="/binding$")
     cluster.create("pods", h.pod("p"))
-    scheduler = h.start(fake_api)
+    scheduler = h.start(fake_api, bind_process_kubeconfig=bind_process_kubeconfig)
     try:
         eventually(lambda: node_of(fake_api, "p") == "n1")
         posts = fake_api.requests_to("POST", "/pods/p/binding$")
@@ -151,12 +154,12 @@ def test_a_failed_bind_backs_off_and_is_never_doubled(fake_api: FakeAPIServer) -
         scheduler.stop(bind_timeout=2)
 
 
-def test_a_409_is_final(fake_api: FakeAPIServer) -> None:
+def test_a_409_is_final(fake_api: FakeAPIServer, bind_process_kubeconfig: Path | None) -> None:
     cluster = fake_api.cluster
     cluster.create("nodes", h.node("n1"))
     fake_api.fail_next(1, status=409, method="POST", path="/binding$")
     cluster.create("pods", h.pod("p"))
-    scheduler = h.start(fake_api)
+    scheduler = h.start(fake_api, bind_process_kubeconfig=bind_process_kubeconfig)
     try:
         eventually(lambda: fake_api.requests_to("POST", "/pods/p/binding$"))
         time.sleep(1.0)
@@ -169,13 +172,15 @@ def test_a_409_is_final(fake_api: FakeAPIServer) -> None:
         scheduler.stop(bind_timeout=2)
 
 
-def test_an_api_outage_mid_run_loses_nothing(fake_api: FakeAPIServer) -> None:
+def test_an_api_outage_mid_run_loses_nothing(
+    fake_api: FakeAPIServer, bind_process_kubeconfig: Path | None
+) -> None:
     cluster = fake_api.cluster
     for i in range(3):
         cluster.create("nodes", h.node(f"n{i}", cpu="4"))
     for i in range(10):
         cluster.create("pods", h.pod(f"a{i}"))
-    scheduler = h.start(fake_api)
+    scheduler = h.start(fake_api, bind_process_kubeconfig=bind_process_kubeconfig)
     try:
         eventually(lambda: all(node_of(fake_api, f"a{i}") for i in range(10)))
         with fake_api.outage(refuse=True):
