@@ -206,6 +206,21 @@ class ApiCallObserver(Protocol):
     def api_retry(self, verb: str, resource: str, reason: str) -> None: ...
 
 
+class RecordingObserver:
+    """Keeps what it observes, in order: (verb, resource, code) per request and (verb,
+    resource, reason) per retry."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, str]] = []
+        self.retries: list[tuple[str, str, str]] = []
+
+    def api_request(self, verb: str, resource: str, code: str) -> None:
+        self.requests.append((verb, resource, code))
+
+    def api_retry(self, verb: str, resource: str, reason: str) -> None:
+        self.retries.append((verb, resource, reason))
+
+
 class NullObserver:
     def api_request(self, verb: str, resource: str, code: str) -> None:
         pass

@@ -19,18 +19,6 @@ from tests.fakeapi.fixtures import configuration
 from tests.fakeapi.server import FakeAPIServer
 
 
-class RecordingObserver:
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, str]] = []
-        self.retries: list[tuple[str, str, str]] = []
-
-    def api_request(self, verb: str, resource: str, code: str) -> None:
-        self.requests.append((verb, resource, code))
-
-    def api_retry(self, verb: str, resource: str, reason: str) -> None:
-        self.retries.append((verb, resource, reason))
-
-
 @pytest.fixture
 def seeded(fake_api: FakeAPIServer) -> FakeAPIServer:
     fake_api.cluster.create("nodes", objects.node("node-a"))
@@ -119,7 +107,7 @@ def test_eviction_answers_become_typed_errors_without_retry(
 def test_server_errors_are_retried_with_backoff_then_succeed(
     seeded: FakeAPIServer, clock: FakeClock
 ) -> None:
-    observer = RecordingObserver()
+    observer = client.RecordingObserver()
     kube = make_client(seeded, clock, observer=observer)
     seeded.fail_next(2, status=503, path="/nodes/node-a$")
     started = clock.now()

@@ -84,18 +84,8 @@ _Answer = tuple[int, Outcome, str, Observed, Observed]
 # --- the child ------------------------------------------------------------------------
 
 
-class _Recorder(threading.local):
-    """The child's ApiCallObserver: what each thread's request did, sent with its answer."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, str]] = []
-        self.retries: list[tuple[str, str, str]] = []
-
-    def api_request(self, verb: str, resource: str, code: str) -> None:
-        self.requests.append((verb, resource, code))
-
-    def api_retry(self, verb: str, resource: str, reason: str) -> None:
-        self.retries.append((verb, resource, reason))
+class _Recorder(threading.local, client.RecordingObserver):
+    """The child's observer: what each thread's request did, sent with its answer."""
 
     def take(self) -> tuple[Observed, Observed]:
         taken = tuple(self.requests), tuple(self.retries)

@@ -29,17 +29,7 @@ from tests.fakeapi.fixtures import write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.live import harness as h
 
-
-class Recorder:
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, str, str]] = []
-        self.retries: list[tuple[str, str, str]] = []
-
-    def api_request(self, verb: str, resource: str, code: str) -> None:
-        self.requests.append((verb, resource, code))
-
-    def api_retry(self, verb: str, resource: str, reason: str) -> None:
-        self.retries.append((verb, resource, reason))
+Binder = tuple[ProcessBinder, client.RecordingObserver]
 
 
 def spec(api_server: FakeAPIServer, tmp_path: Path) -> http.ConnectionSpec:
@@ -62,8 +52,8 @@ def pending(api_server: FakeAPIServer, name: str) -> api.Pod:
 
 
 @pytest.fixture
-def binder(fake_api: FakeAPIServer, tmp_path: Path) -> Iterator[tuple[ProcessBinder, Recorder]]:
-    recorder = Recorder()
+def binder(fake_api: FakeAPIServer, tmp_path: Path) -> Iterator[Binder]:
+    recorder = client.RecordingObserver()
     binder = ProcessBinder(spec(fake_api, tmp_path).connect, lambda: True, observer=recorder)
     binder.start()
     try:
@@ -72,9 +62,7 @@ def binder(fake_api: FakeAPIServer, tmp_path: Path) -> Iterator[tuple[ProcessBin
         binder.close()
 
 
-def test_binds_over_http_and_a_409_is_final(
-    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
-) -> None:
+def test_binds_over_http_and_a_409_is_final(fake_api: FakeAPIServer, binder: Binder) -> None:
     process_binder, recorder = binder
     fake_api.cluster.create("nodes", h.node("n1"))
     pod = pending(fake_api, "p1")
@@ -91,7 +79,7 @@ def test_binds_over_http_and_a_409_is_final(
 
 
 def test_a_5xx_is_retried_in_the_child_and_the_retry_reaches_the_metrics(
-    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+    fake_api: FakeAPIServer, binder: Binder
 ) -> None:
     process_binder, recorder = binder
     pod = pending(fake_api, "p1")
@@ -106,7 +94,7 @@ def test_a_5xx_is_retried_in_the_child_and_the_retry_reaches_the_metrics(
 
 
 def test_an_error_that_outlasts_the_retries_fails_the_binding_for_a_later_try(
-    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+    fake_api: FakeAPIServer, binder: Binder
 ) -> None:
     process_binder, _ = binder
     pod = pending(fake_api, "p1")
@@ -133,7 +121,7 @@ def test_the_leader_check_stays_in_the_scheduler(fake_api: FakeAPIServer, tmp_pa
 
 
 def test_a_child_that_dies_fails_what_it_held_and_is_replaced(
-    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+    fake_api: FakeAPIServer, binder: Binder
 ) -> None:
     process_binder, _ = binder
     assert process_binder.bind(pending(fake_api, "first"), "n1").is_success  # it worked
@@ -184,7 +172,7 @@ def test_children_that_die_before_answering_are_not_restarted_in_a_loop(
 
 
 def test_a_lost_lease_kills_the_child_and_nothing_it_held_goes_out(
-    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
+    fake_api: FakeAPIServer, binder: Binder
 ) -> None:
     process_binder, _ = binder
     assert process_binder.bind(pending(fake_api, "before"), "n1").is_success
@@ -198,9 +186,7 @@ def test_a_lost_lease_kills_the_child_and_nothing_it_held_goes_out(
     assert h.node_of(fake_api, "after") == ""
 
 
-def test_close_lets_the_child_finish_and_exit(
-    fake_api: FakeAPIServer, binder: tuple[ProcessBinder, Recorder]
-) -> None:
+def test_close_lets_the_child_finish_and_exit(fake_api: FakeAPIServer, binder: Binder) -> None:
     process_binder, _ = binder
     assert process_binder.bind(pending(fake_api, "p1"), "n1").is_success
     started = time.monotonic()
