@@ -208,7 +208,7 @@ class EchoedNodes:
 
     def __init__(self, raw: list[msgspec.Raw]) -> None:
         self.raw = raw
-        self.taints = []
+        self.taints: list[NodeTaints] = []
         for i, item in enumerate(raw):  # the second pass, one item at a time
             try:
                 self.taints.append(_NODE_TAINTS.decode(item))

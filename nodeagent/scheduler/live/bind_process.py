@@ -12,9 +12,10 @@ tens of microseconds.
 
 What stays in the scheduler: the whole binding cycle (PreBind, Bind, PostBind,
 Unreserve) and the leader check right before a request is handed over. The child runs
-as many requests at once as the scheduler has binding threads, so nothing waits in the
-child that the scheduler has not just allowed: a replica that lost its lease sends
-nothing new, exactly as with in-process binding.
+:data:`THREADS` requests at once; the rest of what the binding threads handed over (at
+most one request each) waits in its queue. A replica that lost its lease kills the
+child (:meth:`ProcessBinder.abandon`), so nothing it queued goes out, and hands over
+nothing new.
 
 The child connects with the scheduler's own client layer (:class:`~nodeagent.kube.http.
 ConnectionSpec`, the same retry policy and rate limit), reports each request and retry
@@ -31,13 +32,13 @@ import itertools
 import logging
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.process
 import signal
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
-from typing import Any
 
 from nodeagent import errors
 from nodeagent.kube import client
@@ -164,7 +165,11 @@ class _Waiting:
 class _Child:
     """One child process, its pipe, and the requests it has not answered yet."""
 
-    def __init__(self, process: Any, pipe: multiprocessing.connection.Connection) -> None:
+    def __init__(
+        self,
+        process: multiprocessing.process.BaseProcess,
+        pipe: multiprocessing.connection.Connection,
+    ) -> None:
         self.process = process
         self.pipe = pipe
         self.waiting: dict[int, _Waiting] = {}
