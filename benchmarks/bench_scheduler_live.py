@@ -6,11 +6,12 @@ API server and etcd).
 
     python -m benchmarks.bench_scheduler_live [--nodes 5000] [--pods 10000] [--repeat 3]
 
-The fake API server (tests/fakeapi: Python, ThreadingHTTPServer, JSON) runs in its own
-process, so it does not share the scheduler's interpreter lock; the scheduler talks to
-it over loopback HTTP with the real ``kubernetes`` client, and sends its bindings from
-its binding process (:mod:`nodeagent.scheduler.live.bind_process`; ``--in-process-binding``
-sends them from the scheduler's own threads, as before). The three processes share the
+Each repetition runs in a fresh interpreter. The fake API server (tests/fakeapi:
+Python, ThreadingHTTPServer, JSON) runs in its own process, so it does not share the
+scheduler's interpreter lock; the scheduler talks to it over loopback HTTP with the real
+``kubernetes`` client, and sends its bindings from its binding process
+(:mod:`nodeagent.scheduler.live.bind_process`; ``--in-process-binding`` sends them from
+the scheduler's own threads, as before). The three processes share the
 machine's cores. Printed per run:
 
 * **ceiling**: the fake server's own rate for ``pods/binding`` POSTs, measured with the
@@ -242,6 +243,38 @@ def end_to_end(
     return result
 
 
+def _repetition(conn: multiprocessing.connection.Connection, args: argparse.Namespace) -> None:
+    in_flight = args.workers if args.in_process_binding else bind_process.THREADS
+    ceiling = bind_ceiling(min(args.pods, 5000), in_flight)
+    with tempfile.TemporaryDirectory() as directory:
+        run = end_to_end(
+            args.nodes,
+            args.pods,
+            workers=args.workers,
+            profile=args.profile,
+            binding_process=not args.in_process_binding,
+            directory=Path(directory),
+        )
+    conn.send((ceiling, run))
+
+
+def _in_fresh_process(args: argparse.Namespace) -> tuple[float, dict[str, Any]]:
+    """One repetition (ceiling, then end to end) in an interpreter of its own, so that
+    no thread, heap or connection of an earlier run weighs on it."""
+    context = multiprocessing.get_context("spawn")
+    ours, theirs = context.Pipe()
+    process = context.Process(target=_repetition, args=(theirs, args))
+    process.start()
+    theirs.close()
+    try:
+        ceiling, run = ours.recv()
+    except EOFError:
+        process.join()
+        raise RuntimeError(f"the repetition failed (exit code {process.exitcode})") from None
+    process.join()
+    return float(ceiling), run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=5000)
@@ -257,24 +290,13 @@ def main() -> None:
     args = parser.parse_args()
     ceilings, runs = [], []
     for _ in range(args.repeat):
-        in_flight = args.workers if args.in_process_binding else bind_process.THREADS
-        ceilings.append(bind_ceiling(min(args.pods, 5000), in_flight))
-        with tempfile.TemporaryDirectory() as directory:
-            runs.append(
-                end_to_end(
-                    args.nodes,
-                    args.pods,
-                    workers=args.workers,
-                    profile=args.profile,
-                    binding_process=not args.in_process_binding,
-                    directory=Path(directory),
-                )
-            )
-        run = runs[-1]
+        ceiling, run = _in_fresh_process(args)
+        ceilings.append(ceiling)
+        runs.append(run)
         print(
             f"run: {run['pods_per_second']:.0f} pods/s end to end ({run['seconds']:.1f} s for"
             f" {args.pods} pods on {args.nodes} nodes; informers synced in"
-            f" {run['sync_seconds']:.1f} s); fake server bind ceiling {ceilings[-1]:.0f}/s;"
+            f" {run['sync_seconds']:.1f} s); fake server bind ceiling {ceiling:.0f}/s;"
             f" server saw {run['bindings_on_server']} bindings"
         )
     rate = statistics.median(r["pods_per_second"] for r in runs)

@@ -16,6 +16,7 @@ path, the value and what was expected.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import Counter
@@ -53,16 +54,37 @@ class ClusterObjects:
 
 class FieldPath:
     """A field path for error messages: ``Pod default/web: spec.containers[0]...``
-    (``what`` may be empty when the path alone says where)."""
+    (``what`` may be empty when the path alone says where).
+
+    Every field read makes one (about 55 per pod), and almost none is ever printed, so
+    the text is only joined when asked for."""
+
+    __slots__ = ("_parent", "_part", "_path", "what")
 
     def __init__(self, what: str, path: str = "") -> None:
         self.what = what
-        self.path = path
+        self._path: str | None = path
+        self._parent: FieldPath | None = None
+        self._part: str | int = ""
 
     def __truediv__(self, part: str | int) -> FieldPath:
-        if isinstance(part, int):
-            return FieldPath(self.what, f"{self.path}[{part}]")
-        return FieldPath(self.what, f"{self.path}.{part}" if self.path else part)
+        child = FieldPath.__new__(FieldPath)
+        child.what = self.what
+        child._path = None
+        child._parent = self
+        child._part = part
+        return child
+
+    @property
+    def path(self) -> str:
+        if self._path is None:
+            assert self._parent is not None
+            parent, part = self._parent.path, self._part
+            if isinstance(part, int):
+                self._path = f"{parent}[{part}]"
+            else:
+                self._path = f"{parent}.{part}" if parent else part
+        return self._path
 
     def fail(self, value: object, expected: str) -> ConfigError:
         where = f"{self.what}: {self.path}" if self.what else self.path
@@ -92,11 +114,25 @@ def _string_map(value: Any, where: FieldPath) -> dict[str, str]:
 def parse_quantity(name: str, value: Any, where: FieldPath) -> int:
     """A quantity in base units, rounded up as the API does (cpu in milli-CPU)."""
     try:
-        amount: Decimal = quantity.parse_quantity(value)  # type: ignore[no-untyped-call]
+        return _base_units(name, value)
     except (ValueError, TypeError, InvalidOperation) as exc:
         raise where.fail(value, "expected a Kubernetes quantity such as 500m, 2, 1Gi") from exc
-    if amount < 0:  # the API server rejects them; one would hand resources back
-        raise where.fail(value, "expected a non-negative quantity")
+    except _Negative as exc:  # the API server rejects them; one would hand resources back
+        raise where.fail(value, "expected a non-negative quantity") from exc
+
+
+class _Negative(Exception):
+    pass
+
+
+@functools.lru_cache(maxsize=4096)
+def _base_units(name: str, value: Any) -> int:
+    """Memoised: a cluster repeats a handful of quantities (100m, 128Mi) thousands of
+    times, and the exact Decimal parse is most of a pod's parsing time. Errors are not
+    cached."""
+    amount: Decimal = quantity.parse_quantity(value)  # type: ignore[no-untyped-call]
+    if amount < 0:
+        raise _Negative
     if name == api.CPU:
         amount *= 1000
     return math.ceil(amount)

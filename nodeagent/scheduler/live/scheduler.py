@@ -121,10 +121,15 @@ class LiveScheduler:
             )
         self.handle = framework.Handle(now=self._clock.wall(), features=settings.features)
         self.process_binder: bind_process.ProcessBinder | None = None
+        binding_threads = settings.bind_workers
         if bind_connect is not None:
+            # a binding thread only waits for the child's answer: more threads than the
+            # child's requests in flight would only queue there, and contend here
+            binding_threads = min(settings.bind_workers, bind_process.THREADS)
             self.process_binder = bind_process.ProcessBinder(
                 bind_connect,
                 self.may_bind,
+                threads=binding_threads,
                 observer=self.metrics,
                 on_start=self.metrics.binding_process_starts.inc,
             )
@@ -165,7 +170,7 @@ class LiveScheduler:
             scheduler_name=settings.profiles[0],
             on_event_dropped=self.metrics.events_dropped.inc,
         )
-        self.binder = BindingPool(settings.bind_workers, self._binding_done)
+        self.binder = BindingPool(binding_threads, self._binding_done)
         self.pods = informer.Informer(
             informer.pods(kube, field_selector=POD_FIELD_SELECTOR),
             informer.Handlers(self._pod_added, self._pod_updated, self._pod_deleted),
