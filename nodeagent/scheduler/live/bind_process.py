@@ -12,10 +12,10 @@ tens of microseconds.
 
 What stays in the scheduler: the whole binding cycle (PreBind, Bind, PostBind,
 Unreserve) and the leader check right before a request is handed over. The child runs
-:data:`THREADS` requests at once; the rest of what the binding threads handed over (at
-most one request each) waits in its queue. A replica that lost its lease kills the
-child (:meth:`ProcessBinder.abandon`), so nothing it queued goes out, and hands over
-nothing new.
+as many requests at once as the scheduler has binding threads (:data:`THREADS`, or
+fewer), so nothing waits in the child that the scheduler has not just allowed; and a
+replica that lost its lease kills the child (:meth:`ProcessBinder.abandon`) and hands
+over nothing new.
 
 The child connects with the scheduler's own client layer (:class:`~nodeagent.kube.http.
 ConnectionSpec`, the same retry policy and rate limit), reports each request and retry
