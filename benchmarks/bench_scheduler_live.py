@@ -244,7 +244,8 @@ def end_to_end(
 
 
 def _repetition(conn: multiprocessing.connection.Connection, args: argparse.Namespace) -> None:
-    in_flight = args.workers if args.in_process_binding else bind_process.THREADS
+    # as many bindings in flight as the scheduler keeps (its pool follows the child's)
+    in_flight = args.workers if args.in_process_binding else min(args.workers, bind_process.THREADS)
     ceiling = bind_ceiling(min(args.pods, 5000), in_flight)
     with tempfile.TemporaryDirectory() as directory:
         run = end_to_end(

@@ -111,6 +111,10 @@ def _string_map(value: Any, where: FieldPath) -> dict[str, str]:
     return {str(k): "" if v is None else str(v) for k, v in _mapping(value, where).items()}
 
 
+class _Negative(Exception):
+    pass
+
+
 def parse_quantity(name: str, value: Any, where: FieldPath) -> int:
     """A quantity in base units, rounded up as the API does (cpu in milli-CPU)."""
     try:
@@ -119,10 +123,6 @@ def parse_quantity(name: str, value: Any, where: FieldPath) -> int:
         raise where.fail(value, "expected a Kubernetes quantity such as 500m, 2, 1Gi") from exc
     except _Negative as exc:  # the API server rejects them; one would hand resources back
         raise where.fail(value, "expected a non-negative quantity") from exc
-
-
-class _Negative(Exception):
-    pass
 
 
 @functools.lru_cache(maxsize=4096)

@@ -7,7 +7,6 @@ child; and the live scheduler binds every pod through it."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import threading
@@ -21,7 +20,6 @@ import pytest
 from nodeagent import errors
 from nodeagent.kube import client, http
 from nodeagent.scheduler import api, objects
-from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live.bind_process import ProcessBinder
 from nodeagent.scheduler.live.binder import FinalBindError
 from nodeagent.scheduler.live.scheduler import LiveScheduler
@@ -209,7 +207,7 @@ def test_the_live_scheduler_binds_every_pod_through_it(
         h.settings(),
         seed=1,
         watch_timeout=30,
-        bind_connect=dataclasses.replace(spec(fake_api, tmp_path)).connect,
+        bind_connect=spec(fake_api, tmp_path).connect,
     )
     assert scheduler.start(sync_timeout=10)
     try:
@@ -222,4 +220,3 @@ def test_the_live_scheduler_binds_every_pod_through_it(
     assert metrics.binding_process_starts._value.get() == 1
     assert metrics._request_child("create", "pods/binding", "201")._value.get() == 30
     assert scheduler.process_binder is not None
-    assert bind_process.THREADS >= 1
