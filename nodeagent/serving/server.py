@@ -19,6 +19,7 @@ import socket
 import socketserver
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any
@@ -58,6 +59,7 @@ class Protection:
         reviews: client.AccessReviewClient | None = None,
         hosts: Iterable[str] = (),
         certificate: ServingCertificate | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.security = security
         if certificate is None and security.tls:
@@ -72,7 +74,7 @@ class Protection:
                     f" {security.name('auth')} none",
                     field=security.name("auth"),
                 )
-            self.delegated = DelegatedAuth(reviews)
+            self.delegated = DelegatedAuth(reviews, clock=clock)
         self._owned: http.HTTPKubeClient | None = None
 
     @classmethod
@@ -83,6 +85,7 @@ class Protection:
         configuration: Callable[[], kubernetes.client.Configuration],
         hosts: Iterable[str] = (),
         observer: client.ApiCallObserver | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> Protection:
         """A protection with a review connection of its own (:func:`review_client`) to the
         API server ``configuration`` loads, when ``security`` needs one; :meth:`close`
@@ -93,7 +96,7 @@ class Protection:
             return cls(security, certificate=certificate)
         reviews = review_client(configuration(), observer=observer)
         try:
-            protection = cls(security, reviews=reviews, certificate=certificate)
+            protection = cls(security, reviews=reviews, certificate=certificate, clock=clock)
         except BaseException:
             reviews.close()
             raise
