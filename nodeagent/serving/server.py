@@ -101,7 +101,16 @@ class Protection:
         certificate = ServingCertificate(security, hosts=hosts) if security.tls else None
         if security.auth is not MetricsAuth.KUBERNETES:
             return cls(security, certificate=certificate)
-        reviews = review_client(configuration(), observer=observer)
+        try:
+            api = configuration()
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{security.label('auth')} (value 'kubernetes'): needs the Kubernetes API to"
+                f" review callers, and {exc}; configure cluster access or use"
+                f" {security.name('auth')} none",
+                field=security.name("auth"),
+            ) from exc
+        reviews = review_client(api, observer=observer)
         try:
             protection = cls(security, reviews=reviews, certificate=certificate, clock=clock)
         except BaseException:

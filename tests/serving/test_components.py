@@ -135,7 +135,7 @@ def api(fake_api: FakeAPIServer) -> FakeAPIServer:
     return fake_api
 
 
-def assert_secure_scrapes(server: Pinned, metric: bytes) -> None:
+def assert_secure_scrapes(api: FakeAPIServer, server: Pinned, metric: bytes) -> None:
     for probe in ("/healthz", "/livez"):
         assert server.get(probe)[0] == 200
     assert server.get("/metrics")[0] == 401
@@ -144,6 +144,13 @@ def assert_secure_scrapes(server: Pinned, metric: bytes) -> None:
     status, body = server.get("/metrics", token=TOKEN)
     assert status == 200
     assert metric in body
+    # fail closed: an identity not reviewed yet, with the API down
+    api.reviews.add_token("grafana", Identity("grafana"))
+    api.reviews.grant(user="grafana")
+    with api.outage(status=503):
+        assert server.get("/metrics", token="grafana")[0] == 401
+        assert server.get("/healthz")[0] == 200
+    assert server.get("/metrics", token="grafana")[0] == 200
 
 
 def test_the_agent_in_cluster_mode_serves_metrics_to_authorized_callers_only(
@@ -158,7 +165,7 @@ def test_the_agent_in_cluster_mode_serves_metrics_to_authorized_callers_only(
         assert serving["metricsAuth"] == "kubernetes" and serving["selfSigned"] is True
         assert agent.wait_line("nodeagent running")["metrics"] == serving["url"]
         assert_secure_scrapes(
-            Pinned(serving["url"], serving["sha256Fingerprint"]), b"nodeagent_signal_"
+            api, Pinned(serving["url"], serving["sha256Fingerprint"]), b"nodeagent_signal_"
         )
         reviews = [r.authorization for r in api.requests_to("POST", "tokenreviews$")]
         assert set(reviews) == {"Bearer agent"}  # with the agent's own credentials
@@ -182,7 +189,8 @@ def test_the_scheduler_serves_metrics_to_authorized_callers_only(
     with running(args) as scheduler:
         serving = scheduler.wait_line("serving")
         assert serving["metricsAuth"] == "kubernetes"
-        assert_secure_scrapes(Pinned(serving["url"], serving["sha256Fingerprint"]), b"scheduler_")
+        pinned = Pinned(serving["url"], serving["sha256Fingerprint"])
+        assert_secure_scrapes(api, pinned, b"scheduler_")
         assert scheduler.stop() == 0
 
 
@@ -220,6 +228,12 @@ def test_the_extender_wants_the_schedulers_certificate_and_an_authorized_scraper
         assert call("/metrics", cert=False) == 401
         assert call("/metrics", cert=False, token=TOKEN) == 200
         assert call("/metrics", cert=True) == 403  # kube-scheduler's certificate: no grant
+        api.reviews.add_token("grafana", Identity("grafana"))
+        api.reviews.grant(user="grafana")
+        with api.outage(status=503):
+            assert call("/metrics", cert=False, token="grafana") == 401  # fail closed
+            assert call("/filter", cert=True) == 200  # the verbs need no review
+        assert call("/metrics", cert=False, token="grafana") == 200
         assert extender.stop() == 0
 
 
@@ -261,6 +275,11 @@ def test_the_extender_wants_the_schedulers_certificate_and_an_authorized_scraper
             ["extender", "--metrics-auth", "none", "--client-ca-file", "/ca.crt"],
             "--client-ca-file (value '/ca.crt'): client certificates need HTTPS",
             id="extender-ca",
+        ),
+        pytest.param(
+            ["run", "--standalone", "--metrics-auth", "kubernetes", "--kubeconfig", "/nope"],
+            "config field 'metricsAuth' (value 'kubernetes'): needs the Kubernetes API",
+            id="run-kubernetes-without-api",
         ),
         pytest.param(
             ["extender", "--client-ca-file", "/nonexistent/ca.crt"],
