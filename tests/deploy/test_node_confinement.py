@@ -21,6 +21,8 @@ import pytest
 import yaml
 from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodeagent import model
 from tests.deploy import files
@@ -410,3 +412,80 @@ def test_the_policy_and_binding_are_valid_objects(version: str) -> None:
     for path in ("policy.yaml", "binding.yaml"):
         for doc in files.documents(CONFINEMENT / path):
             kubernetes_validate.validate(doc, version, strict=True)
+
+
+# --- properties ------------------------------------------------------------------------------
+
+_KEY = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-./", min_size=1, max_size=12)
+_FOREIGN_KEY = _KEY.map(lambda k: "example.com/" + k)
+_VALUE = st.text(alphabet="abcdefghij0123456789", max_size=6)
+_EFFECT = st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"])
+_STATUS = st.sampled_from(["True", "False", "Unknown"])
+
+
+@st.composite
+def own_changes(draw: st.DrawFn) -> Change:
+    """Any mix of what the agent owns: its taints (added, removed, re-effected), its
+    conditions (any status) and its annotation (any value)."""
+    taints = draw(
+        st.dictionaries(st.sampled_from(list(model.DEFAULT_TAINT_KEYS.values())), _EFFECT)
+    )
+    conditions = draw(
+        st.dictionaries(st.sampled_from(list(model.DEFAULT_CONDITION_TYPES.values())), _STATUS)
+    )
+    annotation = draw(st.none() | _VALUE)
+
+    def change(n: dict[str, Any]) -> None:
+        others = [t for t in n["spec"]["taints"] if not t["key"].startswith("nodeagent.io/")]
+        n["spec"]["taints"] = others + [{"key": k, "effect": e} for k, e in taints.items()]
+        kept = [c for c in n["status"]["conditions"] if not c["type"].startswith("NodeAgent")]
+        n["status"]["conditions"] = kept + [{"type": t, "status": s} for t, s in conditions.items()]
+        if annotation is None:
+            n["metadata"]["annotations"].pop(model.PRESSURE_ANNOTATION, None)
+        else:
+            n["metadata"]["annotations"][model.PRESSURE_ANNOTATION] = annotation
+
+    return change
+
+
+@st.composite
+def foreign_changes(draw: st.DrawFn) -> Change:
+    """One change to something the agent does not own."""
+    key, value = draw(_FOREIGN_KEY), draw(_VALUE)
+    kind = draw(st.sampled_from(["label", "annotation", "taint", "condition", "kubelet-condition"]))
+
+    def change(n: dict[str, Any]) -> None:
+        if kind == "label":
+            n["metadata"]["labels"][key] = value
+        elif kind == "annotation":
+            n["metadata"]["annotations"][key] = value
+        elif kind == "taint":
+            n["spec"]["taints"].append({"key": key, "effect": "NoExecute"})
+        elif kind == "condition":
+            n["status"]["conditions"].append({"type": key, "status": "True"})
+        else:
+            ready = next(c for c in n["status"]["conditions"] if c["type"] == "Ready")
+            ready["status"] = "Unknown" if ready["status"] != "Unknown" else "False"
+
+    return change
+
+
+@settings(max_examples=60)
+@given(own=own_changes(), sub_resource=st.sampled_from(["", "status"]))
+def test_any_mix_of_its_own_keys_is_allowed(policy: Policy, own: Change, sub_resource: str) -> None:
+    new, old = apply(own)
+    assert policy.admit(request(sub_resource=sub_resource), new, old).allowed
+
+
+@settings(max_examples=60)
+@given(own=own_changes(), foreign=foreign_changes())
+def test_any_foreign_change_is_denied_even_among_own_ones(
+    policy: Policy, own: Change, foreign: Change
+) -> None:
+    def both(n: dict[str, Any]) -> None:
+        own(n)
+        foreign(n)
+
+    new, old = apply(both)
+    admission = policy.admit(request(), new, old)
+    assert admission.matched and not admission.allowed
