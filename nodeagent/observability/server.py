@@ -94,6 +94,7 @@ class ObservabilityServer(Server):
             make_app(registry, health, routes),
             protection=protection,
             certificate_paths=tuple(routes or ()),
+            registry=registry,
             address_field=address_field,
         )
 

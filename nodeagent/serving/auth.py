@@ -51,6 +51,7 @@ from enum import Enum
 from typing import Any, Generic, TypeVar
 
 import kubernetes.client
+import prometheus_client
 
 from nodeagent import errors
 from nodeagent.kube import client, http, retry
@@ -284,8 +285,14 @@ class DelegatedAuth:
         return allowed, str(status.get("reason") or status.get("evaluationError") or "")
 
 
+DENIED_METRIC = "nodeagent_http_requests_denied"
+"""Requests the gate refused, by ``code`` (401, 403): a rising count is a scraper that
+lost its grant or someone trying the port."""
+
+
 class Gate:
-    """The WSGI middleware: which paths need what (see the module docstring)."""
+    """The WSGI middleware: which paths need what (see the module docstring). With a
+    ``registry``, refusals are counted there (:data:`DENIED_METRIC`)."""
 
     def __init__(
         self,
@@ -294,11 +301,26 @@ class Gate:
         delegated: DelegatedAuth | None,
         certificate_paths: Iterable[str] = (),
         require_client_certificate: bool = False,
+        registry: prometheus_client.CollectorRegistry | None = None,
     ) -> None:
         self._app = app
         self._delegated = delegated
         self._certificate_paths = frozenset(certificate_paths)
         self._require_certificate = require_client_certificate
+        self._denied = (
+            prometheus_client.Counter(
+                DENIED_METRIC,
+                "Requests refused by the serving gate: 401 (no valid credentials), 403 (not"
+                " authorized, or the API server could not be asked).",
+                ["code"],
+                registry=registry,
+            )
+            if registry is not None
+            else None
+        )
+        if self._denied is not None:
+            for outcome in (Outcome.UNAUTHENTICATED, Outcome.FORBIDDEN):
+                self._denied.labels(str(outcome.value))
 
     def verdict(self, environ: Mapping[str, Any]) -> Verdict:
         path = str(environ.get("PATH_INFO") or "/")
@@ -323,6 +345,15 @@ class Gate:
         verdict = self.verdict(environ)
         if verdict.outcome is Outcome.ALLOWED:
             return self._app(environ, start_response)
+        if self._denied is not None:
+            self._denied.labels(str(verdict.outcome.value)).inc()
+        log.debug(
+            "refused %s %s from %s: %s",
+            environ.get("REQUEST_METHOD"),
+            environ.get("PATH_INFO"),
+            environ.get("REMOTE_ADDR"),
+            verdict.reason,
+        )
         if verdict.outcome is Outcome.UNAUTHENTICATED:
             return respond(start_response, "401 Unauthorized", f"Unauthorized: {verdict.reason}")
         return respond(start_response, "403 Forbidden", f"Forbidden: {verdict.reason}")

@@ -26,6 +26,7 @@ from typing import Any
 from wsgiref import simple_server
 
 import kubernetes.client
+import prometheus_client
 
 from nodeagent.agent.logs import FIELDS
 from nodeagent.errors import ConfigError
@@ -124,12 +125,19 @@ class Protection:
             self._owned.close()
             self._owned = None
 
-    def gate(self, app: WSGIApp, *, certificate_paths: Iterable[str] = ()) -> Gate:
+    def gate(
+        self,
+        app: WSGIApp,
+        *,
+        certificate_paths: Iterable[str] = (),
+        registry: prometheus_client.CollectorRegistry | None = None,
+    ) -> Gate:
         return Gate(
             app,
             delegated=self.delegated,
             certificate_paths=certificate_paths,
             require_client_certificate=self.security.client_ca is not None,
+            registry=registry,
         )
 
     def describe(self) -> dict[str, Any]:
@@ -205,8 +213,9 @@ class Server:
     """Serves ``app`` on ``address`` until stopped, behind ``protection`` when given.
 
     ``certificate_paths``: the app's paths for machine callers that authenticate with a
-    client certificate only (the extender's verbs; see :class:`Gate`). ``address_field``
-    is what a bind failure names."""
+    client certificate only (the extender's verbs; see :class:`Gate`); refusals are
+    counted in ``registry`` when given. ``address_field`` is what a bind failure
+    names."""
 
     def __init__(
         self,
@@ -215,13 +224,14 @@ class Server:
         *,
         protection: Protection | None = None,
         certificate_paths: Iterable[str] = (),
+        registry: prometheus_client.CollectorRegistry | None = None,
         address_field: str = "metricsAddress",
         name: str = "nodeagent-http",
     ) -> None:
         self._address = address
         self._protection = protection
         self._app = (
-            protection.gate(app, certificate_paths=certificate_paths)
+            protection.gate(app, certificate_paths=certificate_paths, registry=registry)
             if protection is not None
             else app
         )

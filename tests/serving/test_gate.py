@@ -230,6 +230,15 @@ def test_an_authenticated_caller_without_a_grant_gets_403(client: Client) -> Non
     assert b'user "stranger" cannot get path "/metrics"' in answer.body
 
 
+def test_refusals_are_counted_on_the_servers_own_metrics(client: Client) -> None:
+    for _ in range(3):
+        client.request("/metrics")
+    client.request("/metrics", token=STRANGER_TOKEN)
+    body = client.request("/metrics", token=SCRAPER_TOKEN).body.decode()
+    assert 'nodeagent_http_requests_denied_total{code="401"} 3.0' in body
+    assert 'nodeagent_http_requests_denied_total{code="403"} 1.0' in body
+
+
 def test_a_group_grant_lets_its_members_in(
     client: Client, api: FakeAPIServer, clock: Clock
 ) -> None:
