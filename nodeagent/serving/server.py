@@ -76,12 +76,7 @@ class Protection:
         self.delegated: DelegatedAuth | None = None
         if security.auth is MetricsAuth.KUBERNETES:
             if reviews is None:
-                raise ConfigError(
-                    f"{security.label('auth')} (value 'kubernetes'): needs the Kubernetes"
-                    " API to review callers, and none is configured; use"
-                    f" {security.name('auth')} none",
-                    field=security.name("auth"),
-                )
+                raise _needs_the_api(security, "none is configured")
             self.delegated = DelegatedAuth(reviews, clock=clock, ttl=review_ttl)
         self._owned: http.HTTPKubeClient | None = None
 
@@ -105,12 +100,7 @@ class Protection:
         try:
             api = configuration()
         except ConfigError as exc:
-            raise ConfigError(
-                f"{security.label('auth')} (value 'kubernetes'): needs the Kubernetes API to"
-                f" review callers, and {exc}; configure cluster access or use"
-                f" {security.name('auth')} none",
-                field=security.name("auth"),
-            ) from exc
+            raise _needs_the_api(security, str(exc)) from exc
         reviews = review_client(api, observer=observer)
         try:
             protection = cls(security, reviews=reviews, certificate=certificate, clock=clock)
@@ -148,6 +138,14 @@ class Protection:
             fields["selfSigned"] = self.certificate.self_signed
             fields["clientCA"] = str(self.security.client_ca or "")
         return fields
+
+
+def _needs_the_api(security: ServingSecurity, problem: str) -> ConfigError:
+    return ConfigError(
+        f"{security.label('auth')} (value 'kubernetes'): needs the Kubernetes API to review"
+        f" callers ({problem}); configure cluster access or use {security.name('auth')} none",
+        field=security.name("auth"),
+    )
 
 
 class _QuietHandler(simple_server.WSGIRequestHandler):
