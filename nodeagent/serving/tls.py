@@ -15,39 +15,32 @@
   sending one is allowed here: bearer tokens and open paths need none
   (:mod:`nodeagent.serving.auth` decides per path).
 
-The ``cryptography`` package makes the self-signed certificate; the standard library's
-``ssl`` does all the serving.
+The ``cryptography`` package makes the self-signed certificate, in a child process
+(:mod:`nodeagent.serving.selfsigned`); the standard library's ``ssl`` does all the
+serving.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime
 import hashlib
-import ipaddress
 import logging
 import os
 import re
-import socket
 import ssl
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from nodeagent.agent.logs import FIELDS
 from nodeagent.errors import ConfigError
 from nodeagent.serving.settings import ServingSecurity
 
 log = logging.getLogger("nodeagent.serving")
-
-SELF_SIGNED_VALIDITY = datetime.timedelta(days=365)
 
 
 def fingerprint(der: bytes) -> str:
@@ -145,39 +138,26 @@ class ServingCertificate:
 
 
 def self_signed_pem(hosts: Iterable[str] = ()) -> bytes:
-    """A new self-signed serving certificate and its key, PEM, one after the other."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    hostname = socket.gethostname()
-    now = datetime.datetime.now(datetime.UTC)
-    names: list[x509.GeneralName] = [x509.DNSName("localhost")]
-    addresses = {"127.0.0.1", "::1"}
-    for host in (hostname, *hosts):
-        try:
-            addresses.add(str(ipaddress.ip_address(host)))
-        except ValueError:
-            if host and x509.DNSName(host) not in names:
-                names.append(x509.DNSName(host))
-    addresses -= {"0.0.0.0", "::"}
-    names += [x509.IPAddress(ipaddress.ip_address(a)) for a in sorted(addresses)]
-    subject = x509.Name(
-        [x509.NameAttribute(NameOID.COMMON_NAME, f"{hostname}@{int(now.timestamp())}")]
+    """A new self-signed serving certificate and its key, PEM, one after the other.
+
+    Made by a short-lived child interpreter (:mod:`nodeagent.serving.selfsigned`) and
+    read from its pipe: the ``cryptography`` library it needs would otherwise stay
+    mapped in the server for its lifetime (8 MiB of RSS in every agent, measured by
+    importing it), for one use at start. The key never touches a disk."""
+    done = subprocess.run(
+        [sys.executable, "-m", "nodeagent.serving.selfsigned", *hosts],
+        capture_output=True,
+        timeout=60,
+        check=False,
     )
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + SELF_SIGNED_VALIDITY)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    return certificate.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    if done.returncode != 0 or b"-----BEGIN CERTIFICATE-----" not in done.stdout:
+        raise ConfigError(
+            "cannot make a self-signed serving certificate:"
+            f" {done.stderr.decode(errors='replace').strip()[-500:]}; give tlsCertFile and"
+            " tlsPrivateKeyFile (--tls-cert-file, --tls-private-key-file)",
+            field="tlsCertFile",
+        )
+    return done.stdout
 
 
 def _load_from_memory(context: ssl.SSLContext, pem: bytes) -> bytes:
