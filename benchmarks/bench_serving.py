@@ -34,6 +34,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 from nodeagent.clock import FakeClock
+from nodeagent.kube.fakereviews import Identity
 from nodeagent.observability.health import Health
 from nodeagent.observability.server import ObservabilityServer
 from nodeagent.observability.settings import ListenAddress
@@ -41,7 +42,6 @@ from nodeagent.serving.auth import review_client
 from nodeagent.serving.server import Protection
 from nodeagent.serving.settings import MetricsAuth, resolve
 from tests.fakeapi.fixtures import configuration
-from tests.fakeapi.reviews import Identity
 from tests.fakeapi.server import FakeAPIServer, running
 from tests.observability import samples
 

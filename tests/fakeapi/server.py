@@ -26,7 +26,7 @@ Routes (what the agent and the live scheduler call):
     POST   /api/v1/namespaces/NS/events
     PATCH  /api/v1/namespaces/NS/events/NAME
     POST   /apis/authentication.k8s.io/v1/tokenreviews, /apis/authorization.k8s.io/v1/
-           subjectaccessreviews                      (tests.fakeapi.reviews: tokens, grants)
+           subjectaccessreviews                      (nodeagent.kube.fakereviews)
 
 Faults, all optionally limited to a method and a path pattern: the next N answers with a
 given status (``fail_next``), added latency (``add_latency``), a full outage answering 503
@@ -54,8 +54,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from nodeagent import errors
 from nodeagent.kube import errors as kube_errors
-from nodeagent.kube import fake
-from tests.fakeapi import reviews
+from nodeagent.kube import fake, fakereviews
 
 
 @dataclass(frozen=True)
@@ -121,8 +120,6 @@ class FakeAPIServer:
     def __init__(self, cluster: fake.FakeCluster | None = None) -> None:
         self.cluster = cluster or fake.FakeCluster()
         self.requests: list[Request] = []
-        self.reviews = reviews.Reviews()
-        """TokenReviews and SubjectAccessReviews: the tokens and grants they answer from."""
         self.watch_gone_as_status = False
         """Answer a watch from an expired resourceVersion with HTTP 410 instead of the
         usual 200 + ERROR event (both happen with real servers, depending on the path)."""
@@ -133,6 +130,11 @@ class FakeAPIServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
+
+    @property
+    def reviews(self) -> fakereviews.Reviews:
+        """The cluster's tokens and grants, behind TokenReviews and SubjectAccessReviews."""
+        return self.cluster.reviews
 
     # --- lifecycle ----------------------------------------------------------------------
     @property
@@ -427,7 +429,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
             return
         if (
-            review := self.api.reviews.answer(request.method, request.path, request.body)
+            review := self.api.cluster.reviews.answer(request.method, request.path, request.body)
         ) is not None:
             raise _Reply(*review)
         raise _Reply(404, _status(404, "NotFound", f"the server could not find {request.path}"))

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
+from nodeagent.kube.fakereviews import Identity
 from tests.e2e import harness
 from tests.extenders import tls
 from tests.fakeapi import objects
 from tests.fakeapi.fixtures import write_kubeconfig
-from tests.fakeapi.reviews import Identity
 from tests.fakeapi.server import FakeAPIServer
 
 pytestmark = pytest.mark.timeout(120)

@@ -22,6 +22,7 @@ import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from nodeagent.clock import FakeClock
+from nodeagent.kube.fakereviews import Identity
 from nodeagent.observability.health import Health
 from nodeagent.observability.server import ObservabilityServer
 from nodeagent.observability.settings import ListenAddress
@@ -31,7 +32,6 @@ from nodeagent.serving.settings import MetricsAuth, resolve
 from nodeagent.serving.wsgi import StartResponse
 from tests.extenders import tls
 from tests.fakeapi.fixtures import configuration
-from tests.fakeapi.reviews import Identity
 from tests.fakeapi.server import FakeAPIServer
 from tests.observability import samples
 

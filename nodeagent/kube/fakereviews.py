@@ -1,6 +1,9 @@
-"""TokenReview and SubjectAccessReview for the fake API server, as kube-apiserver answers
-them to a server that delegates its authentication and authorization (kube-scheduler,
-nodeagent's secure serving).
+"""TokenReview and SubjectAccessReview for the fakes, as kube-apiserver answers them to
+a server that delegates its authentication and authorization (kube-scheduler,
+nodeagent's secure serving). One store per :class:`~nodeagent.kube.fake.FakeCluster`
+(its ``reviews``), answering both the in-memory
+:class:`~nodeagent.kube.fake.FakeKubeClient` and the fake API server over HTTP
+(tests/fakeapi), so the two cannot disagree:
 
     POST /apis/authentication.k8s.io/v1/tokenreviews
     POST /apis/authorization.k8s.io/v1/subjectaccessreviews
