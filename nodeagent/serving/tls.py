@@ -143,7 +143,8 @@ def self_signed_pem(hosts: Iterable[str] = ()) -> bytes:
     Made by a short-lived child interpreter (:mod:`nodeagent.serving.selfsigned`) and
     read from its pipe: the ``cryptography`` library it needs would otherwise stay
     mapped in the server for its lifetime (8 MiB of RSS in every agent, measured by
-    importing it), for one use at start. The key never touches a disk."""
+    importing it), for one use at start. The key goes through a pipe and a memfd
+    (:func:`_load_from_memory`), never a file."""
     done = subprocess.run(
         [sys.executable, "-m", "nodeagent.serving.selfsigned", *hosts],
         capture_output=True,
@@ -162,8 +163,8 @@ def self_signed_pem(hosts: Iterable[str] = ()) -> bytes:
 
 def _load_from_memory(context: ssl.SSLContext, pem: bytes) -> bytes:
     """Load a certificate and key that exist only in memory (``ssl`` reads files only):
-    through a memfd, or a private temporary file where there is none. Returns the
-    certificate's DER."""
+    through a memfd (Linux), or a private (0600) temporary file, removed at once, where
+    there is none. Returns the certificate's DER."""
     try:
         fd = os.memfd_create("nodeagent-serving-certificate", os.MFD_CLOEXEC)
     except (AttributeError, OSError):
