@@ -46,11 +46,21 @@ from nodeagent.triggers.settings import TriggerSettings
 ENV_PREFIX = "NODEAGENT_"
 
 
+_ACRONYMS = {"client_ca_file": "clientCAFile"}
+"""Fields whose camelCase keeps an acronym whole, as Kubernetes spells it (the kubelet's
+``clientCAFile``), both ways."""
+_ACRONYMS_BACK = {camel: snake for snake, camel in _ACRONYMS.items()}
+
+
 def camel_to_snake(name: str) -> str:
+    if name in _ACRONYMS_BACK:
+        return _ACRONYMS_BACK[name]
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def snake_to_camel(name: str) -> str:
+    if name in _ACRONYMS:
+        return _ACRONYMS[name]
     head, *rest = name.split("_")
     return head + "".join(part.capitalize() for part in rest)
 

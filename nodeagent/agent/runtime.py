@@ -46,6 +46,9 @@ from nodeagent.observability.metrics import AgentMetrics
 from nodeagent.observability.sdnotify import SystemdNotifier
 from nodeagent.observability.server import ObservabilityServer
 from nodeagent.reclaim.reclaimer import NodeReclaimer
+from nodeagent.serving import settings as serving_settings
+from nodeagent.serving.server import Protection
+from nodeagent.serving.settings import MetricsAuth
 from nodeagent.signals.collector import SignalCollector
 from nodeagent.triggers.api import Triggers
 from nodeagent.triggers.triggerset import TriggerSet
@@ -162,6 +165,30 @@ def connect(
         observer=metrics,
         clock=clock,
         timeout=(min(5.0, config.kube_api_timeout), config.kube_api_timeout),
+    )
+
+
+def protection(
+    config: NodeAgentConfiguration, *, standalone: bool, metrics: AgentMetrics
+) -> Protection:
+    """The metrics server's guard: ``metricsAuth`` (default ``kubernetes`` in cluster mode,
+    ``none`` standalone), its certificate, and a review connection of its own to the
+    configured API server."""
+    auth = config.metrics_auth or (MetricsAuth.NONE if standalone else MetricsAuth.KUBERNETES)
+    security = serving_settings.resolve(
+        auth,
+        config.tls_cert_file,
+        config.tls_private_key_file,
+        config.client_ca_file,
+        config_keys=True,
+    )
+    return Protection.connect(
+        security,
+        configuration=lambda: http.load_configuration(
+            config.kubeconfig, context=config.kube_context
+        ),
+        hosts=(config.metrics_listen_address.host,),
+        observer=metrics,
     )
 
 
@@ -314,7 +341,10 @@ class Agent:
         )
         server = (
             ObservabilityServer(
-                config.metrics_listen_address, registry=metrics.registry, health=health
+                config.metrics_listen_address,
+                registry=metrics.registry,
+                health=health,
+                protection=protection(config, standalone=standalone, metrics=metrics),
             )
             if serve_metrics
             else None

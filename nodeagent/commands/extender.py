@@ -1,10 +1,14 @@
 """``nodeagent extender``: serve kube-scheduler's extender protocol with the agent's
 pressure verdicts, until SIGTERM or SIGINT.
 
-    nodeagent extender [--kubeconfig FILE] [--listen ADDR]
-                       [--tls-cert-file F --tls-private-key-file F] [--config FILE]
+    nodeagent extender [--kubeconfig FILE] [--listen ADDR] [--metrics-auth kubernetes|none]
+                       [--tls-cert-file F --tls-private-key-file F] [--client-ca-file F]
+                       [--config FILE]
 
-In a pod it uses the service account (nodes get/list/watch); ``--config`` is a
+In a pod it uses the service account (nodes get/list/watch, and with ``--metrics-auth
+kubernetes``, the default, TokenReviews and SubjectAccessReviews for ``/metrics``
+callers; docs/security.md); ``--client-ca-file`` makes ``/filter`` and ``/prioritize``
+require kube-scheduler's client certificate. ``--config`` is a
 KubeSchedulerConfiguration whose first profile's ``NodePressure`` ``pluginConfig`` sets
 the verdicts' arguments (taint keys, condition types, staleness, neutral score). Exit
 codes: 0 after a clean stop, 2 for a configuration that cannot work.
@@ -15,7 +19,6 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
-import ssl
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,8 @@ from nodeagent.scheduler import config, registry
 from nodeagent.scheduler.extenders import server
 from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.plugins import node_pressure
+from nodeagent.serving import settings as serving_settings
+from nodeagent.serving.server import Protection
 
 DEFAULT_LISTEN = "0.0.0.0:9814"
 """Next to the agent's 9813: ``/filter``, ``/prioritize``, ``/healthz``, ``/readyz``,
@@ -52,8 +57,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument(
         "--listen", default=DEFAULT_LISTEN, metavar="ADDR", help=f"default {DEFAULT_LISTEN}"
     )
-    parser.add_argument("--tls-cert-file", type=Path, metavar="FILE", help="serve HTTPS")
-    parser.add_argument("--tls-private-key-file", type=Path, metavar="FILE")
+    serving_settings.add_flags(parser, what="/metrics and / (not the verbs)")
     parser.add_argument(
         "--config",
         type=Path,
@@ -79,26 +83,6 @@ def pressure_args(path: Path | None) -> node_pressure.Args:
     return args if isinstance(args, node_pressure.Args) else node_pressure.Args()
 
 
-def tls_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
-    if cert is None and key is None:
-        return None
-    if cert is None or key is None:
-        raise ConfigError(
-            "--tls-cert-file and --tls-private-key-file go together; set both or neither",
-            field="--tls-cert-file",
-        )
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    try:
-        context.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"--tls-cert-file {str(cert)!r} / --tls-private-key-file {str(key)!r}: cannot load"
-            f" the certificate and key: {exc}",
-            field="--tls-cert-file",
-        ) from exc
-    return context
-
-
 def run(args: argparse.Namespace) -> int:
     logs.configure(LogFormat(args.log_format), LogLevel(args.log_level))
     try:
@@ -110,8 +94,13 @@ def run(args: argparse.Namespace) -> int:
             f"--max-request-bytes {args.max_request_bytes}: must be positive",
             field="--max-request-bytes",
         )
+    security = serving_settings.from_flags(args)
     judge = server.PressureJudge(pressure_args(args.config))
-    context = tls_context(args.tls_cert_file, args.tls_private_key_file)
+    protection = Protection.connect(
+        security,
+        configuration=lambda: http.load_configuration(args.kubeconfig),
+        hosts=(address.host,),
+    )
     kube = http.HTTPKubeClient.connect(http.load_configuration(args.kubeconfig))
     view = NodeView(synced=lambda: nodes.synced)
     nodes = informer.Informer(informer.nodes(kube), view.handlers(), name="extender-nodes")
@@ -119,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         view,
         judge,
         address,
-        ssl_context=context,
+        protection=protection,
         max_request_bytes=args.max_request_bytes,
         watching=lambda: nodes.alive,
     )

@@ -4,11 +4,15 @@
                         [--lease-name NAME] [--lease-namespace NS]
                         [--metrics-address ADDR] [--log-format json|text]
                         [--feature-gates Name=true,...] [--bind-process true|false]
+                        [--metrics-auth kubernetes|none] [--tls-cert-file F
+                        --tls-private-key-file F] [--client-ca-file F]
 
 Pods opt in with ``spec.schedulerName: nodeagent-scheduler`` (or a profile's name from
 ``--config``). Cluster access as the agent's: the in-cluster service account, else the
-kubeconfig. Exit codes: 0 after a clean stop, 1 when the lease was lost (the Deployment
-restarts it as a standby), 2 for a configuration error (nothing was started).
+kubeconfig; ``/metrics`` is served over HTTPS to callers the API server authorizes
+(``--metrics-auth kubernetes``, the default; docs/security.md). Exit codes: 0 after a
+clean stop, 1 when the lease was lost (the Deployment restarts it as a standby), 2 for a
+configuration error (nothing was started).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.metrics import SchedulerMetrics
 from nodeagent.scheduler.live.scheduler import LiveScheduler
+from nodeagent.serving import settings as serving_settings
+from nodeagent.serving.server import Protection
 
 
 def _bool(text: str) -> bool:
@@ -71,10 +77,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         " false: from the scheduler's own binding threads)",
     )
     schedule.add_feature_gates_argument(parser)
+    serving_settings.add_flags(parser, what="/metrics and /")
     parser.set_defaults(handler=run)
 
 
 def build(args: argparse.Namespace) -> tuple[LiveScheduler, ObservabilityServer]:
+    security = serving_settings.from_flags(args)
     settings = live_settings.load(
         args.config,
         registry.in_tree_registry(),
@@ -99,8 +107,17 @@ def build(args: argparse.Namespace) -> tuple[LiveScheduler, ObservabilityServer]
         # its own budget of qps/burst, as the bindings are its only requests
         bind_connect = dataclasses.replace(connection, pool_size=bind_process.THREADS).connect
     scheduler = LiveScheduler(kube, settings, metrics=metrics, bind_connect=bind_connect)
+    protection = Protection.connect(
+        security,
+        configuration=lambda: http.load_configuration(settings.kubeconfig),
+        hosts=(settings.metrics_address.host,),
+        observer=metrics,
+    )
     server = ObservabilityServer(
-        settings.metrics_address, registry=metrics.registry, health=scheduler
+        settings.metrics_address,
+        registry=metrics.registry,
+        health=scheduler,
+        protection=protection,
     )
     return scheduler, server
 

@@ -196,6 +196,23 @@ class ClusterClient(KubeClient, Protocol):
         ...
 
 
+class AccessReviewClient(Protocol):
+    """The two reviews a server makes to delegate authentication and authorization of its
+    own callers to the API server (kube-scheduler's ``--authentication-kubeconfig``,
+    granted by ``system:auth-delegator``). Same contract as :class:`KubeClient`: errors are
+    :class:`nodeagent.errors.KubeAPIError` after the client's retries."""
+
+    def create_token_review(self, token: str) -> KubeObject:
+        """POST an ``authentication.k8s.io/v1`` TokenReview of ``token``; the answer with
+        its ``status`` (``authenticated``, ``user``, ``error``)."""
+        ...
+
+    def create_subject_access_review(self, spec: Mapping[str, Any]) -> KubeObject:
+        """POST an ``authorization.k8s.io/v1`` SubjectAccessReview with ``spec``; the answer
+        with its ``status`` (``allowed``, ``denied``, ``reason``, ``evaluationError``)."""
+        ...
+
+
 class ApiCallObserver(Protocol):
     """Where a client reports each request and retry (the metrics layer implements it)."""
 

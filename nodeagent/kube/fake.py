@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import threading
 import time
 import uuid
@@ -31,7 +32,7 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from nodeagent import errors
-from nodeagent.kube import client, merge, selectors
+from nodeagent.kube import client, fakereviews, merge, selectors
 from nodeagent.kube import errors as kube_errors
 
 Key = tuple[str, str]
@@ -134,6 +135,8 @@ class FakeCluster:
         self._bookmark_epoch = 0
         self._wall = wall
         self.termination_delay = termination_delay
+        self.reviews = fakereviews.Reviews()
+        """Tokens and grants behind TokenReviews and SubjectAccessReviews."""
         """Seconds a pod stays terminating (deletionTimestamp set) after a graceful delete
         or eviction before it disappears; 0 removes it at once."""
         self.bookmark_interval = bookmark_interval
@@ -930,6 +933,34 @@ class FakeKubeClient:
     ) -> client.KubeObject:
         self._enter("replace_lease", namespace, name, _copy(dict(lease)))
         return self.cluster.replace("leases", namespace, name, lease)
+
+    # --- AccessReviewClient ------------------------------------------------------------------
+    def create_token_review(self, token: str) -> client.KubeObject:
+        self._enter("create_token_review")
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        }
+        return self._review(fakereviews.TOKEN_REVIEWS, body)
+
+    def create_subject_access_review(self, spec: Mapping[str, Any]) -> client.KubeObject:
+        self._enter("create_subject_access_review", _copy(dict(spec)))
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": _copy(dict(spec)),
+        }
+        return self._review(fakereviews.ACCESS_REVIEWS, body)
+
+    def _review(self, path: str, body: dict[str, Any]) -> client.KubeObject:
+        answer = self.cluster.reviews.answer("POST", path, body)
+        assert answer is not None
+        status, document = answer
+        if status >= 400:
+            raise kube_errors.from_status(status, json.dumps(document), what=f"POST {path}")
+        result: client.KubeObject = document
+        return result
 
 
 def eviction_body(

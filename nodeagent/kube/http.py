@@ -549,6 +549,37 @@ class HTTPKubeClient:
             ),
         )
 
+    # --- AccessReviewClient -----------------------------------------------------------------
+    def create_token_review(self, token: str) -> client.KubeObject:
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        }
+        return self._call(
+            "create",
+            "tokenreviews",
+            "review a bearer token",
+            self._post_json(
+                "/apis/authentication.k8s.io/v1/tokenreviews", json.dumps(body).encode()
+            ),
+        )
+
+    def create_subject_access_review(self, spec: Mapping[str, Any]) -> client.KubeObject:
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": dict(spec),
+        }
+        return self._call(
+            "create",
+            "subjectaccessreviews",
+            f"review access of {spec.get('user', '')!r}",
+            self._post_json(
+                "/apis/authorization.k8s.io/v1/subjectaccessreviews", json.dumps(body).encode()
+            ),
+        )
+
 
 def binding_body(namespace: str, name: str, *, uid: str, node_name: str) -> bytes:
     """The ``pods/NAME/binding`` request body: a v1 Binding with the pod's uid (the API

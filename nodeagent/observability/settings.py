@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, field_validator
 
 from nodeagent import durations
+from nodeagent.serving.settings import MetricsAuth
 
 DEFAULT_METRICS_PORT = 9813
 """The port of ``/metrics``, ``/healthz`` and ``/readyz`` (see the module docstring)."""
@@ -89,6 +90,28 @@ class ObservabilitySettings(BaseModel):
     declared wedged, and the probe (3 failures 10 s apart) restarts it about a minute
     after it stopped. Keep it well above the poll interval. Under systemd the
     watchdog (``WatchdogSec``, fed by every cycle) does the same job."""
+
+    metrics_auth: MetricsAuth | None = None
+    """Who may read ``/metrics``: ``kubernetes`` serves HTTPS and lets in only callers
+    the API server authenticates (a bearer token, by TokenReview, or a client
+    certificate signed by ``clientCAFile``) and authorizes (a SubjectAccessReview for
+    ``get`` on the path; the ``system:auth-delegator`` binding lets the agent ask);
+    ``/healthz``, ``/readyz`` and ``/livez`` stay open. ``none``: plain HTTP, open to
+    anyone who reaches the port. Default: ``kubernetes`` in cluster mode, ``none``
+    standalone (there is no API to ask). See docs/security.md."""
+
+    tls_cert_file: str = ""
+    """Serving certificate (PEM, with its chain) for HTTPS; reloaded when the file
+    changes. Default with ``metricsAuth: kubernetes``: a self-signed certificate made at
+    start, its SHA-256 fingerprint logged."""
+
+    tls_private_key_file: str = ""
+    """The private key of ``tlsCertFile`` (PEM); both or neither."""
+
+    client_ca_file: str = ""
+    """CA bundle (PEM) that verifies client certificates: a certificate it signed
+    authenticates its CN as the user and its O values as groups (then authorized like a
+    token). Empty: bearer tokens only."""
 
     @field_validator("metrics_address")
     @classmethod

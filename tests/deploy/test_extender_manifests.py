@@ -28,7 +28,11 @@ def extender_objects() -> list[dict[str, Any]]:
 
 
 def by_kind(kind: str, docs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    [found] = [doc for doc in docs or extender_objects() if doc["kind"] == kind]
+    [found] = [
+        doc
+        for doc in docs or extender_objects()
+        if doc["kind"] == kind and not doc["metadata"]["name"].endswith("-auth-delegator")
+    ]
     return found
 
 

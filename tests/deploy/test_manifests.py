@@ -20,6 +20,7 @@ import yaml
 from nodeagent import model
 from nodeagent.config import add_config_flags, config_from_args, load_config
 from nodeagent.observability.settings import parse_listen_address
+from nodeagent.serving.settings import MetricsAuth
 from tests.deploy import files
 
 KUBERNETES_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
@@ -76,6 +77,18 @@ CRD_SCHEMAS: dict[str, dict[str, Any]] = {
                             "properties": {
                                 "port": {"type": "string"},
                                 "path": {"type": "string", "pattern": "^/"},
+                                "scheme": {"enum": ["http", "https"]},
+                                "bearerTokenFile": {"type": "string"},
+                                "tlsConfig": {
+                                    "type": "object",
+                                    "additionalProperties": False,
+                                    "properties": {
+                                        "insecureSkipVerify": {"type": "boolean"},
+                                        "serverName": {"type": "string"},
+                                        "ca": {"type": "object"},
+                                        "caFile": {"type": "string"},
+                                    },
+                                },
                                 "interval": {"type": "string", "pattern": _DURATION},
                                 "scrapeTimeout": {"type": "string", "pattern": _DURATION},
                                 "relabelings": {
@@ -263,6 +276,7 @@ def test_container_security() -> None:
     assert context["privileged"] is False
     assert context["capabilities"]["drop"] == ["ALL"]
     assert set(context["capabilities"]["add"]) == {"DAC_READ_SEARCH", "SYS_RESOURCE"}
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
     assert daemonset_pod()["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
 
 
@@ -357,8 +371,11 @@ def test_probes_and_port_match_the_configured_metrics_address() -> None:
     config = load_config(files.MANIFESTS / "config.yaml", environ={})
     [port] = container["ports"]
     assert port["containerPort"] == parse_listen_address(config.metrics_address).port
-    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
+    # HTTPS, since the shipped config serves metrics with metricsAuth kubernetes
+    assert config.metrics_auth is MetricsAuth.KUBERNETES
+    probe = {"port": port["name"], "scheme": "HTTPS"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", **probe}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", **probe}
     # The kubelet restarts a wedged agent only after the agent itself says so.
     liveness = container["livenessProbe"]
     assert liveness["periodSeconds"] * liveness["failureThreshold"] >= config.liveness_timeout
@@ -496,6 +513,62 @@ def test_service_and_service_monitor_reach_the_agents_port() -> None:
     [endpoint] = monitor["spec"]["endpoints"]
     assert endpoint["port"] == service_port["name"]
     assert endpoint["path"] == "/metrics"
+    # HTTPS with Prometheus' own service-account token (the agent's metricsAuth kubernetes)
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
     seconds = {m: int(re.sub(r"\D", "", endpoint[m])) for m in ("interval", "scrapeTimeout")}
     assert seconds["scrapeTimeout"] <= seconds["interval"]
     assert {"node"} <= {r["targetLabel"] for r in endpoint["relabelings"]}
+
+
+# --- secure serving (docs/security.md) ----------------------------------------------------
+
+
+def test_the_metrics_reader_role_grants_get_on_metrics_and_nothing_else() -> None:
+    role = files.one("ClusterRole", "nodeagent-metrics-reader")
+    assert role["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+@pytest.mark.parametrize(
+    ("binding", "account"),
+    [
+        pytest.param("nodeagent-auth-delegator", "nodeagent", id="agent"),
+        pytest.param("nodeagent-scheduler-auth-delegator", "nodeagent-scheduler", id="scheduler"),
+        pytest.param("nodeagent-extender-auth-delegator", "nodeagent-extender", id="extender"),
+    ],
+)
+def test_each_component_may_delegate_its_callers_reviews(binding: str, account: str) -> None:
+    bound = files.one("ClusterRoleBinding", binding)
+    sa = files.one("ServiceAccount", account)["metadata"]
+    assert bound["roleRef"]["name"] == "system:auth-delegator"
+    assert bound["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}
+    ]
+
+
+def _containers() -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    found = []
+    for doc in files.objects():
+        if doc["kind"] in ("DaemonSet", "Deployment"):
+            pod = doc["spec"]["template"]["spec"]
+            found += [(doc["metadata"]["name"], pod, c) for c in pod["containers"]]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("name", "pod", "container"),
+    [pytest.param(*found, id=found[0]) for found in _containers()],
+)
+def test_every_container_is_hardened(
+    name: str, pod: dict[str, Any], container: dict[str, Any]
+) -> None:
+    context = container["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["capabilities"]["drop"] == ["ALL"]
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    if name != "nodeagent":  # the agent runs as root for its two capabilities
+        assert context["runAsNonRoot"] is True
+        assert "add" not in context["capabilities"]
+    probes = [container[p]["httpGet"] for p in ("livenessProbe", "readinessProbe")]
+    assert all(probe["scheme"] == "HTTPS" for probe in probes)

@@ -108,6 +108,7 @@ def test_rendered_scheduler_is_valid() -> None:
         [
             "ClusterRole",
             "ClusterRoleBinding",
+            "ClusterRoleBinding",  # system:auth-delegator, for /metrics callers
             "ConfigMap",
             "Deployment",
             "Namespace",

@@ -31,6 +31,8 @@ from nodeagent.observability.settings import ListenAddress
 from nodeagent.scheduler.extenders import server
 from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.plugins import node_pressure
+from nodeagent.serving.server import Protection
+from nodeagent.serving.settings import MetricsAuth, resolve
 from tests.extenders import tls
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.builders import node_dict, pod_dict
@@ -144,7 +146,7 @@ def now() -> float:
 
 @contextmanager
 def start_extender(
-    fake_api: FakeAPIServer, kube: kube_http.HTTPKubeClient, context: ssl.SSLContext | None
+    fake_api: FakeAPIServer, kube: kube_http.HTTPKubeClient, protection: Protection | None
 ) -> Iterator[tuple[str, NodeView]]:
     view = NodeView(synced=lambda: nodes.synced)
     nodes = informer.Informer(informer.nodes(kube), view.handlers())
@@ -152,7 +154,7 @@ def start_extender(
         view,
         server.PressureJudge(node_pressure.Args()),
         ListenAddress("127.0.0.1", 0),
-        ssl_context=context,
+        protection=protection,
         max_request_bytes=1 << 20,
         watching=lambda: nodes.alive,
     )
@@ -374,9 +376,8 @@ def test_not_ready_until_the_nodes_are_listed(
 def test_tls(fake_api: FakeAPIServer, kube: kube_http.HTTPKubeClient, tmp_path: Path) -> None:
     pki = tls.make_pki(tmp_path)
     fake_api.cluster.create("nodes", node_dict("n1"))
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(pki.server_cert, pki.server_key)
-    with start_extender(fake_api, kube, context) as (url, view):
+    security = resolve(MetricsAuth.NONE, pki.server_cert, pki.server_key, None)
+    with start_extender(fake_api, kube, Protection(security)) as (url, view):
         assert url.startswith("https://")
         client = ssl.create_default_context(cafile=str(pki.ca))
         extender = Extender(url, fake_api, view, client)
@@ -464,7 +465,7 @@ def test_the_command_serves_https_until_sigterm(fake_api: FakeAPIServer, tmp_pat
     ("flags", "field"),
     [
         pytest.param(["--listen", "nowhere"], "--listen 'nowhere'", id="listen"),
-        pytest.param(["--tls-cert-file", "/x.crt"], "--tls-private-key-file go together", id="key"),
+        pytest.param(["--tls-cert-file", "/x.crt"], "needs --tls-private-key-file too", id="key"),
         pytest.param(
             ["--tls-cert-file", "/x.crt", "--tls-private-key-file", "/x.key"],
             "cannot load",

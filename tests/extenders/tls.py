@@ -1,5 +1,7 @@
 """Certificates made in the test: a CA, a server certificate for 127.0.0.1/localhost and
-a client certificate, written as PEM files (the ``cryptography`` package)."""
+a client certificate, written as PEM files (the ``cryptography`` package); more client
+certificates (a user and its groups, as Kubernetes reads them: CN and O) with
+:func:`issue_client`."""
 
 from __future__ import annotations
 
@@ -22,9 +24,18 @@ class Pki:
     client_cert: Path
     client_key: Path
 
+    @property
+    def ca_key(self) -> Path:
+        return self.ca.with_suffix(".key")
 
-def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+            *(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations),
+        ]
+    )
 
 
 def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
@@ -83,8 +94,41 @@ def make_pki(directory: Path, *, server_names: tuple[str, ...] = ("localhost",))
         directory / "client.key",
     )
     pki.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    _write_key(ca_key, pki.ca_key)
     pki.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
     _write_key(server_key, pki.server_key)
     pki.client_cert.write_bytes(client.public_bytes(serialization.Encoding.PEM))
     _write_key(client_key, pki.client_key)
     return pki
+
+
+def issue_client(
+    pki: Pki,
+    path: Path,
+    common_name: str,
+    *,
+    groups: tuple[str, ...] = (),
+    usage: x509.ObjectIdentifier = ExtendedKeyUsageOID.CLIENT_AUTH,
+) -> tuple[Path, Path]:
+    """A certificate for ``common_name`` in ``groups`` (its O values), signed by ``pki``'s
+    CA, for ``usage``; written to ``path``.crt and ``path``.key."""
+    ca = x509.load_pem_x509_certificate(pki.ca.read_bytes())
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(_name(common_name, groups))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = path.with_suffix(".crt"), path.with_suffix(".key")
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, key_path)
+    return cert_path, key_path

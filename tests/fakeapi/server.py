@@ -25,6 +25,8 @@ Routes (what the agent and the live scheduler call):
     GET    /api/v1/events, /api/v1/namespaces/NS/events
     POST   /api/v1/namespaces/NS/events
     PATCH  /api/v1/namespaces/NS/events/NAME
+    POST   /apis/authentication.k8s.io/v1/tokenreviews, /apis/authorization.k8s.io/v1/
+           subjectaccessreviews                      (nodeagent.kube.fakereviews)
 
 Faults, all optionally limited to a method and a path pattern: the next N answers with a
 given status (``fail_next``), added latency (``add_latency``), a full outage answering 503
@@ -52,7 +54,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from nodeagent import errors
 from nodeagent.kube import errors as kube_errors
-from nodeagent.kube import fake
+from nodeagent.kube import fake, fakereviews
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,11 @@ class FakeAPIServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
+
+    @property
+    def reviews(self) -> fakereviews.Reviews:
+        """The cluster's tokens and grants, behind TokenReviews and SubjectAccessReviews."""
+        return self.cluster.reviews
 
     # --- lifecycle ----------------------------------------------------------------------
     @property
@@ -421,6 +428,10 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
             return
+        if (
+            review := self.api.cluster.reviews.answer(request.method, request.path, request.body)
+        ) is not None:
+            raise _Reply(*review)
         raise _Reply(404, _status(404, "NotFound", f"the server could not find {request.path}"))
 
     def _patch(self, request: Request, kind: str, ns: str, name: str, sub: str) -> Any:

@@ -24,13 +24,15 @@ Robustness: a request without ``Content-Length`` gets 411, one above the body li
 (unread), a non-POST 405, anything undecodable or mistyped 400 with a message saying
 where; an unexpected failure is logged and answered 500. The server never exits on
 input. ``/healthz``, ``/readyz`` (the node view has listed once) and ``/metrics`` share
-the port (:mod:`nodeagent.observability.server`).
+the port (:mod:`nodeagent.observability.server`), behind the shared secure serving
+(:mod:`nodeagent.serving`): the verbs are its certificate paths, open unless a client CA
+is configured, and ``/metrics`` needs an authorized caller with ``--metrics-auth
+kubernetes``.
 """
 
 from __future__ import annotations
 
 import logging
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -49,6 +51,7 @@ from nodeagent.scheduler.extenders import wire
 from nodeagent.scheduler.extenders.nodeview import KnownNode, NodeView
 from nodeagent.scheduler.framework import Handle
 from nodeagent.scheduler.plugins import node_pressure
+from nodeagent.serving.server import Protection
 
 log = logging.getLogger(__name__)
 
@@ -365,11 +368,12 @@ def make_server(
     judge: PressureJudge,
     address: ListenAddress,
     *,
-    ssl_context: ssl.SSLContext | None = None,
+    protection: Protection | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     watching: Callable[[], bool] | None = None,
 ) -> tuple[ObservabilityServer, ExtenderService]:
-    """The extender's HTTP(S) server (not started) and the service behind its verbs."""
+    """The extender's HTTP(S) server (not started) and the service behind its verbs;
+    ``protection`` None serves plain, open HTTP."""
     metrics = ExtenderMetrics(view)
     service = ExtenderService(view, judge, metrics, max_request_bytes=max_request_bytes)
     endpoint = ObservabilityServer(
@@ -377,7 +381,7 @@ def make_server(
         registry=metrics.registry,
         health=ExtenderHealth(view, watching),
         routes=service.routes(),
-        ssl_context=ssl_context,
+        protection=protection,
         address_field="--listen",
     )
     return endpoint, service

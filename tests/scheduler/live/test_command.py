@@ -81,6 +81,9 @@ def test_the_process_binds_serves_metrics_and_releases_its_lease_on_sigterm(
             "default",
             "--metrics-address",
             f"127.0.0.1:{port}",
+            # plain HTTP; tests/serving/ scrape it with credentials over HTTPS
+            "--metrics-auth",
+            "none",
             "--log-format",
             "json",
         ],
