@@ -9,14 +9,13 @@ to look sooner. Durations are written as in the kubelet's configuration (``500ms
 from __future__ import annotations
 
 import json
-from decimal import Decimal
 from typing import Annotated, Any
 
-from kubernetes.utils import quantity
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer, PlainValidator
 from pydantic_settings import NoDecode
 
 from nodeagent import durations
+from nodeagent.eviction import units
 from nodeagent.triggers import adaptive, memcg, psi
 
 
@@ -46,12 +45,12 @@ def _parse_bytes(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError(f"expected a byte quantity such as 16Mi, got {value!r}")
     try:
-        amount = quantity.parse_quantity(value)  # type: ignore[no-untyped-call]
-    except ValueError as exc:
+        amount = units.quantity_value(value)
+    except (ValueError, TypeError, ArithmeticError) as exc:
         raise ValueError(f"expected a byte quantity such as 16Mi, got {value!r}") from exc
-    if amount != amount.to_integral_value() or amount < 0:
+    if not amount.is_finite() or amount != amount.to_integral_value() or amount < 0:
         raise ValueError(f"expected a whole, non-negative number of bytes, got {value!r}")
-    return int(Decimal(amount))
+    return int(amount)
 
 
 def _parse_interval(value: Any) -> float:
