@@ -21,7 +21,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from nodeagent import durations
 
@@ -78,17 +78,21 @@ def parse_listen_address(text: str) -> ListenAddress:
 class ObservabilitySettings(BaseModel):
     """Metrics and health endpoints."""
 
-    metrics_address: str = DEFAULT_METRICS_ADDRESS
-    """Where ``/metrics``, ``/healthz`` and ``/readyz`` listen, as ``HOST:PORT``
-    (``[::]:PORT`` for IPv6, port 0 for any free port). Default ``0.0.0.0:9813``: every
-    interface, so Prometheus can scrape the pod IP and the kubelet can probe it."""
+    metrics_address: str = Field(
+        default=DEFAULT_METRICS_ADDRESS,
+        description="Where ``/metrics``, ``/healthz`` and ``/readyz`` listen, as ``HOST:PORT``"
+        " (``[::]:PORT`` for IPv6, port 0 for any free port). Default ``0.0.0.0:9813``: every"
+        " interface, so Prometheus can scrape the pod IP and the kubelet can probe it.",
+    )
 
-    liveness_timeout: float = 30.0
-    """Seconds without an evaluation cycle after which ``/healthz`` fails (also
-    ``30s``, ``1m``). Default 30 s: a 1 s loop misses thirty ticks before the agent is
-    declared wedged, and the probe (3 failures 10 s apart) restarts it about a minute
-    after it stopped. Keep it well above the poll interval. Under systemd the
-    watchdog (``WatchdogSec``, fed by every cycle) does the same job."""
+    liveness_timeout: float = Field(
+        default=30.0,
+        description="Seconds without an evaluation cycle after which ``/healthz`` fails (also"
+        " ``30s``, ``1m``). Default 30 s: a 1 s loop misses thirty ticks before the agent is"
+        " declared wedged, and the probe (3 failures 10 s apart) restarts it about a minute"
+        " after it stopped. Keep it well above the poll interval. Under systemd the watchdog"
+        " (``WatchdogSec``, fed by every cycle) does the same job.",
+    )
 
     @field_validator("metrics_address")
     @classmethod
