@@ -28,7 +28,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nodeagent.config import add_config_flags, config_from_args
-from nodeagent.cri.client import GrpcRuntime
 from nodeagent.model import (
     SIGNAL_RESOURCE,
     NodeObservations,
@@ -45,7 +44,6 @@ from nodeagent.signals.collector import SignalCollector
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "signals",
-        help="print the node's pressure signals and per-pod usage",
         description="Read every eviction signal, PSI and per-pod usage once and print them "
         "with their sources. Needs no Kubernetes.",
     )
@@ -61,6 +59,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from nodeagent.cri.client import GrpcRuntime  # noqa: PLC0415 (grpc: not for --help)
+
     config = config_from_args(args)
     # The report states every unavailable signal with its reason; the collector's
     # degradation warnings would say it twice on stderr.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field, field_validator
 
 from nodeagent.actuators.settings import Seconds, StringList
-from nodeagent.cri.client import DEFAULT_ENDPOINT, grpc_target
+from nodeagent.cri.endpoint import DEFAULT_ENDPOINT, grpc_target
 
 
 class NodeReclaimSettings(BaseModel):
