@@ -10,9 +10,11 @@ Commands run as the ``nodeagent`` console script runs them (``from nodeagent.cli
 main``), the trees interleaved round by round so that load from other processes falls on
 all of them alike. Printed per command and tree: median and fastest wall time, median CPU
 time (user + system), the import time ``-X importtime`` reports (the sum of the top-level
-imports, steadier than the wall time on a loaded machine), and which of the heavy
-dependencies the command imported. ``python (floor)`` is the bare interpreter with the same
-site packages: what no change to nodeagent can remove.
+imports, median of three runs; steadier than the wall time on a loaded machine), and which
+of the heavy dependencies the command imported. ``python (floor)`` is the bare interpreter
+with the same site packages, what no change to nodeagent can remove; ``libraries
+(floor)`` adds the imports ``signals`` needs whatever nodeagent does (pydantic-settings
+for the configuration, PyYAML, gRPC and protobuf for the container runtime).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 COMMANDS: dict[str, tuple[str, ...]] = {
     "python (floor)": (),
+    "libraries (floor)": (),
     "--version": ("--version",),
     "--help": ("--help",),
     "signals": ("signals",),
@@ -46,7 +49,12 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 HEAVY = ("kubernetes", "numpy", "grpc", "pydantic", "yaml", "nodeagent.scheduler")
 
 CONSOLE_SCRIPT = "import sys\nfrom nodeagent.cli import main\nsys.exit(main())"
-FLOOR = "import sys\nsys.exit(0)"
+FLOORS = {
+    "python (floor)": "import sys",
+    # What `signals` cannot go below while its configuration is pydantic-settings and it
+    # asks the runtime over gRPC.
+    "libraries (floor)": "import pydantic_settings, yaml, grpc, google.protobuf",
+}
 # After the command: which heavy packages it imported, written where $MODULES_OUT says.
 IMPORTS_SCRIPT = """
 import atexit, json, os, sys
@@ -81,13 +89,16 @@ def environment(path: Path) -> dict[str, str]:
     return env
 
 
-def timed(path: Path, argv: tuple[str, ...]) -> tuple[float, float]:
+def script(command: str) -> str:
+    return FLOORS.get(command, CONSOLE_SCRIPT)
+
+
+def timed(path: Path, command: str) -> tuple[float, float]:
     """Wall and CPU seconds of one run."""
-    script = CONSOLE_SCRIPT if argv else FLOOR
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-c", script, *argv],
+        [sys.executable, "-c", script(command), *COMMANDS[command]],
         env=environment(path),
         cwd=path,
         stdout=subprocess.DEVNULL,
@@ -101,11 +112,10 @@ def timed(path: Path, argv: tuple[str, ...]) -> tuple[float, float]:
     return wall, cpu
 
 
-def import_ms(path: Path, argv: tuple[str, ...]) -> float:
+def import_ms(path: Path, command: str) -> float:
     """The sum of the top-level imports' cumulative times, from ``-X importtime``."""
-    script = CONSOLE_SCRIPT if argv else FLOOR
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", script, *argv],
+        [sys.executable, "-X", "importtime", "-c", script(command), *COMMANDS[command]],
         env=environment(path),
         cwd=path,
         stdout=subprocess.DEVNULL,
@@ -124,12 +134,12 @@ def import_ms(path: Path, argv: tuple[str, ...]) -> float:
     return total / 1000
 
 
-def heavy_imports(path: Path, argv: tuple[str, ...], workdir: Path) -> list[str]:
-    if not argv:
+def heavy_imports(path: Path, command: str, workdir: Path) -> list[str]:
+    if command in FLOORS:
         return []
     out = workdir / "modules.json"
     subprocess.run(
-        [sys.executable, "-c", IMPORTS_SCRIPT, *argv],
+        [sys.executable, "-c", IMPORTS_SCRIPT, *COMMANDS[command]],
         env={**environment(path), "MODULES_OUT": str(out)},
         cwd=path,
         stdout=subprocess.DEVNULL,
@@ -161,11 +171,11 @@ def main() -> None:
         samples = {(c, n): Samples() for c in args.commands for n in range(len(paths))}
         for path in paths:  # warm the page cache
             for command in args.commands:
-                timed(path, COMMANDS[command])
+                timed(path, command)
         for _ in range(args.rounds):
             for command in args.commands:
                 for n, path in enumerate(paths):
-                    wall, cpu = timed(path, COMMANDS[command])
+                    wall, cpu = timed(path, command)
                     samples[command, n].wall.append(wall)
                     samples[command, n].cpu.append(cpu)
         print(f"{args.rounds} rounds, trees interleaved; times in ms")
@@ -174,15 +184,15 @@ def main() -> None:
             f" {'imports':>8}  heavy imports"
         )
         for command in args.commands:
-            argv = COMMANDS[command]
             for n, path in enumerate(paths):
                 s = samples[command, n]
-                heavy = heavy_imports(path, argv, workdir)
+                heavy = heavy_imports(path, command, workdir)
+                imports = statistics.median(import_ms(path, command) for _ in range(3))
                 print(
                     f"{command:<17} {str(trees[n])[-24:]:<24}"
                     f" {statistics.median(s.wall) * 1e3:>11.0f} {min(s.wall) * 1e3:>8.0f}"
                     f" {statistics.median(s.cpu) * 1e3:>6.0f}"
-                    f" {import_ms(path, argv):>8.0f}  {', '.join(heavy) or '-'}"
+                    f" {imports:>8.0f}  {', '.join(heavy) or '-'}"
                 )
 
 
