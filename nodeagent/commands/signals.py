@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from nodeagent.config import add_config_flags, config_from_args
+from nodeagent.cri.client import GrpcRuntime
 from nodeagent.model import (
     SIGNAL_RESOURCE,
     NodeObservations,
@@ -59,8 +60,6 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from nodeagent.cri.client import GrpcRuntime  # noqa: PLC0415 (grpc: not for --help)
-
     config = config_from_args(args)
     # The report states every unavailable signal with its reason; the collector's
     # degradation warnings would say it twice on stderr.
