@@ -3,32 +3,99 @@
 Each subcommand lives in :mod:`nodeagent.commands` as a module with ``register`` (adds
 its parser) and ``run`` (does the work, returns the exit code). Exit codes: 0 success,
 1 failure at run time, 2 bad usage or configuration (nothing was applied).
+
+The subcommands are listed here by name and one-line summary, and a subcommand's module
+is imported only when argparse reaches that subcommand: the modules between them pull in
+pydantic, the Kubernetes client, grpc, numpy and the scheduler, and ``nodeagent
+--version`` or ``--help`` has no use for any of them (docs/operations.md, "Start-up").
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from nodeagent import __version__
-from nodeagent.commands import (
-    config_check,
-    extender,
-    run,
-    schedule,
-    scheduler,
-    signals,
-    simulate,
-)
 from nodeagent.errors import ConfigError
-
-COMMANDS = (signals, config_check, simulate, run, schedule, scheduler, extender)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+
+class Command(NamedTuple):
+    """A subcommand as ``nodeagent --help`` lists it. (A named tuple, not a dataclass:
+    ``dataclasses`` imports ``inspect``, a tenth of what ``--version`` costs.)"""
+
+    name: str
+    summary: str
+    """The line ``nodeagent --help`` shows for it."""
+    module: str
+    """Registers the subcommand's parser and runs it; imported when the command is used."""
+
+
+COMMANDS = (
+    Command(
+        "signals",
+        "print the node's pressure signals and per-pod usage",
+        "nodeagent.commands.signals",
+    ),
+    Command("config", "configuration tools", "nodeagent.commands.config_check"),
+    Command(
+        "simulate",
+        "replay a recorded trace through the eviction engine",
+        "nodeagent.commands.simulate",
+    ),
+    Command("run", "run the agent on this node", "nodeagent.commands.run"),
+    Command(
+        "schedule",
+        "plan where pending pods would be scheduled, and why not elsewhere",
+        "nodeagent.commands.schedule",
+    ),
+    Command(
+        "scheduler",
+        "schedule pods in a live cluster (kube-scheduler's framework, pressure-aware)",
+        "nodeagent.commands.scheduler",
+    ),
+    Command(
+        "extender",
+        "serve kube-scheduler's extender protocol (filter, prioritize) by node pressure",
+        "nodeagent.commands.extender",
+    ),
+)
+
+
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The subcommands, known by name and summary until one is chosen; then its module
+    is imported and its ``register`` adds the real parser before argparse hands it the
+    rest of the command line (its own ``--help`` included)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unloaded: dict[str, Command] = {}
+        # What argparse checks a chosen name against, and lists when it is unknown.
+        self.choices: dict[str, Command] = {}
+
+    def add_command(self, command: Command) -> None:
+        self._choices_actions.append(self._ChoicesPseudoAction(command.name, (), command.summary))
+        self._unloaded[command.name] = command
+        self.choices[command.name] = command
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        command = self._unloaded.pop(values[0], None)
+        if command is not None:
+            importlib.import_module(command.module).register(self)
+        super().__call__(parser, namespace, values, option_string)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,9 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Node pressure and eviction agent for Kubernetes, and its scheduler.",
     )
     parser.add_argument("--version", action="version", version=f"nodeagent {__version__}")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", action=_Commands
+    )
+    assert isinstance(commands, _Commands)
     for command in COMMANDS:
-        command.register(subparsers)
+        commands.add_command(command)
     return parser
 
 

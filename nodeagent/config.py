@@ -14,19 +14,15 @@ applied.
 from __future__ import annotations
 
 import argparse
-import ast
-import inspect
-import itertools
 import os
 import re
-import textwrap
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -93,7 +89,7 @@ class NodeAgentConfiguration(
     Each area of the agent declares its own fields in a mixin beside its code (for
     example :class:`nodeagent.signals.settings.SignalSourceSettings`); this class only
     combines them and decides where values come from. Every field documents its unit and
-    default; the CLI generates a flag for each.
+    default in its ``description``; the CLI generates a flag for each, with that help.
     """
 
     model_config = SettingsConfigDict(
@@ -210,40 +206,18 @@ def load_config(
             os.environ.update(saved_environ)
 
 
-def field_docs(model: type[BaseModel]) -> dict[str, str]:
-    """Each field's attribute docstring (the string literal right below it), gathered
-    from every class in ``model``'s MRO; pydantic only reads those of the class itself."""
-    docs: dict[str, str] = {}
-    for cls in reversed(model.__mro__):
-        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
-            continue
-        try:
-            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-        except (OSError, TypeError, SyntaxError):
-            continue
-        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-        for field_node, doc_node in itertools.pairwise(body):
-            if (
-                isinstance(field_node, ast.AnnAssign)
-                and isinstance(field_node.target, ast.Name)
-                and isinstance(doc_node, ast.Expr)
-                and isinstance(doc_node.value, ast.Constant)
-                and isinstance(doc_node.value.value, str)
-            ):
-                docs[field_node.target.id] = inspect.cleandoc(doc_node.value.value)
-    return docs
-
-
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """``--config FILE`` and one ``--kebab-case`` flag per configuration field, whose
-    help is the field's docstring."""
+    help is the first paragraph of the field's description.
+
+    The descriptions are the models' own metadata (``Field(description=...)``), so
+    ``--help`` reads no source: it works from bytecode alone, and costs no parsing."""
     parser.add_argument("--config", type=Path, metavar="FILE", help="YAML configuration file")
     group = parser.add_argument_group(
         "configuration fields (each also a camelCase key in --config and a NODEAGENT_* variable)"
     )
-    docs = field_docs(NodeAgentConfiguration)
-    for name in NodeAgentConfiguration.model_fields:
-        summary = docs.get(name, "").split("\n\n")[0].replace("\n", " ")
+    for name, field in NodeAgentConfiguration.model_fields.items():
+        summary = (field.description or "").split("\n\n")[0]
         group.add_argument(
             "--" + name.replace("_", "-"),
             dest=f"cfg_{name}",

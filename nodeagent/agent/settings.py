@@ -13,7 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from nodeagent import durations
 
@@ -40,36 +40,50 @@ class LogLevel(StrEnum):
 class AgentSettings(BaseModel):
     """The agent loop: node identity, cluster access, logging."""
 
-    node_name: str | None = None
-    """The Node this agent guards (its ``metadata.name``). Default: ``$NODE_NAME`` (set by
-    the DaemonSet from the downward API), else the host name in lower case, which is the
-    kubelet's own default."""
+    node_name: str | None = Field(
+        default=None,
+        description="The Node this agent guards (its ``metadata.name``). Default:"
+        " ``$NODE_NAME`` (set by the DaemonSet from the downward API), else the host name in"
+        " lower case, which is the kubelet's own default.",
+    )
 
-    kubeconfig: Path | None = None
-    """A kubeconfig file for the cluster. Default: the pod's service account when running
-    in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``; with none of them the agent
-    runs standalone."""
+    kubeconfig: Path | None = Field(
+        default=None,
+        description="A kubeconfig file for the cluster. Default: the pod's service account"
+        " when running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``; with none of them"
+        " the agent runs standalone.",
+    )
 
-    kube_context: str | None = None
-    """The kubeconfig context to use (default: its current context)."""
+    kube_context: str | None = Field(
+        default=None,
+        description="The kubeconfig context to use (default: its current context).",
+    )
 
-    standalone: bool = False
-    """Run without Kubernetes even when a cluster is configured: the same loop, with the
-    pods found from their cgroups (UID and QoS class only) and every action logged instead
-    of applied, as in ``dryRun``. Implied when no cluster is configured."""
+    standalone: bool = Field(
+        default=False,
+        description="Run without Kubernetes even when a cluster is configured: the same loop,"
+        " with the pods found from their cgroups (UID and QoS class only) and every action"
+        " logged instead of applied, as in ``dryRun``. Implied when no cluster is configured.",
+    )
 
-    log_format: LogFormat = LogFormat.TEXT
-    """``text`` (default) or ``json``; both carry the same fields."""
+    log_format: LogFormat = Field(
+        default=LogFormat.TEXT,
+        description="``text`` (default) or ``json``; both carry the same fields.",
+    )
 
-    log_level: LogLevel = LogLevel.INFO
-    """``debug``, ``info`` (default: one line per decision worth reading, every action and
-    every change of a degraded source), ``warning`` or ``error``."""
+    log_level: LogLevel = Field(
+        default=LogLevel.INFO,
+        description="``debug``, ``info`` (default: one line per decision worth reading, every"
+        " action and every change of a degraded source), ``warning`` or ``error``.",
+    )
 
-    decision_log_interval: float = 10.0
-    """Seconds (default 10, the kubelet's cadence). A decision line is written whenever the
-    decision changes (a threshold met or cleared, grace satisfied, pressure, taints, an
-    eviction) and, while a threshold stays met without change, at most this often; a
-    quiet node logs nothing."""
+    decision_log_interval: float = Field(
+        default=10.0,
+        description="Seconds (default 10, the kubelet's cadence). A decision line is written"
+        " whenever the decision changes (a threshold met or cleared, grace satisfied,"
+        " pressure, taints, an eviction) and, while a threshold stays met without change, at"
+        " most this often; a quiet node logs nothing.",
+    )
 
     @model_validator(mode="before")
     @classmethod

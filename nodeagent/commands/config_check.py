@@ -39,7 +39,7 @@ EXIT_WARNINGS = 1
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
-    config = subparsers.add_parser("config", help="configuration tools")
+    config = subparsers.add_parser("config")
     tools = config.add_subparsers(dest="config_command", required=True, metavar="TOOL")
     parser = tools.add_parser(
         "check",

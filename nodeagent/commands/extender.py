@@ -46,7 +46,6 @@ log = logging.getLogger("nodeagent.extender")
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "extender",
-        help="serve kube-scheduler's extender protocol (filter, prioritize) by node pressure",
         description=(
             "A scheduler extender for a stock kube-scheduler: fails nodes under the agent's"
             " pressure taints and scores nodes by published headroom (the NodePressure"

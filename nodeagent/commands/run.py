@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nodeagent.agent import logs, runtime
+from nodeagent.agent import logs
 from nodeagent.commands.stopping import on_stop_signals
 from nodeagent.config import add_config_flags, config_from_args
 
@@ -28,7 +28,6 @@ SWITCHES = {
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="run the agent on this node",
         description="Watch the node's pressure signals, keep the agent's node conditions "
         "and taints, and evict pods as the kubelet would, but within milliseconds. "
         "Without a cluster (or with --standalone) it only logs what it would do.",
@@ -56,6 +55,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The agent's runtime brings the Kubernetes client, grpc and the rest: not for --help.
+    from nodeagent.agent import runtime  # noqa: PLC0415
+
     config = config_from_args(args)
     logs.configure(config.log_format, config.log_level)
     agent = runtime.Agent.build(config)

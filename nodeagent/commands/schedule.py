@@ -32,7 +32,6 @@ def _time(text: str) -> float:
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "schedule",
-        help="plan where pending pods would be scheduled, and why not elsewhere",
         description=(
             "Schedule the pending pods of a cluster snapshot (kubectl get nodes,pods -o yaml)"
             " with kube-scheduler's framework and nodeagent's NodePressure plugin."

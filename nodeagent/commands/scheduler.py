@@ -49,7 +49,6 @@ def _bool(text: str) -> bool:
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "scheduler",
-        help="schedule pods in a live cluster (kube-scheduler's framework, pressure-aware)",
         description="Watch the cluster and bind the pending pods whose schedulerName is one"
         " of the profiles (default profile: nodeagent-scheduler), with kube-scheduler's"
         " queue, framework and leader election, and the agent's NodePressure plugin.",

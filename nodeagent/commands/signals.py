@@ -45,7 +45,6 @@ from nodeagent.signals.collector import SignalCollector
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "signals",
-        help="print the node's pressure signals and per-pod usage",
         description="Read every eviction signal, PSI and per-pod usage once and print them "
         "with their sources. Needs no Kubernetes.",
     )

@@ -29,7 +29,6 @@ EXIT_BAD_INPUT = 2
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "simulate",
-        help="replay a recorded trace through the eviction engine",
         description="Replay a trace (one JSON object per line, one evaluation cycle per "
         "line) and print the decision of every cycle.",
     )

@@ -27,6 +27,7 @@ import grpc
 from google.protobuf.message import Message
 
 from nodeagent.cri import api_pb2 as pb
+from nodeagent.cri.endpoint import DEFAULT_ENDPOINT, grpc_target
 from nodeagent.errors import NodeAgentError
 
 __all__ = [
@@ -43,9 +44,6 @@ __all__ = [
     "Sandbox",
     "grpc_target",
 ]
-
-DEFAULT_ENDPOINT = "unix:///run/containerd/containerd.sock"
-"""The kubelet's default ``containerRuntimeEndpoint``."""
 
 CRI_API_VERSION = "v1"
 
@@ -162,20 +160,6 @@ class ContainerRuntime(Protocol):
     def image_fs_info(self) -> ImageFsInfo: ...
 
     def close(self) -> None: ...
-
-
-def grpc_target(endpoint: str) -> str:
-    """The gRPC target for a ``containerRuntimeEndpoint``: ``unix:///path`` as is, a bare
-    absolute path as ``unix://``, ``tcp://host:port`` as ``host:port``."""
-    if endpoint.startswith("unix://"):
-        return endpoint
-    if endpoint.startswith("/"):
-        return "unix://" + endpoint
-    if endpoint.startswith("tcp://"):
-        return endpoint.removeprefix("tcp://")
-    raise ValueError(
-        f"{endpoint!r} is not a CRI endpoint: use unix:///path/to/socket or tcp://host:port"
-    )
 
 
 _Response = TypeVar("_Response", bound=Message)

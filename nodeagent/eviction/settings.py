@@ -149,76 +149,112 @@ class EvictionSettings(BaseModel):
         dict[str, str] | None,
         NoDecode,
         BeforeValidator(_signal_map("evictionHard", "<")),
-    ] = Field(default=None, validate_default=True)
-    """Hard thresholds, acted on at once: ``{memory.available: 500Mi, nodefs.available:
-    10%}`` or ``memory.available<500Mi,nodefs.available<10%``. Unset: the kubelet's
-    defaults (``memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
-    imagefs.available<15%, imagefs.inodesFree<5%``). Set at all: only what is given (as
-    the kubelet does) unless mergeDefaultEvictionSettings. ``0%``/``100%`` disable a
-    signal. PSI signals take ``>``: ``memory.pressure.some.avg10>20`` (percent stalled)."""
+    ] = Field(
+        default=None,
+        validate_default=True,
+        description="Hard thresholds, acted on at once: ``{memory.available: 500Mi,"
+        " nodefs.available: 10%}`` or ``memory.available<500Mi,nodefs.available<10%``. Unset:"
+        " the kubelet's defaults (``memory.available<100Mi, nodefs.available<10%,"
+        " nodefs.inodesFree<5%, imagefs.available<15%, imagefs.inodesFree<5%``). Set at all:"
+        " only what is given (as the kubelet does) unless mergeDefaultEvictionSettings."
+        " ``0%``/``100%`` disable a signal. PSI signals take ``>``:"
+        " ``memory.pressure.some.avg10>20`` (percent stalled).",
+    )
     eviction_soft: Annotated[
         dict[str, str],
         NoDecode,
         BeforeValidator(_signal_map("evictionSoft", "<")),
-    ] = Field(default_factory=dict, validate_default=True)
-    """Soft thresholds, acted on once they have held for their grace period. Default none."""
+    ] = Field(
+        default_factory=dict,
+        validate_default=True,
+        description="Soft thresholds, acted on once they have held for their grace period."
+        " Default none.",
+    )
     eviction_soft_grace_period: Annotated[
         dict[str, str],
         NoDecode,
         BeforeValidator(_signal_map("evictionSoftGracePeriod", "=")),
-    ] = Field(default_factory=dict, validate_default=True)
-    """Grace period per soft threshold, Go durations: ``{memory.available: 1m30s}`` or
-    ``memory.available=1m30s``. Every soft threshold needs one."""
-    eviction_max_pod_grace_period: int = 0
-    """Seconds: the most termination grace a pod gets when evicted for a *soft* threshold
-    (it gets ``min(this, its terminationGracePeriodSeconds)``; hard evictions give 1 s).
-    Default 0 (the kubelet's: soft evictions are immediate). Negative: the pod's own grace
-    period (what the kubelet's flag help promises; the kubelet itself kills at once)."""
+    ] = Field(
+        default_factory=dict,
+        validate_default=True,
+        description="Grace period per soft threshold, Go durations: ``{memory.available:"
+        " 1m30s}`` or ``memory.available=1m30s``. Every soft threshold needs one.",
+    )
+    eviction_max_pod_grace_period: int = Field(
+        default=0,
+        description="Seconds: the most termination grace a pod gets when evicted for a *soft*"
+        " threshold (it gets ``min(this, its terminationGracePeriodSeconds)``; hard evictions"
+        " give 1 s). Default 0 (the kubelet's: soft evictions are immediate). Negative: the"
+        " pod's own grace period (what the kubelet's flag help promises; the kubelet itself"
+        " kills at once).",
+    )
     eviction_minimum_reclaim: Annotated[
         dict[str, str],
         NoDecode,
         BeforeValidator(_signal_map("evictionMinimumReclaim", "=")),
-    ] = Field(default_factory=dict, validate_default=True)
-    """Per signal, how far past its threshold the signal must recover before the threshold
-    stops being acted on (quantity, or percent of capacity): ``{nodefs.available: 500Mi}``.
-    Default none."""
-    eviction_pressure_transition_period: str = "5m0s"
-    """Go duration a pressure condition stays on after its last threshold stopped being
-    met (anti-flapping). Default 5m0s; ``0s`` means the default, as in the kubelet."""
+    ] = Field(
+        default_factory=dict,
+        validate_default=True,
+        description="Per signal, how far past its threshold the signal must recover before the"
+        " threshold stops being acted on (quantity, or percent of capacity):"
+        " ``{nodefs.available: 500Mi}``. Default none.",
+    )
+    eviction_pressure_transition_period: str = Field(
+        default="5m0s",
+        description="Go duration a pressure condition stays on after its last threshold"
+        " stopped being met (anti-flapping). Default 5m0s; ``0s`` means the default, as in the"
+        " kubelet.",
+    )
     enforce_node_allocatable: Annotated[list[str], NoDecode, BeforeValidator(_comma_list)] = Field(
-        default_factory=lambda: ["pods"], validate_default=True
+        default_factory=lambda: ["pods"],
+        validate_default=True,
+        description="The kubelet's enforceNodeAllocatable. When it holds ``pods`` (the"
+        " default), every hard ``memory.available`` threshold is also enforced on"
+        " ``allocatableMemory.available`` (the kubepods cgroup).",
     )
-    """The kubelet's enforceNodeAllocatable. When it holds ``pods`` (the default), every
-    hard ``memory.available`` threshold is also enforced on
-    ``allocatableMemory.available`` (the kubepods cgroup)."""
-    merge_default_eviction_settings: bool = False
-    """Fill the signals evictionHard leaves out with the kubelet's defaults (instead of
-    dropping them). Default false, as in the kubelet."""
-    eviction_strategy: EvictionStrategy = EvictionStrategy.KUBELET
-    """``kubelet``: one pod per cycle. ``relief``: in one cycle, as many ranked pods as it
-    takes to bring the signal back to threshold + minimum reclaim."""
+    merge_default_eviction_settings: bool = Field(
+        default=False,
+        description="Fill the signals evictionHard leaves out with the kubelet's defaults"
+        " (instead of dropping them). Default false, as in the kubelet.",
+    )
+    eviction_strategy: EvictionStrategy = Field(
+        default=EvictionStrategy.KUBELET,
+        description="``kubelet``: one pod per cycle. ``relief``: in one cycle, as many ranked"
+        " pods as it takes to bring the signal back to threshold + minimum reclaim.",
+    )
     condition_types: Annotated[dict[Pressure, str], NoDecode, BeforeValidator(_pressure_map)] = (
-        Field(default_factory=lambda: dict(DEFAULT_CONDITION_TYPES), validate_default=True)
+        Field(
+            default_factory=lambda: dict(DEFAULT_CONDITION_TYPES),
+            validate_default=True,
+            description="Node condition type the agent writes per pressure (``memory``, ``disk``,"
+            " ``pid``), e.g. ``memory=NodeAgentMemoryPressure``. Defaults:"
+            " NodeAgent{Memory,Disk,PID}Pressure, distinct from the kubelet's own so neither"
+            " overwrites the other.",
+        )
     )
-    """Node condition type the agent writes per pressure (``memory``, ``disk``, ``pid``),
-    e.g. ``memory=NodeAgentMemoryPressure``. Defaults: NodeAgent{Memory,Disk,PID}Pressure,
-    distinct from the kubelet's own so neither overwrites the other."""
     taint_keys: Annotated[dict[Pressure, str], NoDecode, BeforeValidator(_pressure_map)] = Field(
-        default_factory=lambda: dict(DEFAULT_TAINT_KEYS), validate_default=True
+        default_factory=lambda: dict(DEFAULT_TAINT_KEYS),
+        validate_default=True,
+        description="Taint key the agent sets per pressure. Defaults:"
+        " nodeagent.io/{memory,disk,pid}-pressure.",
     )
-    """Taint key the agent sets per pressure. Defaults: nodeagent.io/{memory,disk,pid}-pressure."""
-    soft_pressure_taint: bool = False
-    """When true, pressure that so far comes only from soft thresholds still inside their
-    grace period taints ``PreferNoSchedule`` instead of ``NoSchedule`` (an early warning
-    that steers new pods away without refusing them); ``NoSchedule`` from the moment a
-    threshold is acted on. Default false: ``NoSchedule`` whenever the condition is on,
-    as the node lifecycle controller does for the kubelet's conditions."""
+    soft_pressure_taint: bool = Field(
+        default=False,
+        description="When true, pressure that so far comes only from soft thresholds still"
+        " inside their grace period taints ``PreferNoSchedule`` instead of ``NoSchedule`` (an"
+        " early warning that steers new pods away without refusing them); ``NoSchedule`` from"
+        " the moment a threshold is acted on. Default false: ``NoSchedule`` whenever the"
+        " condition is on, as the node lifecycle controller does for the kubelet's conditions.",
+    )
 
-    local_storage_capacity_isolation: bool = True
-    """The kubelet's localStorageCapacityIsolation: every cycle, whatever the thresholds,
-    evict each pod whose emptyDir uses more than its ``sizeLimit``, whose ephemeral usage
-    exceeds its pod-level ``ephemeral-storage`` limit, or one of whose containers exceeds
-    its own; such a cycle evicts for no threshold. Default true, as in the kubelet."""
+    local_storage_capacity_isolation: bool = Field(
+        default=True,
+        description="The kubelet's localStorageCapacityIsolation: every cycle, whatever the"
+        " thresholds, evict each pod whose emptyDir uses more than its ``sizeLimit``, whose"
+        " ephemeral usage exceeds its pod-level ``ephemeral-storage`` limit, or one of whose"
+        " containers exceeds its own; such a cycle evicts for no threshold. Default true, as"
+        " in the kubelet.",
+    )
 
     @field_validator("eviction_hard", "eviction_soft")
     @classmethod

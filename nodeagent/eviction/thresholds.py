@@ -26,8 +26,6 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 
-import numpy
-
 from nodeagent import durations
 from nodeagent.eviction import units
 from nodeagent.model import FsLayout, Signal, SignalValue
@@ -101,10 +99,10 @@ class Percentage:
     @property
     def percent(self) -> float:
         """The shortest percentage that parses back to this fraction (15, not 15.000001)."""
-        target = numpy.float32(self.fraction)
+        target = units.float32(self.fraction)
         for digits in range(10):
             candidate = round(self.fraction * 100, digits)
-            if numpy.float32(candidate) / numpy.float32(100) == target:
+            if units.float32(units.float32(candidate) / 100) == target:
                 return candidate
         return self.fraction * 100
 

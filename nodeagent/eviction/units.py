@@ -6,11 +6,14 @@ the same canonical text the kubelet writes into eviction messages (1.5 GiB print
 ``1536Mi``, one byte over 1 GiB as ``1073741825``).
 
 * Quantities: the grammar of ``k8s.io/apimachinery`` ``resource.Quantity`` is checked
-  with a regular expression, then the value is computed by
-  :func:`kubernetes.utils.parse_quantity`. Counts are whole units (bytes, inodes, PIDs),
-  so a fractional quantity rounds *up*: for an integer observation ``available < q``
-  holds exactly when ``available < ceil(q)``.
-* Percentages: the kubelet parses them as float32 and divides by 100 in float32, then
+  with a regular expression, then the value is computed exactly, as a ``Decimal``. This
+  is the project's one quantity parser (the agent's pods, the scheduler's objects and the
+  configuration all read quantities through it); it used to hand the arithmetic to the
+  ``kubernetes`` client, whose import alone cost every command half a second. Counts are
+  whole units (bytes, inodes, PIDs), so a fractional quantity rounds *up*: for an integer
+  observation ``available < q`` holds exactly when ``available < ceil(q)``.
+* Percentages: the kubelet parses them as float32 and divides by 100 in float32
+  (:func:`float32` rounds a float to the nearest float32, as a Go conversion does), then
   multiplies the capacity in float64 and truncates. Those float32 artefacts are kept on
   purpose (10% of 10 GiB is 1 073 741 840, not ...824) so that the agent and the kubelet
   agree to the byte on the same node.
@@ -22,11 +25,9 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from dataclasses import dataclass
 from decimal import Decimal
-
-import numpy
-from kubernetes.utils import quantity as k8s_quantity
 
 from nodeagent.model import QuantityFormat
 
@@ -34,11 +35,13 @@ __all__ = [
     "ParsedQuantity",
     "QuantityFormat",
     "UnitError",
+    "float32",
     "format_quantity",
     "json_number",
     "parse_exact_quantity",
     "parse_percentage",
     "parse_quantity",
+    "quantity_value",
     "readable_quantity",
 ]
 
@@ -62,6 +65,12 @@ _QUANTITY_HELP = (
     "expected a number with an optional suffix: Ki, Mi, Gi, Ti, Pi, Ei (powers of 1024), "
     "n, u, m, k, M, G, T, P, E (powers of 1000) or an exponent such as e6"
 )
+_BINARY_SCALE = {prefix: Decimal(1024**power) for power, prefix in enumerate("KMGTPE", 1)}
+_DECIMAL_SCALE = {
+    "": Decimal(1),
+    **{prefix: Decimal(1000) ** power for power, prefix in enumerate("kMGTPE", 1)},
+    **{prefix: Decimal(1000) ** -power for power, prefix in enumerate("mun", 1)},
+}
 
 
 def parse_quantity(text: str) -> ParsedQuantity:
@@ -76,17 +85,22 @@ def parse_exact_quantity(text: str) -> tuple[Decimal, QuantityFormat]:
     if match is None:
         raise UnitError(f"invalid quantity {text!r}: {_QUANTITY_HELP}")
     suffix = match.group("suffix") or ""
+    if len(suffix) > 1 and not suffix.endswith("i"):  # e3, E-2: an exponent, not exa (E)
+        return Decimal(text), QuantityFormat.DECIMAL_EXPONENT
+    number = Decimal(text[: len(text) - len(suffix)])
     if suffix.endswith("i"):
-        quantity_format = QuantityFormat.BINARY_SI
-    elif len(suffix) > 1:  # e3, E-2: an exponent, not the exa suffix E
-        quantity_format = QuantityFormat.DECIMAL_EXPONENT
-    else:
-        quantity_format = QuantityFormat.DECIMAL_SI
-    try:
-        exact: Decimal = k8s_quantity.parse_quantity(text)  # type: ignore[no-untyped-call]
-    except ValueError as exc:  # the regex admits only what the library parses
-        raise UnitError(f"invalid quantity {text!r}: {exc}") from exc
-    return exact, quantity_format
+        return number * _BINARY_SCALE[suffix[0]], QuantityFormat.BINARY_SI
+    return number * _DECIMAL_SCALE[suffix], QuantityFormat.DECIMAL_SI
+
+
+def quantity_value(value: str | int | float | Decimal) -> Decimal:
+    """The exact value of a quantity as it comes in a Kubernetes object or a YAML file:
+    text (``128Mi``, parsed by the grammar above) or a plain number (YAML's ``2``)."""
+    if isinstance(value, str):
+        return parse_exact_quantity(value)[0]
+    if isinstance(value, bool):  # an int to Python, never a quantity to Kubernetes
+        raise UnitError(f"invalid quantity {value!r}: {_QUANTITY_HELP}")
+    return Decimal(value)
 
 
 _BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
@@ -142,7 +156,19 @@ def parse_percentage(text: str) -> float:
     number = text.rstrip("%")
     if not text.endswith("%") or _NUMBER.fullmatch(number) is None:
         raise UnitError(f"invalid percentage {text!r}: expected a number followed by %")
-    return float(numpy.float32(float(number)) / numpy.float32(100))
+    return float32(float32(float(number)) / float32(100))
+
+
+def float32(value: float) -> float:
+    """``value`` rounded to the nearest float32 (ties to even), overflowing to infinity,
+    as Go's ``float32(x)`` and numpy's ``float32`` do. Arithmetic on two such values in
+    float64, rounded again with this, gives the float32 result exactly: a float64 has
+    more than twice float32's precision, so the double rounding cannot differ."""
+    try:
+        rounded: float = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+    return rounded
 
 
 def json_number(value: float) -> float | int:

@@ -30,10 +30,8 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import InvalidOperation
 from typing import Any, TypeVar
-
-from kubernetes.utils import parse_quantity
 
 from nodeagent.eviction import units
 from nodeagent.model import (
@@ -62,9 +60,7 @@ def quantity(value: Any, resource: str = "") -> int:
     """A resource quantity in base units (millicores for ``cpu``), rounded up.
     Unparseable values count as 0: a pod the API server admitted cannot have them."""
     try:
-        amount: Decimal = (
-            value if isinstance(value, Decimal) else parse_quantity(value)  # type: ignore[no-untyped-call]
-        )
+        amount = units.quantity_value(value)
     except (ValueError, TypeError, InvalidOperation):
         return 0
     if resource == "cpu":

@@ -21,7 +21,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from nodeagent import durations
 from nodeagent.serving.settings import MetricsAuth
@@ -79,39 +79,52 @@ def parse_listen_address(text: str) -> ListenAddress:
 class ObservabilitySettings(BaseModel):
     """Metrics and health endpoints."""
 
-    metrics_address: str = DEFAULT_METRICS_ADDRESS
-    """Where ``/metrics``, ``/healthz`` and ``/readyz`` listen, as ``HOST:PORT``
-    (``[::]:PORT`` for IPv6, port 0 for any free port). Default ``0.0.0.0:9813``: every
-    interface, so Prometheus can scrape the pod IP and the kubelet can probe it."""
+    metrics_address: str = Field(
+        default=DEFAULT_METRICS_ADDRESS,
+        description="Where ``/metrics``, ``/healthz`` and ``/readyz`` listen, as ``HOST:PORT``"
+        " (``[::]:PORT`` for IPv6, port 0 for any free port). Default ``0.0.0.0:9813``: every"
+        " interface, so Prometheus can scrape the pod IP and the kubelet can probe it.",
+    )
 
-    liveness_timeout: float = 30.0
-    """Seconds without an evaluation cycle after which ``/healthz`` fails (also
-    ``30s``, ``1m``). Default 30 s: a 1 s loop misses thirty ticks before the agent is
-    declared wedged, and the probe (3 failures 10 s apart) restarts it about a minute
-    after it stopped. Keep it well above the poll interval. Under systemd the
-    watchdog (``WatchdogSec``, fed by every cycle) does the same job."""
+    liveness_timeout: float = Field(
+        default=30.0,
+        description="Seconds without an evaluation cycle after which ``/healthz`` fails (also"
+        " ``30s``, ``1m``). Default 30 s: a 1 s loop misses thirty ticks before the agent is"
+        " declared wedged, and the probe (3 failures 10 s apart) restarts it about a minute"
+        " after it stopped. Keep it well above the poll interval. Under systemd the watchdog"
+        " (``WatchdogSec``, fed by every cycle) does the same job.",
+    )
 
-    metrics_auth: MetricsAuth | None = None
-    """Who may read ``/metrics``: ``kubernetes`` serves HTTPS and lets in only callers
-    the API server authenticates (a bearer token, by TokenReview, or a client
-    certificate signed by ``clientCAFile``) and authorizes (a SubjectAccessReview for
-    ``get`` on the path; the ``system:auth-delegator`` binding lets the agent ask);
-    ``/healthz``, ``/readyz`` and ``/livez`` stay open. ``none``: plain HTTP, open to
-    anyone who reaches the port. Default: ``kubernetes`` in cluster mode, ``none``
-    standalone (there is no API to ask). See docs/security.md."""
+    metrics_auth: MetricsAuth | None = Field(
+        default=None,
+        description="Who may read ``/metrics``: ``kubernetes`` serves HTTPS and lets in only"
+        " callers the API server authenticates (a bearer token, by TokenReview, or a"
+        " client certificate signed by ``clientCAFile``) and authorizes (a"
+        " SubjectAccessReview for ``get`` on the path; the ``system:auth-delegator``"
+        " binding lets the agent ask); ``/healthz``, ``/readyz`` and ``/livez`` stay"
+        " open. ``none``: plain HTTP, open to anyone who reaches the port. Default:"
+        " ``kubernetes`` in cluster mode, ``none`` standalone (there is no API to ask)."
+        " See docs/security.md.",
+    )
 
-    tls_cert_file: str = ""
-    """Serving certificate (PEM, with its chain) for HTTPS; reloaded when the file
-    changes. Default with ``metricsAuth: kubernetes``: a self-signed certificate made at
-    start, its SHA-256 fingerprint logged."""
+    tls_cert_file: str = Field(
+        default="",
+        description="Serving certificate (PEM, with its chain) for HTTPS; reloaded when the file"
+        " changes. Default with ``metricsAuth: kubernetes``: a self-signed certificate"
+        " made at start, its SHA-256 fingerprint logged.",
+    )
 
-    tls_private_key_file: str = ""
-    """The private key of ``tlsCertFile`` (PEM); both or neither."""
+    tls_private_key_file: str = Field(
+        default="",
+        description="The private key of ``tlsCertFile`` (PEM); both or neither.",
+    )
 
-    client_ca_file: str = ""
-    """CA bundle (PEM) that verifies client certificates: a certificate it signed
-    authenticates its CN as the user and its O values as groups (then authorized like a
-    token). Empty: bearer tokens only."""
+    client_ca_file: str = Field(
+        default="",
+        description="CA bundle (PEM) that verifies client certificates: a certificate it signed"
+        " authenticates its CN as the user and its O values as groups (then authorized"
+        " like a token). Empty: bearer tokens only.",
+    )
 
     @field_validator("metrics_address")
     @classmethod

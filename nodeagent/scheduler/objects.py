@@ -24,13 +24,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import InvalidOperation
 from typing import Any
 
 import yaml
-from kubernetes.utils import quantity
 
 from nodeagent.errors import ConfigError
+from nodeagent.eviction import units
 from nodeagent.scheduler import api, resources
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -130,7 +130,7 @@ def _base_units(name: str, value: Any) -> int:
     """Memoised: a cluster repeats a handful of quantities (100m, 128Mi) thousands of
     times, and the exact Decimal parse is most of a pod's parsing time. Errors are not
     cached."""
-    amount: Decimal = quantity.parse_quantity(value)  # type: ignore[no-untyped-call]
+    amount = units.quantity_value(value)
     if amount < 0:
         raise _Negative
     if name == api.CPU:

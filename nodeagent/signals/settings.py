@@ -4,46 +4,64 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from nodeagent import durations
 from nodeagent.signals.cgroups import normalize_cgroup
 
 
 class SignalSourceSettings(BaseModel):
-    host_root: Path = Path("/")
-    """The host's root as this process sees it: ``/`` on bare metal, ``/host`` in a
-    DaemonSet that mounts the host's /proc, /sys and kubelet dirs under /host. Every
-    reader resolves its paths below it."""
-    node_cgroup: str = "/"
-    """The cgroup treated as "the node", relative to the cgroup mount (``/`` or
-    ``/mynode.slice``). With a memory limit, that limit is the capacity of
-    ``memory.available``, so an operator can guard one slice. Default: the root."""
-    kubepods_cgroup: str | None = None
-    """The node-allocatable cgroup holding the pods (``/kubepods`` or
-    ``/kubepods.slice``). Default: auto-detected, under the node cgroup first, then at
-    the root."""
-    nodefs_path: Path = Path("/var/lib/kubelet")
-    """A path on the filesystem the kubelet root dir lives on (nodefs)."""
-    imagefs_path: Path | None = None
-    """A path on the container runtime's image filesystem (imagefs):
-    ``/var/lib/containerd`` for containerd, ``/var/lib/containers`` for CRI-O. Default:
-    where the runtime on ``containerRuntimeEndpoint`` says (CRI ``ImageFsInfo``, as the
-    kubelet finds it; with the writable-layer filesystem too when the runtime reports
-    one), else ``/var/lib/containerd``."""
-    containerfs_path: Path | None = None
-    """A path on the writable-layer filesystem when the runtime splits it from images
-    (containerfs). Default: unset, and containerfs follows the detected layout (nodefs
-    on a single filesystem, imagefs with a dedicated imagefs)."""
-    pod_logs_path: Path = Path("/var/log/pods")
-    """Where the kubelet keeps pod logs (``<ns>_<name>_<uid>/``)."""
-    kubelet_root_dir: Path = Path("/var/lib/kubelet")
-    """The kubelet's ``--root-dir``; pod volumes are under ``pods/<uid>/volumes``."""
-    pod_storage_scan_interval: float = 30.0
-    """Seconds between walks of the pods' logs, emptyDir volumes and writable layers
-    (also accepts ``30s``, ``1m``). The walks cost far more than the per-second cgroup
-    reads, and disk fills slowly; the kubelet's cAdvisor rescans about every minute.
-    ``0`` disables per-pod ephemeral-storage usage."""
+    host_root: Path = Field(
+        default=Path("/"),
+        description="The host's root as this process sees it: ``/`` on bare metal, ``/host``"
+        " in a DaemonSet that mounts the host's /proc, /sys and kubelet dirs under /host."
+        " Every reader resolves its paths below it.",
+    )
+    node_cgroup: str = Field(
+        default="/",
+        description='The cgroup treated as "the node", relative to the cgroup mount (``/``'
+        " or ``/mynode.slice``). With a memory limit, that limit is the capacity of"
+        " ``memory.available``, so an operator can guard one slice. Default: the root.",
+    )
+    kubepods_cgroup: str | None = Field(
+        default=None,
+        description="The node-allocatable cgroup holding the pods (``/kubepods`` or"
+        " ``/kubepods.slice``). Default: auto-detected, under the node cgroup first, then at"
+        " the root.",
+    )
+    nodefs_path: Path = Field(
+        default=Path("/var/lib/kubelet"),
+        description="A path on the filesystem the kubelet root dir lives on (nodefs).",
+    )
+    imagefs_path: Path | None = Field(
+        default=None,
+        description="A path on the container runtime's image filesystem (imagefs):"
+        " ``/var/lib/containerd`` for containerd, ``/var/lib/containers`` for CRI-O. Default:"
+        " where the runtime on ``containerRuntimeEndpoint`` says (CRI ``ImageFsInfo``, as the"
+        " kubelet finds it; with the writable-layer filesystem too when the runtime reports"
+        " one), else ``/var/lib/containerd``.",
+    )
+    containerfs_path: Path | None = Field(
+        default=None,
+        description="A path on the writable-layer filesystem when the runtime splits it from"
+        " images (containerfs). Default: unset, and containerfs follows the detected layout"
+        " (nodefs on a single filesystem, imagefs with a dedicated imagefs).",
+    )
+    pod_logs_path: Path = Field(
+        default=Path("/var/log/pods"),
+        description="Where the kubelet keeps pod logs (``<ns>_<name>_<uid>/``).",
+    )
+    kubelet_root_dir: Path = Field(
+        default=Path("/var/lib/kubelet"),
+        description="The kubelet's ``--root-dir``; pod volumes are under ``pods/<uid>/volumes``.",
+    )
+    pod_storage_scan_interval: float = Field(
+        default=30.0,
+        description="Seconds between walks of the pods' logs, emptyDir volumes and writable"
+        " layers (also accepts ``30s``, ``1m``). The walks cost far more than the per-second"
+        " cgroup reads, and disk fills slowly; the kubelet's cAdvisor rescans about every"
+        " minute. ``0`` disables per-pod ephemeral-storage usage.",
+    )
 
     @field_validator("kubepods_cgroup", "containerfs_path", "imagefs_path", mode="before")
     @classmethod

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from nodeagent.eviction import units
@@ -98,3 +100,75 @@ def test_float32_artefacts_of_the_reference(percentage: str, capacity: int, amou
 def test_malformed_percentages(text: str) -> None:
     with pytest.raises(units.UnitError, match="expected a number followed by %"):
         units.parse_percentage(text)
+
+
+class TestTheOneQuantityParser:
+    """:func:`units.parse_exact_quantity` is the project's only quantity parser; before it
+    computed values itself it delegated to the ``kubernetes`` client's. On the grammar
+    both accept, the values must be the same, digit for digit."""
+
+    digits = st.text("0123456789", min_size=1, max_size=30)
+    mantissas = st.one_of(
+        digits,
+        st.builds("{}.{}".format, digits, st.text("0123456789", max_size=12)),
+        st.builds(".{}".format, digits),
+    )
+    suffixes = st.one_of(
+        st.sampled_from(["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", *"numkMGTPE"]),
+        st.builds(
+            "{}{}{}".format,
+            st.sampled_from("eE"),
+            st.sampled_from(["", "+", "-"]),
+            st.integers(0, 40).map(str),
+        ),
+    )
+    quantities = st.builds("{}{}{}".format, st.sampled_from(["", "+", "-"]), mantissas, suffixes)
+
+    @given(quantities)
+    def test_values_match_the_kubernetes_clients_parser(self, text: str) -> None:
+        from kubernetes.utils import quantity
+
+        expected = quantity.parse_quantity(text)  # type: ignore[no-untyped-call]
+        assert units.parse_exact_quantity(text)[0] == expected
+        assert units.quantity_value(text) == expected
+
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            pytest.param(2, Decimal(2), id="yaml-int"),
+            pytest.param(0.5, Decimal("0.5"), id="yaml-float"),
+            pytest.param(Decimal("1.5"), Decimal("1.5"), id="decimal"),
+            pytest.param("128Mi", Decimal(128 * Mi), id="text"),
+        ],
+    )
+    def test_numbers_pass_through_exactly(self, value: float | Decimal, expected: Decimal) -> None:
+        assert units.quantity_value(value) == expected
+
+    @pytest.mark.parametrize("value", ["Infinity", "NaN", " 1", "1_000", True])
+    def test_what_decimal_alone_would_take_is_refused(self, value: str | bool) -> None:
+        # The client's parser handed these to Decimal, which takes them; the API server
+        # does not (and Infinity used to crash a configuration load with OverflowError).
+        with pytest.raises(units.UnitError, match="invalid quantity"):
+            units.quantity_value(value)
+
+
+class TestFloat32:
+    """:func:`units.float32` stands in for numpy's float32 scalar, bit for bit."""
+
+    @given(st.floats(allow_nan=False, width=64))
+    def test_rounds_as_numpy_does(self, value: float) -> None:
+        import numpy
+
+        with numpy.errstate(over="ignore"):
+            assert units.float32(value) == float(numpy.float32(value))
+
+    @given(st.floats(-1e6, 1e6, allow_nan=False), st.floats(-1e6, 1e6, allow_nan=False))
+    def test_division_in_float64_rounded_once_more_is_float32_division(
+        self, a: float, b: float
+    ) -> None:
+        import numpy
+
+        assume(units.float32(b) != 0)
+        with numpy.errstate(over="ignore", under="ignore"):
+            expected = float(numpy.float32(a) / numpy.float32(b))
+        assert units.float32(units.float32(a) / units.float32(b)) == expected

@@ -84,6 +84,8 @@ def test_psi_triggers_from_environment_and_flags(
         pytest.param("psi_triggers", "memory some 1s 11s", "10s", id="window-too-long"),
         pytest.param("memory_threshold_hysteresis", "16MB?", "quantity", id="bad-quantity"),
         pytest.param("memory_threshold_hysteresis", "0.5", "whole", id="fractional-bytes"),
+        pytest.param("memory_threshold_hysteresis", "Infinity", "quantity", id="infinite-bytes"),
+        pytest.param("memory_threshold_hysteresis", " 16Mi", "quantity", id="padded-quantity"),
     ],
 )
 def test_errors_name_field_and_value(field: str, value: str, complaint: str) -> None:

@@ -1,0 +1,200 @@
+"""Start-up of the command line: how long ``nodeagent --version``, ``--help``, ``signals``
+and a few more take, each in a fresh interpreter, and what each of them imports.
+
+    python -m benchmarks.bench_startup [--rounds 15] [--tree DIR ...]
+
+Each ``--tree`` is a checkout (default: this one); its ``nodeagent`` package is copied and
+compiled to bytecode first, as an installation has it (this machine sets
+PYTHONDONTWRITEBYTECODE, which would otherwise make every run compile the package again).
+Commands run as the ``nodeagent`` console script runs them (``from nodeagent.cli import
+main``), the trees interleaved round by round so that load from other processes falls on
+all of them alike. Printed per command and tree: median and fastest wall time, median CPU
+time (user + system), the import time ``-X importtime`` reports (the sum of the top-level
+imports, median of three runs; steadier than the wall time on a loaded machine), and which
+of the heavy dependencies the command imported. ``python (floor)`` is the bare interpreter
+with the same site packages, what no change to nodeagent can remove; ``libraries
+(floor)`` adds the imports ``signals`` needs whatever nodeagent does (pydantic-settings
+for the configuration, PyYAML, gRPC and protobuf for the container runtime).
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "python (floor)": (),
+    "libraries (floor)": (),
+    "--version": ("--version",),
+    "--help": ("--help",),
+    "signals": ("signals",),
+    "signals --help": ("signals", "--help"),
+    "run --help": ("run", "--help"),
+    "config check": ("config", "check"),
+    "schedule --help": ("schedule", "--help"),
+}
+HEAVY = ("kubernetes", "numpy", "grpc", "pydantic", "yaml", "nodeagent.scheduler")
+
+CONSOLE_SCRIPT = "import sys\nfrom nodeagent.cli import main\nsys.exit(main())"
+FLOORS = {
+    "python (floor)": "import sys",
+    # What `signals` cannot go below while its configuration is pydantic-settings and it
+    # asks the runtime over gRPC.
+    "libraries (floor)": "import pydantic_settings, yaml, grpc, google.protobuf",
+}
+# After the command: which heavy packages it imported, written where $MODULES_OUT says.
+IMPORTS_SCRIPT = """
+import atexit, json, os, sys
+def _dump():
+    with open(os.environ["MODULES_OUT"], "w") as out:
+        json.dump(sorted(sys.modules), out)
+atexit.register(_dump)
+from nodeagent.cli import main
+sys.exit(main())
+"""
+
+
+@dataclass
+class Samples:
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+
+def installed_copy(tree: Path, into: Path) -> Path:
+    """``tree``'s package copied under ``into`` and compiled, as pip leaves it."""
+    shutil.copytree(tree / "nodeagent", into / "nodeagent", ignore=shutil.ignore_patterns("*.pyc"))
+    if not compileall.compile_dir(into / "nodeagent", quiet=1):
+        raise SystemExit(f"{tree}: the package does not compile")
+    return into
+
+
+def environment(path: Path) -> dict[str, str]:
+    """Run with ``cwd=path`` too: ``python -c`` puts the working directory first on the
+    path, and a checkout there would shadow the compiled copy."""
+    env = dict(os.environ, PYTHONPATH=str(path), COLUMNS="100")
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def script(command: str) -> str:
+    return FLOORS.get(command, CONSOLE_SCRIPT)
+
+
+def timed(path: Path, command: str) -> tuple[float, float]:
+    """Wall and CPU seconds of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", script(command), *COMMANDS[command]],
+        env=environment(path),
+        cwd=path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+        timeout=120,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def import_ms(path: Path, command: str) -> float:
+    """The sum of the top-level imports' cumulative times, from ``-X importtime``."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", script(command), *COMMANDS[command]],
+        env=environment(path),
+        cwd=path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    total = 0
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        _, cumulative, name = line.split("|")
+        if cumulative.strip().isdigit() and not name.startswith("  "):
+            total += int(cumulative)
+    return total / 1000
+
+
+def heavy_imports(path: Path, command: str, workdir: Path) -> list[str]:
+    if command in FLOORS:
+        return []
+    out = workdir / "modules.json"
+    subprocess.run(
+        [sys.executable, "-c", IMPORTS_SCRIPT, *COMMANDS[command]],
+        env={**environment(path), "MODULES_OUT": str(out)},
+        cwd=path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+        timeout=120,
+    )
+    modules = json.loads(out.read_text())
+    return [h for h in HEAVY if any(m == h or m.startswith(h + ".") for m in modules)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        action="append",
+        help="a checkout to measure (repeat to compare; default: this one)",
+    )
+    parser.add_argument("--commands", nargs="*", choices=list(COMMANDS), default=list(COMMANDS))
+    args = parser.parse_args()
+    trees: list[Path] = args.tree or [ROOT]
+    with tempfile.TemporaryDirectory(prefix="nodeagent-startup-") as work:
+        workdir = Path(work)
+        paths = [
+            installed_copy(tree.resolve(), workdir / f"tree{n}") for n, tree in enumerate(trees)
+        ]
+        samples = {(c, n): Samples() for c in args.commands for n in range(len(paths))}
+        for path in paths:  # warm the page cache
+            for command in args.commands:
+                timed(path, command)
+        for _ in range(args.rounds):
+            for command in args.commands:
+                for n, path in enumerate(paths):
+                    wall, cpu = timed(path, command)
+                    samples[command, n].wall.append(wall)
+                    samples[command, n].cpu.append(cpu)
+        print(f"{args.rounds} rounds, trees interleaved; times in ms")
+        print(
+            f"{'command':<17} {'tree':<24} {'wall median':>11} {'fastest':>8} {'CPU':>6}"
+            f" {'imports':>8}  heavy imports"
+        )
+        for command in args.commands:
+            for n, path in enumerate(paths):
+                s = samples[command, n]
+                heavy = heavy_imports(path, command, workdir)
+                imports = statistics.median(import_ms(path, command) for _ in range(3))
+                print(
+                    f"{command:<17} {str(trees[n])[-24:]:<24}"
+                    f" {statistics.median(s.wall) * 1e3:>11.0f} {min(s.wall) * 1e3:>8.0f}"
+                    f" {statistics.median(s.cpu) * 1e3:>6.0f}"
+                    f" {imports:>8.0f}  {', '.join(heavy) or '-'}"
+                )
+
+
+if __name__ == "__main__":
+    main()
