@@ -21,6 +21,7 @@ ext4 disk :func:`boot` can attach (``disk_mib``, mounted at :data:`DISK_MOUNT`).
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -52,11 +53,25 @@ class Boot:
     """A host directory the command could write to (``$UML_RESULTS`` inside)."""
 
 
+@functools.cache
 def available() -> str | None:
-    """Why user-mode-linux cannot be booted here, or ``None`` when it can."""
+    """Why user-mode-linux cannot be booted here, or ``None`` when it can.
+
+    Installed is not enough: Debian's 6.1 build panics at init on hosts whose CPUs
+    have a larger extended register state than it was built for (seen on CPUs with
+    AMX: ``ptrace set fp regs failed, errno = 14``). One small probe boot per session
+    tells, and its console says why."""
     if not LINUX_UML.is_file():
         return f"{LINUX_UML} is missing (apt-get install user-mode-linux)"
-    return None
+    probe = _boot(["true"], mem_mib=64, timeout_s=60.0)
+    if probe.status == 0:
+        return None
+    lines = [line.strip() for line in probe.output.splitlines() if line.strip()]
+    # The kernel's own words before its stack dump: the failing call, then the panic.
+    telling = [line for line in lines if "ptrace" in line or line.startswith("Kernel panic")]
+    why = "; ".join(telling or lines[-1:] or ["no console output"])
+    state = "timed out" if probe.timed_out else f"status {probe.status}"
+    return f"{LINUX_UML} cannot boot on this host ({state}): {why}"
 
 
 def _init_script(command: Sequence[str], results: Path, env: Mapping[str, str]) -> str:
@@ -98,6 +113,20 @@ def boot(
     reason = available()
     if reason is not None:
         raise RuntimeError(reason)
+    return _boot(
+        command, mem_mib=mem_mib, timeout_s=timeout_s, disk_mib=disk_mib, env=env, workdir=workdir
+    )
+
+
+def _boot(
+    command: Sequence[str],
+    *,
+    mem_mib: int,
+    timeout_s: float,
+    disk_mib: int | None = None,
+    env: Mapping[str, str] | None = None,
+    workdir: Path | None = None,
+) -> Boot:
     work = workdir or Path(tempfile.mkdtemp(prefix="nodeagent-uml-"))
     results = work / "results"
     results.mkdir(parents=True, exist_ok=True)
