@@ -11,7 +11,7 @@
   dry-run actuators: every decision is logged, counted and exported exactly as in a
   cluster, and nothing leaves the machine. ``nodeagent run`` works on any Linux host.
 
-Threads: the loop (the caller's), actuation, the pod cache's list + watch, the per-pod
+Threads: the loop (the caller's), evictions, node status, the pod cache's list + watch, the per-pod
 storage walk and the metrics server. :meth:`Agent.request_stop` (signal-handler safe)
 ends the loop's wait at once; :meth:`Agent.close` stops the rest within a few seconds,
 never waiting on a request stuck on a dead API.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodeagent import errors
-from nodeagent.actuators.events import EventRecorder
+from nodeagent.actuators.events import EventQueue, EventRecorder
 from nodeagent.actuators.evictor import Evictor
 from nodeagent.actuators.node_status import NodeStatusActuator
 from nodeagent.actuators.safety import SafetyPolicy
@@ -252,6 +252,8 @@ class Agent:
             refresh_interval=config.event_refresh_interval,
             dry_run=api_dry_run,
         )
+        # the evictor only queues its events; the node-status thread writes them
+        events = EventQueue(recorder)
         actuation = Actuation(
             node_status=NodeStatusActuator(
                 kube,
@@ -268,7 +270,7 @@ class Agent:
             evictor=Evictor(
                 kube,
                 clock=clock,
-                recorder=recorder,
+                recorder=events,
                 policy=SafetyPolicy.from_settings(config),
                 max_evictions=config.max_evictions_per_interval,
                 cap_interval=config.eviction_cap_interval,
@@ -277,6 +279,7 @@ class Agent:
                 dry_run=api_dry_run,
             ),
             recorder=recorder,
+            events=events,
             clock=clock,
             metrics=metrics,
             health=health,
