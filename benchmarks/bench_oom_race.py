@@ -17,23 +17,26 @@ cgroup is guarded with a hard threshold (``--thresholds``: 500Mi, 100Mi, 1Gi).
 Each run's pod is a process in its pod cgroup (``oom_score_adj`` 1000: BestEffort, as
 the kubelet sets it) that starts :data:`LEAD` above the crossing and allocates and
 touches memory at a fixed rate (``--rates``: 256 MiB/s to 8 GiB/s; ``madvise
-(MADV_POPULATE_WRITE)`` on a schedule checked every 0.5 ms, at most 1 MiB per call) until it is killed. It reports the
+(MADV_POPULATE_WRITE)`` on a schedule checked every 0.5 ms, at most 1 MiB a call, reading
+the node's usage after each) until it is killed. It reports the
 CLOCK_MONOTONIC instant its node's usage first reached ``limit - threshold`` (the
 crossing) and the rate it achieved up to then: a machine cannot fault memory in faster
 than it can, and the tables say so.
 
 The agents run as deployed: ``nodeagent run`` processes in cluster mode against the fake
-API server (in this process, over HTTP on loopback), one per configuration, all guarding
-the same node cgroup, each its own Node (so a pod is evicted only by the configuration it
-belongs to). A stand-in kubelet (:class:`StandInKubelet`) watches pods through the API;
+API server (in this process, over HTTP on loopback), one per configuration, each with its
+own Node and node cgroup (the same limit and ballast), so a crossing wakes only the agent
+whose race it is. A stand-in kubelet (:class:`StandInKubelet`) watches pods through the API;
 when a pod's eviction arrives (its ``deletionTimestamp`` appears) it SIGKILLs the pod's
 processes (a hard threshold's kill; the kubelet's 1 s grace is not waited for: the pod
 would be OOM-killed within it), then marks the pod Failed and deletes it.
 
 A run ends one of two ways: **prevented** (the stand-in kubelet killed the pod, and the
-node cgroup's ``oom_kill`` count, from ``memory.oom_control`` on v1 or ``memory.events``
-on v2, did not move) or **OOM-killed** (it did). Crossing-to-kill is the stand-in's
-CLOCK_MONOTONIC after its kill minus the pod's crossing; it is split at the Eviction's
+pod cgroup's ``oom_kill`` count, from ``memory.oom_control`` on v1 or ``memory.events``
+on v2, did not move) or **OOM-killed** (it did; the pod's exit status is SIGKILL either
+way). Crossing-to-kill is the stand-in's CLOCK_MONOTONIC after its kill minus the pod's
+crossing; it is split at the start of the agent's cycle and its decision (from the
+agent's decision line, ``monotonic`` and ``decidedMonotonic``) and at the Eviction's
 arrival at the API server.
 
 Configurations, side by side in the same run (runs interleaved, in random order):
@@ -58,6 +61,7 @@ too) and its ratio to the kubelet emulation's.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import mmap
@@ -181,10 +185,10 @@ def parse_quantity(text: str) -> int:
 class NodeCgroup:
     """The node: a memory cgroup with a limit, a ballast, and the kubelet's pod layout."""
 
-    def __init__(self, limit: int, *, version: int) -> None:
+    def __init__(self, limit: int, *, version: int, label: str) -> None:
         self.version = version
         self.limit = limit
-        self.name = f"nodeagent-oom-{os.getpid()}"
+        self.name = f"nodeagent-oom-{os.getpid()}-{label}"
         root = Path("/sys/fs/cgroup/memory" if version == 1 else "/sys/fs/cgroup")
         self.path = root / self.name
         self.path.mkdir()
@@ -364,6 +368,8 @@ class Agent:
         ]
         with self.log.open("w") as out:
             self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=out)
+        self._read = 0
+        self._decisions: dict[str, dict[str, Any]] = {}
 
     def wait_started(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -374,6 +380,20 @@ class Agent:
                 return
             time.sleep(0.1)
         raise RuntimeError(f"agent {self.label} did not start")
+
+    def decision_evicting(self, pod: str) -> dict[str, Any] | None:
+        """The agent's decision line that chose ``pod`` (``namespace/name``), if any."""
+        with self.log.open() as lines:
+            lines.seek(self._read)
+            for line in lines:
+                if not line.endswith("\n"):
+                    break
+                self._read += len(line.encode())
+                with contextlib.suppress(ValueError):
+                    record = json.loads(line)
+                    for eviction in record.get("evict", ()):
+                        self._decisions.setdefault(eviction["pod"], record)
+        return self._decisions.get(pod)
 
     def stop(self) -> None:
         self.process.terminate()
@@ -396,6 +416,12 @@ class Run:
     achieved_rate: float
     to_eviction: float | None
     to_kill: float | None
+    to_cycle: float | None = None
+    """Crossing to the start of the agent's cycle that decided the eviction."""
+    to_decision: float | None = None
+    """Crossing to the engine's decision."""
+    trigger: str = ""
+    """What started that cycle (``memcg-threshold:...``, ``poll:node``)."""
 
 
 def one_run(
@@ -460,6 +486,14 @@ def one_run(
             break
         except OSError:
             time.sleep(0.02)
+    decision = agent.decision_evicting(f"default/{name}")
+    if decision is not None and crossed_at is not None:
+        cycle, decided = (
+            decision["monotonic"] - crossed_at,
+            decision["decidedMonotonic"] - crossed_at,
+        )
+    else:
+        cycle = decided = None
     return Run(
         agent.label,
         threshold,
@@ -470,6 +504,9 @@ def one_run(
         achieved_rate=float(report.get("rate", 0.0)),
         to_eviction=None if arrival is None or crossed_at is None else arrival - crossed_at,
         to_kill=None if killed_at is None or crossed_at is None or oom else killed_at - crossed_at,
+        to_cycle=cycle,
+        to_decision=decided,
+        trigger=str(decision.get("trigger", "")).split(":")[0] if decision else "",
     )
 
 
@@ -492,16 +529,18 @@ def race(
             api.start()
             stack.callback(api.close)
             kubeconfig = fixtures.write_kubeconfig(scratch / "kubeconfig", api.url, token="x")
-            node = NodeCgroup(node_limit, version=version)
-            stack.callback(node.remove)
-            node.hold(node_limit - parse_quantity(threshold) - LEAD - BALLAST_MARGIN)
             kube = http.HTTPKubeClient.connect(http.load_configuration(kubeconfig))
             kubelet = StandInKubelet(kube)
             kubelet.start()
             stack.callback(kubelet.stop)
-            agents = {label: Agent(label, kubeconfig, node, threshold, scratch) for label in labels}
-            for agent in agents.values():
-                stack.callback(agent.stop)
+            nodes, agents = {}, {}
+            for label in labels:
+                node = NodeCgroup(node_limit, version=version, label=label)
+                stack.callback(node.remove)
+                node.hold(node_limit - parse_quantity(threshold) - LEAD - BALLAST_MARGIN)
+                nodes[label] = node
+                agents[label] = Agent(label, kubeconfig, node, threshold, scratch)
+                stack.callback(agents[label].stop)
             for agent in agents.values():
                 agent.wait_started(timeout=120)
             started = time.monotonic()
@@ -512,7 +551,7 @@ def race(
                             one_run(
                                 api,
                                 kubelet,
-                                node,
+                                nodes[label],
                                 agent=agents[label],
                                 threshold=threshold,
                                 rate=rate,
@@ -595,6 +634,64 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
             )
 
 
+def breakdown(results: Sequence[Run], labels: Sequence[str]) -> None:
+    """Where the time from crossing to kill goes, over the runs that were prevented."""
+    print()
+    print(
+        f"{'threshold':<10}{'configuration':<14}{'runs':>6}  p50 / p99 (ms) from the crossing to: "
+        "the cycle's start, the decision, the Eviction's arrival, the kill; caught by"
+    )
+    for threshold in dict.fromkeys(r.threshold for r in results):
+        for label in labels:
+            these = [
+                r
+                for r in results
+                if (r.threshold, r.label) == (threshold, label)
+                and r.prevented
+                and r.to_decision is not None
+            ]
+            if not these:
+                continue
+            stages = [
+                [r.to_cycle for r in these if r.to_cycle is not None],
+                [r.to_decision for r in these if r.to_decision is not None],
+                [r.to_eviction for r in these if r.to_eviction is not None],
+                [r.to_kill for r in these if r.to_kill is not None],
+            ]
+            caught = collections.Counter(r.trigger for r in these)
+            print(
+                f"{threshold:<10}{label:<14}{len(these):>6}  "
+                + "  ".join(f"{_ms(stage, 50)} / {_ms(stage, 99)}" for stage in stages)
+                + "  "
+                + ", ".join(f"{kind} {count}" for kind, count in caught.most_common())
+            )
+
+
+def projection(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) -> None:
+    """For each rate asked, the share of prevented runs whose crossing-to-kill fits the
+    time that rate leaves (threshold / rate): what the race would give at rates this
+    machine cannot ramp at, assuming the agent's latency does not depend on the rate."""
+    print()
+    print("crossing-to-kill within the time a ramp leaves (threshold / rate), all rates' runs:")
+    for threshold in dict.fromkeys(r.threshold for r in results):
+        for label in labels:
+            kills = [
+                r.to_kill
+                for r in results
+                if (r.threshold, r.label) == (threshold, label) and r.to_kill is not None
+            ]
+            runs = sum(1 for r in results if (r.threshold, r.label) == (threshold, label))
+            if not runs:
+                continue
+            parts = []
+            for rate in rates:
+                budget = parse_quantity(threshold) / parse_quantity(rate)
+                parts.append(
+                    f"{rate}/s ({budget * 1e3:.0f} ms) {sum(k <= budget for k in kills)}/{runs}"
+                )
+            print(f"  {threshold:<7}{label:<10}" + ", ".join(parts))
+
+
 def results_to_json(results: Sequence[Run]) -> list[dict[str, Any]]:
     return [r.__dict__ for r in results]
 
@@ -607,12 +704,21 @@ def main() -> None:
     parser.add_argument("--configurations", default=",".join(CONFIGURATIONS))
     parser.add_argument("--node-limit", default="2Gi", help="the node cgroup's memory limit")
     parser.add_argument("--json", type=Path, help="also write every run to this file")
+    parser.add_argument(
+        "--report-from", type=Path, help="print the report of an earlier --json file, run nothing"
+    )
     parser.add_argument("--uml", action="store_true", help="run inside user-mode-linux (v2)")
     parser.add_argument("--mem-mib", type=int, default=1536, help="the guest's mem= (--uml)")
     args = parser.parse_args()
+    rates, labels = args.rates.split(","), args.configurations.split(",")
+    if args.report_from is not None:
+        results = [Run(**run) for run in json.loads(args.report_from.read_text())]
+        report(results, rates, labels)
+        breakdown(results, labels)
+        projection(results, rates, labels)
+        return
     if os.geteuid() != 0:
         raise SystemExit("needs root: it creates memory cgroups")
-    rates, labels = args.rates.split(","), args.configurations.split(",")
     if args.uml:
         results = in_uml(args, rates, labels)
     else:
@@ -622,6 +728,8 @@ def main() -> None:
     if args.json is not None:
         args.json.write_text(json.dumps(results_to_json(results), indent=1))
     report(results, rates, labels)
+    breakdown(results, labels)
+    projection(results, rates, labels)
 
 
 def in_uml(args: argparse.Namespace, rates: list[str], labels: list[str]) -> list[Run]:

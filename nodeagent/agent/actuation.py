@@ -69,6 +69,10 @@ refused, gone) are not evictions."""
 _QUIET_OUTCOMES = frozenset({Outcome.SKIPPED_IN_FLIGHT})
 """Outcomes logged at DEBUG: they repeat every cycle while an eviction is under way."""
 
+EVICTIONS_FIRST_WAIT = 1.0
+"""Seconds the node-status thread waits, at most, for the eviction thread to send a
+decision's Evictions before it writes that decision's conditions and taints."""
+
 API_ERROR_LOG_INTERVAL = 30.0
 """Seconds between two warnings while the API keeps failing (the first is at once)."""
 
@@ -175,6 +179,9 @@ class Actuation:
         self._max_results = max_results_kept
         self._for_evictions = _LatestJob()
         self._for_node_status = _LatestJob()
+        self._evictions_done = threading.Condition()
+        self._evicted_through = float("-inf")
+        """``made_at`` of the latest job whose evictions the eviction thread has sent."""
         self._adopted: NodeState | None = None
         self._adopted_lock = threading.Lock()
         self._terminating_since: dict[PodUID, float] = {}
@@ -229,6 +236,8 @@ class Actuation:
                 self._evict(job, self._clock.now())
             except Exception:  # the worker must survive anything one decision does
                 log.exception("applying a decision's evictions failed")
+            finally:
+                self._evictions_sent(job)
             if self.events is not None:
                 self._for_node_status.poke()  # the evictor queued events: write them
 
@@ -239,12 +248,31 @@ class Actuation:
                 break
             try:
                 if job is not None:
+                    self._after_its_evictions(job)
                     self._apply_node_status(job)
                     self.stats.applied += 1
                 self._write_events()
             except Exception:  # the worker must survive anything one decision does
                 log.exception("applying a decision failed")
         self._write_events()
+
+    def _evictions_sent(self, job: ActuationJob) -> None:
+        with self._evictions_done:
+            self._evicted_through = max(self._evicted_through, job.made_at)
+            self._evictions_done.notify_all()
+
+    def _after_its_evictions(self, job: ActuationJob) -> None:
+        """Let the eviction thread send a job's Evictions before this thread writes the
+        job's conditions and taints: both would otherwise start at the same instant, and
+        the writes (JSON, HTTP, in one interpreter) would take turns with the Evictions
+        for the CPU. The wait is bounded by ``EVICTIONS_FIRST_WAIT``: this thread waits
+        on the evictions, never the other way round."""
+        if not job.decision.evictions:
+            return
+        with self._evictions_done:
+            self._evictions_done.wait_for(
+                lambda: self._evicted_through >= job.made_at, timeout=EVICTIONS_FIRST_WAIT
+            )
 
     # --- one application -------------------------------------------------------------------
     def apply_pending(self) -> bool:

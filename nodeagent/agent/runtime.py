@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -51,6 +52,12 @@ from nodeagent.triggers.api import Triggers
 from nodeagent.triggers.triggerset import TriggerSet
 
 log = logging.getLogger("nodeagent.agent")
+
+SWITCH_INTERVAL = 0.001
+"""Seconds a thread may hold the interpreter while another waits for it (Python's
+default is 5 ms). The eviction thread wakes while the loop is still logging and counting
+the cycle that decided: with the default it could wait 5 ms for its turn, a fifth of the
+time a pod ramping at 4 GiB/s leaves past ``memory.available<100Mi``."""
 
 SHUTDOWN_STEP_TIMEOUT = 2.0
 """Seconds each stopping part may take (pod watch, actuation, storage walk); the total
@@ -348,6 +355,7 @@ class Agent:
     def start(self) -> None:
         """Start the background parts; the loop runs in :meth:`run`. A metrics address
         that cannot be bound raises ConfigError."""
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         if self.server is not None:
             self.server.start()
         if self.pod_cache is not None:
