@@ -81,9 +81,10 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.bench_eviction_latency import StampingServer
 from nodeagent.eviction import units
 from nodeagent.kube import fake, http
-from tests.fakeapi import fixtures, objects, server
+from tests.fakeapi import fixtures, objects
 
 Mi = 1 << 20
 Gi = 1 << 30
@@ -275,29 +276,19 @@ def cgroup_version() -> int:
 
 
 # --- the API and the stand-in kubelet ----------------------------------------------------------
-class StampingServer(server.FakeAPIServer):
-    """The fake API server, noting when each Eviction request arrives."""
-
-    def __init__(self, cluster: fake.FakeCluster) -> None:
-        super().__init__(cluster)
-        self.eviction_arrivals: dict[str, float] = {}
-
-    def log(self, request: server.Request) -> None:
-        if request.method == "POST" and request.path.endswith("/eviction"):
-            self.eviction_arrivals.setdefault(request.path.split("/")[-2], time.monotonic())
-        # not kept (super().log would): a long run would grow without bound
-
-
 @dataclass
 class StandInKubelet:
     """Watches the pods through the API; kills an evicted pod's processes at once, then
     marks it Failed and deletes it, as the kubelet does for a hard eviction."""
 
     kube: http.HTTPKubeClient
-    cgroups: dict[str, Path] = field(default_factory=dict)
-    """Pod name to its cgroup."""
+    cgroups: dict[str, tuple[Path, Path]] = field(default_factory=dict)
+    """Pod name to its cgroup and its node's usage file."""
     killed: dict[str, float] = field(default_factory=dict)
     """Pod name to the monotonic time its processes were SIGKILLed."""
+    usage_at_kill: dict[str, int] = field(default_factory=dict)
+    """Pod name to its node's usage read just before the kill: whether the pod had
+    crossed when it was killed, even if it had no time to say so."""
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> None:
@@ -323,8 +314,10 @@ class StandInKubelet:
                 time.sleep(0.05)
 
     def _kill(self, namespace: str, name: str) -> None:
-        cgroup = self.cgroups.get(name)
-        if cgroup is not None:
+        cgroup, usage_file = self.cgroups.get(name, (None, None))
+        if cgroup is not None and usage_file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.usage_at_kill[name] = int(usage_file.read_text())
             with contextlib.suppress(OSError):
                 for pid in (cgroup / "cgroup.procs").read_text().split():
                     with contextlib.suppress(ProcessLookupError):
@@ -422,6 +415,11 @@ class Run:
     """Crossing to the engine's decision."""
     trigger: str = ""
     """What started that cycle (``memcg-threshold:...``, ``poll:node``)."""
+    crossed_at_kill: bool | None = None
+    """Whether the node's usage was past the crossing when the stand-in killed the pod
+    (None: not killed by it). A pod preempted between its step and its reading can be
+    killed before it reports its crossing; one killed below the crossing was evicted
+    before its ramp reached the threshold, which would be a false win."""
 
 
 def one_run(
@@ -437,7 +435,7 @@ def one_run(
     name = f"{agent.label}-{rate.lower()}-{number}"
     uid = str(uuid.uuid4())
     cgroup = node.pod_cgroup(uid)
-    kubelet.cgroups[name] = cgroup
+    kubelet.cgroups[name] = (cgroup, node.usage_file)
     api.cluster.create("pods", objects.pod(name, node_name=agent.node_name, uid=uid))
     crossing = node.limit - parse_quantity(threshold)
     spec = {
@@ -476,6 +474,7 @@ def one_run(
             pod.wait()
     oom = node.oom_kills(cgroup) > kills_before
     killed_at = kubelet.killed.get(name)
+    usage_at_kill = kubelet.usage_at_kill.get(name)
     crossed_at = report.get("crossed_at")
     arrival = api.eviction_arrivals.get(name)
     with contextlib.suppress(Exception):
@@ -507,6 +506,7 @@ def one_run(
         to_cycle=cycle,
         to_decision=decided,
         trigger=str(decision.get("trigger", "")).split(":")[0] if decision else "",
+        crossed_at_kill=None if usage_at_kill is None else usage_at_kill >= crossing,
     )
 
 
@@ -602,6 +602,8 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
                 kills = [r.to_kill for r in these if r.to_kill is not None]
                 evictions = [r.to_eviction for r in these if r.to_eviction is not None]
                 achieved = [r.achieved_rate for r in these if r.crossed]
+                early = sum(r.prevented and r.crossed_at_kill is False for r in these)
+                unseen = sum(r.prevented and not r.crossed for r in these) - early
                 print(
                     f"{threshold:<10}{label:<14}{rate + '/s':>7}"
                     f"{(np.median(achieved) / Mi if achieved else 0):>7.0f}M/s"
@@ -609,6 +611,8 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
                     f"{sum(r.prevented for r in these):>10}"
                     f"{_ms(kills, 50):>8}ms{_ms(kills, 99):>8}ms"
                     f"{_ms(evictions, 50):>8}ms{_ms(evictions, 99):>8}ms"
+                    + (f"  ({unseen} killed before reporting the crossing)" if unseen else "")
+                    + (f"  ({early} EVICTED BEFORE THE CROSSING)" if early else "")
                 )
     print()
     for threshold in thresholds:
