@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -221,9 +222,9 @@ class Actuation:
         if not self._threads:
             self._write_events()
             return
-        deadline = self._clock.now() + timeout
+        deadline = time.monotonic() + timeout  # real time: threads are joined in it
         for thread in self._threads:
-            thread.join(max(0.0, deadline - self._clock.now()))
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def _run_evictions(self) -> None:
         while True:
