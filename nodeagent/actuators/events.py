@@ -18,16 +18,19 @@ the Event carries the annotation ``nodeagent.io/dry-run: "true"``, and the pod e
 reason is ``EvictedDryRun`` so alerts on ``Evicted`` do not fire for evictions that
 did not happen.
 
-Events are best effort: a failure is logged and never stops an eviction.
+Events are best effort: a failure is logged and never stops an eviction. Nor may a
+write delay one: the evictor records into an :class:`EventQueue`, which only appends, and
+the agent's node-status thread writes what it holds (:meth:`EventQueue.drain`).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from nodeagent import errors
 from nodeagent.clock import Clock
@@ -206,3 +209,62 @@ class EventRecorder:
             log.warning("could not update event %s: %s", series.name, exc)
             return
         series.written_count = series.count
+
+
+class EventSink(Protocol):
+    """What the evictor records: :class:`EventRecorder` (written at once) or
+    :class:`EventQueue` (written later, by another thread)."""
+
+    def threshold_met(self, resource: str) -> None: ...
+
+    def evicted(self, pod: PodInfo, message: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Deferred:
+    pod: PodInfo | None
+    """None: the node's ``EvictionThresholdMet``."""
+    text: str
+    """The resource reclaimed, or the eviction message."""
+
+
+class EventQueue:
+    """Events recorded now and written later by the thread that calls :meth:`drain`.
+
+    Recording only appends to a bounded deque (atomic, no lock, no I/O), so the caller,
+    the thread sending Evictions, never waits on the events API. When more than
+    ``capacity`` events wait (the API down for long), the oldest are dropped and counted:
+    events are best effort, and a held pressure repeats its event every cycle anyway.
+    """
+
+    def __init__(self, recorder: EventRecorder, *, capacity: int = 1000) -> None:
+        self.recorder = recorder
+        self._pending: collections.deque[_Deferred] = collections.deque(maxlen=capacity)
+        self.dropped = 0
+        """Events recorded but never written: the queue was full (one thread records)."""
+
+    def threshold_met(self, resource: str) -> None:
+        self._append(_Deferred(None, resource))
+
+    def evicted(self, pod: PodInfo, message: str) -> None:
+        self._append(_Deferred(pod, message))
+
+    def _append(self, deferred: _Deferred) -> None:
+        if len(self._pending) == self._pending.maxlen:
+            self.dropped += 1
+        self._pending.append(deferred)
+
+    def drain(self) -> int:
+        """Write every waiting event through the recorder, in order; how many."""
+        written = 0
+        while True:
+            try:
+                deferred = self._pending.popleft()
+            except IndexError:
+                break
+            if deferred.pod is None:
+                self.recorder.threshold_met(deferred.text)
+            else:
+                self.recorder.evicted(deferred.pod, deferred.text)
+            written += 1
+        return written

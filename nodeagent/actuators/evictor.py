@@ -18,6 +18,13 @@ and ``candidates`` (every evictable pod in eviction order; ``evictions`` is a pr
    the kubelet enforces as immediately) with ``hardEvictionBypassesPDB`` the pod is
    deleted with the 1 s grace instead (``deleted``).
 
+Nothing waits before an Eviction is sent: the node's ``EvictionThresholdMet`` event and
+each pod's ``Evicted`` event are handed to the recorder only once every Eviction of the
+decision has gone out. In the agent that recorder is an :class:`~nodeagent.actuators.
+events.EventQueue`, written by another thread, so an events API that is slow, retried or
+down costs the eviction nothing (it once cost an OOM kill: the event, retried through
+three 503s, went first and the Eviction never left).
+
 Outcomes are values (:class:`EvictionResult`) for the loop's log line and metrics.
 Nothing here raises on API failures: a failed eviction is ``failed`` and, not being in
 flight, is tried again by the next cycle if the engine still wants it.
@@ -25,7 +32,6 @@ flight, is tried again by the next cycle if the engine still wants it.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import deque
 from collections.abc import Collection, Iterator
@@ -45,8 +51,6 @@ from nodeagent.model import (
     LocalStorageLimit,
     PodUID,
 )
-
-log = logging.getLogger(__name__)
 
 BYPASS_GRACE_PERIOD_SECONDS = 1
 """Grace of a deletion that bypasses a PodDisruptionBudget: the kubelet's hard-eviction
@@ -92,7 +96,7 @@ class Evictor:
         kube: client.KubeClient,
         *,
         clock: Clock,
-        recorder: events.EventRecorder,
+        recorder: events.EventSink,
         policy: safety.SafetyPolicy,
         max_evictions: int = 5,
         cap_interval: float = 10.0,
@@ -138,28 +142,28 @@ class Evictor:
         """
         with self._lock:
             self._expire(present)
-        recorded = False
-        if decision.evictions or any(t.grace_satisfied for t in decision.thresholds_met):
-            recorded = self._record_threshold_met(decision)
         chosen = {e.pod.uid for e in decision.evictions}
         spare = (c for c in decision.candidates if c.pod.uid not in chosen)
         queue = deque(decision.evictions)
         results: list[EvictionResult] = []
+        evicted: list[Eviction] = []
         while queue:
             eviction = queue.popleft()
             result = self._evict_one(decision, eviction, terminating)
             results.append(result)
+            if result.outcome in _DISRUPTED:
+                evicted.append(eviction)
             if result.outcome in (Outcome.REFUSED, Outcome.BLOCKED_BY_PDB):
                 replacement = self._next_candidate(spare, terminating)
                 if replacement is not None:
-                    if not recorded and not isinstance(replacement.signal, LocalStorageLimit):
-                        # a threshold's candidate stands in for a kept over-limit pod
-                        recorded = self._record_threshold_met(decision, replacement.signal)
                     chosen.add(replacement.pod.uid)
                     queue.append(replacement)
             if result.outcome is Outcome.CAPPED:
                 results.extend(self._capped(decision, e) for e in queue)
                 break
+        # Only now, with every Eviction sent: the events say what happened, and a slow
+        # or failing events API must not hold up (or, retried, outlast) the pressure.
+        self._record_events(decision, results, evicted)
         return tuple(results)
 
     # --- one pod ------------------------------------------------------------------------
@@ -177,8 +181,7 @@ class Evictor:
 
         refusal = safety.evictable(pod, self._policy)
         if refusal is not None:
-            log.warning("not evicting %s: %s", pod.key, refusal)
-            return result(Outcome.REFUSED, refusal)
+            return result(Outcome.REFUSED, refusal)  # logged with the results, after
         with self._lock:
             if pod.uid in self._in_flight or pod.uid in terminating:
                 return result(Outcome.SKIPPED_IN_FLIGHT, "eviction already under way")
@@ -189,8 +192,6 @@ class Evictor:
             self._in_flight[pod.uid] = now + eviction.grace_period_seconds + self._margin
         grace = max(eviction.grace_period_seconds, MIN_API_GRACE_PERIOD_SECONDS)
         if self.dry_run:
-            log.info("dry-run: would evict %s (grace %ss)", pod.key, grace)
-            self._recorder.evicted(pod, eviction.message)
             return result(Outcome.DRY_RUN, grace=grace)
         try:
             self._kube.evict_pod(
@@ -211,7 +212,6 @@ class Evictor:
         except errors.KubeAPIError as exc:
             self._not_in_flight(pod.uid)
             return result(Outcome.FAILED, str(exc))
-        self._recorder.evicted(pod, eviction.message)
         return result(Outcome.EVICTED, grace=grace)
 
     def _delete_bypassing_pdb(self, eviction: Eviction, hard: bool) -> EvictionResult:
@@ -234,7 +234,6 @@ class Evictor:
             return result(Outcome.FAILED, f"delete bypassing PDB: {exc}")
         with self._lock:
             self._in_flight[pod.uid] = self._clock.now() + grace + self._margin
-        self._recorder.evicted(pod, eviction.message)
         return result(Outcome.DELETED, "PodDisruptionBudget bypassed for a hard threshold")
 
     # --- helpers ------------------------------------------------------------------------
@@ -279,21 +278,37 @@ class Evictor:
         ]:
             del self._in_flight[uid]
 
-    def _record_threshold_met(
-        self, decision: Decision, signal: EvictionSignal | None = None
-    ) -> bool:
-        """The node's ``EvictionThresholdMet`` event for the threshold acted on; whether
-        it was recorded."""
-        if signal is None and decision.evictions:
-            signal = decision.evictions[0].signal
-        if isinstance(signal, LocalStorageLimit):
-            return False  # over a pod's own limit: the node reclaims nothing
-        if signal is None:
-            signal = next(t.signal for t in decision.thresholds_met if t.grace_satisfied)
-        resource = SIGNAL_RESOURCE.get(signal)
+    def _record_events(
+        self,
+        decision: Decision,
+        results: Collection[EvictionResult],
+        evicted: Collection[Eviction],
+    ) -> None:
+        """The node's ``EvictionThresholdMet`` for the threshold acted on, then an
+        ``Evicted`` event per pod disrupted (or that would have been, in dry-run)."""
+        signal = _threshold_acted_on(decision, results)
+        resource = SIGNAL_RESOURCE.get(signal) if signal is not None else None
         if resource is not None:
             self._recorder.threshold_met(str(resource))
-        return True
+        for eviction in evicted:
+            self._recorder.evicted(eviction.pod, eviction.message)
+
+
+_DISRUPTED = frozenset({Outcome.EVICTED, Outcome.DELETED, Outcome.DRY_RUN})
+"""Outcomes that get the pod's ``Evicted`` event."""
+
+
+def _threshold_acted_on(
+    decision: Decision, results: Collection[EvictionResult]
+) -> EvictionSignal | None:
+    """The signal of the node's ``EvictionThresholdMet`` event: the first threshold an
+    eviction was tried for (a pod over its own local-storage limit is not the node
+    reclaiming anything); without evictions, a threshold past its grace (the kubelet
+    records the event before it looks for a pod)."""
+    if decision.evictions:
+        tried = (r.signal for r in results if not isinstance(r.signal, LocalStorageLimit))
+        return next(tried, None)
+    return next((t.signal for t in decision.thresholds_met if t.grace_satisfied), None)
 
 
 def _is_hard(decision: Decision, signal: EvictionSignal) -> bool:

@@ -2,7 +2,16 @@
 
 The API may be slow, down, or retrying with backoff for seconds; the loop must keep
 reading and deciding meanwhile. So the loop only *submits* each decision here
-(:meth:`Actuation.submit`, which never blocks), and one worker thread applies them:
+(:meth:`Actuation.submit`, which never blocks), and two worker threads apply them:
+
+* **Evictions have a thread of their own.** Under a hard memory threshold the
+  milliseconds before the kernel's OOM killer are what the agent is for, so nothing
+  waits in front of an Eviction: not the node's conditions, taints or annotation (the
+  ``node-status`` thread writes those, however long a failing patch retries), not an
+  event (the evictor queues its events, :class:`~nodeagent.actuators.events.EventQueue`,
+  and the node-status thread writes them), not a metric or a log line (after the
+  requests), and no lock the other thread holds while it does I/O. A failure of any of
+  those writes therefore neither delays nor drops an eviction.
 
 * **Latest wins.** A submission replaces any not yet applied. Conditions, taints and the
   pressure annotation are desired *state*, so applying the latest is applying them all:
@@ -19,11 +28,11 @@ reading and deciding meanwhile. So the loop only *submits* each decision here
   pod on the node has been terminating for less than ``cleanup_wait`` (after a restart
   the agent cannot tell whose eviction that was). A waiting decision still records
   ``EvictionThresholdMet``.
-* **Adopt before converging.** Until the Node has been read, the worker only tries to
+* **Adopt before converging.** Until the Node has been read, the node-status thread only tries to
   read it; what it read is handed to the loop (:meth:`Actuation.take_adopted`) so the
   engine's pressure memory is seeded before the first condition is written.
 
-The same worker serves standalone runs and ``--dry-run``: the actuators it drives then
+The same workers serve standalone runs and ``--dry-run``: the actuators they drive then
 decide and log but send nothing that changes the cluster.
 """
 
@@ -31,11 +40,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from nodeagent import errors
-from nodeagent.actuators.events import EventRecorder
+from nodeagent.actuators.events import EventQueue, EventRecorder
 from nodeagent.actuators.evictor import EvictionResult, Evictor, Outcome
 from nodeagent.actuators.node_status import NodeState, NodeStatusActuator, SignalHeadroom
 from nodeagent.agent.logs import FIELDS
@@ -59,6 +69,10 @@ refused, gone) are not evictions."""
 
 _QUIET_OUTCOMES = frozenset({Outcome.SKIPPED_IN_FLIGHT})
 """Outcomes logged at DEBUG: they repeat every cycle while an eviction is under way."""
+
+EVICTIONS_FIRST_WAIT = 1.0
+"""Seconds the node-status thread waits, at most, for the eviction thread to send a
+decision's Evictions before it writes that decision's conditions and taints."""
 
 API_ERROR_LOG_INTERVAL = 30.0
 """Seconds between two warnings while the API keeps failing (the first is at once)."""
@@ -93,10 +107,50 @@ class ActuationStats:
     """Every eviction result, in order (bounded by what the evictor caps)."""
 
 
-class Actuation:
-    """Applies the loop's decisions in a worker thread (see the module docstring).
+class _LatestJob:
+    """A one-place mailbox: :meth:`put` replaces what waits, :meth:`take` waits for it.
 
-    Tests drive it without the thread: :meth:`submit` then :meth:`apply_pending`.
+    Its lock is held only to swap the reference, never across I/O."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._job: ActuationJob | None = None
+        self._poked = False
+        self._stopping = False
+
+    def put(self, job: ActuationJob) -> bool:
+        """Whether a job not yet taken was replaced."""
+        with self._condition:
+            replaced = self._job is not None
+            self._job = job
+            self._condition.notify()
+        return replaced
+
+    def poke(self) -> None:
+        """Wake the taker without a job (it has something else to do)."""
+        with self._condition:
+            self._poked = True
+            self._condition.notify()
+
+    def stop(self) -> None:
+        with self._condition:
+            self._stopping = True
+            self._condition.notify()
+
+    def take(self, *, wait: bool) -> tuple[ActuationJob | None, bool]:
+        """The waiting job (or None) and whether to go on; with ``wait``, blocks until
+        there is a job, a poke or a stop."""
+        with self._condition:
+            while wait and self._job is None and not self._poked and not self._stopping:
+                self._condition.wait()
+            job, self._job, self._poked = self._job, None, False
+            return job, not self._stopping
+
+
+class Actuation:
+    """Applies the loop's decisions in two worker threads (see the module docstring).
+
+    Tests drive it without the threads: :meth:`submit` then :meth:`apply_pending`.
     """
 
     def __init__(
@@ -110,91 +164,141 @@ class Actuation:
         health: Health,
         max_decision_age: float,
         cleanup_wait: float,
+        events: EventQueue | None = None,
         max_results_kept: int = 1000,
     ) -> None:
+        """``events``: where the evictor records (written by the node-status thread)."""
         self.node_status = node_status
         self.evictor = evictor
         self.recorder = recorder
+        self.events = events
         self._clock = clock
         self._metrics = metrics
         self._health = health
         self._max_age = max_decision_age
         self._cleanup_wait = cleanup_wait
         self._max_results = max_results_kept
-        self._condition = threading.Condition()
-        self._pending: ActuationJob | None = None
+        self._for_evictions = _LatestJob()
+        self._for_node_status = _LatestJob()
+        self._evictions_done = threading.Condition()
+        self._evicted_through = float("-inf")
+        """``made_at`` of the latest job whose evictions the eviction thread has sent."""
         self._adopted: NodeState | None = None
+        self._adopted_lock = threading.Lock()
         self._terminating_since: dict[PodUID, float] = {}
         self._api = _ApiHealth()
-        self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._api_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
         self.stats = ActuationStats()
 
     # --- the loop's side -----------------------------------------------------------------
     def submit(self, job: ActuationJob) -> None:
         """Hand over the latest decision; replaces one not yet applied. Never blocks."""
-        with self._condition:
-            if self._pending is not None:
-                self.stats.replaced += 1
-            self._pending = job
-            self._condition.notify()
+        self._for_evictions.put(job)
+        if self._for_node_status.put(job):
+            self.stats.replaced += 1
 
     def take_adopted(self) -> NodeState | None:
         """The Node as read at adoption, once (then ``None``)."""
-        with self._condition:
+        with self._adopted_lock:
             adopted, self._adopted = self._adopted, None
             return adopted
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="actuation", daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run_evictions, name="evictions", daemon=True),
+            threading.Thread(target=self._run_node_status, name="node-status", daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def stop(self, timeout: float) -> None:
-        """Stop after the application under way and a last flush of event counts, both
-        abandoned after ``timeout``: the thread is a daemon, and a request stuck on a dead
-        API must not delay the exit."""
-        with self._condition:
-            self._stopping = True
-            self._condition.notify()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        else:
-            self.recorder.flush()
+        """Stop after the applications under way and a last write of the events and
+        their counts, all abandoned after ``timeout``: the threads are daemons, and a
+        request stuck on a dead API must not delay the exit."""
+        self._for_evictions.stop()
+        self._for_node_status.stop()
+        if not self._threads:
+            self._write_events()
+            return
+        deadline = time.monotonic() + timeout  # real time: threads are joined in it
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
-    def _run(self) -> None:
+    def _run_evictions(self) -> None:
         while True:
-            with self._condition:
-                while self._pending is None and not self._stopping:
-                    self._condition.wait()
-                if self._stopping:
-                    break
+            job, going_on = self._for_evictions.take(wait=True)
+            if not going_on:
+                break
+            if job is None:
+                continue
             try:
-                self.apply_pending()
+                self._evict(job, self._clock.now())
+            except Exception:  # the worker must survive anything one decision does
+                log.exception("applying a decision's evictions failed")
+            finally:
+                self._evictions_sent(job)
+            if self.events is not None:
+                self._for_node_status.poke()  # the evictor queued events: write them
+
+    def _run_node_status(self) -> None:
+        while True:
+            job, going_on = self._for_node_status.take(wait=True)
+            if not going_on:
+                break
+            try:
+                if job is not None:
+                    self._after_its_evictions(job)
+                    self._apply_node_status(job)
+                    self.stats.applied += 1
+                self._write_events()
             except Exception:  # the worker must survive anything one decision does
                 log.exception("applying a decision failed")
-        self.recorder.flush()
+        self._write_events()
+
+    def _evictions_sent(self, job: ActuationJob) -> None:
+        with self._evictions_done:
+            self._evicted_through = max(self._evicted_through, job.made_at)
+            self._evictions_done.notify_all()
+
+    def _after_its_evictions(self, job: ActuationJob) -> None:
+        """Let the eviction thread send a job's Evictions before this thread writes the
+        job's conditions and taints: both would otherwise start at the same instant, and
+        the writes (JSON, HTTP, in one interpreter) would take turns with the Evictions
+        for the CPU. The wait is bounded by ``EVICTIONS_FIRST_WAIT``: this thread waits
+        on the evictions, never the other way round."""
+        if not job.decision.evictions:
+            return
+        with self._evictions_done:
+            self._evictions_done.wait_for(
+                lambda: self._evicted_through >= job.made_at, timeout=EVICTIONS_FIRST_WAIT
+            )
 
     # --- one application -------------------------------------------------------------------
     def apply_pending(self) -> bool:
-        """Apply the latest submitted job, if any; True when one was applied."""
-        with self._condition:
-            job, self._pending = self._pending, None
-        if job is None:
-            return False
-        self._apply(job)
-        self.stats.applied += 1
-        return True
+        """Apply the latest submitted job, if any, on the calling thread (tests): its
+        evictions, then the node's state and the events; True when one was applied."""
+        job, _ = self._for_evictions.take(wait=False)
+        if job is not None:
+            self._evict(job, self._clock.now())
+        job, _ = self._for_node_status.take(wait=False)
+        if job is not None:
+            self._apply_node_status(job)
+            self.stats.applied += 1
+        self._write_events()
+        return job is not None
 
-    def _apply(self, job: ActuationJob) -> None:
-        # Evictions first: under a hard threshold the seconds before the kernel's OOM
-        # killer matter more than the taint, which only keeps new pods away.
+    def _apply_node_status(self, job: ActuationJob) -> None:
         now = self._clock.now()
-        self._evict(job, now)
         if self.node_status.state is None:
             self._adopt(now)
         else:
             self._publish(job, now)
+
+    def _write_events(self) -> None:
+        if self.events is not None:
+            self.events.drain()
         self.recorder.flush()
 
     def _adopt(self, now: float) -> None:
@@ -205,7 +309,7 @@ class Actuation:
             return
         self._api_ok()
         self.recorder.node_uid = state.uid
-        with self._condition:
+        with self._adopted_lock:
             self._adopted = state
         log.info(
             "adopted the node's published state",
@@ -345,6 +449,10 @@ class Actuation:
 
     # --- API health ------------------------------------------------------------------------
     def _api_failed(self, detail: str, now: float) -> None:
+        with self._api_lock:
+            self._api_failed_locked(detail, now)
+
+    def _api_failed_locked(self, detail: str, now: float) -> None:
         api = self._api
         if api.failing_since is None:
             api.failing_since = now
@@ -359,6 +467,10 @@ class Actuation:
             )
 
     def _api_ok(self) -> None:
+        with self._api_lock:
+            self._api_ok_locked()
+
+    def _api_ok_locked(self) -> None:
         api = self._api
         if api.failing_since is not None:
             log.info(

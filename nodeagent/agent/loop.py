@@ -6,8 +6,8 @@ One loop per node, on one thread::
     observations = collector.collect(now, groups)     # fresh signals
     decision, state = engine.evaluate(policy, state, observations, pods, now)
     reclaim through the CRI, re-read, re-check        # only before a disk eviction
+    actuation.submit(decision)                        # applied by other threads
     log + metrics + health + watchdog                 # one line when the decision changes
-    actuation.submit(decision)                        # applied by another thread
     re-arm the memcg thresholds                       # they move with the page cache
     arm the adaptive memory polls                     # where no memcg threshold is armed
 
@@ -28,7 +28,8 @@ cannot read in. Per-pod disk usage is a directory walk left to its own thread
 
 **Nothing here blocks on the API.** Pods come from a cache kept by another thread, and
 decisions go to :class:`~nodeagent.agent.actuation.Actuation`, which applies the latest
-one in its own thread; an API outage leaves the loop deciding at full speed. The one
+one in its own threads (evictions in one that waits on nothing else), handed over before
+the cycle logs or counts anything; an API outage leaves the loop deciding at full speed. The one
 wait is node-level reclaim before a disk eviction (:mod:`nodeagent.reclaim.cycle`):
 whether to evict depends on what it freed, so the loop waits for the container
 runtime, each call under a deadline.
@@ -270,16 +271,17 @@ class AgentLoop:
             self.policy, self.state, observations, view.pods, now
         )
         decided = self._clock.now()
-        self._metrics.observe_decision_latency(decided - collected)
         decision, observations = self._reclaim_node(decision, observations)
-
         thresholds = self.policy.enforced_thresholds(observations)
-        self._metrics.observe_collection(observations, thresholds)
-        trigger = wake_label(kernel_wakes, due)
-        logged = self._log_decision(decision, trigger, now, decided)
+        # Handed over before anything is logged or counted: a log line waits on its
+        # handler's lock and on the pipe behind it, and an eviction must not.
         self._actuation.submit(
             ActuationJob(decision, headroom_of(observations, thresholds), view, now)
         )
+        self._metrics.observe_decision_latency(decided - collected)
+        self._metrics.observe_collection(observations, thresholds)
+        trigger = wake_label(kernel_wakes, due)
+        logged = self._log_decision(decision, trigger, now, decided)
         if read_pods:
             # The memory thresholds move with what was just read; a filesystem-only
             # cycle read no memory and leaves them where they are.

@@ -184,8 +184,13 @@ class HTTPKubeClient:
         *,
         eviction: bool = False,
     ) -> urllib3.BaseHTTPResponse:
-        """One attempt: token, request, translation. Returns the unread response."""
-        self._limiter.acquire()
+        """One attempt: token, request, translation. Returns the unread response.
+
+        An Eviction takes no token: the requests before it (events, node patches, their
+        retries) must not make it wait, and the evictor caps evictions itself
+        (``maxEvictionsPerInterval``)."""
+        if not eviction:
+            self._limiter.acquire()
         try:
             response: urllib3.BaseHTTPResponse = request()
         except ApiException as exc:

@@ -331,3 +331,60 @@ def test_held_pressure_events_are_aggregated(
     assert stored["reason"] == "EvictionThresholdMet"
     assert stored["message"] == "Attempting to reclaim memory"
     assert stored["count"] >= 55
+
+
+def test_every_eviction_goes_out_before_any_event(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    """The events come after the Evictions even when written at once (the agent queues
+    them besides): three pods evicted in one decision (the relief strategy), then the
+    node's EvictionThresholdMet, then each pod's Evicted."""
+    ev, _ = make(kube, clock)
+    ev.apply(decision(evict=pods("p1", "p2", "p3")))
+    sent = [
+        r.path.split("/")[-2] if r.path.endswith("/eviction") else r.body["reason"]
+        for r in cluster.requests
+        if r.method == "POST"
+    ]
+    assert sent == ["p1", "p2", "p3", "EvictionThresholdMet", "Evicted", "Evicted", "Evicted"]
+
+
+def test_an_events_api_that_always_fails_costs_no_eviction(
+    cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+) -> None:
+    ev, _ = make(kube, clock)
+    cluster.fail_next(1000, status=503, method="POST", path="/events$")
+    results = ev.apply(decision(evict=pods("p1", "p2")))
+    assert outcomes(results) == [("default/p1", Outcome.EVICTED), ("default/p2", Outcome.EVICTED)]
+    assert not cluster.cluster.list("events").items
+
+
+class TestEventQueue:
+    """What the evictor records in the agent: appended now, written by another thread."""
+
+    def test_drain_writes_in_order_through_the_recorder(
+        self, cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+    ) -> None:
+        recorder = events.EventRecorder(kube, node_name="node-a", clock=clock)
+        queue = events.EventQueue(recorder)
+        ev = evictor.Evictor(kube, clock=clock, recorder=queue, policy=safety.SafetyPolicy())
+        ev.apply(decision(evict=pods("p1")))
+        assert cluster.requests_to("POST", "/events$") == [], "nothing written yet"
+        assert queue.drain() == 2
+        reasons = [r.body["reason"] for r in cluster.requests_to("POST", "/events$")]
+        assert reasons == ["EvictionThresholdMet", "Evicted"]
+        assert queue.drain() == 0
+
+    def test_a_full_queue_drops_the_oldest_and_counts_them(
+        self, kube: http.HTTPKubeClient, clock: FakeClock
+    ) -> None:
+        queue = events.EventQueue(
+            events.EventRecorder(kube, node_name="node-a", clock=clock), capacity=2
+        )
+        for resource in ("memory", "ephemeral-storage", "pids"):
+            queue.threshold_met(resource)
+        assert queue.dropped == 1
+        recorded: list[str] = []
+        queue.recorder.threshold_met = recorded.append  # type: ignore[method-assign,assignment]
+        assert queue.drain() == 2
+        assert recorded == ["ephemeral-storage", "pids"]
