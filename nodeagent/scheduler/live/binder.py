@@ -106,7 +106,11 @@ class BindingPool:
 
     A plain queue and threads rather than an executor: :meth:`submit` is on the
     scheduling thread's path once per pod, and an executor's submit (a Future, its
-    locks, its thread-count check) cost more than the cycle's own hand-off."""
+    locks, its thread-count check) cost more than the cycle's own hand-off.
+
+    With ``workers=0`` no thread is started: submitted bindings wait in :attr:`waiting`
+    until a driver runs them, in any order it likes, with :meth:`run` (the deterministic
+    simulation steps the binding cycles this way; the code that runs is the same)."""
 
     def __init__(self, workers: int, on_done: Callable[[Binding, BindResult, str], None]) -> None:
         self._queue: queue.SimpleQueue[Binding | None] = queue.SimpleQueue()
@@ -114,9 +118,12 @@ class BindingPool:
         self._lock = threading.Condition()
         self._in_flight = 0
         self._closed = False
+        self.stepped = workers == 0
+        self.waiting: list[Binding] = []
+        """Submitted and not yet run (stepped pools only)."""
         self._threads = [
             threading.Thread(target=self._work, name=f"binder_{i}", daemon=True)
-            for i in range(max(1, workers))
+            for i in range(workers)
         ]
         for thread in self._threads:
             thread.start()
@@ -124,20 +131,28 @@ class BindingPool:
     def submit(self, binding: Binding) -> None:
         with self._lock:
             self._in_flight += 1
+            if self.stepped:
+                self.waiting.append(binding)
+                return
         self._queue.put(binding)
 
     def _work(self) -> None:
         while (binding := self._queue.get()) is not None:
-            try:
-                if not self._closed:  # after shutdown, what is left is dropped
-                    result, why = run_binding_cycle(binding)
-                    self._on_done(binding, result, why)
-            except Exception:  # on_done's bug must not kill the worker
-                log.exception("binding of %s: completion failed", binding.pod.key)
-            finally:
-                with self._lock:
-                    self._in_flight -= 1
-                    self._lock.notify_all()
+            self.run(binding)
+
+    def run(self, binding: Binding) -> None:
+        """One binding cycle and its completion (a worker's job; a stepped pool's driver
+        calls it for a binding it takes out of :attr:`waiting`)."""
+        try:
+            if not self._closed:  # after shutdown, what is left is dropped
+                result, why = run_binding_cycle(binding)
+                self._on_done(binding, result, why)
+        except Exception:  # on_done's bug must not kill the worker
+            log.exception("binding of %s: completion failed", binding.pod.key)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
 
     @property
     def in_flight(self) -> int:
@@ -153,5 +168,8 @@ class BindingPool:
     def shutdown(self) -> None:
         """Stop the workers; bindings not started yet are dropped (not bound)."""
         self._closed = True
+        with self._lock:
+            self._in_flight -= len(self.waiting)
+            self.waiting.clear()
         for _ in self._threads:
             self._queue.put(None)

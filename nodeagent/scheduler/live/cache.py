@@ -41,6 +41,11 @@ kube-scheduler's ``durationToExpireAssumedPod``): a watch that lost the bound po
 cannot leave phantom usage forever."""
 
 
+class AlreadyAccounted(Exception):
+    """``assume`` of a pod the cache already accounts (assumed or bound): a second copy
+    would count its requests twice, and forgetting one would leave the other for good."""
+
+
 @dataclass(slots=True)
 class _Assumed:
     pod: api.Pod
@@ -209,9 +214,13 @@ class SchedulerCache:
             self._account(marked, 1)
 
     def assume(self, pod: api.Pod, node_name: str) -> api.Pod:
-        """Account ``pod`` on ``node_name`` now; returns the assumed (bound) copy."""
+        """Account ``pod`` on ``node_name`` now; returns the assumed (bound) copy.
+        Raises :class:`AlreadyAccounted` if the pod is assumed or bound already (as
+        kube-scheduler's ``AssumePod``): one pod is accounted once, wherever it is."""
         assumed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
         with self._lock:
+            if pod.uid in self._assumed or pod.uid in self._bound:
+                raise AlreadyAccounted(f"pod {pod.key} is already in the scheduler's cache")
             self._assumed[pod.uid] = _Assumed(assumed)
             self._account(assumed, 1)
         return assumed
@@ -232,6 +241,12 @@ class SchedulerCache:
     def is_assumed(self, uid: str) -> bool:
         with self._lock:
             return uid in self._assumed
+
+    def accounts(self, uid: str) -> bool:
+        """The pod is assumed or bound here: an event showing it unbound is older than
+        what the cache knows (a late update, our own status patch) and must not queue it."""
+        with self._lock:
+            return uid in self._assumed or uid in self._bound
 
     def expire_assumed(self) -> list[api.Pod]:
         """Drop assumptions whose binding finished long ago without confirmation."""

@@ -182,21 +182,31 @@ class Reporter:
                     return
                 if self._abandoned:
                     return
-                victim = self._victims.popleft() if self._victims else None
-                status: tuple[api.Pod, dict[str, Any]] | None = None
-                if victim is not None:  # its preemptor's nomination is written first
-                    status = self._status.pop(victim.preemptor.uid, None)
-                elif self._status:
-                    status = self._status.popitem(last=False)[1]
-            try:
-                if status is not None:
-                    self._write_status(*status)
-                if victim is not None:
-                    self._delete_victim(victim)
-                elif status is None:
-                    self._write_event()
-            except Exception:  # one failed write must not end the reporting
-                log.exception("writing scheduler results failed")
+            self.write_next()
+
+    def write_next(self) -> bool:
+        """Write the next queued item (a victim, with its preemptor's nomination first;
+        else a status patch; else an event). False if nothing was queued. The worker's
+        one step; a driver without the worker (the simulation) calls it directly."""
+        with self._lock:
+            victim = self._victims.popleft() if self._victims else None
+            status: tuple[api.Pod, dict[str, Any]] | None = None
+            if victim is not None:  # its preemptor's nomination is written first
+                status = self._status.pop(victim.preemptor.uid, None)
+            elif self._status:
+                status = self._status.popitem(last=False)[1]
+            elif not self._queued_events:
+                return False
+        try:
+            if status is not None:
+                self._write_status(*status)
+            if victim is not None:
+                self._delete_victim(victim)
+            elif status is None:
+                self._write_event()
+        except Exception:  # one failed write must not end the reporting
+            log.exception("writing scheduler results failed")
+        return True
 
     def _write_status(self, pod: api.Pod, status: dict[str, Any]) -> None:
         try:
