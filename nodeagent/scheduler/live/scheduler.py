@@ -176,6 +176,7 @@ class LiveScheduler:
             wall=self._clock.wall,
             scheduler_name=settings.profiles[0],
             on_event_dropped=self.metrics.events_dropped.inc,
+            clock=self._clock,
         )
         self.binder = BindingPool(0 if stepped else binding_threads, self._binding_done)
         self.pods = informer.Informer(
@@ -461,9 +462,13 @@ class LiveScheduler:
             return
         self.cache.forget(pod.uid)
         if result is BindResult.FINAL:
-            log.info("binding %s to %s refused, not retried: %s", pod.key, binding.node, why)
+            # 409/404: bound already, deleted, or its node is gone. It backs off like
+            # any failure (kube-scheduler's handleSchedulingFailure): the watch removes
+            # a pod bound or deleted meanwhile from the queue, and one whose node went
+            # away is placed again
+            log.info("binding %s to %s refused: %s", pod.key, binding.node, why)
             if info is not None:
-                self.queue.bound(info)  # the watch shows what became of it
+                self.queue.failed(info)
             return
         log.warning("binding %s to %s failed, backing off: %s", pod.key, binding.node, why)
         if info is not None and self.queue.failed(info):
@@ -505,6 +510,7 @@ class LiveScheduler:
         aggregated events written, plugins' aging node data refreshed."""
         self.queue.flush()
         self.cache.expire_assumed()
+        self.reporter.retry_failed()
         self.recorder.flush()
         if self._clock.now() - self._last_refresh >= STATIC_REFRESH_INTERVAL:
             self.cache.refresh_static()
