@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from nodeagent import errors
 from nodeagent.clock import FakeClock
@@ -28,6 +28,7 @@ from nodeagent.kube import client
 from nodeagent.kube import errors as kube_errors
 
 Key = tuple[str, str]
+T = TypeVar("T")
 KINDS = ("pods", "nodes", "poddisruptionbudgets", "leases", "events", "evictions")
 WATCHED = ("pods", "nodes", "poddisruptionbudgets")
 KIND_NAMES = {
@@ -39,12 +40,12 @@ KIND_NAMES = {
 }
 
 
-def copy_json(value: Any) -> Any:
+def copy_json(value: T) -> T:
     """A deep copy of a JSON value (dicts, lists, scalars): faster than ``deepcopy``."""
     if isinstance(value, dict):
-        return {k: copy_json(v) for k, v in value.items()}
+        return cast(T, {k: copy_json(v) for k, v in value.items()})
     if isinstance(value, list):
-        return [copy_json(v) for v in value]
+        return cast(T, [copy_json(v) for v in value])
     return value
 
 
@@ -298,7 +299,7 @@ class SimClient:
         node = self.api.get("nodes", "", name)
         if node is None:
             raise errors.NotFound(f'nodes "{name}" not found', status=404)
-        return copy_json(node)  # type: ignore[no-any-return]
+        return copy_json(node)
 
     def _no_watch(self, *args: Any, **kwargs: Any) -> client.WatchStream:
         raise AssertionError("the simulation delivers watch events itself")
@@ -381,11 +382,11 @@ class SimClient:
                     else:
                         target[k] = copy_json(v)
 
-        return copy_json(self.api.update("nodes", "", name, change))  # type: ignore[no-any-return]
+        return copy_json(self.api.update("nodes", "", name, change))
 
     def patch_node_status(self, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
         self.faults.maybe_fail("patch node status")
-        return copy_json(  # type: ignore[no-any-return]
+        return copy_json(
             self.api.update(
                 "nodes", "", name, lambda node: _merge_status(node, patch.get("status") or {})
             )
@@ -404,11 +405,11 @@ class SimClient:
         lease = self.api.get("leases", namespace, name)
         if lease is None:
             raise errors.NotFound(f'leases "{name}" not found', status=404)
-        return copy_json(lease)  # type: ignore[no-any-return]
+        return copy_json(lease)
 
     def create_lease(self, namespace: str, lease: Mapping[str, Any]) -> client.KubeObject:
         self._lease_fault("create lease")
-        return copy_json(self.api.create("leases", dict(lease)))  # type: ignore[no-any-return]
+        return copy_json(self.api.create("leases", dict(lease)))
 
     def replace_lease(
         self, namespace: str, name: str, lease: Mapping[str, Any]
@@ -423,4 +424,4 @@ class SimClient:
         new = copy_json(dict(lease))
         new["metadata"] = {**current["metadata"], **new.get("metadata", {})}
         self.api.write("leases", new)
-        return copy_json(new)  # type: ignore[no-any-return]
+        return copy_json(new)

@@ -123,9 +123,7 @@ def usage_by_node(api: SimAPI) -> dict[str, dict[str, int]]:
     return usage
 
 
-def fits(
-    pod: client.KubeObject, node: client.KubeObject, usage: dict[str, dict[str, int]]
-) -> bool:
+def fits(pod: client.KubeObject, node: client.KubeObject, usage: dict[str, dict[str, int]]) -> bool:
     if node["spec"].get("unschedulable") or not tolerates(pod, node):
         return False
     labels = node["metadata"].get("labels") or {}
@@ -281,6 +279,10 @@ class SchedulerSimulation:
             spec["tolerations"] = [
                 {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
             ]
+        if rng.random() < 0.25:
+            spec["priority"] = 100  # may preempt the others
+        if rng.random() < 0.1 and not bound_to:
+            spec["schedulingGates"] = [{"name": "example.com/wait"}]
         if bound_to:
             spec["nodeName"] = bound_to
         self.api.create(
@@ -300,9 +302,7 @@ class SchedulerSimulation:
         self.add_pod()
         pod = self.api.get("pods", "default", f"p{self.pod_count}")
         assert pod is not None
-        places = [
-            n["metadata"]["name"] for n in self.api.items("nodes") if fits(pod, n, usage)
-        ]
+        places = [n["metadata"]["name"] for n in self.api.items("nodes") if fits(pod, n, usage)]
         if not places:
             self.api.delete("pods", "default", f"p{self.pod_count}")
             return
@@ -323,8 +323,12 @@ class SchedulerSimulation:
             unbound = [p for p in pods if not p["spec"].get("nodeName")]
             pod = rng.choice(unbound if unbound and rng.random() < 0.8 else pods)
             name = pod["metadata"]["name"]
-            self.api.update("pods", "default", name, _annotate(f"v{self.api.rv}"))
-            self.note(f"pod {name} annotated")
+            if pod["spec"].get("schedulingGates") and rng.random() < 0.5:
+                self.api.update("pods", "default", name, _ungate)
+                self.note(f"pod {name} ungated")
+            else:
+                self.api.update("pods", "default", name, _annotate(f"v{self.api.rv}"))
+                self.note(f"pod {name} annotated")
         elif choice < 0.70:
             pod = rng.choice(pods)
             name = pod["metadata"]["name"]
@@ -513,8 +517,7 @@ class SchedulerSimulation:
             if holder != sender:
                 raise self.violation(
                     5,
-                    f"{sender} bound {pod['metadata']['name']} while the lease names "
-                    f"{holder!r}",
+                    f"{sender} bound {pod['metadata']['name']} while the lease names {holder!r}",
                 )
 
     def check_step(self) -> None:
@@ -560,6 +563,8 @@ class SchedulerSimulation:
                 self._check_queue(replica, pending)
         # 4: every pod that fits somewhere is bound; the others say why not
         for pod in pending:
+            if pod["spec"].get("schedulingGates"):
+                continue  # held by PreEnqueue: never tried, nothing to say
             name = pod["metadata"]["name"]
             places = [n for n, node in nodes.items() if fits(pod, node, usage)]
             if places:
@@ -582,8 +587,11 @@ class SchedulerSimulation:
                 )
         for pod in pods:
             if pod["spec"]["schedulerName"] != PROFILE and _pod_scheduled(pod) is not None:
-                raise self.violation(4, f"pod {pod['metadata']['name']} of another scheduler "
-                                     "got a PodScheduled condition from us")
+                raise self.violation(
+                    4,
+                    f"pod {pod['metadata']['name']} of another scheduler "
+                    "got a PodScheduled condition from us",
+                )
 
     def _check_cache(
         self, replica: Replica, pods: list[client.KubeObject], nodes: dict[str, Any]
@@ -603,9 +611,7 @@ class SchedulerSimulation:
                 index = snapshot.index.get(name)
                 if index is None:
                     raise self.violation(3, f"{replica.identity} does not know node {name}")
-                truth = sorted(
-                    p["metadata"]["uid"] for p in bound if p["spec"]["nodeName"] == name
-                )
+                truth = sorted(p["metadata"]["uid"] for p in bound if p["spec"]["nodeName"] == name)
                 cached = sorted(p.uid for p in snapshot.pods_on_node[index])
                 cpu = sum(requests_of(p)["cpu"] for p in bound if p["spec"]["nodeName"] == name)
                 cached_cpu = int(snapshot.requested[snapshot.row["cpu"], index])
@@ -621,7 +627,9 @@ class SchedulerSimulation:
         """3: the queue holds exactly the pending pods, and the metric says so."""
         scheduler = replica.scheduler
         queue = scheduler.queue
-        missing = [p["metadata"]["name"] for p in pending if queue.where(p["metadata"]["uid"]) is None]
+        missing = [
+            p["metadata"]["name"] for p in pending if queue.where(p["metadata"]["uid"]) is None
+        ]
         if missing or len(queue) != len(pending):
             raise self.violation(
                 3,
@@ -790,6 +798,10 @@ def _annotate(value: str) -> Callable[[client.KubeObject], None]:
         pod["metadata"].setdefault("annotations", {})["touched"] = value
 
     return change
+
+
+def _ungate(pod: client.KubeObject) -> None:
+    pod["spec"].pop("schedulingGates", None)
 
 
 def _terminating(pod: client.KubeObject) -> None:

@@ -190,6 +190,8 @@ class SchedulerCache:
             return True
 
     def remove_bound(self, uid: str) -> api.Pod | None:
+        """The pod is gone: release what it used, bound or assumed. Returns the pod that
+        was accounted (None: it was not; its deletion frees nothing)."""
         with self._lock:
             self._preempting.discard(uid)
             pod = self._bound.pop(uid, None)
@@ -197,7 +199,7 @@ class SchedulerCache:
             for gone in (pod, assumed.pod if assumed else None):
                 if gone is not None:
                     self._account(gone, -1)
-            return pod
+            return pod or (assumed.pod if assumed else None)
 
     def mark_preempted(self, uid: str) -> None:
         """A victim whose deletion was requested: until the watch shows it gone it counts
@@ -231,12 +233,14 @@ class SchedulerCache:
             if entry is not None:
                 entry.deadline = self._clock() + self._assume_ttl
 
-    def forget(self, uid: str) -> None:
-        """The binding failed: the node gets its usage back."""
+    def forget(self, uid: str) -> bool:
+        """The binding failed: the node gets its usage back. False if the pod was not
+        assumed (any more: seen bound or deleted meanwhile)."""
         with self._lock:
             entry = self._assumed.pop(uid, None)
             if entry is not None:
                 self._account(entry.pod, -1)
+            return entry is not None
 
     def is_assumed(self, uid: str) -> bool:
         with self._lock:

@@ -460,7 +460,10 @@ class LiveScheduler:
                 self.bound_count += 1
             self.reporter.scheduled(pod, binding.node)
             return
-        self.cache.forget(pod.uid)
+        if self.cache.forget(pod.uid):
+            # the room it held is free again: pods it kept out may fit now (as
+            # kube-scheduler moves them, with AssignedPodDelete, on a failed binding)
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
         if result is BindResult.FINAL:
             # 409/404: bound already, deleted, or its node is gone. It backs off like
             # any failure (kube-scheduler's handleSchedulingFailure): the watch removes
@@ -509,7 +512,8 @@ class LiveScheduler:
         and stale unschedulable pods back to activeQ, expired assumptions dropped,
         aggregated events written, plugins' aging node data refreshed."""
         self.queue.flush()
-        self.cache.expire_assumed()
+        if self.cache.expire_assumed():
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
         self.reporter.retry_failed()
         self.recorder.flush()
         if self._clock.now() - self._last_refresh >= STATIC_REFRESH_INTERVAL:
