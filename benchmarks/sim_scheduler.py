@@ -2,6 +2,7 @@
 
     python -m benchmarks.sim_scheduler --seeds 100000 [--start 0] [--jobs 2]
     python -m benchmarks.sim_scheduler --replay SEED
+    python -m benchmarks.sim_scheduler --agent --seeds 2000   (the agent's actuation)
 
 Runs seeds ``start .. start+seeds-1`` (in ``jobs`` processes, chunks of seeds each),
 prints progress with seeds per second, every failing seed with the invariant it broke,
@@ -18,18 +19,21 @@ import sys
 import time
 from collections.abc import Iterator
 
+from tests.sim.agent_sim import run_agent_seed
 from tests.sim.scheduler_sim import SchedulerSimulation, Violation, run_seed
 
 CHUNK = 200
 
 
-def run_chunk(bounds: tuple[int, int]) -> tuple[int, list[tuple[int, str]]]:
-    """Seeds ``[first, last)``: how many ran, and the failures (seed, first line)."""
-    first, last = bounds
+def run_chunk(bounds: tuple[int, int, bool]) -> tuple[int, list[tuple[int, str]]]:
+    """Seeds ``[first, last)`` (of the agent's simulation if the flag is set): how many
+    ran, and the failures (seed, first line)."""
+    first, last, agent = bounds
+    run = run_agent_seed if agent else run_seed
     failures: list[tuple[int, str]] = []
     for seed in range(first, last):
         try:
-            run_seed(seed)
+            run(seed)
         except Violation as exc:
             failures.append((seed, str(exc).splitlines()[0]))
         except Exception as exc:  # a crash is a failure too, with its seed
@@ -37,9 +41,10 @@ def run_chunk(bounds: tuple[int, int]) -> tuple[int, list[tuple[int, str]]]:
     return last - first, failures
 
 
-def chunks(start: int, seeds: int) -> Iterator[tuple[int, int]]:
-    for first in range(start, start + seeds, CHUNK):
-        yield first, min(first + CHUNK, start + seeds)
+def chunks(start: int, seeds: int, agent: bool) -> Iterator[tuple[int, int, bool]]:
+    size = CHUNK // 10 if agent else CHUNK
+    for first in range(start, start + seeds, size):
+        yield first, min(first + size, start + seeds), agent
 
 
 def replay(seed: int) -> int:
@@ -69,15 +74,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=multiprocessing.cpu_count())
     parser.add_argument("--replay", type=int, default=None, metavar="SEED")
+    parser.add_argument("--agent", action="store_true", help="the agent's simulation")
     args = parser.parse_args(argv)
     if args.replay is not None:
+        if args.agent:
+            run_agent_seed(args.replay)  # raises with the last steps on a violation
+            print(f"agent seed {args.replay}: every invariant held")
+            return 0
         return replay(args.replay)
     started = time.perf_counter()
     done, failures = 0, []
-    report_every = max(CHUNK, args.seeds // 20)
+    report_every = max(CHUNK // 10, args.seeds // 20)
     next_report = report_every
     with multiprocessing.Pool(args.jobs) as pool:
-        for ran, failed in pool.imap_unordered(run_chunk, chunks(args.start, args.seeds)):
+        for ran, failed in pool.imap_unordered(
+            run_chunk, chunks(args.start, args.seeds, args.agent)
+        ):
             done += ran
             for seed, line in failed:
                 failures.append(seed)

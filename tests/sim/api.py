@@ -29,7 +29,7 @@ from nodeagent.kube import errors as kube_errors
 
 Key = tuple[str, str]
 T = TypeVar("T")
-KINDS = ("pods", "nodes", "poddisruptionbudgets", "leases", "events", "evictions")
+KINDS = ("pods", "nodes", "poddisruptionbudgets", "leases", "events")
 WATCHED = ("pods", "nodes", "poddisruptionbudgets")
 KIND_NAMES = {
     "pods": ("v1", "Pod"),
@@ -69,6 +69,17 @@ class BindRecord:
     pod: str
     node: str
     outcome: BindOutcome
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRecord:
+    at: float
+    sender: str
+    uid: str
+    pod: str
+    grace_period_seconds: int | None
+    pending_before: bool
+    """An earlier eviction of this pod was accepted and the pod is still there."""
 
 
 @dataclass(slots=True)
@@ -118,7 +129,14 @@ class SimAPI:
     history: dict[str, list[client.WatchEvent]] = field(
         default_factory=lambda: {kind: [] for kind in WATCHED}
     )
+    written_at: dict[str, list[float]] = field(
+        default_factory=lambda: {kind: [] for kind in WATCHED}
+    )
+    """When each history entry was written (monotonic seconds), entry by entry."""
     bindings: list[BindRecord] = field(default_factory=list)
+    evictions: list[EvictionRecord] = field(default_factory=list)
+    on_evicted: Callable[[EvictionRecord], None] = lambda record: None
+    """Called when an eviction is accepted, before the pod starts terminating."""
     on_bind_applied: Callable[[str, client.KubeObject, str], None] = lambda sender, pod, node: None
     """Called when a binding is applied, before the answer leaves (the invariants check
     capacity and leadership there)."""
@@ -159,6 +177,7 @@ class SimAPI:
             event = client.WatchEvent(event_type, obj)
         if kind in self.history:
             self.history[kind].append(event)
+            self.written_at[kind].append(self.clock.now())
 
     def create(self, kind: str, obj: client.KubeObject) -> client.KubeObject:
         new = copy_json(obj)
@@ -263,6 +282,10 @@ def _merge_status(obj: client.KubeObject, status_patch: Mapping[str, Any]) -> No
             status[name] = copy_json(value)
 
 
+def _terminating(pod: client.KubeObject) -> None:
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+
+
 def _not_terminal(pod: client.KubeObject) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
@@ -332,24 +355,26 @@ class SimClient:
     def evict_pod(
         self, namespace: str, name: str, *, grace_period_seconds: int | None, uid: str | None = None
     ) -> None:
+        """An Eviction: the pod starts terminating (it goes when the simulation says)."""
         self.faults.maybe_fail("evict pod")
         pod = self.api.get("pods", namespace, name)
         if pod is None:
             raise errors.NotFound(f'pods "{name}" not found', status=404)
         if uid is not None and pod["metadata"].get("uid") != uid:
             raise errors.Conflict("Precondition failed: UID", status=409)
-        self.api.create(
-            "evictions",
-            {
-                "metadata": {
-                    "name": f"{name}-{self.api.rv}",
-                    "namespace": namespace,
-                    "labels": {"uid": str(pod["metadata"]["uid"])},
-                },
-                "at": self.api.clock.now(),
-            },
+        pod_uid = str(pod["metadata"]["uid"])
+        record = EvictionRecord(
+            self.api.clock.now(),
+            self.sender,
+            pod_uid,
+            f"{namespace}/{name}",
+            grace_period_seconds,
+            any(e.uid == pod_uid for e in self.api.evictions),
         )
-        self.api.delete("pods", namespace, name)
+        self.api.evictions.append(record)
+        self.api.on_evicted(record)
+        if not pod["metadata"].get("deletionTimestamp"):
+            self.api.update("pods", namespace, name, _terminating)
 
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> client.KubeObject:
         self.faults.maybe_fail("create event")
