@@ -8,11 +8,14 @@ workers share the client's connection pool (one pool connection per worker).
 Outcomes of a binding:
 
 * success: the assumption waits for the watch to confirm it; PostBind; ``Scheduled``;
-* a **409** (the pod is already bound, or was recreated) or **404** (deleted) is final:
-  Unreserve, forget the assumption, and never retry: a second bind could only fail, or
-  bind a pod twice;
+* a **409** (the pod is already bound, is being deleted, or was recreated) or **404**
+  (deleted) is an answer about the pod (``FINAL``): Unreserve, forget the assumption
+  and back off without a status write; the watch removes a pod bound or deleted
+  meanwhile from the queue, and any other is placed again (kube-scheduler's
+  handleSchedulingFailure). The API never binds a pod twice, so the retry can only fail
+  or bind one that was not;
 * anything else (5xx and throttling after the client's own retries, a plugin error):
-  Unreserve, forget, and back to the queue with backoff.
+  Unreserve, forget, back to the queue with backoff, and ``PodScheduled=False``.
 
 :class:`APIBinder` refuses to send a binding unless :attr:`APIBinder.may_bind` says so
 (the leader check), right before the request: a replica that lost its lease never
@@ -37,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class FinalBindError(Exception):
-    """The API answered the binding with 409 or 404: never retry it."""
+    """The API answered the binding with 409 or 404: the pod changed under us."""
 
 
 class APIBinder:
@@ -62,9 +65,9 @@ class APIBinder:
 class BindResult(StrEnum):
     BOUND = "bound"
     FINAL = "final"
-    """409/404: not retried."""
+    """409/404: an answer about the pod; backs off quietly, the watch tells the rest."""
     FAILED = "failed"
-    """Retried after backoff."""
+    """A fault: backs off, with ``PodScheduled=False`` (SchedulerError)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,7 @@ class Reporter:
         self._victims: deque[_Victim] = deque()
         self._events: queue.SimpleQueue[tuple[InvolvedObject, str, str, str]] = queue.SimpleQueue()
         self._queued_events = 0
+        self._writing = 0
         self._written_condition: dict[str, str] = {}
         self._preempted: set[str] = set()
         self._stop = False
@@ -177,8 +178,9 @@ class Reporter:
             self._queued_events = 0
 
     def idle(self) -> bool:
+        """Nothing queued and nothing being written."""
         with self._lock:
-            return not self._status and not self._victims and not self._queued_events
+            return not (self._status or self._victims or self._queued_events or self._writing)
 
     def _run(self) -> None:
         while True:
@@ -204,6 +206,7 @@ class Reporter:
                 status = self._status.popitem(last=False)[1]
             elif not self._queued_events:
                 return False
+            self._writing += 1
         try:
             if status is not None:
                 self._write_status(*status)
@@ -213,6 +216,9 @@ class Reporter:
                 self._write_event()
         except Exception:  # one failed write must not end the reporting
             log.exception("writing scheduler results failed")
+        finally:
+            with self._lock:
+                self._writing -= 1
         return True
 
     def _write_status(self, pod: api.Pod, status: dict[str, Any]) -> None:
