@@ -64,9 +64,7 @@ class TestRegressions:
         sim.run_seed(seed)
 
     @pytest.mark.parametrize("seed", [3313])
-    def test_capacity_freed_by_a_failed_binding_moves_the_pods_it_kept_out(
-        self, seed: int
-    ) -> None:
+    def test_capacity_freed_by_a_failed_binding_moves_the_pods_it_kept_out(self, seed: int) -> None:
         sim.run_seed(seed)
 
 
