@@ -129,13 +129,7 @@ def fits(pod: client.KubeObject, node: client.KubeObject, usage: dict[str, dict[
     labels = node["metadata"].get("labels") or {}
     if any(labels.get(k) != v for k, v in (pod["spec"].get("nodeSelector") or {}).items()):
         return False
-    used = usage.get(node["metadata"]["name"], {})
-    alloc = allocatable_of(node)
-    return all(
-        used.get(name, 0) + amount <= alloc.get(name, 0)
-        for name, amount in requests_of(pod).items()
-        if amount
-    )
+    return has_room(pod, node, usage)
 
 
 # --- replicas -------------------------------------------------------------------------------
@@ -503,7 +497,7 @@ class SchedulerSimulation:
         # 2: capacity, counting every bound pod
         node = self.api.get("nodes", "", node_name)
         assert node is not None
-        if not fits_ignoring_placement(pod, node, usage_by_node(self.api)):
+        if not has_room(pod, node, usage_by_node(self.api)):
             raise self.violation(
                 2,
                 f"{sender} bound {pod['metadata']['name']} ({requests_of(pod)}) to "
@@ -764,7 +758,7 @@ class SchedulerSimulation:
                 replica.scheduler.binder.shutdown()
 
 
-def fits_ignoring_placement(
+def has_room(
     pod: client.KubeObject, node: client.KubeObject, usage: dict[str, dict[str, int]]
 ) -> bool:
     """Resources only (a taint or a label may have changed since the cycle saw the node:

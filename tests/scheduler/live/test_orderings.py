@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from nodeagent.scheduler.live.scheduler import LiveScheduler
-from tests.fakeapi.server import FakeAPIServer, Request
+from tests.fakeapi.server import FakeAPIServer, Hold, Request
 from tests.scheduler.live import harness as h
 from tests.scheduler.live.harness import eventually, node_of
 
@@ -28,6 +28,15 @@ def binding_path(name: str) -> str:
 
 def posts(api: FakeAPIServer, name: str) -> list[Request]:
     return api.requests_to("POST", binding_path(name))
+
+
+def binding_held(api: FakeAPIServer, name: str, *, cpu: str) -> Hold:
+    """Create pod ``name``; return once the scheduler's binding of it waits at the
+    server (held, not applied)."""
+    binding = api.hold(binding_path(name))
+    api.cluster.create("pods", h.pod(name, cpu=cpu))
+    eventually(lambda: posts(api, name), what=f"{name}'s binding at the server")
+    return binding
 
 
 def bound_once(api: FakeAPIServer) -> None:
@@ -56,9 +65,7 @@ class TestOrderings:
     ) -> None:
         cluster = fake_api.cluster
         cluster.create("nodes", h.node("n1", cpu="2"))
-        binding = fake_api.hold(binding_path("a"))
-        cluster.create("pods", h.pod("a", cpu="1500m"))
-        eventually(lambda: posts(fake_api, "a"), what="a's binding at the server")
+        binding = binding_held(fake_api, "a", cpu="1500m")
         watch = fake_api.hold(POD_WATCH)
         update = {"metadata": {"annotations": {"touched": "1"}}}
         late = cluster.patch("pods", "default", "a", update)["metadata"]["resourceVersion"]
@@ -80,9 +87,7 @@ class TestOrderings:
     ) -> None:
         cluster = fake_api.cluster
         cluster.create("nodes", h.node("n1", cpu="2"))
-        binding = fake_api.hold(binding_path("a"))
-        cluster.create("pods", h.pod("a", cpu="1500m"))
-        eventually(lambda: posts(fake_api, "a"), what="a's binding at the server")
+        binding = binding_held(fake_api, "a", cpu="1500m")
         watch = fake_api.hold(POD_WATCH)
         fake_api.lose_responses(1, method="POST", path=binding_path("a"))
         with fake_api.outage():
@@ -121,9 +126,7 @@ class TestOrderings:
     ) -> None:
         cluster = fake_api.cluster
         cluster.create("nodes", h.node("n1", cpu="2"))
-        binding = fake_api.hold(binding_path("a"))
-        cluster.create("pods", h.pod("a", cpu="1500m"))
-        eventually(lambda: posts(fake_api, "a"), what="a's binding at the server")
+        binding = binding_held(fake_api, "a", cpu="1500m")
         cluster.delete("pods", "default", "a")
         binding.release()  # 404
         eventually(lambda: settled(scheduler), what="a forgotten")
@@ -137,9 +140,7 @@ class TestOrderings:
         cluster = fake_api.cluster
         cluster.create("nodes", h.node("n1", cpu="2"))
         cluster.create("nodes", h.node("n2", cpu="2"))
-        binding = fake_api.hold(binding_path("a"))
-        cluster.create("pods", h.pod("a", cpu="1500m"))
-        eventually(lambda: posts(fake_api, "a"), what="a's binding at the server")
+        binding = binding_held(fake_api, "a", cpu="1500m")
         target = str(posts(fake_api, "a")[0].body["target"]["name"])
         other = "n2" if target == "n1" else "n1"
         cluster.delete("nodes", "", target)
