@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import random
 import sys
 import time
 from collections.abc import Iterator
 
 from tests.sim.agent_sim import run_agent_seed
-from tests.sim.scheduler_sim import SchedulerSimulation, Violation, run_seed
+from tests.sim.scheduler_sim import Violation, run_seed
+from tests.sim.scheduler_sim import simulation as seeded
 
 CHUNK = 200
 
@@ -48,7 +48,7 @@ def chunks(start: int, seeds: int, agent: bool) -> Iterator[tuple[int, int, bool
 
 
 def replay(seed: int) -> int:
-    simulation = SchedulerSimulation(random.Random(seed), label=f"[seed {seed}]")
+    simulation = seeded(seed)
     steps: list[str] = []
     note = simulation.note
 

@@ -98,6 +98,9 @@ class Faults:
     """Probability that a Lease write is rejected (409 or 500)."""
     outage_until: float = float("-inf")
     """The API refuses every connection until then (monotonic seconds)."""
+    lease_cut: dict[str, float] = field(default_factory=dict)
+    """Sender -> until when its Lease requests fail (a partial partition: its bindings
+    still go through, the one case where a stale leader could bind beside a new one)."""
 
     @property
     def down(self) -> bool:
@@ -115,7 +118,7 @@ class Faults:
 
     def heal(self) -> None:
         self.call_failure = self.bind_failure = self.lost_response = self.lease_rejection = 0.0
-        self.outage_until = float("-inf")
+        self.outage_until = float("-inf")  # a Lease partition ends at its own time
 
 
 @dataclass(slots=True)
@@ -420,6 +423,8 @@ class SimClient:
     # --- leases -------------------------------------------------------------------------
     def _lease_fault(self, what: str) -> None:
         self.faults.maybe_fail(what)
+        if self.faults.lease_cut.get(self.sender, float("-inf")) > self.faults.clock.now():
+            raise kube_errors.Unavailable(f"{what}: connection timed out", status=None)
         if self.faults.lease_rejection and self.faults.rng.random() < self.faults.lease_rejection:
             if self.faults.rng.random() < 0.5:
                 raise errors.Conflict(f"{what}: 409 (injected)", status=409)
@@ -427,6 +432,8 @@ class SimClient:
 
     def get_lease(self, namespace: str, name: str) -> client.KubeObject:
         self.faults.maybe_fail("get lease")
+        if self.faults.lease_cut.get(self.sender, float("-inf")) > self.faults.clock.now():
+            raise kube_errors.Unavailable("get lease: connection timed out", status=None)
         lease = self.api.get("leases", namespace, name)
         if lease is None:
             raise errors.NotFound(f'leases "{name}" not found', status=404)

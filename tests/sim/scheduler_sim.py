@@ -179,8 +179,13 @@ class Shape:
 
 
 class SchedulerSimulation:
-    def __init__(self, rng: random.Random, *, label: str = "") -> None:
+    def __init__(
+        self, rng: random.Random, *, label: str = "", partitions: random.Random | None = None
+    ) -> None:
+        """``partitions`` draws the Lease partitions (default: ``rng``); a stream of its
+        own keeps the other choices of a seed as they were before partitions existed."""
         self.rng = rng
+        self.partitions = partitions or rng
         self.label = label
         self.clock = FakeClock(start=1000.0)
         self.shape = Shape.draw(rng)
@@ -630,10 +635,11 @@ class SchedulerSimulation:
                 f"{replica.identity}'s queue holds {len(queue)} pods, the API has "
                 f"{len(pending)} pending; not queued: {missing}",
             )
-        registry = scheduler.metrics.registry
         metric = sum(
-            registry.get_sample_value("scheduler_pending_pods", {"queue": q}) or 0
-            for q in ("active", "backoff", "unschedulable", "gated")
+            sample.value
+            for family in scheduler.metrics.registry.collect()
+            if family.name == "scheduler_pending_pods"
+            for sample in family.samples
         )
         if metric != len(pending):
             raise self.violation(
@@ -651,6 +657,8 @@ class SchedulerSimulation:
 
     def step(self) -> None:
         self.step_no += 1
+        if self.shape.leader_elect and self.replicas and self.partitions.random() < 0.02:
+            self.cut_lease()
         rng = self.rng
         replica = rng.choice(self.replicas) if self.replicas else None
         roll = rng.random()
@@ -683,6 +691,13 @@ class SchedulerSimulation:
         elif not self.faults.down:
             self.outage()
         self.check_step()
+
+    def cut_lease(self) -> None:
+        """One replica's Lease requests fail for a while; everything else works."""
+        replica = self.partitions.choice(self.replicas)
+        length = self.partitions.uniform(5.0, 40.0)
+        self.faults.lease_cut[replica.identity] = self.clock.now() + length
+        self.note(f"{replica.identity} cut off from the Lease for {length:.1f} s")
 
     def outage(self) -> None:
         length = self.rng.uniform(1.0, 15.0)
@@ -824,6 +839,12 @@ def _grow(node: client.KubeObject) -> None:
     alloc["pods"] = str(int(alloc["pods"]) + 1)
 
 
+def simulation(seed: int) -> SchedulerSimulation:
+    return SchedulerSimulation(
+        random.Random(seed), label=f"[seed {seed}]", partitions=random.Random(-1 - seed)
+    )
+
+
 def run_seed(seed: int) -> None:
     """One seeded run; raises :class:`Violation` (naming the seed) if an invariant fails."""
-    SchedulerSimulation(random.Random(seed), label=f"[seed {seed}]").run()
+    simulation(seed).run()
