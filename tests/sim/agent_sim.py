@@ -211,6 +211,8 @@ class AgentSimulation:
 
     # --- the agent ------------------------------------------------------------------------
     def start_agent(self) -> None:
+        if self.restarts:
+            self.kill_agent()
         self.restarts += 1
         self.pods.current = PodView(synced=False)  # a new process lists its pods afresh
         if not self.faults.down:
@@ -225,6 +227,12 @@ class AgentSimulation:
             pod_source=self.pods,
         )
         self.note(f"agent {self.restarts} started")
+
+    def kill_agent(self) -> None:
+        """kill -9: nothing flushed or released in the cluster; the kernel closes the
+        process's files (here: the collector's and the triggers')."""
+        self.agent.triggers.close()
+        self.agent.collector.close()
 
     def cycle(self) -> None:
         if not self.faults.down and self.clock.now() - self.pods_refreshed > POD_WATCH_LAG:
@@ -360,6 +368,7 @@ class AgentSimulation:
                 self.check_step()
             self.check_quiescent()
         finally:
+            self.kill_agent()
             logging.disable(logging.NOTSET)
 
 
