@@ -45,7 +45,7 @@ class TestSeeds:
 class TestRegressions:
     """Seeds that found a defect: each fails if its fix is taken out."""
 
-    @pytest.mark.parametrize("seed", [513])
+    @pytest.mark.parametrize("seed", [573])
     def test_a_late_update_of_a_bound_pod_does_not_bind_it_again(self, seed: int) -> None:
         sim.run_seed(seed)
 
