@@ -227,8 +227,11 @@ class LeaderElector:
         self._thread.start()
 
     def run(self) -> None:
-        while (wait := self.step()) is not None and not self._stop.wait(wait):
-            pass
+        while not self._stop.is_set():
+            wait = self.step()
+            if wait is None:
+                return  # lost: the process exits
+            self._stop.wait(wait)
 
     def step(self) -> float | None:
         """One round of the loop: try to acquire or renew, start or stop leading. Returns
