@@ -72,7 +72,6 @@ class SimPods:
 class AgentSimulation:
     def __init__(self, rng: random.Random, root: Path, *, label: str = "") -> None:
         self.rng = rng
-        self.root = root
         self.label = label
         self.clock = FakeClock(start=100.0)
         self.faults = Faults(rng, self.clock)
@@ -96,7 +95,6 @@ class AgentSimulation:
         self.pods_refreshed = self.clock.now()
         self.infos: dict[str, PodInfo] = {}
         self.pressure = False
-        self.pressure_changes: list[tuple[float, bool]] = [(self.clock.now(), False)]
         self.observed: list[tuple[float, bool]] = []
         """(time, memory threshold met) of every cycle: what the agent saw."""
         self.relief_observed = True
@@ -122,7 +120,6 @@ class AgentSimulation:
             node["spec"]["taints"] = [
                 {"key": "nodeagent.io/memory-pressure", "effect": "NoSchedule"}
             ]
-            self.pressure_changes = [(self.clock.now() - 5.0, True), (self.clock.now(), False)]
             self.observed = [(self.clock.now() - 5.0, True)]
         self.api.create("nodes", node)
         self.api.on_evicted = self.check_eviction
@@ -148,7 +145,6 @@ class AgentSimulation:
         if on == self.pressure:
             return
         self.pressure = on
-        self.pressure_changes.append((self.clock.now(), on))
         self._set_usage(HIGH_USAGE if on else LOW_USAGE)
         if not on:
             self.relief_observed = False
