@@ -250,7 +250,7 @@ class Informer:
             if self._stop.is_set():
                 return
             for event in stream:
-                self._apply(event)
+                self.apply(event)
                 if self._stop.is_set():
                     return
         finally:
@@ -258,7 +258,9 @@ class Informer:
                 self._stream = None
             stream.close()
 
-    def _apply(self, event: client.WatchEvent) -> None:
+    def apply(self, event: client.WatchEvent) -> None:
+        """One watch event: the store, then the handlers. The watch loop's step; a
+        driver that delivers events itself (the simulation) calls it directly."""
         self.stats.events += 1
         obj = event.object
         key = object_key(obj)

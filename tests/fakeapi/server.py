@@ -98,6 +98,8 @@ class _FaultState:
     faults: list[_Fault] = field(default_factory=list)
     latencies: list[_Latency] = field(default_factory=list)
     outage_status: int | None = None
+    lost: list[_Fault] = field(default_factory=list)
+    """Requests applied whose answer never leaves (the connection is cut instead)."""
 
 
 _NODE = re.compile(r"^/api/v1/nodes(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$")
@@ -125,6 +127,8 @@ class FakeAPIServer:
         usual 200 + ERROR event (both happen with real servers, depending on the path)."""
         self._faults = _FaultState()
         self._lock = threading.Lock()
+        self._held = threading.Condition()
+        self._holds: list[Hold] = []
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
@@ -196,6 +200,49 @@ class FakeAPIServer:
                 _Latency(seconds, method, re.compile(path) if path else None)
             )
 
+    def lose_responses(self, times: int, *, method: str | None = None, path: str) -> None:
+        """Apply the next ``times`` matching requests, then cut the connection instead of
+        answering (an API server that committed a write and died before replying)."""
+        with self._lock:
+            self._faults.lost.append(_Fault(0, times, method, re.compile(path)))
+
+    def hold(self, path: str) -> Hold:
+        """Until :meth:`Hold.release` (or the end of a ``with`` block), requests whose
+        path matches wait before they are applied, and watches on it send nothing; what
+        happened meanwhile follows in order (a slow request, a lagging watch cache).
+        A held request has had its faults decided when it arrived."""
+        hold = Hold(self, re.compile(path))
+        with self._held:
+            self._holds.append(hold)
+        return hold
+
+    def _release(self, hold: Hold, through: int | None) -> None:
+        with self._held:
+            if through is not None:
+                hold.through = through
+            elif hold in self._holds:
+                self._holds.remove(hold)
+            self._held.notify_all()
+
+    def _wait_unheld(self, path: str, resource_version: str = "") -> None:
+        rv = int(resource_version) if resource_version.isdigit() else None
+
+        def free() -> bool:
+            return not any(
+                h.pattern.search(path) and (rv is None or rv > h.through) for h in self._holds
+            )
+
+        with self._held:
+            self._held.wait_for(free)
+
+    def _lose(self, method: str, path: str) -> bool:
+        with self._lock:
+            for fault in self._faults.lost:
+                if fault.remaining > 0 and fault.applies(method, path):
+                    fault.remaining -= 1
+                    return True
+        return False
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults = _FaultState()
@@ -249,6 +296,29 @@ class FakeAPIServer:
         """Every request that could change state (not GET)."""
         with self._lock:
             return [r for r in self.requests if r.method != "GET"]
+
+
+@dataclass(eq=False)
+class Hold:
+    """One :meth:`FakeAPIServer.hold`."""
+
+    server: FakeAPIServer
+    pattern: re.Pattern[str]
+    through: int = 0
+    """Watch events up to this resourceVersion go out even while held."""
+
+    def release(self) -> None:
+        self.server._release(self, None)
+
+    def release_through(self, resource_version: str) -> None:
+        """Let watch events up to ``resource_version`` go out; hold the rest."""
+        self.server._release(self, int(resource_version))
+
+    def __enter__(self) -> Hold:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 @contextlib.contextmanager
@@ -333,6 +403,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         self.api.log(request)
         status, retry_after, delay = self.api._fault_for(method, split.path)
+        self.api._wait_unheld(split.path)
         if delay:
             time.sleep(delay)
         try:
@@ -344,6 +415,11 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _Reply(status, fake.status_body(error), headers)
             self._route(request)
         except _Reply as reply:
+            if self.api._lose(method, split.path):
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                return
             self._send(reply.status, reply.body, reply.headers)
         except errors.KubeAPIError as exc:
             self._send(exc.status or 500, fake.status_body(exc))
@@ -537,6 +613,7 @@ class _Handler(BaseHTTPRequestHandler):
         watcher.start()
         try:
             for event in events:
+                self.api._wait_unheld(request.path, event.resource_version)
                 self._chunk({"type": event.type.value, "object": event.object})
         except kube_errors.Gone as exc:
             self._chunk({"type": "ERROR", "object": fake.status_body(exc)})

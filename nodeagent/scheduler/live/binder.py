@@ -8,11 +8,14 @@ workers share the client's connection pool (one pool connection per worker).
 Outcomes of a binding:
 
 * success: the assumption waits for the watch to confirm it; PostBind; ``Scheduled``;
-* a **409** (the pod is already bound, or was recreated) or **404** (deleted) is final:
-  Unreserve, forget the assumption, and never retry: a second bind could only fail, or
-  bind a pod twice;
+* a **409** (the pod is already bound, is being deleted, or was recreated) or **404**
+  (deleted) is an answer about the pod (``FINAL``): Unreserve, forget the assumption
+  and back off without a status write; the watch removes a pod bound or deleted
+  meanwhile from the queue, and any other is placed again (kube-scheduler's
+  handleSchedulingFailure). The API never binds a pod twice, so the retry can only fail
+  or bind one that was not;
 * anything else (5xx and throttling after the client's own retries, a plugin error):
-  Unreserve, forget, and back to the queue with backoff.
+  Unreserve, forget, back to the queue with backoff, and ``PodScheduled=False``.
 
 :class:`APIBinder` refuses to send a binding unless :attr:`APIBinder.may_bind` says so
 (the leader check), right before the request: a replica that lost its lease never
@@ -37,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 class FinalBindError(Exception):
-    """The API answered the binding with 409 or 404: never retry it."""
+    """The API answered the binding with 409 or 404: the pod changed under us."""
 
 
 class APIBinder:
@@ -62,9 +65,9 @@ class APIBinder:
 class BindResult(StrEnum):
     BOUND = "bound"
     FINAL = "final"
-    """409/404: not retried."""
+    """409/404: an answer about the pod; backs off quietly, the watch tells the rest."""
     FAILED = "failed"
-    """Retried after backoff."""
+    """A fault: backs off, with ``PodScheduled=False`` (SchedulerError)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +109,11 @@ class BindingPool:
 
     A plain queue and threads rather than an executor: :meth:`submit` is on the
     scheduling thread's path once per pod, and an executor's submit (a Future, its
-    locks, its thread-count check) cost more than the cycle's own hand-off."""
+    locks, its thread-count check) cost more than the cycle's own hand-off.
+
+    With ``workers=0`` no thread is started: submitted bindings wait in :attr:`waiting`
+    until a driver runs them, in any order it likes, with :meth:`run` (the deterministic
+    simulation steps the binding cycles this way; the code that runs is the same)."""
 
     def __init__(self, workers: int, on_done: Callable[[Binding, BindResult, str], None]) -> None:
         self._queue: queue.SimpleQueue[Binding | None] = queue.SimpleQueue()
@@ -114,9 +121,12 @@ class BindingPool:
         self._lock = threading.Condition()
         self._in_flight = 0
         self._closed = False
+        self.stepped = workers == 0
+        self.waiting: list[Binding] = []
+        """Submitted and not yet run (stepped pools only)."""
         self._threads = [
             threading.Thread(target=self._work, name=f"binder_{i}", daemon=True)
-            for i in range(max(1, workers))
+            for i in range(workers)
         ]
         for thread in self._threads:
             thread.start()
@@ -124,20 +134,28 @@ class BindingPool:
     def submit(self, binding: Binding) -> None:
         with self._lock:
             self._in_flight += 1
+            if self.stepped:
+                self.waiting.append(binding)
+                return
         self._queue.put(binding)
 
     def _work(self) -> None:
         while (binding := self._queue.get()) is not None:
-            try:
-                if not self._closed:  # after shutdown, what is left is dropped
-                    result, why = run_binding_cycle(binding)
-                    self._on_done(binding, result, why)
-            except Exception:  # on_done's bug must not kill the worker
-                log.exception("binding of %s: completion failed", binding.pod.key)
-            finally:
-                with self._lock:
-                    self._in_flight -= 1
-                    self._lock.notify_all()
+            self.run(binding)
+
+    def run(self, binding: Binding) -> None:
+        """One binding cycle and its completion (a worker's job; a stepped pool's driver
+        calls it for a binding it takes out of :attr:`waiting`)."""
+        try:
+            if not self._closed:  # after shutdown, what is left is dropped
+                result, why = run_binding_cycle(binding)
+                self._on_done(binding, result, why)
+        except Exception:  # on_done's bug must not kill the worker
+            log.exception("binding of %s: completion failed", binding.pod.key)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
 
     @property
     def in_flight(self) -> int:
@@ -153,5 +171,8 @@ class BindingPool:
     def shutdown(self) -> None:
         """Stop the workers; bindings not started yet are dropped (not bound)."""
         self._closed = True
+        with self._lock:
+            self._in_flight -= len(self.waiting)
+            self.waiting.clear()
         for _ in self._threads:
             self._queue.put(None)

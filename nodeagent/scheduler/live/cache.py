@@ -41,6 +41,11 @@ kube-scheduler's ``durationToExpireAssumedPod``): a watch that lost the bound po
 cannot leave phantom usage forever."""
 
 
+class AlreadyAccounted(Exception):
+    """``assume`` of a pod the cache already accounts (assumed or bound): a second copy
+    would count its requests twice, and forgetting one would leave the other for good."""
+
+
 @dataclass(slots=True)
 class _Assumed:
     pod: api.Pod
@@ -185,6 +190,8 @@ class SchedulerCache:
             return True
 
     def remove_bound(self, uid: str) -> api.Pod | None:
+        """The pod is gone: release what it used, bound or assumed. Returns the pod that
+        was accounted (None: it was not; its deletion frees nothing)."""
         with self._lock:
             self._preempting.discard(uid)
             pod = self._bound.pop(uid, None)
@@ -192,7 +199,7 @@ class SchedulerCache:
             for gone in (pod, assumed.pod if assumed else None):
                 if gone is not None:
                     self._account(gone, -1)
-            return pod
+            return pod or (assumed.pod if assumed else None)
 
     def mark_preempted(self, uid: str) -> None:
         """A victim whose deletion was requested: until the watch shows it gone it counts
@@ -209,9 +216,13 @@ class SchedulerCache:
             self._account(marked, 1)
 
     def assume(self, pod: api.Pod, node_name: str) -> api.Pod:
-        """Account ``pod`` on ``node_name`` now; returns the assumed (bound) copy."""
+        """Account ``pod`` on ``node_name`` now; returns the assumed (bound) copy.
+        Raises :class:`AlreadyAccounted` if the pod is assumed or bound already (as
+        kube-scheduler's ``AssumePod``): one pod is accounted once, wherever it is."""
         assumed = dataclasses.replace(pod, node_name=node_name, nominated_node_name="")
         with self._lock:
+            if pod.uid in self._assumed or pod.uid in self._bound:
+                raise AlreadyAccounted(f"pod {pod.key} is already in the scheduler's cache")
             self._assumed[pod.uid] = _Assumed(assumed)
             self._account(assumed, 1)
         return assumed
@@ -222,16 +233,24 @@ class SchedulerCache:
             if entry is not None:
                 entry.deadline = self._clock() + self._assume_ttl
 
-    def forget(self, uid: str) -> None:
-        """The binding failed: the node gets its usage back."""
+    def forget(self, uid: str) -> bool:
+        """The binding failed: the node gets its usage back. False if the pod was not
+        assumed (any more: seen bound or deleted meanwhile)."""
         with self._lock:
             entry = self._assumed.pop(uid, None)
             if entry is not None:
                 self._account(entry.pod, -1)
+            return entry is not None
 
     def is_assumed(self, uid: str) -> bool:
         with self._lock:
             return uid in self._assumed
+
+    def accounts(self, uid: str) -> bool:
+        """The pod is assumed or bound here: an event showing it unbound is older than
+        what the cache knows (a late update, our own status patch) and must not queue it."""
+        with self._lock:
+            return uid in self._assumed or uid in self._bound
 
     def expire_assumed(self) -> list[api.Pod]:
         """Drop assumptions whose binding finished long ago without confirmation."""

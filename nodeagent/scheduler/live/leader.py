@@ -227,29 +227,36 @@ class LeaderElector:
         self._thread.start()
 
     def run(self) -> None:
-        s = self.settings
         while not self._stop.is_set():
-            held = self.try_acquire_or_renew()
-            with self._lock:
-                was_leading = self._leading
-                if held and not was_leading:
-                    self._leading = True
+            wait = self.step()
+            if wait is None:
+                return  # lost: the process exits
+            self._stop.wait(wait)
+
+    def step(self) -> float | None:
+        """One round of the loop: try to acquire or renew, start or stop leading. Returns
+        the seconds to wait before the next round, or None once leadership was lost (the
+        loop ends). :meth:`run` calls it; the simulation calls it on its own clock."""
+        s = self.settings
+        held = self.try_acquire_or_renew()
+        with self._lock:
+            was_leading = self._leading
             if held and not was_leading:
-                log.info("became leader (lease %s/%s)", s.resource_namespace, s.resource_name)
-                self._on_started()
-            if was_leading and not self.is_leader():
-                # renewals kept failing (or someone else holds it): stop at once
-                with self._lock:
-                    self._leading = False
-                    self._lost = True
-                log.error("leader election lost (%s)", self.last_error or "lease taken")
-                self._on_stopped()
-                return
-            if was_leading and not held:
-                # retry quickly while within the renew deadline
-                self._stop.wait(min(s.retry_period, 1.0) / 2)
-                continue
-            self._stop.wait(s.retry_period)
+                self._leading = True
+        if held and not was_leading:
+            log.info("became leader (lease %s/%s)", s.resource_namespace, s.resource_name)
+            self._on_started()
+        if was_leading and not self.is_leader():
+            # renewals kept failing (or someone else holds it): stop at once
+            with self._lock:
+                self._leading = False
+                self._lost = True
+            log.error("leader election lost (%s)", self.last_error or "lease taken")
+            self._on_stopped()
+            return None
+        if was_leading and not held:
+            return min(s.retry_period, 1.0) / 2  # retry quickly within the renew deadline
+        return s.retry_period
 
     def stop(self, *, release: bool = True) -> None:
         """Stop the loop; with ``release`` and while leading, give the lease up."""

@@ -28,6 +28,7 @@ from typing import Any
 
 from nodeagent import errors
 from nodeagent.actuators.events import NORMAL, WARNING, EventRecorder, InvolvedObject
+from nodeagent.clock import Clock
 from nodeagent.kube import client, ratelimit
 from nodeagent.scheduler import api
 
@@ -63,7 +64,9 @@ class Reporter:
         wall: Callable[[], float],
         scheduler_name: str,
         on_event_dropped: Callable[[], None] = lambda: None,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock`` paces the events' budget (the real clock by default)."""
         self._kube = kube
         self._recorder = recorder
         self._wall = wall
@@ -71,15 +74,18 @@ class Reporter:
         self._on_dropped = on_event_dropped
         self._lock = threading.Condition()
         self._status: OrderedDict[str, tuple[api.Pod, dict[str, Any]]] = OrderedDict()
+        self._failed: dict[str, tuple[api.Pod, dict[str, Any]]] = {}
+        """Status patches the API did not take, until :meth:`retry_failed`."""
         self._victims: deque[_Victim] = deque()
         self._events: queue.SimpleQueue[tuple[InvolvedObject, str, str, str]] = queue.SimpleQueue()
         self._queued_events = 0
+        self._writing = 0
         self._written_condition: dict[str, str] = {}
         self._preempted: set[str] = set()
         self._stop = False
         self._abandoned = False
         self._thread: threading.Thread | None = None
-        self._event_budget = ratelimit.TokenBucket(EVENT_QPS, EVENT_BURST)
+        self._event_budget = ratelimit.TokenBucket(EVENT_QPS, EVENT_BURST, clock=clock)
 
     # --- what the scheduler reports -----------------------------------------------------
     def unschedulable(
@@ -134,11 +140,13 @@ class Reporter:
         self._written_condition.pop(uid, None)
         with self._lock:
             self._preempted.discard(uid)
+            self._failed.pop(uid, None)
 
     def _patch_status(self, pod: api.Pod, status: dict[str, Any]) -> None:
         with self._lock:
+            _, failed = self._failed.pop(pod.uid, (pod, {}))  # older: under what is new
             _, pending = self._status.pop(pod.uid, (pod, {}))
-            merged = {**pending, **status}
+            merged = {**failed, **pending, **status}
             self._status[pod.uid] = (pod, merged)
             self._lock.notify()
 
@@ -170,8 +178,9 @@ class Reporter:
             self._queued_events = 0
 
     def idle(self) -> bool:
+        """Nothing queued and nothing being written."""
         with self._lock:
-            return not self._status and not self._victims and not self._queued_events
+            return not (self._status or self._victims or self._queued_events or self._writing)
 
     def _run(self) -> None:
         while True:
@@ -182,21 +191,35 @@ class Reporter:
                     return
                 if self._abandoned:
                     return
-                victim = self._victims.popleft() if self._victims else None
-                status: tuple[api.Pod, dict[str, Any]] | None = None
-                if victim is not None:  # its preemptor's nomination is written first
-                    status = self._status.pop(victim.preemptor.uid, None)
-                elif self._status:
-                    status = self._status.popitem(last=False)[1]
-            try:
-                if status is not None:
-                    self._write_status(*status)
-                if victim is not None:
-                    self._delete_victim(victim)
-                elif status is None:
-                    self._write_event()
-            except Exception:  # one failed write must not end the reporting
-                log.exception("writing scheduler results failed")
+            self.write_next()
+
+    def write_next(self) -> bool:
+        """Write the next queued item (a victim, with its preemptor's nomination first;
+        else a status patch; else an event). False if nothing was queued. The worker's
+        one step; a driver without the worker (the simulation) calls it directly."""
+        with self._lock:
+            victim = self._victims.popleft() if self._victims else None
+            status: tuple[api.Pod, dict[str, Any]] | None = None
+            if victim is not None:  # its preemptor's nomination is written first
+                status = self._status.pop(victim.preemptor.uid, None)
+            elif self._status:
+                status = self._status.popitem(last=False)[1]
+            elif not self._queued_events:
+                return False
+            self._writing += 1
+        try:
+            if status is not None:
+                self._write_status(*status)
+            if victim is not None:
+                self._delete_victim(victim)
+            elif status is None:
+                self._write_event()
+        except Exception:  # one failed write must not end the reporting
+            log.exception("writing scheduler results failed")
+        finally:
+            with self._lock:
+                self._writing -= 1
+        return True
 
     def _write_status(self, pod: api.Pod, status: dict[str, Any]) -> None:
         try:
@@ -204,8 +227,24 @@ class Reporter:
         except errors.NotFound:
             self.forget(pod.uid)
         except errors.KubeAPIError as exc:
-            log.warning("could not update the status of pod %s: %s", pod.key, exc)
-            self._written_condition.pop(pod.uid, None)
+            # kept for the next retry_failed: a pod left unschedulable is not tried again
+            # (nor its status written) until an event or the 5-minute flush moves it
+            log.warning("could not update the status of pod %s (will retry): %s", pod.key, exc)
+            with self._lock:
+                _, older = self._failed.pop(pod.uid, (pod, {}))
+                self._failed[pod.uid] = (pod, {**older, **status})
+
+    def retry_failed(self) -> None:
+        """Queue again the status patches that failed (under any newer one for the same
+        pod); the scheduler calls it every flush interval."""
+        with self._lock:
+            if not self._failed or self._abandoned:
+                return
+            for uid, (pod, status) in self._failed.items():
+                _, newer = self._status.pop(uid, (pod, {}))
+                self._status[uid] = (pod, {**status, **newer})
+            self._failed.clear()
+            self._lock.notify()
 
     def _write_event(self) -> None:
         self._event_budget.acquire()

@@ -46,7 +46,7 @@ from nodeagent.observability.health import ProbeResult
 from nodeagent.scheduler import api, framework, objects, registry, scheduling
 from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool, BindResult
-from nodeagent.scheduler.live.cache import SchedulerCache
+from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
 from nodeagent.scheduler.live.events import ClusterEvent
 from nodeagent.scheduler.live.leader import LeaderElector, default_identity
 from nodeagent.scheduler.live.metrics import SchedulerMetrics
@@ -99,9 +99,16 @@ class LiveScheduler:
         seed: int | None = None,
         watch_timeout: int = 300,
         bind_connect: bind_process.Connect | None = None,
+        stepped: bool = False,
     ) -> None:
         """``bind_connect``: bind from a process of its own connected with it
-        (:mod:`~nodeagent.scheduler.live.bind_process`); None: bind over ``kube``."""
+        (:mod:`~nodeagent.scheduler.live.bind_process`); None: bind over ``kube``.
+
+        ``stepped``: no binding threads; a driver runs the loops' steps itself on one
+        thread (:meth:`schedule_next`, :meth:`flush_once`, the informers'
+        ``sync_once``/``apply``, the binder's ``run``, the reporter's ``write_next``, the
+        elector's ``step``) and :meth:`start` is not called: the deterministic
+        simulation in tests/sim drives the production code this way."""
         self._kube = kube
         self.settings = settings
         self._clock = clock or RealClock()
@@ -169,8 +176,9 @@ class LiveScheduler:
             wall=self._clock.wall,
             scheduler_name=settings.profiles[0],
             on_event_dropped=self.metrics.events_dropped.inc,
+            clock=self._clock,
         )
-        self.binder = BindingPool(binding_threads, self._binding_done)
+        self.binder = BindingPool(0 if stepped else binding_threads, self._binding_done)
         self.pods = informer.Informer(
             informer.pods(kube, field_selector=POD_FIELD_SELECTOR),
             informer.Handlers(self._pod_added, self._pod_updated, self._pod_deleted),
@@ -196,7 +204,7 @@ class LiveScheduler:
         self._stopping = threading.Event()
         self._lost = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._last_beat = self._clock.now()
+        self._last_beat = self._last_refresh = self._clock.now()
         self.times = {"algorithm": 0.0, "assume": 0.0, "failure": 0.0, "cycles": 0.0}
         self.bound_count = 0
         self._bound_lock = threading.Lock()
@@ -240,7 +248,7 @@ class LiveScheduler:
             self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
             self.cache.add_bound(pod)
             self._event(ClusterEvent.ASSIGNED_POD_ADD)
-        elif self._responsible(pod):
+        elif self._responsible(pod) and not self.cache.accounts(pod.uid):
             self.cache.set_nominated(pod)
             self.queue.add(pod)
 
@@ -265,6 +273,11 @@ class LiveScheduler:
             self._event(
                 ClusterEvent.ASSIGNED_POD_ADD if newly_bound else ClusterEvent.ASSIGNED_POD_UPDATE
             )
+        elif self.cache.accounts(pod.uid):
+            # assumed (its binding in flight or not yet seen) or already seen bound: an
+            # older version of the pod (a late update, our own status patch) must not
+            # queue it again (kube-scheduler's updatePodInSchedulingQueue)
+            return
         elif self._responsible(pod):
             old_nomination = (old_obj.get("status") or {}).get("nominatedNodeName")
             if not pod.nominated_node_name and not old_nomination:
@@ -345,7 +358,14 @@ class LiveScheduler:
             self.times["algorithm"] += decided - started
             if result.node is not None:
                 node = result.node
-                assumed = self.cache.assume(pod, node)
+                try:
+                    assumed = self.cache.assume(pod, node)
+                except AlreadyAccounted as exc:
+                    # cannot happen while informer events of accounted pods never queue
+                    # them; if it did, the pod is not scheduled again: the watch tells
+                    log.error("not scheduling %s again: %s", pod.key, exc)
+                    self.queue.bound(info)
+                    return
                 status = fw.run_reserve(result.state, assumed, node)
                 if status.is_success:
                     status = fw.run_permit(result.state, assumed, node)
@@ -440,11 +460,18 @@ class LiveScheduler:
                 self.bound_count += 1
             self.reporter.scheduled(pod, binding.node)
             return
-        self.cache.forget(pod.uid)
+        if self.cache.forget(pod.uid):
+            # the room it held is free again: pods it kept out may fit now (as
+            # kube-scheduler moves them, with AssignedPodDelete, on a failed binding)
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
         if result is BindResult.FINAL:
-            log.info("binding %s to %s refused, not retried: %s", pod.key, binding.node, why)
+            # 409/404: bound already, deleted, or its node is gone. It backs off like
+            # any failure (kube-scheduler's handleSchedulingFailure): the watch removes
+            # a pod bound or deleted meanwhile from the queue, and one whose node went
+            # away is placed again
+            log.info("binding %s to %s refused: %s", pod.key, binding.node, why)
             if info is not None:
-                self.queue.bound(info)  # the watch shows what became of it
+                self.queue.failed(info)
             return
         log.warning("binding %s to %s failed, backing off: %s", pod.key, binding.node, why)
         if info is not None and self.queue.failed(info):
@@ -458,27 +485,40 @@ class LiveScheduler:
                 # a standby keeps its queue as is: when it leads, nothing is backing off
                 self._stopping.wait(0.2)
                 continue
-            info = self.queue.pop(timeout=1.0)
-            if info is None or self._stopping.is_set():
-                continue
-            if not self.may_schedule():
-                self.queue.failed(info)
-                continue
-            try:
-                self.schedule_one(info)
-            except Exception:  # one pod must not stop the scheduler
-                log.exception("scheduling %s failed", info.pod.key)
-                self.queue.failed(info)
+            self.schedule_next(timeout=1.0)
+
+    def schedule_next(self, timeout: float | None) -> bool:
+        """Pop the next pod (waiting up to ``timeout``) and run its scheduling cycle:
+        the scheduling loop's step. False if there was none to schedule."""
+        info = self.queue.pop(timeout=timeout)
+        if info is None or self._stopping.is_set():
+            return False
+        if not self.may_schedule():
+            self.queue.failed(info)
+            return True
+        try:
+            self.schedule_one(info)
+        except Exception:  # one pod must not stop the scheduler
+            log.exception("scheduling %s failed", info.pod.key)
+            self.queue.failed(info)
+        return True
 
     def _flush_loop(self) -> None:
-        last_refresh = self._clock.now()
         while not self._stopping.wait(FLUSH_INTERVAL):
-            self.queue.flush()
-            self.cache.expire_assumed()
-            self.recorder.flush()
-            if self._clock.now() - last_refresh >= STATIC_REFRESH_INTERVAL:
-                self.cache.refresh_static()
-                last_refresh = self._clock.now()
+            self.flush_once()
+
+    def flush_once(self) -> None:
+        """The background loop's step (every :data:`FLUSH_INTERVAL`): expired backoffs
+        and stale unschedulable pods back to activeQ, expired assumptions dropped,
+        aggregated events written, plugins' aging node data refreshed."""
+        self.queue.flush()
+        if self.cache.expire_assumed():
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
+        self.reporter.retry_failed()
+        self.recorder.flush()
+        if self._clock.now() - self._last_refresh >= STATIC_REFRESH_INTERVAL:
+            self.cache.refresh_static()
+            self._last_refresh = self._clock.now()
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)

@@ -143,7 +143,9 @@ def start(
     return scheduler
 
 
-def eventually(check: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
+def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
+    """Poll ``check`` until it is truthy (its value is returned); the bound is generous:
+    a loaded machine is slow, and waiting on a condition costs nothing when it holds."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()

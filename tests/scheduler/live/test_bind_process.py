@@ -192,7 +192,7 @@ def test_close_lets_the_child_finish_and_exit(fake_api: FakeAPIServer, binder: B
     child = process_binder._child
     assert child is not None and child.exited.is_set()
     assert child.process.exitcode == 0
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # finished, not killed by a timeout
 
 
 def test_the_live_scheduler_binds_every_pod_through_it(

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 import numpy as np
+import pytest
 from hypothesis import given, settings
 
 from nodeagent.clock import FakeClock
 from nodeagent.scheduler import api
-from nodeagent.scheduler.live.cache import SchedulerCache
+from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
 from nodeagent.scheduler.live.events import ClusterEvent
 from nodeagent.scheduler.snapshot import ClusterSnapshot
 
@@ -27,6 +28,41 @@ def pod(name: str, cpu: int = 500, node_name: str = "") -> api.Pod:
 def requested(cache: SchedulerCache, name: str) -> int:
     with cache.cycle() as snapshot:
         return int(snapshot.requested[snapshot.row[CPU], snapshot.index[name]])
+
+
+class TestAccountedOnce:
+    """A pod is accounted once, wherever it is: the issue's phantom usage came from a
+    second ``assume`` replacing the first without releasing it."""
+
+    def test_assume_of_an_assumed_or_bound_pod_is_refused(self) -> None:
+        cache = SchedulerCache(clock=FakeClock().now)
+        cache.add_node(node("n1"))
+        cache.add_node(node("n2"))
+        cache.assume(pod("a"), "n1")
+        with pytest.raises(AlreadyAccounted):
+            cache.assume(pod("a"), "n2")
+        assert requested(cache, "n1") == 500 and requested(cache, "n2") == 0
+        assert cache.accounts("u-a")
+        assert cache.confirm("u-a", "n1")
+        with pytest.raises(AlreadyAccounted):
+            cache.assume(pod("a"), "n2")
+        assert cache.accounts("u-a") and requested(cache, "n2") == 0
+
+    def test_forget_releases_exactly_the_assumption_and_says_so(self) -> None:
+        cache = SchedulerCache(clock=FakeClock().now)
+        cache.add_node(node("n1"))
+        cache.assume(pod("a", cpu=700), "n1")
+        assert cache.forget("u-a") and requested(cache, "n1") == 0
+        assert not cache.forget("u-a"), "nothing left to release"
+        assert not cache.accounts("u-a")
+
+    def test_deleting_an_assumed_pod_releases_it_and_reports_it(self) -> None:
+        cache = SchedulerCache(clock=FakeClock().now)
+        cache.add_node(node("n1"))
+        cache.assume(pod("a"), "n1")
+        gone = cache.remove_bound("u-a")
+        assert gone is not None and gone.node_name == "n1"
+        assert requested(cache, "n1") == 0 and cache.remove_bound("u-a") is None
 
 
 def test_assume_confirm_forget_and_expire() -> None:

@@ -96,7 +96,15 @@ def test_the_process_binds_serves_metrics_and_releases_its_lease_on_sigterm(
         h.eventually(lambda: h.node_of(fake_api, "p1") == "n1", timeout=20)
         assert get(f"http://127.0.0.1:{port}/readyz")[0] == 200
         assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
-        status, metrics = get(f"http://127.0.0.1:{port}/metrics")
+        bound = (
+            'nodeagent_scheduler_api_requests_total{code="201",resource="pods/binding",'
+            'verb="create"} 1.0'
+        )
+        # the API shows the pod bound before the binding's answer is counted: wait for it
+        status, metrics = h.eventually(
+            lambda: (answer := get(f"http://127.0.0.1:{port}/metrics"))[1].count(bound) and answer,
+            what="the binding counted",
+        )
         assert status == 200
         assert (
             'scheduler_schedule_attempts_total{profile="nodeagent-scheduler",'
@@ -105,10 +113,6 @@ def test_the_process_binds_serves_metrics_and_releases_its_lease_on_sigterm(
         assert 'leader_election_master_status{name="nodeagent-scheduler"} 1.0' in metrics
         # the binding went out from the binding process, and its request was counted
         assert "nodeagent_scheduler_binding_process_starts_total 1.0" in metrics
-        assert (
-            'nodeagent_scheduler_api_requests_total{code="201",resource="pods/binding",'
-            'verb="create"} 1.0' in metrics
-        )
         assert 'scheduler_pending_pods{queue="active"} 0.0' in metrics
         promtool = tools.require("promtool")
         done = tools.run([promtool, "check", "metrics"], stdin=metrics.encode())

@@ -10,6 +10,7 @@ import hypothesis.strategies as st
 from hypothesis import given
 
 from nodeagent.scheduler.live.leader import Action, LeaderElectionSettings, LeaseRecord, decide
+from nodeagent.scheduler.live.queue import Where
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.live import harness as h
 from tests.scheduler.live.harness import eventually, node_of
@@ -56,8 +57,10 @@ def test_two_replicas_bind_each_pod_once_and_hand_over_when_the_leader_dies(
         for i in range(20):
             cluster.create("pods", h.pod(f"p{i}"))
         eventually(lambda: all(node_of(fake_api, f"p{i}") for i in range(20)))
+        # the API shows a pod bound before its binding's answer has been handled
+        eventually(lambda: first.bound_count == 20, what="the leader counted its 20 bindings")
         assert second.elector is not None and not second.elector.is_leader()
-        assert second.bound_count == 0 and first.bound_count == 20
+        assert second.bound_count == 0
         assert second.readiness().ok, "a healthy standby is ready"
         lease = cluster.get("leases", "kube-system", "nodeagent-scheduler")
         assert lease["spec"]["holderIdentity"] == "replica-a"
@@ -69,7 +72,7 @@ def test_two_replicas_bind_each_pod_once_and_hand_over_when_the_leader_dies(
         killed = time.monotonic()
         eventually(lambda: second.elector is not None and second.elector.is_leader(), timeout=10)
         handover = time.monotonic() - killed
-        assert handover <= FAST.lease_duration + FAST.retry_period + 1.0  # 1 s: a loaded CI
+        assert handover <= FAST.lease_duration + FAST.retry_period + 3.0  # 3 s: a loaded CI
         for i in range(20, 30):
             cluster.create("pods", h.pod(f"p{i}"))
         eventually(lambda: all(node_of(fake_api, f"p{i}") for i in range(20, 30)))
@@ -100,14 +103,19 @@ def test_a_leader_that_cannot_renew_stops_at_once(
         fake_api.fail_next(1000, status=503, path="/leases")
         cut = time.monotonic()
         eventually(lambda: scheduler.lost, timeout=FAST.renew_deadline + 3)
-        assert time.monotonic() - cut <= FAST.renew_deadline + FAST.retry_period + 1.0
+        assert time.monotonic() - cut <= FAST.renew_deadline + FAST.retry_period + 3.0
         assert not scheduler.may_bind() and not scheduler.readiness().ok
         binder = scheduler.process_binder
         if binder is not None:  # killed: nothing it held may go out now
             eventually(lambda: binder.pid is None, timeout=5, what="binding process killed")
         fake_api.clear_faults()
         cluster.create("pods", h.pod("late"))
-        time.sleep(0.5)
+        eventually(lambda: scheduler.pods.get(("default", "late")) is not None, what="seen")
+        uid = str(cluster.get("pods", "default", "late")["metadata"]["uid"])
+        # seen and queued, never popped: the scheduling loop does not pop without the
+        # lease, and the binder refuses without it
+        assert scheduler.queue.where(uid) is Where.ACTIVE and not scheduler.may_bind()
         assert node_of(fake_api, "late") == "", "a replica that lost the lease never binds"
+        assert not fake_api.requests_to("POST", "/pods/late/binding$")
     finally:
         scheduler.stop(bind_timeout=1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,11 +48,11 @@ def test_binds_every_pod_that_fits_and_reports_the_one_that_does_not(
         scheduled = eventually(lambda: h.events_for(fake_api, "p0", "Scheduled"))
         assert scheduled[0]["message"].startswith("Successfully assigned default/p0 to n")
         assert scheduled[0]["type"] == "Normal"
-        # a fitting node arrives: bound within seconds, without waiting 5 minutes
-        started = time.monotonic()
+        # a fitting node arrives: the NodeAdd event moves the pod, not a 5-minute timer
         cluster.create("nodes", h.node("n3", cpu="1"))
-        eventually(lambda: node_of(fake_api, "big") == "n3", timeout=5)
-        assert time.monotonic() - started < 5, "requeued by NodeAdd, not a 5-minute timer"
+        eventually(lambda: node_of(fake_api, "big") == "n3", timeout=30)
+        incoming = scheduler.metrics.incoming
+        assert sum(incoming.labels(q, "NodeAdd")._value.get() for q in ("active", "backoff")) == 1
         assert len(h.events_for(fake_api, "big", "FailedScheduling")) == 1
         assert len(cluster.bindings) == 5, "one binding per pod, none doubled"
     finally:
@@ -70,7 +69,10 @@ def test_other_schedulers_pods_and_assigned_pods_are_left_alone(
     cluster.create("pods", h.pod("theirs", scheduler="default-scheduler"))
     cluster.create("pods", h.pod("ours"))
     eventually(lambda: node_of(fake_api, "ours") == "n1")
-    time.sleep(0.3)
+    theirs = str(cluster.get("pods", "default", "theirs")["metadata"]["uid"])
+    # seen before ours (resourceVersion order) and never queued: nothing can bind it
+    assert running.pods.get(("default", "theirs")) is not None
+    assert running.queue.where(theirs) is None
     assert node_of(fake_api, "theirs") == ""
     assert condition(fake_api, "theirs") is None
     assert [b[1] for b in cluster.bindings] == ["ours"]
@@ -86,10 +88,9 @@ def test_removing_the_pressure_taint_requeues_the_pods_it_rejected(
     found = eventually(lambda: condition(fake_api, "waiting"))
     assert "memory-pressure" in found["message"] or "pressure" in found["message"]
     assert running.queue.pending()["unschedulable"] == 1
-    started = time.monotonic()
     cluster.patch("nodes", "", "n1", {"spec": {"taints": []}})
-    eventually(lambda: node_of(fake_api, "waiting") == "n1", timeout=5)
-    assert time.monotonic() - started < 4, "requeued by the taint change, not a 5-minute timer"
+    eventually(lambda: node_of(fake_api, "waiting") == "n1", timeout=30)
+    # moved by the taint change (the metric says so), not by a 5-minute timer
     incoming = running.metrics.incoming
     moved = sum(incoming.labels(q, "NodeTaintChange")._value.get() for q in ("active", "backoff"))
     assert moved == 1
@@ -100,8 +101,7 @@ def test_gated_pods_wait_for_their_gates(fake_api: FakeAPIServer, running: LiveS
     cluster.create("nodes", h.node("n1"))
     cluster.create("pods", h.pod("gated", gates=["example.com/quota"]))
     eventually(lambda: running.queue.pending()["gated"] == 1)
-    time.sleep(0.3)
-    assert node_of(fake_api, "gated") == ""
+    assert node_of(fake_api, "gated") == ""  # gated: never popped
     cluster.patch("pods", "default", "gated", {"spec": {"schedulingGates": None}})
     eventually(lambda: node_of(fake_api, "gated") == "n1")
 
@@ -154,20 +154,21 @@ def test_a_failed_bind_backs_off_and_is_never_doubled(
         scheduler.stop(bind_timeout=2)
 
 
-def test_a_409_is_final(fake_api: FakeAPIServer, bind_process_kubeconfig: Path | None) -> None:
+def test_a_409_backs_off_and_the_pod_is_bound_once(
+    fake_api: FakeAPIServer, bind_process_kubeconfig: Path | None
+) -> None:
+    """kube-scheduler's handleSchedulingFailure: a refused binding backs off; a pod the
+    watch shows bound meanwhile leaves the queue, any other is placed again."""
     cluster = fake_api.cluster
     cluster.create("nodes", h.node("n1"))
     fake_api.fail_next(1, status=409, method="POST", path="/binding$")
     cluster.create("pods", h.pod("p"))
     scheduler = h.start(fake_api, bind_process_kubeconfig=bind_process_kubeconfig)
     try:
-        eventually(lambda: fake_api.requests_to("POST", "/pods/p/binding$"))
-        time.sleep(1.0)
-        assert len(fake_api.requests_to("POST", "/pods/p/binding$")) == 1, "no retry after 409"
-        assert node_of(fake_api, "p") == ""
-        assert not scheduler.cache.is_assumed(
-            cluster.get("pods", "default", "p")["metadata"]["uid"]
-        )
+        eventually(lambda: node_of(fake_api, "p") == "n1", what="bound after the backoff")
+        assert len(fake_api.requests_to("POST", "/pods/p/binding$")) == 2
+        assert [b[1] for b in cluster.bindings] == ["p"]
+        assert not fake_api.requests_to("PATCH", "/pods/p/status$"), "no SchedulerError"
     finally:
         scheduler.stop(bind_timeout=2)
 
@@ -186,9 +187,10 @@ def test_an_api_outage_mid_run_loses_nothing(
         with fake_api.outage(refuse=True):
             for i in range(10):
                 cluster.create("pods", h.pod(f"b{i}"))
-            time.sleep(1.0)
+            eventually(lambda: scheduler.pods.stats.failures >= 1, what="the watch cut")
+        failures = scheduler.pods.stats.failures
         with fake_api.outage(status=503):
-            time.sleep(0.5)
+            eventually(lambda: scheduler.pods.stats.failures > failures, what="503s seen")
         eventually(lambda: all(node_of(fake_api, f"b{i}") for i in range(10)), timeout=20)
         assert len(cluster.bindings) == 20
     finally:

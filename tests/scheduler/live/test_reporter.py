@@ -14,8 +14,7 @@ from tests.scheduler.live import harness as h
 
 
 def wait_idle(reporter: Reporter) -> None:
-    h.eventually(reporter.idle, timeout=5)
-    time.sleep(0.05)
+    h.eventually(reporter.idle, timeout=10, what="everything queued written")
 
 
 def test_a_hundred_retries_write_one_condition_and_one_event() -> None:

@@ -1,0 +1,850 @@
+"""Deterministic simulation of the live scheduler: the real components, one seed.
+
+One :class:`SchedulerSimulation` runs one or two real
+:class:`~nodeagent.scheduler.live.scheduler.LiveScheduler` replicas (queue, cache,
+framework, binding pool, reporter, informers, leader elector), built ``stepped``: no
+thread of their own. The simulation is their only thread. At each step it draws, from
+one ``random.Random``, what happens next, as a real cluster may order it:
+
+* a watch event delivered to one replica's pod, node or PDB informer (each stream in
+  resourceVersion order, with any lag; the three streams interleaved arbitrarily), or a
+  watch ended by 410 Gone (the informer re-lists);
+* a scheduling cycle, a binding cycle (any of those in flight, in any order; the API may
+  answer 500, 409, 404, apply it and lose the answer, and the rest of the world moves
+  between applying it and answering), a status patch or event written;
+* the clock moving on (the flush loop's and the leader elector's rounds come due);
+* the cluster changing: pods created, updated (an annotation), deleted (at once or
+  gracefully), nodes added, deleted, tainted, cordoned, relabelled, grown; PDBs changed;
+* an API outage (every call refused for a while; watches come back or answer 410), a
+  Lease write rejected, a replica killed and a new one started.
+
+The invariants (:class:`Violation` names which one failed, with the step and the seed)
+are checked after every step (1, 2, 5) and at quiescence (3, 4), which the run reaches by
+healing every fault and letting the clock run until nothing changes.
+
+The same code runs a seed (``random.Random(seed)``: the fast set in the suite, the long
+run in ``benchmarks/sim_scheduler.py``) and a hypothesis-drawn ``Random`` (which
+hypothesis shrinks to a minimal failing sequence of choices).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodeagent import errors
+from nodeagent.clock import FakeClock
+from nodeagent.kube import client
+from nodeagent.kube.informer import Informer
+from nodeagent.scheduler import registry
+from nodeagent.scheduler.live import settings as live_settings
+from nodeagent.scheduler.live.metrics import SchedulerMetrics
+from nodeagent.scheduler.live.scheduler import LiveScheduler
+from tests.sim.api import BindOutcome, Faults, SimAPI, SimClient
+
+PROFILE = live_settings.DEFAULT_PROFILE
+OTHER_SCHEDULER = "default-scheduler"
+GPU = "example.com/gpu"
+RESOURCES = ("cpu", "memory", "pods", GPU)
+LEASE_KEY = ("kube-system", "nodeagent-scheduler")
+FIT_ERROR = re.compile(r"0/\d+ nodes are available: |no nodes available to schedule pods")
+"""kube-scheduler's FitError and ErrNoNodesAvailable messages."""
+
+
+class Violation(AssertionError):
+    """An invariant failed; the message names it, the step and what was seen."""
+
+
+@functools.cache
+def _base_settings() -> live_settings.LiveSettings:
+    return live_settings.load(None, registry.in_tree_registry())
+
+
+def settings(*, leader_elect: bool) -> live_settings.LiveSettings:
+    base = _base_settings()
+    return dataclasses.replace(
+        base,
+        leader_election=dataclasses.replace(base.leader_election, leader_elect=leader_elect),
+    )
+
+
+# --- the oracle: quantities and fit, independent of the framework --------------------------
+def quantity(text: object) -> int:
+    """The forms the simulation writes: ``250m`` (milli), ``64Mi``, ``2``."""
+    value = str(text)
+    if value.endswith("m"):
+        return int(value[:-1])
+    if value.endswith("Mi"):
+        return int(value[:-2]) * 2**20
+    return int(value) * 1000 if "." not in value else int(float(value) * 1000)
+
+
+def requests_of(pod: client.KubeObject) -> dict[str, int]:
+    total = {"cpu": 0, "memory": 0, "pods": 1000, GPU: 0}
+    for container in pod["spec"].get("containers") or ():
+        for name, amount in ((container.get("resources") or {}).get("requests") or {}).items():
+            total[name] = total.get(name, 0) + quantity(amount)
+    return total
+
+
+def allocatable_of(node: client.KubeObject) -> dict[str, int]:
+    alloc = node["status"].get("allocatable") or {}
+    return {name: quantity(alloc[name]) if name in alloc else 0 for name in RESOURCES}
+
+
+def tolerates(pod: client.KubeObject, node: client.KubeObject) -> bool:
+    tolerations = pod["spec"].get("tolerations") or ()
+    for taint in node["spec"].get("taints") or ():
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(
+            t.get("key") == taint["key"]
+            and (t.get("operator") == "Exists" or t.get("value") == taint.get("value"))
+            for t in tolerations
+        ):
+            return False
+    return True
+
+
+def usage_by_node(api: SimAPI) -> dict[str, dict[str, int]]:
+    usage: dict[str, dict[str, int]] = {}
+    for pod in api.items("pods"):
+        node = pod["spec"].get("nodeName")
+        if node:
+            row = usage.setdefault(node, dict.fromkeys(RESOURCES, 0))
+            for name, amount in requests_of(pod).items():
+                row[name] = row.get(name, 0) + amount
+    return usage
+
+
+def fits(pod: client.KubeObject, node: client.KubeObject, usage: dict[str, dict[str, int]]) -> bool:
+    if node["spec"].get("unschedulable") or not tolerates(pod, node):
+        return False
+    labels = node["metadata"].get("labels") or {}
+    if any(labels.get(k) != v for k, v in (pod["spec"].get("nodeSelector") or {}).items()):
+        return False
+    return has_room(pod, node, usage)
+
+
+# --- replicas -------------------------------------------------------------------------------
+@dataclass(eq=False)
+class Replica:
+    scheduler: LiveScheduler
+    informers: dict[str, Informer]
+    cursor: dict[str, int] = field(default_factory=dict)
+    needs_list: dict[str, bool] = field(default_factory=dict)
+    next_flush: float = 0.0
+    next_lease: float | None = None
+    started: bool = False
+    """Synced, and its loops (scheduling, flush, election) running."""
+    lost: bool = False
+
+    @property
+    def identity(self) -> str:
+        return self.scheduler.identity
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What a seed's cluster and faults look like (drawn first, from the seed)."""
+
+    nodes: int
+    replicas: int
+    leader_elect: bool
+    steps: int
+    call_failure: float
+    bind_failure: float
+    lost_response: float
+    lease_rejection: float
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> Shape:
+        leader_elect = rng.random() < 0.5
+        return cls(
+            nodes=rng.randint(1, 3),
+            replicas=rng.choice((1, 2)) if leader_elect else 1,
+            leader_elect=leader_elect,
+            steps=rng.randint(40, 120),
+            call_failure=rng.choice((0.0, 0.0, 0.05, 0.2)),
+            bind_failure=rng.choice((0.0, 0.1, 0.3)),
+            lost_response=rng.choice((0.0, 0.1, 0.3)),
+            lease_rejection=rng.choice((0.0, 0.0, 0.1, 0.3)),
+        )
+
+
+class SchedulerSimulation:
+    def __init__(
+        self, rng: random.Random, *, label: str = "", partitions: random.Random | None = None
+    ) -> None:
+        """``partitions`` draws the Lease partitions (default: ``rng``); a stream of its
+        own keeps the other choices of a seed as they were before partitions existed."""
+        self.rng = rng
+        self.partitions = partitions or rng
+        self.label = label
+        self.clock = FakeClock(start=1000.0)
+        self.shape = Shape.draw(rng)
+        s = self.shape
+        self.faults = Faults(
+            rng,
+            self.clock,
+            call_failure=s.call_failure,
+            bind_failure=s.bind_failure,
+            lost_response=s.lost_response,
+            lease_rejection=s.lease_rejection,
+        )
+        self.api = SimAPI(self.clock, self.faults)
+        self.api.on_bind_applied = self._bind_applied
+        self.api.while_answering = self._while_answering
+        self.settings = settings(leader_elect=s.leader_elect)
+        self.replicas: list[Replica] = []
+        self.replica_count = 0
+        self.step_no = 0
+        self.trace: list[str] = []
+        self._answering = 0
+        self._checked_bindings = 0
+        self._acked: dict[tuple[str, str], float] = {}
+        self.node_count = 0
+        self.pod_count = 0
+        self.stats: dict[str, int] = {}
+
+    # --- reporting ------------------------------------------------------------------------
+    def violation(self, invariant: int, message: str) -> Violation:
+        tail = "\n  ".join(self.trace[-25:])
+        return Violation(
+            f"invariant {invariant} violated at step {self.step_no} (t={self.clock.now():.2f}) "
+            f"{self.label}: {message}\n  last steps:\n  {tail}"
+        )
+
+    def note(self, what: str) -> None:
+        self.trace.append(f"{self.step_no:4d} t={self.clock.now():8.2f} {what}")
+        if len(self.trace) > 200:
+            del self.trace[:100]
+
+    # --- the cluster ----------------------------------------------------------------------
+    def add_node(self) -> None:
+        self.node_count += 1
+        name = f"n{self.node_count}"
+        rng = self.rng
+        allocatable = {
+            "cpu": rng.choice(("1000m", "2000m", "4000m")),
+            "memory": f"{rng.choice((1024, 2048, 4096))}Mi",
+            "pods": str(rng.randint(2, 8)),
+        }
+        if rng.random() < 0.3:
+            allocatable[GPU] = str(rng.randint(1, 2))
+        spec: dict[str, Any] = {}
+        if rng.random() < 0.2:
+            spec["taints"] = [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
+        self.api.create(
+            "nodes",
+            {
+                "metadata": {
+                    "name": name,
+                    "labels": {"kubernetes.io/hostname": name, "zone": rng.choice("ab")},
+                },
+                "spec": spec,
+                "status": {
+                    "allocatable": allocatable,
+                    "capacity": allocatable,
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            },
+        )
+        self.note(f"node {name} added {allocatable} {spec}")
+
+    def add_pod(self, *, bound_to: str = "") -> None:
+        rng = self.rng
+        self.pod_count += 1
+        name = f"p{self.pod_count}"
+        requests: dict[str, str] = {
+            "cpu": f"{rng.choice((100, 250, 500, 1000, 1500))}m",  # 1500m: fits on some
+            "memory": f"{rng.choice((64, 256, 1024))}Mi",
+        }
+        if rng.random() < 0.15:
+            requests[GPU] = "1"
+        spec: dict[str, Any] = {
+            "schedulerName": OTHER_SCHEDULER if rng.random() < 0.08 else PROFILE,
+            "containers": [{"name": "main", "image": "app", "resources": {"requests": requests}}],
+        }
+        if rng.random() < 0.2:
+            spec["nodeSelector"] = {"zone": rng.choice("ab")}
+        if rng.random() < 0.3:
+            spec["tolerations"] = [
+                {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
+            ]
+        if rng.random() < 0.25:
+            spec["priority"] = 100  # may preempt the others
+        if rng.random() < 0.1 and not bound_to:
+            spec["schedulingGates"] = [{"name": "example.com/wait"}]
+        if bound_to:
+            spec["nodeName"] = bound_to
+        self.api.create(
+            "pods",
+            {
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": name[-1]}},
+                "spec": spec,
+                "status": {"phase": "Running" if bound_to else "Pending"},
+            },
+        )
+        self.note(f"pod {name} created {requests} {bound_to or ''}")
+
+    def add_bound_pod(self) -> None:
+        """A pod another component placed (a static pod, another scheduler): only where
+        it fits, so capacity stays the scheduler's to keep."""
+        usage = usage_by_node(self.api)
+        self.add_pod()
+        pod = self.api.get("pods", "default", f"p{self.pod_count}")
+        assert pod is not None
+        places = [n["metadata"]["name"] for n in self.api.items("nodes") if fits(pod, n, usage)]
+        if not places:
+            self.api.delete("pods", "default", f"p{self.pod_count}")
+            return
+        node = self.rng.choice(places)
+        self.api.update("pods", "default", pod["metadata"]["name"], _assign(node))
+        self.note(f"pod {pod['metadata']['name']} placed on {node} by someone else")
+
+    def change_cluster(self) -> None:
+        rng = self.rng
+        pods = self.api.items("pods")
+        nodes = self.api.items("nodes")
+        choice = rng.random()
+        if choice < 0.35 or not pods:
+            self.add_pod()
+        elif choice < 0.42:
+            self.add_bound_pod()
+        elif choice < 0.57:
+            unbound = [p for p in pods if not p["spec"].get("nodeName")]
+            pod = rng.choice(unbound if unbound and rng.random() < 0.8 else pods)
+            name = pod["metadata"]["name"]
+            if pod["spec"].get("schedulingGates") and rng.random() < 0.5:
+                self.api.update("pods", "default", name, _ungate)
+                self.note(f"pod {name} ungated")
+            else:
+                self.api.update("pods", "default", name, _annotate(f"v{self.api.rv}"))
+                self.note(f"pod {name} annotated")
+        elif choice < 0.70:
+            pod = rng.choice(pods)
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("deletionTimestamp") or rng.random() < 0.5:
+                self.api.delete("pods", "default", name)
+                self.note(f"pod {name} deleted")
+            else:
+                self.api.update("pods", "default", name, _terminating)
+                self.note(f"pod {name} terminating")
+        elif choice < 0.75:
+            self.add_node()
+        elif choice < 0.80 and nodes:
+            node = rng.choice(nodes)
+            self.api.delete("nodes", "", node["metadata"]["name"])
+            self.note(f"node {node['metadata']['name']} deleted")
+        elif choice < 0.92 and nodes:
+            node = rng.choice(nodes)
+            name = node["metadata"]["name"]
+            change = rng.choice((_toggle_taint, _toggle_cordon, _relabel, _grow))
+            self.api.update("nodes", "", name, change)
+            self.note(f"node {name} {change.__name__}")
+        elif choice < 0.96:
+            self.change_budget()
+        else:
+            self.collect_orphans()
+
+    def change_budget(self) -> None:
+        name = f"pdb-{self.rng.choice('ab')}"
+        allowed = self.rng.randint(0, 2)
+        budget = {
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": str(self.rng.randint(0, 9))}}},
+            "status": {"disruptionsAllowed": allowed},
+        }
+        if self.api.get("poddisruptionbudgets", "default", name) is None:
+            self.api.create("poddisruptionbudgets", budget)
+        elif self.rng.random() < 0.3:
+            self.api.delete("poddisruptionbudgets", "default", name)
+        else:
+            self.api.update(
+                "poddisruptionbudgets",
+                "default",
+                name,
+                lambda b: b["status"].update(disruptionsAllowed=allowed),
+            )
+        self.note(f"budget {name} changed")
+
+    def collect_orphans(self) -> None:
+        """Pod garbage collection: pods bound to a node that is gone, and pods whose
+        graceful deletion has run out."""
+        nodes = {n["metadata"]["name"] for n in self.api.items("nodes")}
+        for pod in self.api.items("pods"):
+            node = pod["spec"].get("nodeName")
+            if (node and node not in nodes) or pod["metadata"].get("deletionTimestamp"):
+                self.api.delete("pods", "default", pod["metadata"]["name"])
+                self.note(f"pod {pod['metadata']['name']} collected")
+
+    # --- replicas -------------------------------------------------------------------------
+    def add_replica(self) -> Replica:
+        self.replica_count += 1
+        identity = f"replica-{self.replica_count}"
+        kube = SimClient(self.api, identity)
+        scheduler = LiveScheduler(
+            kube,
+            self.settings,
+            metrics=SchedulerMetrics(self.settings.profiles, process_metrics=False),
+            clock=self.clock,
+            identity=identity,
+            seed=self.rng.randrange(2**32),
+            stepped=True,
+        )
+        informers = {"nodes": scheduler.nodes, "poddisruptionbudgets": scheduler.budgets}
+        informers["pods"] = scheduler.pods
+        replica = Replica(scheduler, informers)
+        for kind in informers:
+            replica.needs_list[kind] = True
+            replica.cursor[kind] = 0
+        self.replicas.append(replica)
+        self.note(f"{identity} started")
+        return replica
+
+    def kill(self, replica: Replica) -> None:
+        """kill -9: nothing in flight goes out, nothing is released."""
+        replica.scheduler.binder.shutdown()
+        self.replicas.remove(replica)
+        self.note(f"{replica.identity} killed")
+
+    def relist(self, replica: Replica, kind: str) -> bool:
+        try:
+            replica.informers[kind].sync_once()
+        except errors.KubeAPIError:
+            return False
+        replica.cursor[kind] = len(self.api.history[kind])
+        replica.needs_list[kind] = False
+        self.note(f"{replica.identity} listed {kind}")
+        if not replica.started and not any(replica.needs_list.values()):
+            replica.started = True
+            replica.next_flush = self.clock.now() + 1.0
+            if replica.scheduler.elector is not None:
+                replica.next_lease = self.clock.now()
+        return True
+
+    def deliver(self, replica: Replica, kind: str) -> bool:
+        if replica.needs_list[kind] or self.faults.down:
+            return False
+        history = self.api.history[kind]
+        position = replica.cursor[kind]
+        if position >= len(history):
+            return False
+        event = history[position]
+        replica.cursor[kind] = position + 1
+        self.note(
+            f"{replica.identity} <- {event.type.value} {kind} "
+            f"{event.object['metadata'].get('name')} rv={event.resource_version}"
+        )
+        replica.informers[kind].apply(event)
+        return True
+
+    def schedule(self, replica: Replica) -> bool:
+        scheduler = replica.scheduler
+        if not replica.started or replica.lost or not scheduler.may_schedule():
+            return False
+        return scheduler.schedule_next(timeout=0)
+
+    def bind(self, replica: Replica) -> bool:
+        pool = replica.scheduler.binder
+        if not pool.waiting:
+            return False
+        binding = pool.waiting.pop(self.rng.randrange(len(pool.waiting)))
+        self.note(f"{replica.identity} binds {binding.pod.key} -> {binding.node}")
+        pool.run(binding)
+        return True
+
+    def report(self, replica: Replica) -> bool:
+        return replica.scheduler.reporter.write_next()
+
+    def timers(self) -> None:
+        now = self.clock.now()
+        for replica in list(self.replicas):
+            if not replica.started or replica.lost:
+                continue
+            while replica.next_flush <= now:
+                replica.scheduler.flush_once()
+                replica.next_flush += 1.0
+            elector = replica.scheduler.elector
+            if elector is not None and replica.next_lease is not None and replica.next_lease <= now:
+                wait = elector.step()
+                if wait is None:
+                    replica.lost = True
+                    self.note(f"{replica.identity} lost the lease")
+                else:
+                    replica.next_lease = now + wait
+
+    def _while_answering(self) -> None:
+        """Between a binding applied and its answer: informers (and the scheduling
+        thread) go on."""
+        if self._answering:
+            return
+        self._answering += 1
+        try:
+            for _ in range(self.rng.choice((0, 0, 1, 3))):
+                replica = self.rng.choice(self.replicas)
+                if self.rng.random() < 0.8:
+                    self.deliver(replica, "pods")
+                else:
+                    self.schedule(replica)
+        finally:
+            self._answering -= 1
+
+    # --- invariants -----------------------------------------------------------------------
+    def _bind_applied(self, sender: str, pod: client.KubeObject, node_name: str) -> None:
+        # 2: capacity, counting every bound pod
+        node = self.api.get("nodes", "", node_name)
+        assert node is not None
+        if not has_room(pod, node, usage_by_node(self.api)):
+            raise self.violation(
+                2,
+                f"{sender} bound {pod['metadata']['name']} ({requests_of(pod)}) to "
+                f"{node_name} beyond its allocatable {allocatable_of(node)} "
+                f"(in use {usage_by_node(self.api).get(node_name)})",
+            )
+        # 5: only the lease holder binds
+        if self.shape.leader_elect:
+            lease = self.api.get("leases", *LEASE_KEY)
+            holder = (lease or {}).get("spec", {}).get("holderIdentity")
+            if holder != sender:
+                raise self.violation(
+                    5,
+                    f"{sender} bound {pod['metadata']['name']} while the lease names {holder!r}",
+                )
+
+    def check_step(self) -> None:
+        # 1: no binding POST for a pod after its sender got a 201; never two applied
+        records = self.api.bindings
+        for record in records[self._checked_bindings :]:
+            key = (record.sender, record.uid)
+            if key in self._acked:
+                raise self.violation(
+                    1,
+                    f"{record.sender} POSTed a binding of {record.pod} to {record.node} "
+                    f"after it got a 201 for it at t={self._acked[key]:.2f}",
+                )
+            if record.outcome is BindOutcome.CREATED:
+                self._acked[key] = record.at
+        self._checked_bindings = len(records)
+        # 5: never two leaders binding at once
+        leaders = [r.identity for r in self.replicas if not r.lost and r.scheduler.may_bind()]
+        if len(leaders) > 1:
+            raise self.violation(5, f"two replicas may bind at once: {leaders}")
+
+    def check_quiescent(self) -> None:
+        applied: dict[str, int] = {}
+        for record in self.api.bindings:
+            if record.outcome in (BindOutcome.CREATED, BindOutcome.LOST):
+                applied[record.uid] = applied.get(record.uid, 0) + 1
+        twice = {uid: n for uid, n in applied.items() if n > 1}
+        if twice:
+            raise self.violation(1, f"pods bound more than once: {twice}")
+        pods = self.api.items("pods")
+        nodes = {n["metadata"]["name"]: n for n in self.api.items("nodes")}
+        usage = usage_by_node(self.api)
+        pending = [
+            p
+            for p in pods
+            if not p["spec"].get("nodeName")
+            and not p["metadata"].get("deletionTimestamp")
+            and p["spec"]["schedulerName"] == PROFILE
+        ]
+        for replica in self.replicas:
+            if replica.started and not replica.lost:
+                self._check_cache(replica, pods, nodes)
+                self._check_queue(replica, pending)
+        # 4: every pod that fits somewhere is bound; the others say why not
+        for pod in pending:
+            if pod["spec"].get("schedulingGates"):
+                continue  # held by PreEnqueue: never tried, nothing to say
+            name = pod["metadata"]["name"]
+            places = [n for n, node in nodes.items() if fits(pod, node, usage)]
+            if places:
+                raise self.violation(
+                    4, f"pod {name} ({requests_of(pod)}) fits on {places} but is not bound"
+                )
+            condition = _pod_scheduled(pod)
+            # the message of the pod's last attempt (a node deleted since does not move
+            # it, as in kube-scheduler): the format is checked, not the count
+            if (
+                condition is None
+                or condition.get("status") != "False"
+                or condition.get("reason") != "Unschedulable"
+                or not FIT_ERROR.match(str(condition.get("message", "")))
+            ):
+                raise self.violation(
+                    4,
+                    f"unschedulable pod {name} has PodScheduled {condition}, expected False, "
+                    f"Unschedulable, '{FIT_ERROR.pattern}...'",
+                )
+        for pod in pods:
+            if pod["spec"]["schedulerName"] != PROFILE and _pod_scheduled(pod) is not None:
+                raise self.violation(
+                    4,
+                    f"pod {pod['metadata']['name']} of another scheduler "
+                    "got a PodScheduled condition from us",
+                )
+
+    def _check_cache(
+        self, replica: Replica, pods: list[client.KubeObject], nodes: dict[str, Any]
+    ) -> None:
+        """3: the cache's usage per node is the sum over the pods truly bound there."""
+        cache = replica.scheduler.cache
+        stats = cache.stats()
+        bound = [p for p in pods if p["spec"].get("nodeName")]
+        if stats.assumed:
+            raise self.violation(3, f"{replica.identity} still assumes {stats.assumed} pod(s)")
+        if stats.bound != len(bound):
+            raise self.violation(
+                3, f"{replica.identity} caches {stats.bound} bound pods, the API has {len(bound)}"
+            )
+        with cache.cycle() as snapshot:
+            for name in nodes:
+                index = snapshot.index.get(name)
+                if index is None:
+                    raise self.violation(3, f"{replica.identity} does not know node {name}")
+                truth = sorted(p["metadata"]["uid"] for p in bound if p["spec"]["nodeName"] == name)
+                cached = sorted(p.uid for p in snapshot.pods_on_node[index])
+                cpu = sum(requests_of(p)["cpu"] for p in bound if p["spec"]["nodeName"] == name)
+                cached_cpu = int(snapshot.requested[snapshot.row["cpu"], index])
+                if truth != cached or cpu != cached_cpu or len(truth) != snapshot.pod_count[index]:
+                    raise self.violation(
+                        3,
+                        f"{replica.identity}'s cache has {cached} ({cached_cpu}m cpu, "
+                        f"{snapshot.pod_count[index]} pods) on {name}; the API has {truth} "
+                        f"({cpu}m cpu)",
+                    )
+
+    def _check_queue(self, replica: Replica, pending: list[client.KubeObject]) -> None:
+        """3: the queue holds exactly the pending pods, and the metric says so."""
+        scheduler = replica.scheduler
+        queue = scheduler.queue
+        missing = [
+            p["metadata"]["name"] for p in pending if queue.where(p["metadata"]["uid"]) is None
+        ]
+        if missing or len(queue) != len(pending):
+            raise self.violation(
+                3,
+                f"{replica.identity}'s queue holds {len(queue)} pods, the API has "
+                f"{len(pending)} pending; not queued: {missing}",
+            )
+        metric = sum(
+            sample.value
+            for family in scheduler.metrics.registry.collect()
+            if family.name == "scheduler_pending_pods"
+            for sample in family.samples
+        )
+        if metric != len(pending):
+            raise self.violation(
+                3, f"{replica.identity}: scheduler_pending_pods is {metric}, truth {len(pending)}"
+            )
+
+    # --- running --------------------------------------------------------------------------
+    def setup(self) -> None:
+        for _ in range(self.shape.nodes):
+            self.add_node()
+        for _ in range(self.rng.randint(2, 6)):
+            self.add_pod()
+        for _ in range(self.shape.replicas):
+            self.add_replica()
+
+    def step(self) -> None:
+        self.step_no += 1
+        if self.shape.leader_elect and self.replicas and self.partitions.random() < 0.02:
+            self.cut_lease()
+        rng = self.rng
+        replica = rng.choice(self.replicas) if self.replicas else None
+        roll = rng.random()
+        if replica is None or roll < 0.04:
+            if len(self.replicas) < self.shape.replicas or replica is None:
+                self.add_replica()
+            elif rng.random() < 0.3:
+                self.kill(replica)
+            return
+        if roll < 0.30:
+            kinds = [k for k in replica.needs_list if replica.needs_list[k]]
+            if kinds:
+                self.relist(replica, rng.choice(kinds))
+            else:
+                self.deliver(replica, rng.choice(("pods", "pods", "nodes", "poddisruptionbudgets")))
+        elif roll < 0.33:
+            replica.needs_list[rng.choice(("pods", "nodes", "poddisruptionbudgets"))] = True
+            self.note(f"{replica.identity}: a watch answered 410 Gone")
+        elif roll < 0.48:
+            self.schedule(replica)
+        elif roll < 0.60:
+            self.bind(replica)
+        elif roll < 0.66:
+            self.report(replica)
+        elif roll < 0.82:
+            self.clock.advance(rng.choice((0.05, 0.3, 1.0, 2.5)))
+            self.timers()
+        elif roll < 0.98:
+            self.change_cluster()
+        elif not self.faults.down:
+            self.outage()
+        self.check_step()
+
+    def cut_lease(self) -> None:
+        """One replica's Lease requests fail for a while; everything else works."""
+        replica = self.partitions.choice(self.replicas)
+        length = self.partitions.uniform(5.0, 40.0)
+        self.faults.lease_cut[replica.identity] = self.clock.now() + length
+        self.note(f"{replica.identity} cut off from the Lease for {length:.1f} s")
+
+    def outage(self) -> None:
+        length = self.rng.uniform(1.0, 15.0)
+        self.faults.outage_until = self.clock.now() + length
+        self.note(f"API outage for {length:.1f} s")
+        for replica in self.replicas:
+            for kind in replica.needs_list:
+                if self.rng.random() < 0.5:
+                    replica.needs_list[kind] = True  # the watch comes back with 410
+
+    def drain(self) -> bool:
+        """Everything that can happen without the clock moving; True if anything did."""
+        moved = False
+        for _ in range(500):
+            progress = False
+            for replica in list(self.replicas):
+                for kind in replica.informers:
+                    if replica.needs_list[kind]:
+                        progress |= self.relist(replica, kind)
+                    while self.deliver(replica, kind):
+                        progress = True
+                while self.bind(replica):
+                    progress = True
+                while self.report(replica):
+                    progress = True
+                for _ in range(50):
+                    if not self.schedule(replica):
+                        break
+                    progress = True
+                self.check_step()
+            moved |= progress
+            if not progress:
+                return moved
+        raise self.violation(3, "the scheduler does not settle: work without end")
+
+    def settle(self) -> None:
+        """Heal every fault, stop changing the cluster, let time run until nothing moves."""
+        self.faults.heal()
+        self.note("faults healed")
+        self.collect_orphans()
+        quiet = 0
+        last: tuple[int, ...] = ()
+        for _ in range(400):
+            self.replicas = [r for r in self.replicas if not r.lost]
+            while len(self.replicas) < self.shape.replicas:
+                self.add_replica()
+            self.drain()
+            self.clock.advance(1.0)
+            self.timers()
+            seen = (len(self.api.bindings), *(len(h) for h in self.api.history.values()))
+            leading = not self.shape.leader_elect or any(
+                r.scheduler.may_schedule() for r in self.replicas
+            )
+            # quiet: nothing written for longer than the longest backoff, a leader
+            quiet = 0 if seen != last or not leading else quiet + 1
+            last = seen
+            if quiet >= 15:
+                self.drain()
+                return
+        raise self.violation(4, "no quiescence after 400 s of simulated time")
+
+    def run(self) -> None:
+        logging.disable(logging.CRITICAL)
+        try:
+            self.setup()
+            for _ in range(self.shape.steps):
+                self.step()
+            self.settle()
+            self.check_quiescent()
+        finally:
+            logging.disable(logging.NOTSET)
+            for replica in self.replicas:
+                replica.scheduler.binder.shutdown()
+
+
+def has_room(
+    pod: client.KubeObject, node: client.KubeObject, usage: dict[str, dict[str, int]]
+) -> bool:
+    """Resources only (a taint or a label may have changed since the cycle saw the node:
+    a race every scheduler has, that the kubelet's admission settles)."""
+    used = usage.get(node["metadata"]["name"], {})
+    alloc = allocatable_of(node)
+    return all(
+        used.get(name, 0) + amount <= alloc.get(name, 0)
+        for name, amount in requests_of(pod).items()
+        if amount
+    )
+
+
+def _pod_scheduled(pod: client.KubeObject) -> dict[str, Any] | None:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled":
+            return dict(condition)
+    return None
+
+
+def _assign(node: str) -> Callable[[client.KubeObject], None]:
+    def change(pod: client.KubeObject) -> None:
+        pod["spec"]["nodeName"] = node
+        pod["status"]["phase"] = "Running"
+
+    return change
+
+
+def _annotate(value: str) -> Callable[[client.KubeObject], None]:
+    def change(pod: client.KubeObject) -> None:
+        pod["metadata"].setdefault("annotations", {})["touched"] = value
+
+    return change
+
+
+def _ungate(pod: client.KubeObject) -> None:
+    pod["spec"].pop("schedulingGates", None)
+
+
+def _terminating(pod: client.KubeObject) -> None:
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+
+
+def _toggle_taint(node: client.KubeObject) -> None:
+    if node["spec"].get("taints"):
+        node["spec"].pop("taints")
+    else:
+        node["spec"]["taints"] = [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]
+
+
+def _toggle_cordon(node: client.KubeObject) -> None:
+    node["spec"]["unschedulable"] = not node["spec"].get("unschedulable")
+
+
+def _relabel(node: client.KubeObject) -> None:
+    labels = node["metadata"]["labels"]
+    labels["zone"] = "b" if labels.get("zone") == "a" else "a"
+
+
+def _grow(node: client.KubeObject) -> None:
+    alloc = node["status"]["allocatable"]
+    alloc["cpu"] = f"{quantity(alloc['cpu']) + 500}m"
+    alloc["pods"] = str(int(alloc["pods"]) + 1)
+
+
+def simulation(seed: int) -> SchedulerSimulation:
+    return SchedulerSimulation(
+        random.Random(seed), label=f"[seed {seed}]", partitions=random.Random(-1 - seed)
+    )
+
+
+def run_seed(seed: int) -> None:
+    """One seeded run; raises :class:`Violation` (naming the seed) if an invariant fails."""
+    simulation(seed).run()
