@@ -126,7 +126,8 @@ def test_keeps_last_state_through_an_outage_and_catches_up(
 ) -> None:
     with fake_api.outage(refuse=True):
         fake_api.cluster.create("pods", objects.pod("a2", uid="u-a2"))
-        time.sleep(0.3)
+        # The watch was cut: wait until the cache has tried the API and failed.
+        eventually(lambda: cache.stats.failures >= 1)
         assert names(cache) == {"a1"}, "the last good state stays readable"
     eventually(lambda: names(cache) == {"a1", "a2"})
     assert cache.stats.failures >= 1
@@ -136,8 +137,9 @@ def test_stop_returns_promptly(fake_api: FakeAPIServer, kube: http.HTTPKubeClien
     cache = podcache.PodCache(kube, "node-a", watch_timeout=600)
     cache.start()
     assert cache.wait_synced(5)
-    time.sleep(0.2)
+    # Stop while a 600 s watch is open: it must be interrupted, not waited out.
+    eventually(lambda: any(r.param("watch") for r in fake_api.requests_to("GET", "/pods$")))
     started = time.monotonic()
     cache.stop(timeout=5)
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 4.0, "stop waited for the watch instead of ending it"
     assert cache._thread is not None and not cache._thread.is_alive()
