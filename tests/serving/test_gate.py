@@ -419,7 +419,7 @@ def test_plain_http_on_the_secure_port_gets_no_page(client: Client) -> None:
         except ConnectionResetError:
             pass
     assert b"nodeagent_" not in received
-    assert not received.startswith(b"HTTP/1.0 200")
+    assert not received.startswith(b"HTTP/")
     # and the server still serves the next caller
     assert client.request("/healthz").status == 200
 
