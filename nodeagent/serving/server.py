@@ -304,7 +304,7 @@ class _Handler(simple_server.WSGIRequestHandler):
         except TimeoutError:
             return False
         finally:
-            self.connection.settimeout(REQUEST_TIMEOUT_S)
+            self.connection.settimeout(self.timeout)
         return connections.busy(self.connection) and bool(waiting)
 
     def _serve_one(self) -> bool:
