@@ -20,6 +20,7 @@ it does not know, so a malformed object never blocks scheduling.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -32,6 +33,9 @@ from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import wire
 
 log = logging.getLogger(__name__)
+
+MAX_TAINT_LISTS = 10_000
+"""Distinct taint lists remembered for sharing (clusters have a handful)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,7 @@ class NodeView:
     ) -> None:
         self._nodes: dict[str, KnownNode] = {}
         self._tainted: set[str] = set()
+        self._taint_lists: dict[tuple[api.Taint, ...], tuple[api.Taint, ...]] = {}
         self._lock = threading.Lock()
         self._synced = synced
         self._assess = assess
@@ -117,6 +122,12 @@ class NodeView:
             log.warning("node left out of the extender's view (it will pass): %s", exc)
             self.delete(obj)
             return
+        if node.taints:  # one tuple per distinct taint list: a filter compares by identity
+            if len(self._taint_lists) >= MAX_TAINT_LISTS:  # a bound, not a tuning
+                self._taint_lists.clear()
+            taints = self._taint_lists.setdefault(node.taints, node.taints)
+            if taints is not node.taints:
+                node = dataclasses.replace(node, taints=taints)
         with self._lock:
             standing = None if self._assess is None else self._assess(node)
             self._nodes[node.name] = KnownNode(node, fields.metadata.resourceVersion, standing)

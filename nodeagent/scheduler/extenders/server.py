@@ -254,16 +254,19 @@ class ExtenderService:
         tolerations = _tolerations(pod)
         by_taints: dict[tuple[api.Taint, ...], model.Pressure | None] = {}
         rejected: dict[str, model.Pressure] = {}
+        last: tuple[api.Taint, ...] = ()
+        pressure: model.Pressure | None = None
         for name, taints in nodes:
-            if not taints:
-                continue
-            if taints not in by_taints:
-                by_taints[taints] = self._rejection(name, taints, tolerations)
-            pressure = by_taints[taints]
+            if taints is not last:  # the view shares one tuple per distinct taint list
+                if not taints:
+                    continue
+                if taints not in by_taints:
+                    by_taints[taints] = self._rejection(name, taints, tolerations)
+                last, pressure = taints, by_taints[taints]
             if pressure is not None:
                 rejected[name] = pressure
         self.metrics.count_rejections(rejected.values())
-        return {name: node_pressure.reason(pressure) for name, pressure in rejected.items()}
+        return {name: _REASONS_BY_PRESSURE[pressure] for name, pressure in rejected.items()}
 
     def _rejection(
         self, name: str, taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
@@ -314,14 +317,17 @@ class ExtenderService:
         neutral = extender_score(self.judge.neutral)
         entry = wire.HostPriority
         if args.node_names is not None:
-            known = self.view.nodes
-            return wire.host_priority_list(
-                [
-                    entry(name, neutral if watched is None else self._score(watched, now))
-                    for name in args.node_names
-                    for watched in (known.get(name),)
-                ]
-            )
+            lookup = self.view.nodes.get
+            scores = []
+            for name in args.node_names:  # the hot loop: one lookup, one comparison
+                watched = lookup(name)
+                standing = None if watched is None else watched.standing
+                if standing is not None:
+                    score = standing.fresh if now <= standing.fresh_until else standing.stale
+                else:
+                    score = neutral if watched is None else self._score(watched, now)
+                scores.append(entry(name, score))
+            return wire.host_priority_list(scores)
         return wire.host_priority_list(
             [entry(name, self._score(known, now)) for name, known in self._sent_nodes(args)]
         )
@@ -386,6 +392,8 @@ class ExtenderService:
             log.exception("extender request failed")
             return _text(500, "internal error (logged)")
 
+
+_REASONS_BY_PRESSURE = {pressure: node_pressure.reason(pressure) for pressure in model.Pressure}
 
 _REASONS = {
     200: "OK",
