@@ -7,12 +7,15 @@ socket itself (a read that returns the end of the stream), never on a sleep."""
 from __future__ import annotations
 
 import http.client
+import io
 import socket
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodeagent.observability.settings import ListenAddress
 from nodeagent.serving import server as serving
@@ -187,3 +190,31 @@ class TestConnectionBound:
                 assert exchange(third, post("/echo", b"3")).status == 200
                 assert closed_by_server(oldest)
                 assert exchange(newer, post("/echo", b"2")).status == 200
+
+
+class TestRequestBody:
+    """``wsgi.input`` stops at the Content-Length, however the app reads, so the next
+    request on the connection is never swallowed; ``complete`` says whether the app read
+    the body to its end (else the connection must end after the answer)."""
+
+    @given(
+        body=st.binary(max_size=64),
+        following=st.binary(min_size=1, max_size=16),
+        reads=st.lists(
+            st.tuples(st.sampled_from(["read", "readline"]), st.integers(-1, 20)), max_size=8
+        ),
+    )
+    def test_reads_stop_at_the_length(
+        self, body: bytes, following: bytes, reads: list[tuple[str, int]]
+    ) -> None:
+        stream = io.BufferedReader(io.BytesIO(body + following))
+        reader = serving._Body(stream, len(body))
+        got = b"".join(getattr(reader, method)(size) for method, size in reads)
+        got += reader.read()
+        assert got == body
+        assert reader.complete
+        assert stream.read() == following
+
+    def test_an_unknown_length_is_never_complete(self) -> None:
+        reader = serving._Body(io.BufferedReader(io.BytesIO(b"5\r\nhello")), None)
+        assert reader.read() == b"" and not reader.complete
