@@ -15,7 +15,9 @@ Prometheus reuse their connections, and over TLS a new connection per call costs
 handshake each time. A connection serves requests one after another until the client
 says ``Connection: close`` or speaks HTTP/1.0, a request's body was not read to its end
 (a 413 refused unread, a chunked body), the answer is an error (status 400 and up, or the
-app failed), or it idles for :data:`IDLE_TIMEOUT_S`. Every answer carries a
+app failed), or it idles for :data:`IDLE_TIMEOUT_S`. A client is cut off when it stays
+silent for :data:`REQUEST_TIMEOUT_S` in the middle of a request, or takes longer than
+:data:`REQUEST_HEAD_DEADLINE_S` over a request's line and headers. Every answer carries a
 Content-Length; the gate runs for every request, not once per connection. At most
 :data:`MAX_CONNECTIONS` connections are open at once: at the limit, a new one takes the
 place of the longest-idle kept-alive connection, else waits for one to end.
@@ -72,6 +74,11 @@ for which Go's ``http.Transport`` (kube-scheduler's extender client) keeps an id
 connection, so the client always retires the connection first: a server that closes an
 idle connection races a request the client may be writing on it at that moment, and Go
 does not resend a POST it has begun to write."""
+
+REQUEST_HEAD_DEADLINE_S = 30.0
+"""Seconds a client has to send a request's line and headers in all: one that trickles a
+byte now and then (never silent long enough for :data:`REQUEST_TIMEOUT_S`) is cut off
+too. Checked when the serving loop wakes, so within :data:`IDLE_WAKE_S` of it."""
 
 MAX_CONNECTIONS = 64
 """Connections served at once (a thread each). kube-scheduler keeps two idle connections
@@ -309,14 +316,7 @@ class _Handler(simple_server.WSGIRequestHandler):
 
     def _serve_one(self) -> bool:
         """Serves one request; whether the connection stays open for another."""
-        self.raw_requestline = self.rfile.readline(65537)
-        if not self.raw_requestline:
-            return False
-        if len(self.raw_requestline) > 65536:
-            self.requestline = self.request_version = self.command = ""
-            self.send_error(414)
-            return False
-        if not self.parse_request():  # an error answer was sent
+        if not self._read_head():
             return False
         exchange = _Exchange(
             self,
@@ -327,6 +327,24 @@ class _Handler(simple_server.WSGIRequestHandler):
         assert app is not None  # set before serving starts
         exchange.run(app)
         return exchange.keeps_alive and not self.server.connections.closing
+
+    def _read_head(self) -> bool:
+        """Reads and parses the request line and headers, within
+        :data:`REQUEST_HEAD_DEADLINE_S`; False when there is no request to answer (the
+        client left, or an error answer was sent)."""
+        connections = self.server.connections
+        connections.reading_head(self.connection, time.monotonic() + REQUEST_HEAD_DEADLINE_S)
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+            if not self.raw_requestline:
+                return False
+            if len(self.raw_requestline) > 65536:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(414)
+                return False
+            return self.parse_request()
+        finally:
+            connections.head_read(self.connection)
 
     def _body_length(self) -> int | None:
         """The body's length, 0 without one, None when its end is not known here."""
@@ -359,6 +377,7 @@ class _Connections:
         self._open = 0
         self._idle: dict[socket.socket, None] = {}  # oldest first
         self._shed: set[socket.socket] = set()
+        self._head_deadlines: dict[socket.socket, float] = {}
         self._changed = threading.Condition()
         self.closing = False
 
@@ -379,6 +398,7 @@ class _Connections:
             self._open -= 1
             self._idle.pop(connection, None)
             self._shed.discard(connection)
+            self._head_deadlines.pop(connection, None)
             self._changed.notify_all()
 
     def idle(self, connection: socket.socket) -> bool:
@@ -393,6 +413,23 @@ class _Connections:
         with self._changed:
             self._idle.pop(connection, None)
             return connection not in self._shed
+
+    def reading_head(self, connection: socket.socket, deadline: float) -> None:
+        with self._changed:
+            self._head_deadlines[connection] = deadline
+
+    def head_read(self, connection: socket.socket) -> None:
+        with self._changed:
+            self._head_deadlines.pop(connection, None)
+
+    def shed_overdue(self, now: float) -> None:
+        """Closes the connections whose request head is overdue."""
+        with self._changed:
+            for connection, deadline in list(self._head_deadlines.items()):
+                if now > deadline:
+                    del self._head_deadlines[connection]
+                    with contextlib.suppress(OSError):
+                        connection.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         """Closes the idle connections and refuses new ones (the busy ones end after
@@ -429,6 +466,10 @@ class _ThreadingWSGIServer(socketserver.ThreadingMixIn, simple_server.WSGIServer
                 connection, server_side=True, do_handshake_on_connect=False
             )
         return connection, address
+
+    def service_actions(self) -> None:
+        """Runs in the serving loop at each wake (a connection, or :data:`IDLE_WAKE_S`)."""
+        self.connections.shed_overdue(time.monotonic())
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self.connections.admit():

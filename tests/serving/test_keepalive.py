@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import http.client
 import io
+import select
 import socket
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
@@ -160,6 +162,18 @@ class TestTheServerEndsTheConnection:
     def test_when_a_new_client_stays_silent(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(serving._Handler, "timeout", 0.2)
         with running() as server, connect(server.port) as raw:
+            assert closed_by_server(raw)
+
+    def test_when_a_client_trickles_its_headers(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(serving, "REQUEST_HEAD_DEADLINE_S", 0.3)
+        monkeypatch.setattr(serving, "IDLE_WAKE_S", 0.05)  # the loop checks deadlines on waking
+        with running() as server, connect(server.port) as raw:
+            raw.sendall(b"GET /echo HTTP/1.1\r\n")
+            started = time.monotonic()
+            # A header line every 50 ms: never silent for the 10 s read timeout.
+            while not select.select([raw], [], [], 0.05)[0]:
+                assert time.monotonic() - started < 5.0, "the trickle was not cut off"
+                raw.sendall(b"X-Trickle: 1\r\n")
             assert closed_by_server(raw)
 
     def test_when_the_server_stops(self) -> None:
