@@ -1,13 +1,41 @@
-"""The extender benchmark still runs (tiny sizes): every case answers 200 over HTTP."""
+"""The extender benchmark still runs (tiny sizes, short gaps): every pattern calls the
+server as kube-scheduler does and every call answers 200."""
 
 from __future__ import annotations
+
+import gc
+import random
+from collections.abc import Iterator
+
+import pytest
 
 from benchmarks import bench_extender
 
 
-def test_benchmark_runs_every_case() -> None:
-    rows = bench_extender.run(calls=3, nodes=40, full_nodes=5, freeze=False)
-    assert [row["case"] for row in rows] == [
+@pytest.fixture(autouse=True)
+def unfrozen() -> Iterator[None]:
+    yield
+    gc.unfreeze()  # the benchmark freezes its node objects, as the extender does
+
+
+def test_the_sporadic_pattern_has_long_gaps_and_calls_filter_then_prioritize() -> None:
+    gaps = bench_extender.sporadic_gaps(1.0, 0.01, 0.1, random.Random(1))
+    assert sum(gap >= 0.08 for gap in gaps) >= 3
+    assert all(0.01 <= gap <= 0.1 for gap in gaps) and sum(gaps) >= 1.0
+    rows, pauses = bench_extender.sporadic(0.3, 40, 200.0, gaps=(0.01, 0.05))
+    assert [row.case for row in rows] == [
+        "sporadic /filter 40 names",
+        "sporadic /prioritize 40 names",
+        "sporadic, first call after >= 0.04 s",
+    ]
+    assert len(rows[0].wall) == len(rows[1].wall) == len(pauses)
+    assert len(rows[2].wall) == sum(gap >= 0.04 for gap in pauses) >= 3
+    assert all(cpu > 0 for row in rows for cpu in row.cpu)
+
+
+def test_back_to_back_and_tls_cases() -> None:
+    rows = bench_extender.back_to_back(calls=3, nodes=40, full_nodes=5, updates_per_second=0)
+    assert [row.case for row in rows] == [
         "/filter 40 names",
         "/prioritize 40 names",
         "/filter 5 whole nodes, warm",
@@ -15,5 +43,10 @@ def test_benchmark_runs_every_case() -> None:
         "/filter 5 whole nodes, cold",
         "/prioritize 5 whole nodes, cold",
     ]
-    assert all(row["p99_ms"] >= row["p50_ms"] > 0 for row in rows)
-    assert all(row["cpu_p99_ms"] >= row["cpu_p50_ms"] > 0 for row in rows)
+    assert all(len(row.wall) == len(row.cpu) == len(row.base) == 3 for row in rows)
+    tls = bench_extender.tls_calls(calls=3, nodes=40)
+    assert [row.case for row in tls] == [
+        "/filter 40 names, fresh TLS",
+        "/filter 40 names, reused TLS",
+    ]
+    assert all(row.line() for row in [*rows, *tls])

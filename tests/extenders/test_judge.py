@@ -1,12 +1,17 @@
-"""The extender's verdicts are the NodePressure plugin's, with a per-version score cache
-that notices staleness within SCORE_TTL and stays bounded."""
+"""The extender's verdicts are the NodePressure plugin's: each node is assessed once per
+version (its score either side of the annotation going stale), and that assessment
+answers at any later time exactly as the plugin would."""
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodeagent import model
 from nodeagent.errors import ConfigError
@@ -20,30 +25,77 @@ NOW = 1_714_557_600.0
 GiB = 2**30
 
 
-def annotated(name: str, at: float) -> dict[str, object]:
+def annotated(name: str, at: float, **fields: Any) -> dict[str, object]:
     signals = {"memory.available": {"available": 20 * GiB, "capacity": 32 * GiB}}
     text = json.dumps({"time": api_time(at), "signals": signals})
-    return node_dict(name, annotations={model.PRESSURE_ANNOTATION: text})
+    return node_dict(name, annotations={model.PRESSURE_ANNOTATION: text}, **fields)
 
 
-def test_scores_are_the_plugins_and_turn_neutral_when_stale() -> None:
-    judge = server.PressureJudge(node_pressure.Args())
-    node = wire.node_fields(annotated("n1", NOW)).to_node()
-    plugin = node_pressure.new(node_pressure.Args(), Handle(now=NOW))
-    assert judge.score(node, "7", NOW) == plugin.node_score(node)[0] == 100
-    assert judge.score(node, "7", NOW + server.SCORE_TTL / 2) == 100  # cached
-    stale = NOW + node_pressure.Args().stale_after_seconds + 1
-    assert judge.score(node, "7", stale) == 50  # recomputed after the TTL: stale
-    assert server.extender_score(50) == 5 and server.extender_score(100) == 10
-    assert server.extender_score(99) == 9
+def plugin_score(args: node_pressure.Args, node: dict[str, object], now: float) -> int:
+    plugin = node_pressure.new(args, Handle(now=now))
+    return server.extender_score(plugin.node_score(wire.node_fields(node).to_node())[0])
 
 
-def test_the_score_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(server, "MAX_CACHED_SCORES", 3)
-    judge = server.PressureJudge(node_pressure.Args())
-    for i in range(10):
-        judge.score(wire.node_fields(annotated(f"n{i}", NOW)).to_node(), "1", NOW)
-        assert len(judge._scores) <= 3
+NODES = {
+    "fresh headroom": annotated("n", NOW),
+    "published in the future": annotated("n", NOW + 3600),
+    "no annotation": node_dict("n"),
+    "pressure condition": annotated("n", NOW, conditions={"MemoryPressure": "True"}),
+    "not JSON": node_dict("n", annotations={model.PRESSURE_ANNOTATION: "{"}),
+    "no time": node_dict(
+        "n",
+        annotations={
+            model.PRESSURE_ANNOTATION: json.dumps(
+                {"signals": {"memory.available": {"available": GiB, "capacity": 2 * GiB}}}
+            )
+        },
+    ),
+}
+ARGS = {
+    "defaults": node_pressure.Args(),
+    "never stale": node_pressure.Args(stale_after_seconds=0),
+    "a minute": node_pressure.Args(stale_after_seconds=60, neutral_score=30),
+}
+
+
+class TestStanding:
+    @pytest.mark.parametrize("node", NODES.values(), ids=NODES.keys())
+    @pytest.mark.parametrize("args", ARGS.values(), ids=ARGS.keys())
+    @given(offset=st.floats(min_value=-7200, max_value=7200, allow_nan=False))
+    def test_answers_at_any_time_as_the_plugin_does(
+        self, node: dict[str, object], args: node_pressure.Args, offset: float
+    ) -> None:
+        standing = server.PressureJudge(args, clock=lambda: NOW).standing(
+            wire.node_fields(node).to_node()
+        )
+        assert standing.score(NOW + offset) == plugin_score(args, node, NOW + offset)
+
+    def test_a_fresh_annotation_turns_neutral_after_the_limit(self) -> None:
+        standing = server.PressureJudge(node_pressure.Args()).standing(
+            wire.node_fields(annotated("n1", NOW)).to_node()
+        )
+        limit = NOW + node_pressure.Args().stale_after_seconds
+        assert (standing.score(NOW), standing.score(limit), standing.score(limit + 1)) == (
+            10,
+            10,
+            5,
+        )
+        assert server.extender_score(50) == 5 and server.extender_score(100) == 10
+        assert server.extender_score(99) == 9
+
+    def test_a_node_whose_judging_raises_is_neutral_and_logged(
+        self, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        judge = server.PressureJudge(node_pressure.Args(neutral_score=30))
+
+        def broken(node: object) -> tuple[int, str]:
+            raise RuntimeError("plugin bug")
+
+        monkeypatch.setattr(judge.plugin, "node_score", broken)
+        with caplog.at_level(logging.ERROR):
+            standing = judge.standing(wire.node_fields(annotated("n1", NOW)).to_node())
+        assert (standing.score(NOW), standing.score(NOW + 10**6)) == (3, 3)
+        assert "scoring node n1 failed" in caplog.text
 
 
 def test_a_mistyped_node_is_a_protocol_error() -> None:

@@ -419,7 +419,7 @@ def test_plain_http_on_the_secure_port_gets_no_page(client: Client) -> None:
         except ConnectionResetError:
             pass
     assert b"nodeagent_" not in received
-    assert not received.startswith(b"HTTP/1.0 200")
+    assert not received.startswith(b"HTTP/")
     # and the server still serves the next caller
     assert client.request("/healthz").status == 200
 
@@ -439,3 +439,25 @@ def test_metrics_auth_none_is_plain_open_http(api: FakeAPIServer, pki: tls.Pki) 
         assert connection.getresponse().status == 200
         connection.close()
     assert api.reviews.token_reviews == 0
+
+
+def test_every_request_on_a_kept_alive_connection_passes_the_gate(client: Client) -> None:
+    """Credentials are checked per request: a connection that was let in once is not a
+    pass for the requests that follow on it."""
+    connection = http.client.HTTPSConnection(
+        "127.0.0.1", client.port, context=client.context(), timeout=15
+    )
+    try:
+        connection.request("GET", "/metrics", headers={"Authorization": f"Bearer {SCRAPER_TOKEN}"})
+        first = connection.getresponse()
+        assert first.status == 200
+        assert b"nodeagent_" in first.read()
+        reused = connection.sock
+        assert reused is not None  # kept alive
+        connection.request("GET", "/metrics")
+        assert connection.sock is reused  # the second request went over the same connection
+        second = connection.getresponse()
+        assert second.status == 401
+        assert b"nodeagent_" not in second.read()
+    finally:
+        connection.close()

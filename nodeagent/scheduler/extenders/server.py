@@ -14,11 +14,16 @@ as names. The answers come from the NodePressure plugin itself
   condition; neutral when the data is missing or stale) on the extender's 0..10 scale,
   rounded down; a node the server does not know gets the neutral score.
 
-Nodes sent whole are judged as sent: a filter reads only their names and taints; a
-prioritize call takes a node whose name and resourceVersion match the watched view from
-the view, already parsed. Scores are cached per node and
-version and recomputed every :data:`SCORE_TTL` seconds, which is how staleness (15
-minutes by default) is noticed without parsing every annotation on every call.
+Nodes sent by name are judged from the watched view, where each node was assessed once
+when the watch delivered it (:class:`~nodeagent.scheduler.extenders.nodeview.Standing`:
+its score before and after its annotation goes stale, 15 minutes by default): a call
+costs a lookup and a time comparison per node, the first call after an idle hour as
+much as the hundredth in a row. Nodes sent whole are judged as sent: a filter reads only
+their names and taints; a prioritize call takes a node whose name and resourceVersion
+match the view from the view, and parses the others.
+
+One node whose judging raises does not fail the call: it passes the filter, or gets the
+neutral score, and the failure is logged. Metrics are counted once per call.
 
 Robustness: a request without ``Content-Length`` gets 411, one above the body limit 413
 (unread), a non-POST 405, anything undecodable or mistyped 400 with a message saying
@@ -32,11 +37,12 @@ kubernetes``.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import prometheus_client
@@ -48,18 +54,12 @@ from nodeagent.observability.server import ObservabilityServer, StartResponse, W
 from nodeagent.observability.settings import ListenAddress
 from nodeagent.scheduler import api, objects
 from nodeagent.scheduler.extenders import wire
-from nodeagent.scheduler.extenders.nodeview import KnownNode, NodeView
+from nodeagent.scheduler.extenders.nodeview import KnownNode, NodeView, Standing
 from nodeagent.scheduler.framework import Handle
 from nodeagent.scheduler.plugins import node_pressure
 from nodeagent.serving.server import Protection
 
 log = logging.getLogger(__name__)
-
-SCORE_TTL = 10.0
-"""Seconds a node's cached score is reused before the plugin recomputes it."""
-
-MAX_CACHED_SCORES = 100_000
-"""The score cache is dropped when it reaches this many nodes (a bound, not a tuning)."""
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 """Bigger bodies are refused unread: 500 whole nodes are 5-8 MB."""
@@ -110,6 +110,13 @@ class ExtenderMetrics:
         for verb in VERBS:  # every series exists from the start, at 0
             self.duration.labels(verb)
             self.requests.labels(verb, "200")
+        for pressure in model.Pressure:
+            self.nodes_rejected.labels(pressure.value)
+
+    def count_rejections(self, pressures: Iterable[model.Pressure]) -> None:
+        """One increment per pressure for a call's rejected nodes (not one per node)."""
+        for pressure, count in Counter(pressures).items():
+            self.nodes_rejected.labels(pressure.value).inc(count)
 
 
 class ExtenderHealth:
@@ -130,21 +137,15 @@ class ExtenderHealth:
         return ProbeResult(True, f"serving; {len(self._view)} nodes known")
 
 
-@dataclass(slots=True)
-class _Scored:
-    version: str
-    score: int
-    at: float
-
-
 class PressureJudge:
     """The NodePressure plugin's verdicts, one node at a time."""
 
     def __init__(self, args: node_pressure.Args, clock: Callable[[], float] = time.time) -> None:
         self._handle = Handle(now=clock())
+        self._clock = clock
         self.plugin = node_pressure.new(args, self._handle)
         self.neutral = args.neutral_score
-        self._scores: dict[str, _Scored] = {}
+        self._stale_after = float(args.stale_after_seconds)
         self._lock = threading.Lock()
 
     def rejection(
@@ -154,25 +155,54 @@ class PressureJudge:
         tolerate, if any (the plugin's Filter: unresolvable)."""
         return self.plugin.first_pressure(taints, tolerations)
 
-    def score(self, node: api.Node, version: str, now: float) -> int:
-        """The plugin's 0..100 score for ``node`` at ``now``, reused for SCORE_TTL
-        seconds while the node's resourceVersion stays the same."""
-        cached = self._scores.get(node.name)
-        if (
-            cached is not None
-            and version
-            and cached.version == version
-            and now - cached.at < SCORE_TTL
-        ):
-            return cached.score
+    def score(self, node: api.Node, now: float) -> int:
+        """The plugin's 0..100 score for ``node`` at ``now``."""
         with self._lock:  # the plugin reads the handle's clock
             self._handle.now = now
             score, _ = self.plugin.node_score(node)
-        if version:
-            if len(self._scores) >= MAX_CACHED_SCORES:  # names sent by clients are unbounded
-                self._scores.clear()
-            self._scores[node.name] = _Scored(version, score, now)
         return score
+
+    def standing(self, node: api.Node) -> Standing:
+        """``node``'s extender score either side of its annotation going stale.
+
+        Time enters the plugin's score only through staleness (``now - published >
+        staleAfterSeconds``), so the score is a step: the plugin's verdict at the
+        publication time, then its verdict past the limit. Both are worked out here,
+        once per node version; a failure is logged and the node scores neutral."""
+        try:
+            published = _published_at(node)
+            if published is None or not self._stale_after:  # a score that does not age
+                constant = extender_score(self.score(node, self._clock()))
+                return Standing(constant, constant)
+            fresh_until = published + self._stale_after
+            return Standing(
+                fresh=extender_score(self.score(node, published)),
+                stale=extender_score(self.score(node, fresh_until + 1.0)),
+                fresh_until=fresh_until,
+            )
+        except Exception:  # one node's judging must not fail the others'
+            log.exception("scoring node %s failed; it gets the neutral score", node.name)
+            neutral = extender_score(self.neutral)
+            return Standing(neutral, neutral)
+
+
+def _published_at(node: api.Node) -> float | None:
+    """When the node's pressure annotation was published, if it says so readably (the
+    plugin ignores an annotation without a valid time, whatever the clock says)."""
+    text = node.annotations.get(model.PRESSURE_ANNOTATION)
+    if text is None:
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    published = document.get("time") if isinstance(document, dict) else None
+    if not isinstance(published, str):
+        return None
+    try:
+        return objects.unix_time(published)
+    except ValueError:
+        return None
 
 
 def extender_score(score: int) -> int:
@@ -197,18 +227,17 @@ class ExtenderService:
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
         self._clock = clock
+        view.assess_with(judge.standing)  # each node once, as the watch delivers it
 
     # --- the verdicts ---------------------------------------------------------------------
 
-    def _nodes(
+    def _sent_nodes(
         self, args: wire.ExtenderArgs[list[wire.NodeFields]]
-    ) -> list[tuple[str, KnownNode | None]]:
-        """Each node sent, with what the verdicts read (``None``: unknown, it passes)."""
+    ) -> list[tuple[str, KnownNode]]:
+        """Each node sent whole, from the view when it is the version watched."""
         known = self.view.nodes
-        if args.node_names is not None:
-            return [(name, known.get(name)) for name in args.node_names]
         assert args.nodes is not None
-        out: list[tuple[str, KnownNode | None]] = []
+        out: list[tuple[str, KnownNode]] = []
         for fields in args.nodes:
             name, version = fields.metadata.name, fields.metadata.resourceVersion
             watched = known.get(name)
@@ -224,24 +253,41 @@ class ExtenderService:
         not tolerate (judged once per distinct taint list)."""
         tolerations = _tolerations(pod)
         by_taints: dict[tuple[api.Taint, ...], model.Pressure | None] = {}
-        rejected: dict[str, str] = {}
+        rejected: dict[str, model.Pressure] = {}
+        last: tuple[api.Taint, ...] = ()
+        pressure: model.Pressure | None = None
         for name, taints in nodes:
-            if not taints:
-                continue
-            if taints not in by_taints:
-                by_taints[taints] = self.judge.rejection(taints, tolerations)
-            pressure = by_taints[taints]
+            if taints is not last:  # the view shares one tuple per distinct taint list
+                if not taints:
+                    continue
+                if taints not in by_taints:
+                    by_taints[taints] = self._rejection(name, taints, tolerations)
+                last, pressure = taints, by_taints[taints]
             if pressure is not None:
-                rejected[name] = node_pressure.reason(pressure)
-                self.metrics.nodes_rejected.labels(pressure.value).inc()
-        return rejected
+                rejected[name] = pressure
+        self.metrics.count_rejections(rejected.values())
+        return {name: _REASONS_BY_PRESSURE[pressure] for name, pressure in rejected.items()}
+
+    def _rejection(
+        self, name: str, taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
+    ) -> model.Pressure | None:
+        try:
+            return self.judge.rejection(taints, tolerations)
+        except Exception:  # one node's judging must not fail the others'
+            log.exception("filtering node %s failed; it passes", name)
+            return None
 
     def filter(self, args: wire.ExtenderArgs[wire.EchoedNodes]) -> bytes:
         if args.node_names is not None:
             names = args.node_names
             known, tainted = self.view.nodes, self.view.tainted
-            # Only tainted nodes can fail: the rest pass without being looked at.
-            suspects = [(n, known[n].node.taints) for n in names if n in tainted and n in known]
+            # Only tainted nodes can fail: the rest pass without being looked at. One
+            # lookup per node: a node the watch deletes meanwhile is unknown, and passes.
+            suspects = [
+                (name, watched.node.taints)
+                for name in names
+                if name in tainted and (watched := known.get(name)) is not None
+            ]
             rejected = self._rejections(suspects, args.pod)
             kept = [n for n in names if n not in rejected] if rejected else names
             return wire.filter_result(
@@ -268,17 +314,33 @@ class ExtenderService:
 
     def prioritize(self, args: wire.ExtenderArgs[list[wire.NodeFields]]) -> bytes:
         now = self._clock()
-        score = self.judge.score
         neutral = extender_score(self.judge.neutral)
         entry = wire.HostPriority
+        if args.node_names is not None:
+            lookup = self.view.nodes.get
+            scores = []
+            for name in args.node_names:  # the hot loop: one lookup, one comparison
+                watched = lookup(name)
+                standing = None if watched is None else watched.standing
+                if standing is not None:
+                    score = standing.fresh if now <= standing.fresh_until else standing.stale
+                else:
+                    score = neutral if watched is None else self._score(watched, now)
+                scores.append(entry(name, score))
+            return wire.host_priority_list(scores)
         return wire.host_priority_list(
-            [
-                entry(name, neutral)
-                if known is None
-                else entry(name, extender_score(score(known.node, known.resource_version, now)))
-                for name, known in self._nodes(args)
-            ]
+            [entry(name, self._score(known, now)) for name, known in self._sent_nodes(args)]
         )
+
+    def _score(self, known: KnownNode, now: float) -> int:
+        standing = known.standing
+        if standing is not None:
+            return standing.fresh if now <= standing.fresh_until else standing.stale
+        try:  # a node judged as sent
+            return extender_score(self.judge.score(known.node, now))
+        except Exception:  # one node's judging must not fail the others'
+            log.exception("scoring node %s failed; it gets the neutral score", known.node.name)
+            return extender_score(self.judge.neutral)
 
     # --- HTTP -----------------------------------------------------------------------------
 
@@ -330,6 +392,8 @@ class ExtenderService:
             log.exception("extender request failed")
             return _text(500, "internal error (logged)")
 
+
+_REASONS_BY_PRESSURE = {pressure: node_pressure.reason(pressure) for pressure in model.Pressure}
 
 _REASONS = {
     200: "OK",
