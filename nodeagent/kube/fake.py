@@ -110,6 +110,11 @@ class _Change:
     new: client.KubeObject | None
 
 
+class AlreadyExists(errors.Conflict):
+    """A create of a name that exists: 409 with reason ``AlreadyExists`` (kube-apiserver's
+    reason; an update conflict is ``Conflict``)."""
+
+
 class _Expired(Exception):
     """Raised inside a running watch when the test expires all watches."""
 
@@ -231,7 +236,7 @@ class FakeCluster:
         with self._lock:
             key = (namespace, meta["name"])
             if key in self._objects[kind]:
-                raise errors.Conflict(f'{kind} "{meta["name"]}" already exists', status=409)
+                raise AlreadyExists(f'{kind} "{meta["name"]}" already exists', status=409)
             meta.setdefault("uid", str(uuid.uuid4()))
             meta["creationTimestamp"] = client.api_time(self._wall())
             self._write(kind, key, None, new)
@@ -310,7 +315,12 @@ class FakeCluster:
                 return _copy(current)
             if kind == "pods":
                 self.deletions.append(DeletionRecord(namespace, name, grace_period_seconds))
-            graceful = kind == "pods" and grace_period_seconds != 0 and self.termination_delay > 0
+            graceful = (
+                kind == "pods"
+                and grace_period_seconds != 0
+                and self.termination_delay > 0
+                and _runs_on_a_node(current)
+            )
             if not graceful:
                 self._write(kind, (namespace, name), current, None)
                 return _copy(current)
@@ -415,6 +425,10 @@ class FakeCluster:
         dry_run: bool = False,
     ) -> None:
         """POST pods/NAME/eviction with a policy/v1 Eviction ``body``."""
+        if (body.get("metadata") or {}).get("name") != name:
+            raise kube_errors.from_status(
+                400, "name in URL does not match name in Eviction object", what="evict"
+            )
         options = body.get("deleteOptions") or {}
         grace = options.get("gracePeriodSeconds")
         uid = (options.get("preconditions") or {}).get("uid")
@@ -446,9 +460,12 @@ class FakeCluster:
                     f"UID in object meta: {pod['metadata'].get('uid')}",
                     status=409,
                 )
+            # kube-apiserver evicts these without consulting budgets: a terminating pod,
+            # and one that is not running (Pending, Succeeded, Failed) disrupts nothing
             terminating = bool(pod["metadata"].get("deletionTimestamp"))
+            phase = (pod.get("status") or {}).get("phase")
             labels = pod["metadata"].get("labels") or {}
-            if not terminating:
+            if not terminating and phase not in ("Pending", "Succeeded", "Failed"):
                 budgets = [
                     b
                     for b in self.disruption_budgets
@@ -466,6 +483,21 @@ class FakeCluster:
                         budget.disruptions_allowed -= 1
             record(201)
             if not dry_run:
+                # as kube-apiserver: the pod learns why it goes before it goes
+                marked = _copy(pod)
+                status = marked.setdefault("status", {})
+                status["conditions"] = [
+                    c for c in status.get("conditions") or () if c.get("type") != "DisruptionTarget"
+                ] + [
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "EvictionByEvictionAPI",
+                        "message": "Eviction API: evicting",
+                        "lastTransitionTime": client.api_time(self._wall()),
+                    }
+                ]
+                self._write("pods", (namespace, name), pod, marked)
                 self.delete("pods", namespace, name, grace_period_seconds=grace, uid=uid)
 
     # --- watch --------------------------------------------------------------------------
@@ -637,6 +669,13 @@ class FakeCluster:
         self._lock.notify_all()
 
 
+def _runs_on_a_node(pod: client.KubeObject) -> bool:
+    """Whether deleting ``pod`` waits for a kubelet: kube-apiserver removes a pod at once
+    when it was never scheduled or has already finished."""
+    phase = (pod.get("status") or {}).get("phase")
+    return bool((pod.get("spec") or {}).get("nodeName")) and phase not in ("Succeeded", "Failed")
+
+
 def _matcher(field_selector: str, label_selector: str) -> Callable[[Mapping[str, Any]], bool]:
     try:
         return selectors.matcher(field_selector=field_selector, label_selector=label_selector)
@@ -720,7 +759,9 @@ def status_body(exc: errors.KubeAPIError) -> dict[str, Any]:
         "metadata": {},
         "status": "Failure",
         "message": str(exc),
-        "reason": reasons.get(code, "Unknown"),
+        "reason": "AlreadyExists"
+        if isinstance(exc, AlreadyExists)
+        else reasons.get(code, "Unknown"),
         "code": code,
     }
     if isinstance(exc, kube_errors.EvictionBlocked):
