@@ -208,7 +208,7 @@ class FakeCluster:
         field_selector: str = "",
         label_selector: str = "",
     ) -> client.ObjectList:
-        matches = _matcher(field_selector, label_selector)
+        matches = _matcher(field_selector, label_selector, kind)
         with self._lock:
             items = tuple(
                 _copy(obj)
@@ -233,6 +233,8 @@ class FakeCluster:
         api_version, kind_name = KIND_NAMES[kind]
         new.setdefault("apiVersion", api_version)
         new.setdefault("kind", kind_name)
+        if kind == "events":
+            _validate_event_namespace(new)
         with self._lock:
             key = (namespace, meta["name"])
             if key in self._objects[kind]:
@@ -519,7 +521,7 @@ class FakeCluster:
         compacted, or mid-stream after :meth:`expire_watches`. An object that stops
         matching the selectors is reported DELETED, one that starts matching ADDED.
         """
-        matches = _matcher(field_selector, label_selector)
+        matches = _matcher(field_selector, label_selector, kind)
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         stop = stop or threading.Event()
         with self._lock:
@@ -669,6 +671,19 @@ class FakeCluster:
         self._lock.notify_all()
 
 
+def _validate_event_namespace(event: Mapping[str, Any]) -> None:
+    """kube-apiserver's rule: an event lives in its object's namespace, and an event about
+    a cluster-scoped object (a Node) in ``default``; otherwise 422."""
+    namespace = event["metadata"]["namespace"]
+    involved = (event.get("involvedObject") or {}).get("namespace") or ""
+    if involved != namespace and not (involved == "" and namespace == "default"):
+        raise kube_errors.Invalid(
+            f'Event "{event["metadata"]["name"]}" is invalid: involvedObject.namespace:'
+            f' Invalid value: "{involved}": does not match event.namespace',
+            status=422,
+        )
+
+
 def _runs_on_a_node(pod: client.KubeObject) -> bool:
     """Whether deleting ``pod`` waits for a kubelet: kube-apiserver removes a pod at once
     when it was never scheduled or has already finished."""
@@ -676,8 +691,51 @@ def _runs_on_a_node(pod: client.KubeObject) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName")) and phase not in ("Succeeded", "Failed")
 
 
-def _matcher(field_selector: str, label_selector: str) -> Callable[[Mapping[str, Any]], bool]:
+INDEXED_FIELDS: Mapping[str, frozenset[str]] = {
+    "pods": frozenset(
+        {
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        }
+    ),
+    "nodes": frozenset({"spec.unschedulable"}),
+    "events": frozenset(
+        {
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        }
+    ),
+}
+"""Field labels kube-apiserver accepts in a field selector, per kind, besides
+``metadata.name`` and ``metadata.namespace``; any other is a 400."""
+
+
+def _matcher(
+    field_selector: str, label_selector: str, kind: str
+) -> Callable[[Mapping[str, Any]], bool]:
     try:
+        fields = selectors.parse_field_selector(field_selector)
+        allowed = INDEXED_FIELDS.get(kind, frozenset()) | {"metadata.name", "metadata.namespace"}
+        for requirement in fields.requirements:
+            label = ".".join(requirement.path)
+            if label not in allowed:
+                raise selectors.SelectorError(f"field label not supported: {label}")
         return selectors.matcher(field_selector=field_selector, label_selector=label_selector)
     except selectors.SelectorError as exc:
         raise kube_errors.Invalid(str(exc), status=400) from exc

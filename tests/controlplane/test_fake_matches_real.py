@@ -57,7 +57,10 @@ class _PlainRest:
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         response = self._pool.request(method, self.url + path, body=data, headers=headers)
         text = response.data.decode()
-        return response.status, json.loads(text) if text else None
+        try:
+            return response.status, json.loads(text) if text else None
+        except json.JSONDecodeError:
+            return response.status, text
 
 
 @dataclass
@@ -342,6 +345,29 @@ def nominated_node_name_null_removes_it(backend: Backend) -> Any:
         content_type=kind,
     )
     return set_status, cleared_status, "nominatedNodeName" in pod["status"]
+
+
+@case
+def a_field_selector_the_api_does_not_index(backend: Backend) -> Any:
+    status, body = backend.request("GET", pods(backend) + "?fieldSelector=spec.priority%3D1")
+    return status, reason(body)
+
+
+@case
+def an_event_outside_its_objects_namespace(backend: Backend) -> Any:
+    backend.pod("p", labels={}, bound=False)
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "e1", "namespace": backend.namespace},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "elsewhere"},
+        "reason": "Test",
+        "message": "m",
+        "type": "Normal",
+        "source": {"component": "tests"},
+    }
+    status, body = backend.request("POST", f"/api/v1/namespaces/{backend.namespace}/events", event)
+    return status, reason(body)
 
 
 class TestTheFakeAnswersAsTheRealApiserver:
