@@ -537,6 +537,34 @@ class ControlPlane:
         return name
 
 
+class Nodes:
+    """Creates node objects (no kubelet behind them) and deletes them all at teardown."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self._plane = plane
+        self.names: list[str] = []
+
+    def create(self, node: dict[str, Any]) -> dict[str, Any]:
+        """Create ``node`` (its status included, as a kubelet registers) and set its taints
+        to exactly those given: the TaintNodesByCondition admission plugin adds
+        ``node.kubernetes.io/not-ready:NoSchedule`` to every new node, which the node
+        lifecycle controller (not run here: no kubelets) removes once the node is Ready."""
+        created: dict[str, Any] = self._plane.admin.create("/api/v1/nodes", node)
+        name = created["metadata"]["name"]
+        self.names.append(name)
+        taints = (node.get("spec") or {}).get("taints") or []
+        if (created.get("spec") or {}).get("taints") != taints:
+            created = self._plane.admin.merge_patch(
+                f"/api/v1/nodes/{name}", {"spec": {"taints": taints or None}}
+            )
+        return created
+
+    def delete_all(self) -> None:
+        for name in self.names:
+            self._plane.admin.request("DELETE", f"/api/v1/nodes/{name}")
+        self.names.clear()
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.controlplane import cluster
-from tests.controlplane.cluster import ControlPlane
+from tests.controlplane.cluster import ControlPlane, Nodes
 
 _started: list[ControlPlane] = []
 
@@ -37,34 +37,6 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
         "DELETE", f"/api/v1/namespaces/{name}/pods", {"gracePeriodSeconds": 0}
     )
     control_plane.admin.request("DELETE", f"/api/v1/namespaces/{name}")
-
-
-class Nodes:
-    """Creates node objects (no kubelet behind them) and deletes them all at teardown."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self._plane = plane
-        self.names: list[str] = []
-
-    def create(self, node: dict[str, Any]) -> dict[str, Any]:
-        """Create ``node`` (its status included, as a kubelet registers) and set its taints
-        to exactly those given: the TaintNodesByCondition admission plugin adds
-        ``node.kubernetes.io/not-ready:NoSchedule`` to every new node, which the node
-        lifecycle controller (not run here: no kubelets) removes once the node is Ready."""
-        created: dict[str, Any] = self._plane.admin.create("/api/v1/nodes", node)
-        name = created["metadata"]["name"]
-        self.names.append(name)
-        taints = (node.get("spec") or {}).get("taints") or []
-        if (created.get("spec") or {}).get("taints") != taints:
-            created = self._plane.admin.merge_patch(
-                f"/api/v1/nodes/{name}", {"spec": {"taints": taints or None}}
-            )
-        return created
-
-    def delete_all(self) -> None:
-        for name in self.names:
-            self._plane.admin.request("DELETE", f"/api/v1/nodes/{name}")
-        self.names.clear()
 
 
 @pytest.fixture

@@ -17,8 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.controlplane import objects as o
-from tests.controlplane.cluster import ApiError, ControlPlane
-from tests.controlplane.conftest import Nodes
+from tests.controlplane.cluster import ApiError, ControlPlane, Nodes
 from tests.e2e import harness
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.kernel, pytest.mark.slow]

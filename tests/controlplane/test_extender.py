@@ -21,8 +21,7 @@ import yaml
 from nodeagent import model
 from tests.controlplane import objects as o
 from tests.controlplane import processes
-from tests.controlplane.cluster import ControlPlane, free_port
-from tests.controlplane.conftest import Nodes
+from tests.controlplane.cluster import ControlPlane, Nodes, free_port
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 

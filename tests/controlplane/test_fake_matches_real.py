@@ -20,8 +20,7 @@ import urllib3
 
 from nodeagent.kube import fake
 from tests.controlplane import objects as o
-from tests.controlplane.cluster import ControlPlane, Rest
-from tests.controlplane.conftest import Nodes
+from tests.controlplane.cluster import ControlPlane, Nodes, Rest
 from tests.fakeapi import server
 
 pytestmark = pytest.mark.controlplane

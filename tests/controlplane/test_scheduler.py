@@ -21,8 +21,7 @@ import yaml
 
 from tests.controlplane import objects as o
 from tests.controlplane import processes
-from tests.controlplane.cluster import ControlPlane
-from tests.controlplane.conftest import Nodes
+from tests.controlplane.cluster import ControlPlane, Nodes
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 
