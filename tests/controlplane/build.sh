@@ -3,7 +3,7 @@
 # run against: kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes at the
 # release go.mod pins) and an embedded etcd (./etcd), into a cache directory outside the
 # repository. A no-op when that directory already holds binaries built from the same go.mod,
-# go.sum and etcd/main.go. Prints how long it took; the last line is the directory.
+# go.sum, etcd/main.go and this script. Prints how long it took; the last line is the directory.
 #
 #   tests/controlplane/build.sh            # build (or find) the binaries
 #   NODEAGENT_CONTROLPLANE_DIR=/x build.sh # build into /x instead of the cache
@@ -19,7 +19,7 @@ fi
 version="$(awk '$1 == "k8s.io/kubernetes" { print $2 }' go.mod)"
 out="${NODEAGENT_CONTROLPLANE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/nodeagent/controlplane/$version}"
 binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd)
-stamp="$(cat go.mod go.sum etcd/main.go | sha256sum | cut -d' ' -f1)"
+stamp="$(cat go.mod go.sum etcd/main.go build.sh | sha256sum | cut -d' ' -f1)"
 
 start=$(date +%s)
 have_all=1
@@ -41,7 +41,7 @@ pkg=k8s.io/component-base/version
 minor="$(echo "$version" | cut -d. -f2)"
 ldflags="-s -w -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
 ldflags="$ldflags -X $pkg.gitTreeState=clean"
-go build -trimpath -ldflags "$ldflags" -o "$out/" \
+go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out/" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler \
