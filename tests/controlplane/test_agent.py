@@ -183,15 +183,22 @@ class TestAgentOnTheRealApiserver:
                 o.eventually(lambda: not own_taints(plane), what="the taint to go")
                 assert refused(second.metrics.registry) == []
 
-        evicted = o.events(admin, namespace, reason="Evicted")
-        assert sorted(e["involvedObject"]["name"] for e in evicted) == ["hog", "spare"]
-        assert all("ephemeral-storage" in e["message"] for e in evicted)
-        node_events = [
-            e
-            for e in o.events(admin, "default", reason="EvictionThresholdMet")
-            if e["involvedObject"]["name"] == NODE
-        ]
-        assert node_events
+        def evicted() -> list[dict[str, Any]]:
+            return o.events(admin, namespace, reason="Evicted")
+
+        o.eventually(
+            lambda: sorted(e["involvedObject"]["name"] for e in evicted()) == ["hog", "spare"],
+            what="Evicted events for hog and spare",
+        )
+        assert all("ephemeral-storage" in e["message"] for e in evicted())
+        o.eventually(
+            lambda: [
+                e
+                for e in o.events(admin, "default", reason="EvictionThresholdMet")
+                if e["involvedObject"]["name"] == NODE
+            ],
+            what="EvictionThresholdMet on the node",
+        )
         # the real Eviction API marked each pod it evicted
         with pytest.raises(ApiError) as gone:
             o.get_pod(admin, namespace, "hog")
