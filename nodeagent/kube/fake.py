@@ -111,6 +111,11 @@ class _Change:
     new: client.KubeObject | None
 
 
+class AlreadyExists(errors.Conflict):
+    """A create of a name that exists: 409 with reason ``AlreadyExists`` (kube-apiserver's
+    reason; an update conflict is ``Conflict``)."""
+
+
 class _Expired(Exception):
     """Raised inside a running watch when the test expires all watches."""
 
@@ -206,7 +211,7 @@ class FakeCluster:
         field_selector: str = "",
         label_selector: str = "",
     ) -> client.ObjectList:
-        matches = _matcher(field_selector, label_selector)
+        matches = _matcher(field_selector, label_selector, kind)
         with self._lock:
             items = tuple(
                 _copy(obj)
@@ -231,10 +236,12 @@ class FakeCluster:
         api_version, kind_name = KIND_NAMES[kind]
         new.setdefault("apiVersion", api_version)
         new.setdefault("kind", kind_name)
+        if kind == "events":
+            _validate_event_namespace(new)
         with self._lock:
             key = (namespace, meta["name"])
             if key in self._objects[kind]:
-                raise errors.Conflict(f'{kind} "{meta["name"]}" already exists', status=409)
+                raise AlreadyExists(f'{kind} "{meta["name"]}" already exists', status=409)
             meta.setdefault("uid", str(uuid.uuid4()))
             meta["creationTimestamp"] = client.api_time(self._wall())
             self._write(kind, key, None, new)
@@ -313,7 +320,12 @@ class FakeCluster:
                 return _copy(current)
             if kind == "pods":
                 self.deletions.append(DeletionRecord(namespace, name, grace_period_seconds))
-            graceful = kind == "pods" and grace_period_seconds != 0 and self.termination_delay > 0
+            graceful = (
+                kind == "pods"
+                and grace_period_seconds != 0
+                and self.termination_delay > 0
+                and _runs_on_a_node(current)
+            )
             if not graceful:
                 self._write(kind, (namespace, name), current, None)
                 return _copy(current)
@@ -418,6 +430,10 @@ class FakeCluster:
         dry_run: bool = False,
     ) -> None:
         """POST pods/NAME/eviction with a policy/v1 Eviction ``body``."""
+        if (body.get("metadata") or {}).get("name") != name:
+            raise kube_errors.from_status(
+                400, "name in URL does not match name in Eviction object", what="evict"
+            )
         options = body.get("deleteOptions") or {}
         grace = options.get("gracePeriodSeconds")
         uid = (options.get("preconditions") or {}).get("uid")
@@ -449,9 +465,12 @@ class FakeCluster:
                     f"UID in object meta: {pod['metadata'].get('uid')}",
                     status=409,
                 )
+            # kube-apiserver evicts these without consulting budgets: a terminating pod,
+            # and one that is not running (Pending, Succeeded, Failed) disrupts nothing
             terminating = bool(pod["metadata"].get("deletionTimestamp"))
+            phase = (pod.get("status") or {}).get("phase")
             labels = pod["metadata"].get("labels") or {}
-            if not terminating:
+            if not terminating and phase not in ("Pending", "Succeeded", "Failed"):
                 budgets = [
                     b
                     for b in self.disruption_budgets
@@ -469,6 +488,21 @@ class FakeCluster:
                         budget.disruptions_allowed -= 1
             record(201)
             if not dry_run:
+                # as kube-apiserver: the pod learns why it goes before it goes
+                marked = _copy(pod)
+                status = marked.setdefault("status", {})
+                status["conditions"] = [
+                    c for c in status.get("conditions") or () if c.get("type") != "DisruptionTarget"
+                ] + [
+                    {
+                        "type": "DisruptionTarget",
+                        "status": "True",
+                        "reason": "EvictionByEvictionAPI",
+                        "message": "Eviction API: evicting",
+                        "lastTransitionTime": client.api_time(self._wall()),
+                    }
+                ]
+                self._write("pods", (namespace, name), pod, marked)
                 self.delete("pods", namespace, name, grace_period_seconds=grace, uid=uid)
 
     # --- watch --------------------------------------------------------------------------
@@ -490,7 +524,7 @@ class FakeCluster:
         compacted, or mid-stream after :meth:`expire_watches`. An object that stops
         matching the selectors is reported DELETED, one that starts matching ADDED.
         """
-        matches = _matcher(field_selector, label_selector)
+        matches = _matcher(field_selector, label_selector, kind)
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         stop = stop or threading.Event()
         with self._lock:
@@ -640,8 +674,71 @@ class FakeCluster:
         self._lock.notify_all()
 
 
-def _matcher(field_selector: str, label_selector: str) -> Callable[[Mapping[str, Any]], bool]:
+def _validate_event_namespace(event: Mapping[str, Any]) -> None:
+    """kube-apiserver's rule: an event lives in its object's namespace, and an event about
+    a cluster-scoped object (a Node) in ``default``; otherwise 422."""
+    namespace = event["metadata"]["namespace"]
+    involved = (event.get("involvedObject") or {}).get("namespace") or ""
+    if involved != namespace and not (involved == "" and namespace == "default"):
+        raise kube_errors.Invalid(
+            f'Event "{event["metadata"]["name"]}" is invalid: involvedObject.namespace:'
+            f' Invalid value: "{involved}": does not match event.namespace',
+            status=422,
+        )
+
+
+def _runs_on_a_node(pod: client.KubeObject) -> bool:
+    """Whether deleting ``pod`` waits for a kubelet: kube-apiserver removes a pod at once
+    when it was never scheduled or has already finished."""
+    phase = (pod.get("status") or {}).get("phase")
+    return bool((pod.get("spec") or {}).get("nodeName")) and phase not in ("Succeeded", "Failed")
+
+
+INDEXED_FIELDS: Mapping[str, frozenset[str]] = {
+    "pods": frozenset(
+        {
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        }
+    ),
+    "nodes": frozenset({"spec.unschedulable"}),
+    "events": frozenset(
+        {
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        }
+    ),
+}
+"""Field labels kube-apiserver accepts in a field selector, per kind, besides
+``metadata.name`` and ``metadata.namespace``; any other is a 400."""
+
+
+def _matcher(
+    field_selector: str, label_selector: str, kind: str
+) -> Callable[[Mapping[str, Any]], bool]:
     try:
+        fields = selectors.parse_field_selector(field_selector)
+        allowed = INDEXED_FIELDS.get(kind, frozenset()) | {"metadata.name", "metadata.namespace"}
+        for requirement in fields.requirements:
+            label = ".".join(requirement.path)
+            if label not in allowed:
+                raise selectors.SelectorError(f"field label not supported: {label}")
         return selectors.matcher(field_selector=field_selector, label_selector=label_selector)
     except selectors.SelectorError as exc:
         raise kube_errors.Invalid(str(exc), status=400) from exc
@@ -723,7 +820,9 @@ def status_body(exc: errors.KubeAPIError) -> dict[str, Any]:
         "metadata": {},
         "status": "Failure",
         "message": str(exc),
-        "reason": reasons.get(code, "Unknown"),
+        "reason": "AlreadyExists"
+        if isinstance(exc, AlreadyExists)
+        else reasons.get(code, "Unknown"),
         "code": code,
     }
     if isinstance(exc, kube_errors.EvictionBlocked):

@@ -151,4 +151,33 @@ def _merge_list(kind: str, path: tuple[str, ...], target: Any, patch: list[Any])
             merged = _merge_map(kind, path, current[index], item)
             if merged is not None:
                 current[index] = merged
-    return current
+    return _server_order(current, target if isinstance(target, list) else [], patch, merge_key)
+
+
+def _server_order(
+    merged: list[Any], original: list[Any], patch: list[Any], merge_key: str
+) -> list[Any]:
+    """kube-apiserver's order for a merged list: the patch's elements in patch order
+    interleaved with the elements only the server had, in server order; an element both
+    had goes by its server position, a new one before the next server-only one (so
+    ``[Ready, MemoryPressure]`` patched with ``[DiskPressure, MemoryPressure]`` becomes
+    ``[DiskPressure, Ready, MemoryPressure]``, as the real server answers)."""
+
+    def key(item: Any) -> Any:
+        return item.get(merge_key) if isinstance(item, dict) else None
+
+    patch_order = [key(item) for item in patch if isinstance(item, dict)]
+    server_order = [key(item) for item in original]
+    from_patch = sorted(
+        (item for item in merged if key(item) in patch_order),
+        key=lambda item: patch_order.index(key(item)),
+    )
+    server_only = [item for item in merged if key(item) not in patch_order]
+    ordered: list[Any] = []
+    while server_only and from_patch:
+        left, right = key(server_only[0]), key(from_patch[0])
+        if right in server_order and server_order.index(left) < server_order.index(right):
+            ordered.append(server_only.pop(0))
+        else:
+            ordered.append(from_patch.pop(0))
+    return ordered + server_only + from_patch

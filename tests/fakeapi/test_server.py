@@ -68,7 +68,14 @@ def test_status_strategic_merge_keeps_other_conditions(
     core_api.patch_node_status("node-a", flip)
     node = core_api.read_node("node-a")
     assert _conditions(node)["MemoryPressure"] == "True"
-    assert node.status.conditions[1].reason == "KubeletHasSufficientMemory", "fields merge"
+    [memory] = [c for c in node.status.conditions if c.type == "MemoryPressure"]
+    assert memory.reason == "KubeletHasSufficientMemory", "fields merge"
+    # in kube-apiserver's order: the first patch's new type went before the server's own
+    assert [c.type for c in node.status.conditions] == [
+        "NodeAgentMemoryPressure",
+        "Ready",
+        "MemoryPressure",
+    ]
     sent = seeded.requests_to("PATCH", "/status$")[-1]
     assert sent.content_type == "application/strategic-merge-patch+json"
 
@@ -328,6 +335,10 @@ def test_eviction_blocked_by_disruption_budget(seeded: FakeAPIServer, core_api: 
     budget = seeded.cluster.add_pdb("default", "pdb-a", selector="app=a", disruptions_allowed=1)
     core_api.create_namespaced_pod_eviction("a1", "default", _eviction("a1"))
     assert budget.disruptions_allowed == 0
+    # a Pending pod is evicted whatever its budget says (kube-apiserver's rule): a2 runs
+    seeded.cluster.patch(
+        "pods", "default", "a2", {"status": {"phase": "Running"}}, subresource="status"
+    )
     with pytest.raises(ApiException) as blocked:
         core_api.create_namespaced_pod_eviction("a2", "default", _eviction("a2"))
     assert blocked.value.status == 429

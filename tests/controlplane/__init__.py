@@ -1,0 +1,1 @@
+"""Tests against a real control plane built from Kubernetes' Go modules (see cluster.py)."""
