@@ -458,10 +458,19 @@ class ControlPlane:
         return path
 
     def service_account_token(
-        self, namespace: str, name: str, *, seconds: int = 3600, create: bool = True
+        self,
+        namespace: str,
+        name: str,
+        *,
+        seconds: int = 3600,
+        create: bool = True,
+        pod: str | None = None,
     ) -> str:
         """A token for ServiceAccount ``namespace/name`` from the TokenRequest API, as the
-        kubelet mounts into a pod (the account is created first if ``create``)."""
+        kubelet mounts into a pod (the account is created first if ``create``). With
+        ``pod`` (a pod of that account in ``namespace``), the token is bound to it as the
+        kubelet's is, and the apiserver adds the pod's node to the caller's user info
+        (extra ``authentication.kubernetes.io/node-name``)."""
         if create:
             status, body = self.admin.request(
                 "POST",
@@ -470,19 +479,25 @@ class ControlPlane:
             )
             if status not in (201, 409):
                 raise ApiError(status, body)
+        bound: dict[str, Any] = {}
+        if pod is not None:
+            uid = self.admin.get(f"/api/v1/namespaces/{namespace}/pods/{pod}")["metadata"]["uid"]
+            bound["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid}
         issued = self.admin.create(
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
             {
                 "apiVersion": "authentication.k8s.io/v1",
                 "kind": "TokenRequest",
-                "spec": {"expirationSeconds": seconds},
+                "spec": {"expirationSeconds": seconds, **bound},
             },
         )
         token: str = issued["status"]["token"]
         return token
 
-    def service_account_kubeconfig(self, namespace: str, name: str) -> Path:
-        token = self.service_account_token(namespace, name)
+    def service_account_kubeconfig(
+        self, namespace: str, name: str, *, pod: str | None = None
+    ) -> Path:
+        token = self.service_account_token(namespace, name, pod=pod)
         return self.write_kubeconfig(f"sa-{namespace}-{name}", token=token)
 
     def service_account_rest(self, namespace: str, name: str) -> Rest:

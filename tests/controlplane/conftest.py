@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.controlplane import cluster
+from tests.controlplane import cluster, scrape
 from tests.controlplane.cluster import ControlPlane, Nodes
+from tests.controlplane.objects import MANIFESTS
 
 _started: list[ControlPlane] = []
 
@@ -44,6 +46,16 @@ def nodes(control_plane: ControlPlane) -> Iterator[Nodes]:
     made = Nodes(control_plane)
     yield made
     made.delete_all()
+
+
+@pytest.fixture(scope="session")
+def metrics_token(control_plane: ControlPlane) -> str:
+    """A Prometheus-like caller: ServiceAccount monitoring/prometheus bound to the shipped
+    metrics-reader ClusterRole (applied from manifests/components/monitoring), so every
+    /metrics read is a TokenReview and a SubjectAccessReview under the shipped RBAC."""
+    role = MANIFESTS / "components" / "monitoring" / "metrics-reader.yaml"
+    control_plane.apply([yaml.safe_load(role.read_text())])
+    return scrape.metrics_reader_token(control_plane, "monitoring", "prometheus")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

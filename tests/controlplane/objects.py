@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from tests.controlplane.cluster import Rest
+from tests.controlplane.cluster import ControlPlane, Rest
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -144,3 +144,24 @@ def kustomize(directory: Path) -> list[dict[str, Any]]:
     if done.returncode != 0:
         raise RuntimeError(f"kubectl kustomize {directory}: {done.stderr}")
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+def agent_pod_token(
+    plane: ControlPlane, shipped: list[dict[str, Any]], name: str, node: str
+) -> str:
+    """A pod of the shipped DaemonSet on ``node`` (its template: the agent's
+    ServiceAccount, system-node-critical, so never an eviction candidate) and the token
+    the kubelet would mount into it: bound to the pod, so the apiserver puts ``node`` in
+    the caller's user info, which the node-confinement policy reads."""
+    [daemonset] = [d for d in shipped if d["kind"] == "DaemonSet"]
+    template = daemonset["spec"]["template"]
+    namespace = daemonset["metadata"]["namespace"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**template["metadata"], "name": name, "namespace": namespace},
+        "spec": {**template["spec"], "nodeName": node},
+    }
+    plane.admin.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+    account = template["spec"]["serviceAccountName"]
+    return plane.service_account_token(namespace, account, create=False, pod=name)

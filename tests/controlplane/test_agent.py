@@ -7,6 +7,7 @@ events the real apiserver accepts."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from tests.controlplane import objects as o
+from tests.controlplane import scrape
 from tests.controlplane.cluster import ApiError, ControlPlane, Nodes
 from tests.e2e import harness
 
@@ -111,12 +113,17 @@ class TestAgentOnTheRealApiserver:
         namespace: str,
         nodes: Nodes,
         nodefs: harness.Node,
+        metrics_token: str,
+        caplog: pytest.LogCaptureFixture,
     ) -> None:
+        caplog.set_level(logging.INFO, logger="nodeagent.serving")
         plane = control_plane
         admin = plane.admin
-        plane.apply(o.kustomize(o.MANIFESTS))
-        kubeconfig = plane.service_account_kubeconfig("nodeagent-system", "nodeagent")
+        shipped = o.kustomize(o.MANIFESTS)
+        plane.apply(shipped)
         nodes.create(o.node(NODE))
+        token = o.agent_pod_token(plane, shipped, "nodeagent-on-node", NODE)
+        kubeconfig = plane.write_kubeconfig("agent-on-node", token=token)
         uids = {}
         for name in ("hog", "spare"):
             pod = o.pod(name, namespace, labels={"app": name}, node_name=NODE)
@@ -160,6 +167,13 @@ class TestAgentOnTheRealApiserver:
                 o.eventually(lambda: DISK_TAINT in own_taints(plane), what="the taint")
                 raised = node_condition(plane, DISK)
                 assert refused(first_registry) == []
+                # its /metrics as Prometheus reads it: reviewed by the real apiserver
+                assert first.server is not None
+                served = scrape.Endpoint(
+                    "agent", first.server.port, scrape.logged_fingerprint(caplog.records)
+                )
+                assert "nodeagent_evictions_total" in scrape.metrics(served, metrics_token)
+                assert scrape.get(served, "/metrics").status == 401
             hog = o.get_pod(admin, namespace, "hog")
             assert "deletionTimestamp" not in hog["metadata"]
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-import ssl
 import time
-import urllib.request
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +17,7 @@ import yaml
 
 from nodeagent import model
 from tests.controlplane import objects as o
-from tests.controlplane import processes
+from tests.controlplane import processes, scrape
 from tests.controlplane.cluster import ControlPlane, Nodes, free_port
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
@@ -50,19 +47,14 @@ def shipped_scheduler_config(plane: ControlPlane, extender_port: int) -> dict[st
     return {"extenders": [extender], "leaderElection": {"leaderElect": False}}
 
 
-def extender_requests(process: processes.Process, ca: Path) -> str:
-    context = ssl.create_default_context(cafile=str(ca))
-    context.check_hostname = False
-    with urllib.request.urlopen(
-        f"https://127.0.0.1:{process.port}/metrics", timeout=5, context=context
-    ) as got:
-        text: str = got.read().decode()
-        return text
-
-
 class TestExtenderBehindKubeScheduler:
     def test_pods_avoid_the_nodes_the_agent_reports_under_pressure(
-        self, control_plane: ControlPlane, namespace: str, nodes: Nodes, tmp_path: Path
+        self,
+        *,
+        control_plane: ControlPlane,
+        namespace: str,
+        nodes: Nodes,
+        metrics_token: str,
     ) -> None:
         plane = control_plane
         plane.apply(
@@ -108,7 +100,7 @@ class TestExtenderBehindKubeScheduler:
             o.eventually(
                 lambda: (
                     not extender.alive()
-                    or "nodeagent" in _safe(extender_requests, extender, plane.ca.certificate)
+                    or "nodeagent" in _safe(scrape.metrics, extender, metrics_token)
                 ),
                 timeout=60,
                 what="the extender serves",
@@ -129,7 +121,7 @@ class TestExtenderBehindKubeScheduler:
                 for name in names
             }
             assert set(placed.values()) == {"ext-calm"}, placed
-            served = answered(extender_requests(extender, plane.ca.certificate))
+            served = answered(scrape.metrics(extender, metrics_token))
             # kube-scheduler asked for every pod, and every answer was a 200
             assert served.get(("filter", "200"), 0) >= len(names), served
             assert served.get(("prioritize", "200"), 0) >= len(names), served

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import re
 import signal
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 import yaml
 
 from tests.controlplane import objects as o
-from tests.controlplane import processes
+from tests.controlplane import processes, scrape
 from tests.controlplane.cluster import ControlPlane, Nodes
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
@@ -67,41 +66,32 @@ def shipped_config(tmp_path: Path, *, lease_seconds: int | None = None) -> Path:
     return path
 
 
-def metrics(process: processes.Process) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{process.port}/metrics", timeout=5) as got:
-        text: str = got.read().decode()
-        return text
-
-
-def leads(process: processes.Process) -> bool:
+def leads(process: processes.Process, token: str) -> bool:
     try:
-        return 'leader_election_master_status{name="nodeagent-scheduler"} 1.0' in metrics(process)
+        return 'leader_election_master_status{name="nodeagent-scheduler"} 1.0' in scrape.metrics(
+            process, token
+        )
     except OSError:
         return False
 
 
-def refused_requests(process: processes.Process) -> list[str]:
+def refused_requests(process: processes.Process, token: str) -> list[str]:
     """The scheduler's API requests answered 401/403/422: a missing RBAC verb or a field
     the real API rejects."""
     pattern = re.compile(
         r'^nodeagent_scheduler_api_requests_total\{([^}]*code="(?:401|403|422)"[^}]*)\} '
     )
-    return [m.group(1) for line in metrics(process).splitlines() if (m := pattern.match(line))]
+    text = scrape.metrics(process, token)
+    return [m.group(1) for line in text.splitlines() if (m := pattern.match(line))]
 
 
 def start(plane: ControlPlane, name: str, kubeconfig: Path, config: Path) -> processes.Process:
     process = processes.nodeagent_scheduler(plane, name, kubeconfig=kubeconfig, config=config)
-    o.eventually(lambda: not process.alive() or _ready(process), timeout=60, what=f"{name} ready")
+    o.eventually(
+        lambda: not process.alive() or scrape.ready(process), timeout=60, what=f"{name} ready"
+    )
     assert process.alive(), process.tail()
     return process
-
-
-def _ready(process: processes.Process) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{process.port}/readyz", timeout=2) as got:
-            return bool(got.status == 200)
-    except OSError:
-        return False
 
 
 def bound_node(plane: ControlPlane, namespace: str, name: str) -> str:
@@ -111,10 +101,12 @@ def bound_node(plane: ControlPlane, namespace: str, name: str) -> str:
 class TestBinding:
     def test_pods_are_bound_with_conditions_and_events_and_the_misfit_is_reported(
         self,
+        *,
         control_plane: ControlPlane,
         namespace: str,
         nodes: Nodes,
         scheduler_kubeconfig: Path,
+        metrics_token: str,
         tmp_path: Path,
     ) -> None:
         admin = control_plane.admin
@@ -158,17 +150,19 @@ class TestBinding:
                 ),
                 what="Scheduled and FailedScheduling events",
             )
-            assert refused_requests(scheduler) == []
+            assert refused_requests(scheduler, metrics_token) == []
         assert scheduler.popen.returncode == 0, scheduler.tail()
 
 
 class TestLeaderElection:
     def test_two_replicas_bind_each_pod_once_and_the_standby_takes_over_a_dead_leader(
         self,
+        *,
         control_plane: ControlPlane,
         namespace: str,
         nodes: Nodes,
         scheduler_kubeconfig: Path,
+        metrics_token: str,
         tmp_path: Path,
     ) -> None:
         admin = control_plane.admin
@@ -178,10 +172,11 @@ class TestLeaderElection:
         second = start(control_plane, "scheduler-replica-2", scheduler_kubeconfig, config)
         with processes.stopped_after(first, second):
             leader = o.eventually(
-                lambda: next((p for p in (first, second) if leads(p)), None), what="a leader"
+                lambda: next((p for p in (first, second) if leads(p, metrics_token)), None),
+                what="a leader",
             )
             standby = second if leader is first else first
-            assert not leads(standby)
+            assert not leads(standby, metrics_token)
             lease = admin.get(LEASE)
             transitions = lease["spec"].get("leaseTransitions", 0)
 
@@ -197,7 +192,9 @@ class TestLeaderElection:
             create(before)
             leader.signal(signal.SIGKILL)
             leader.popen.wait(timeout=10)
-            o.eventually(lambda: leads(standby), timeout=20, what="the standby leads")
+            o.eventually(
+                lambda: leads(standby, metrics_token), timeout=20, what="the standby leads"
+            )
             after = [f"after-{i}" for i in range(6)]
             create(after)
 
@@ -218,9 +215,9 @@ class TestLeaderElection:
             # the new leader bound nothing twice: a second binding would be a 409
             assert not re.search(
                 r'nodeagent_scheduler_api_requests_total\{code="409",resource="pods/binding"',
-                metrics(standby),
+                scrape.metrics(standby, metrics_token),
             )
-            assert refused_requests(standby) == []
+            assert refused_requests(standby, metrics_token) == []
 
 
 class TestPreemption:
@@ -231,6 +228,7 @@ class TestPreemption:
         namespace: str,
         nodes: Nodes,
         scheduler_kubeconfig: Path,
+        metrics_token: str,
         priority_classes: dict[str, str],
         tmp_path: Path,
     ) -> None:
@@ -309,4 +307,4 @@ class TestPreemption:
                 ),
                 what="a Preempted event for the victim",
             )
-            assert refused_requests(scheduler) == []
+            assert refused_requests(scheduler, metrics_token) == []
