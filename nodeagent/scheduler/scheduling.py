@@ -44,6 +44,7 @@ from nodeagent.scheduler.framework import (
     FilterPlugin,
     Framework,
     PluginError,
+    PluginFailures,
     PostFilterResult,
     PreemptionAwareFilter,
     ScoreOutcome,
@@ -114,9 +115,11 @@ def find_feasible(
     *,
     start: int,
     wanted: int,
+    failures: PluginFailures | None = None,
 ) -> FilterOutcome:
     """The first ``wanted`` nodes passing every filter, walking ``candidates`` from
     ``start``; also the nodes rejected on the way, and how many nodes were processed."""
+    guards = failures or PluginFailures()
     total = len(candidates)
     feasible: list[NodeIndices] = []
     rejected: list[NodeIndices] = []
@@ -131,7 +134,8 @@ def find_feasible(
         for position, plugin in enumerate(filters):
             if alive.size == 0:
                 break
-            passed = plugin.filter(state, pod, snapshot, block[alive])
+            with guards.guard(plugin.name, "Filter", pod):
+                passed = plugin.filter(state, pod, snapshot, block[alive])
             verdict[alive[~passed]] = position
             alive = alive[passed]
         need = wanted - found
@@ -225,14 +229,15 @@ class CycleResult:
         for position in np.unique(by):
             plugin = self.filters[int(position)]
             nodes = rejected[by == position]
-            if isinstance(plugin, PreemptionAwareFilter):
-                helps[nodes] = plugin.preemption_may_help(
-                    self.state, self.pod, self.snapshot, nodes
-                )
-                continue
-            for node in nodes:
-                status = plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
-                helps[node] = status.code is api.Code.UNSCHEDULABLE
+            with self.framework.handle.guard(plugin.name, "Filter", self.pod):
+                if isinstance(plugin, PreemptionAwareFilter):
+                    helps[nodes] = plugin.preemption_may_help(
+                        self.state, self.pod, self.snapshot, nodes
+                    )
+                    continue
+                for node in nodes:
+                    status = plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
+                    helps[node] = status.code is api.Code.UNSCHEDULABLE
         if self.extender_verdicts is not None:  # FailedNodes, not the unresolvable ones
             for node, status in self.extender_verdicts.statuses.items():
                 helps[node] = status.code is api.Code.UNSCHEDULABLE
@@ -247,18 +252,21 @@ class CycleResult:
         for position in np.unique(by):
             plugin = self.filters[int(position)]
             nodes = rejected[by == position]
-            if isinstance(plugin, BulkStatusFilter):
-                distinct, which = plugin.filter_statuses(self.state, self.pod, self.snapshot, nodes)
-            else:
-                found = [
-                    plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
-                    for node in nodes
-                ]
-                slot: dict[api.Status, int] = {}
-                which = np.array(
-                    [slot.setdefault(status, len(slot)) for status in found], dtype=np.intp
-                )
-                distinct = list(slot)
+            with self.framework.handle.guard(plugin.name, "Filter", self.pod):
+                if isinstance(plugin, BulkStatusFilter):
+                    distinct, which = plugin.filter_statuses(
+                        self.state, self.pod, self.snapshot, nodes
+                    )
+                else:
+                    found = [
+                        plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
+                        for node in nodes
+                    ]
+                    slot: dict[api.Status, int] = {}
+                    which = np.array(
+                        [slot.setdefault(status, len(slot)) for status in found], dtype=np.intp
+                    )
+                    distinct = list(slot)
             yield nodes, [status.with_plugin(plugin.name) for status in distinct], which
 
     def rejection_statuses(self) -> dict[int, api.Status]:
@@ -329,7 +337,9 @@ class Scheduler:
                 offer, post = fw.run_post_filter(result.state, pod, self.snapshot, result)
                 result.preemption = offer
                 result.nominated_node = None if offer is None else offer.nominated_node
-                if post.code is not api.Code.ERROR and post.message:
+                if post.code is api.Code.ERROR:  # no verdict on preemption: say so
+                    result.status = post
+                elif post.message:
                     # kube-scheduler appends the PostFilter message to the FitError's.
                     fit = f"{result.status.message} {post.message}"
                     result.status = api.Status(result.status.code, (fit,), result.status.plugin)
@@ -339,10 +349,13 @@ class Scheduler:
         status = fw.run_reserve(result.state, pod, result.node)
         if status.is_success:
             status = fw.run_permit(result.state, pod, result.node)
-        if status.is_success:
-            status = fw.run_pre_bind(result.state, pod, result.node)
-        if status.is_success:
-            status = fw.run_bind(result.state, pod, result.node)
+        try:
+            if status.is_success:
+                status = fw.run_pre_bind(result.state, pod, result.node)
+            if status.is_success:
+                status = fw.run_bind(result.state, pod, result.node)
+        except Exception as exc:  # the binding failed: unreserved and forgotten below
+            status = api.error(f"binding the pod to {result.node}: {type(exc).__name__}: {exc}")
         if not status.is_success:
             fw.run_unreserve(result.state, pod, result.node)
             self.snapshot.remove_pod(pod, node_index)  # forget
@@ -418,6 +431,7 @@ class Scheduler:
             recheck,
             start=0,
             wanted=len(recheck),
+            failures=fw.handle.failures,
         ).feasible
         return feasible[~again | np.isin(feasible, passed)]
 
@@ -449,7 +463,16 @@ class Scheduler:
         nominated = snapshot.index.get(pod.nominated_node_name, -1)
         if nominated >= 0:
             single = np.array([nominated], dtype=np.intp)
-            passed = find_feasible(result.filters, state, pod, snapshot, single, start=0, wanted=1)
+            passed = find_feasible(
+                result.filters,
+                state,
+                pod,
+                snapshot,
+                single,
+                start=0,
+                wanted=1,
+                failures=fw.handle.failures,
+            )
             kept = passed.feasible
             if kept.size:
                 try:
@@ -479,7 +502,14 @@ class Scheduler:
         else:
             start = self.next_start_node_index % len(candidates)
             outcome = find_feasible(
-                result.filters, state, pod, snapshot, candidates, start=start, wanted=wanted
+                result.filters,
+                state,
+                pod,
+                snapshot,
+                candidates,
+                start=start,
+                wanted=wanted,
+                failures=fw.handle.failures,
             )
         # Advanced in every case, as kube-scheduler does, so the next pod starts elsewhere.
         advanced = self.next_start_node_index + outcome.processed
