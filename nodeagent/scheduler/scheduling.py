@@ -337,9 +337,8 @@ class Scheduler:
                 offer, post = fw.run_post_filter(result.state, pod, self.snapshot, result)
                 result.preemption = offer
                 result.nominated_node = None if offer is None else offer.nominated_node
-                if post.code is api.Code.ERROR:  # no verdict on preemption: say so
-                    result.status = post
-                elif post.message:
+                # kube-scheduler logs a PostFilter error and keeps the FitError.
+                if post.code is not api.Code.ERROR and post.message:
                     # kube-scheduler appends the PostFilter message to the FitError's.
                     fit = f"{result.status.message} {post.message}"
                     result.status = api.Status(result.status.code, (fit,), result.status.plugin)

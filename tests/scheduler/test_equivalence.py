@@ -21,7 +21,7 @@ from nodeagent.scheduler.snapshot import ClusterSnapshot
 from tests.scheduler import builders as b
 
 KEYS = ["zone", "disk", "gen", "nodeagent.io/memory-pressure", "bad key!"]
-VALUES = ["a", "b", "07", "12", "-3", "x-y", ""]
+VALUES = ["a", "b", "07", "12", "x-y", ""]
 TAINT_KEYS = ["k1", "k2", "nodeagent.io/memory-pressure", "node.kubernetes.io/disk-pressure"]
 EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 IMAGES = ["registry.example/a:1", "registry.example/b:1", "registry.example/c:1"]
