@@ -226,7 +226,11 @@ class ExtenderService:
             if not taints:
                 continue
             if taints not in by_taints:
-                by_taints[taints] = self.judge.rejection(taints, tolerations)
+                try:
+                    by_taints[taints] = self.judge.rejection(taints, tolerations)
+                except Exception:  # one node's judging must not fail the others' answer
+                    log.exception("judging node %s failed; it passes unjudged", name)
+                    continue
             pressure = by_taints[taints]
             if pressure is not None:
                 rejected[name] = node_pressure.reason(pressure)
