@@ -12,13 +12,17 @@ pods, host ports, priorities with both preemption policies, unschedulable nodes,
 quantities in every form the API parses (plain, decimal, milli, binary and decimal
 suffixes, exponents).
 
-Clusters stay small (at most 6 nodes, 8 bound and 4 pending pods) so an example costs
-milliseconds and a long run covers 100,000 of them.
+Clusters stay small (at most 6 nodes, 8 bound and 4 pending pods). Every generator
+draws through a :class:`Source`: under hypothesis (:func:`cluster`, for CI: failures
+shrink to a minimal cluster) or from a seeded ``random.Random`` (:func:`random_cluster`,
+for the long run: hypothesis's engine costs about 50 ms an example, plain draws about 1).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import random
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
 
 from hypothesis import strategies as st
 
@@ -43,56 +47,115 @@ MEMORY_FORMS = ("0", "64Mi", "128Mi", "0.5Gi", "1Gi", "1G", "512M", "1e9", "2Gi"
 EPHEMERAL_FORMS = ("0", "1Gi", "500M", "10Gi")
 GPU_FORMS = ("0", "1", "2")
 
+T = TypeVar("T")
+
+
+class Source(Protocol):
+    """Where the generators' choices come from."""
+
+    def pick(self, options: Sequence[T]) -> T: ...
+
+    def number(self, low: int, high: int) -> int: ...
+
+    def flip(self) -> bool: ...
+
+    def some(
+        self, options: Sequence[T], max_size: int, *, min_size: int = 0, unique: bool = True
+    ) -> list[T]: ...
+
+
+class HypothesisSource:
+    """Choices drawn by hypothesis (shrinkable; it favours the first option and 0, so
+    the generators put the permissive choices first and rare features at the top)."""
+
+    def __init__(self, draw: st.DrawFn) -> None:
+        self._draw = draw
+
+    def pick(self, options: Sequence[T]) -> T:
+        return self._draw(st.sampled_from(options))
+
+    def number(self, low: int, high: int) -> int:
+        return self._draw(st.integers(low, high))
+
+    def flip(self) -> bool:
+        return self._draw(st.booleans())
+
+    def some(
+        self, options: Sequence[T], max_size: int, *, min_size: int = 0, unique: bool = True
+    ) -> list[T]:
+        return self._draw(
+            st.lists(st.sampled_from(options), min_size=min_size, max_size=max_size, unique=unique)
+        )
+
+
+class RandomSource:
+    """Choices from a seeded ``random.Random``: the long run's cheap draws."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+
+    def pick(self, options: Sequence[T]) -> T:
+        return options[self._rng.randrange(len(options))]
+
+    def number(self, low: int, high: int) -> int:
+        return self._rng.randint(low, high)
+
+    def flip(self) -> bool:
+        return self._rng.random() < 0.5
+
+    def some(
+        self, options: Sequence[T], max_size: int, *, min_size: int = 0, unique: bool = True
+    ) -> list[T]:
+        size = self._rng.randint(min_size, max_size)
+        if unique:
+            return self._rng.sample(list(options), min(size, len(options)))
+        return [self.pick(options) for _ in range(size)]
+
 
 # --- labels and selectors -----------------------------------------------------------------
 
 
-@st.composite
-def pod_labels(draw: st.DrawFn) -> dict[str, str]:
-    keys = draw(st.lists(st.sampled_from(sorted(POD_LABELS)), unique=True, max_size=3))
-    return {k: draw(st.sampled_from(POD_LABELS[k])) for k in keys}
+def pod_labels(src: Source) -> dict[str, str]:
+    keys = src.some(sorted(POD_LABELS), 3)
+    return {k: src.pick(POD_LABELS[k]) for k in keys}
 
 
-@st.composite
-def label_requirement(draw: st.DrawFn, keys: tuple[str, ...], values: tuple[str, ...]) -> Obj:
+def label_requirement(src: Source, keys: tuple[str, ...], values: tuple[str, ...]) -> Obj:
     """A ``LabelSelectorRequirement`` (In, NotIn, Exists, DoesNotExist)."""
-    operator = draw(st.sampled_from(("In", "NotIn", "Exists", "DoesNotExist")))
-    out: Obj = {"key": draw(st.sampled_from(keys)), "operator": operator}
+    operator = src.pick(("In", "NotIn", "Exists", "DoesNotExist"))
+    out: Obj = {"key": src.pick(keys), "operator": operator}
     if operator in ("In", "NotIn"):
-        out["values"] = draw(st.lists(st.sampled_from(values), min_size=1, max_size=2))
+        out["values"] = src.some(values, 2, min_size=1, unique=False)
     return out
 
 
-@st.composite
-def pod_selector(draw: st.DrawFn, allow_nil: bool = True) -> Obj | None:
+def pod_selector(src: Source, allow_nil: bool = True) -> Obj | None:
     """A pod ``labelSelector``: nil, empty (everything), matchLabels, matchExpressions."""
-    shape = draw(st.sampled_from(("nil", "empty", "labels", "expressions", "both")))
+    shape = src.pick(("nil", "empty", "labels", "expressions", "both"))
     if shape == "nil" and allow_nil:
         return None
     if shape in ("nil", "empty"):
         return {}
     out: Obj = {}
     if shape in ("labels", "both"):
-        key = draw(st.sampled_from(sorted(POD_LABELS)))
-        out["matchLabels"] = {key: draw(st.sampled_from(POD_LABELS[key]))}
+        key = src.pick(sorted(POD_LABELS))
+        out["matchLabels"] = {key: src.pick(POD_LABELS[key])}
     if shape in ("expressions", "both"):
         values = tuple(v for vs in POD_LABELS.values() for v in vs)
-        out["matchExpressions"] = draw(
-            st.lists(label_requirement(tuple(sorted(POD_LABELS)), values), min_size=1, max_size=2)
-        )
+        keys = tuple(sorted(POD_LABELS))
+        out["matchExpressions"] = [
+            label_requirement(src, keys, values) for _ in range(src.number(1, 2))
+        ]
     return out
 
 
-@st.composite
-def namespace_selector(draw: st.DrawFn) -> Obj | None:
-    return draw(
-        st.sampled_from(
-            (
-                None,
-                {},
-                {"matchLabels": {"team": "a"}},
-                {"matchExpressions": [{"key": "env", "operator": "Exists"}]},
-            )
+def namespace_selector(src: Source) -> Obj | None:
+    return src.pick(
+        (
+            None,
+            {},
+            {"matchLabels": {"team": "a"}},
+            {"matchExpressions": [{"key": "env", "operator": "Exists"}]},
         )
     )
 
@@ -103,107 +166,88 @@ def _selector_keys(selector: Obj) -> set[str]:
     return keys
 
 
-@st.composite
-def pod_affinity_term(draw: st.DrawFn) -> Obj:
-    term: Obj = {"topologyKey": draw(st.sampled_from(TOPOLOGY_KEYS))}
-    selector = draw(pod_selector())
+def pod_affinity_term(src: Source) -> Obj:
+    term: Obj = {"topologyKey": src.pick(TOPOLOGY_KEYS)}
+    selector = pod_selector(src)
     if selector is not None:
         term["labelSelector"] = selector
         # The API forbids a key in both the selector and match/mismatchLabelKeys.
         free = sorted(set(POD_LABELS) - _selector_keys(selector))
-        if draw(st.booleans()) and free:
-            keys = draw(st.lists(st.sampled_from(free), unique=True, max_size=2))
-            half = draw(st.integers(0, len(keys)))
+        if src.flip() and free:
+            keys = src.some(free, 2)
+            half = src.number(0, len(keys))
             if keys[:half]:
                 term["matchLabelKeys"] = keys[:half]
             if keys[half:]:
                 term["mismatchLabelKeys"] = keys[half:]
-    if draw(st.booleans()):
-        term["namespaces"] = draw(
-            st.lists(st.sampled_from(sorted(NAMESPACES)), unique=True, max_size=2)
-        )
-    chosen = draw(namespace_selector())
+    if src.flip():
+        term["namespaces"] = src.some(sorted(NAMESPACES), 2)
+    chosen = namespace_selector(src)
     if chosen is not None:
         term["namespaceSelector"] = chosen
     return term
 
 
-@st.composite
-def pod_affinity(draw: st.DrawFn) -> Obj:
+def pod_affinity(src: Source) -> Obj:
     out: Obj = {}
     for kind in ("podAffinity", "podAntiAffinity"):
-        if not draw(st.booleans()):
+        if not src.flip():
             continue
         block: Obj = {}
-        required = draw(st.lists(pod_affinity_term(), max_size=2))
+        required = [pod_affinity_term(src) for _ in range(src.number(0, 2))]
         if required:
             block["requiredDuringSchedulingIgnoredDuringExecution"] = required
-        preferred = draw(
-            st.lists(
-                st.builds(
-                    lambda w, t: {"weight": w, "podAffinityTerm": t},
-                    st.integers(1, 100),
-                    pod_affinity_term(),
-                ),
-                max_size=2,
-            )
-        )
+        preferred = [
+            {"weight": src.number(1, 100), "podAffinityTerm": pod_affinity_term(src)}
+            for _ in range(src.number(0, 2))
+        ]
         if preferred:
             block["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
         out[kind] = block
     return out
 
 
-@st.composite
-def node_selector_requirement(draw: st.DrawFn) -> Obj:
+def node_selector_requirement(src: Source) -> Obj:
     """A ``NodeSelectorRequirement`` with every operator, values as each allows."""
-    operator = draw(st.sampled_from(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")))
-    out: Obj = {"key": draw(st.sampled_from((*NODE_LABEL_KEYS, HOSTNAME))), "operator": operator}
+    operator = src.pick(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"))
+    out: Obj = {"key": src.pick((*NODE_LABEL_KEYS, HOSTNAME)), "operator": operator}
     if operator in ("In", "NotIn"):
         pool = NODE_LABEL_VALUES + NUMERIC_VALUES
-        out["values"] = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2))
+        out["values"] = src.some(pool, 2, min_size=1, unique=False)
     elif operator in ("Gt", "Lt"):
-        out["values"] = [draw(st.sampled_from(NUMERIC_VALUES))]
+        out["values"] = [src.pick(NUMERIC_VALUES)]
     return out
 
 
-@st.composite
-def node_selector_term(draw: st.DrawFn, node_names: tuple[str, ...]) -> Obj:
+def node_selector_term(src: Source, node_names: tuple[str, ...]) -> Obj:
     """A term; sometimes empty (it matches nothing), sometimes with matchFields."""
     term: Obj = {}
-    expressions = draw(st.lists(node_selector_requirement(), max_size=2))
+    expressions = [node_selector_requirement(src) for _ in range(src.number(0, 2))]
     if expressions:
         term["matchExpressions"] = expressions
-    if draw(st.integers(0, 4)) == 4:
+    if src.number(0, 4) == 4:
         term["matchFields"] = [
             {
                 "key": "metadata.name",
-                "operator": draw(st.sampled_from(("In", "NotIn"))),
-                "values": [draw(st.sampled_from(node_names))],
+                "operator": src.pick(("In", "NotIn")),
+                "values": [src.pick(node_names)],
             }
         ]
     return term
 
 
-@st.composite
-def node_affinity(draw: st.DrawFn, node_names: tuple[str, ...]) -> Obj:
+def node_affinity(src: Source, node_names: tuple[str, ...]) -> Obj:
     out: Obj = {}
-    if draw(st.booleans()):
+    if src.flip():
         out["requiredDuringSchedulingIgnoredDuringExecution"] = {
-            "nodeSelectorTerms": draw(
-                st.lists(node_selector_term(node_names), min_size=1, max_size=2)
-            )
+            "nodeSelectorTerms": [
+                node_selector_term(src, node_names) for _ in range(src.number(1, 2))
+            ]
         }
-    preferred = draw(
-        st.lists(
-            st.builds(
-                lambda w, t: {"weight": w, "preference": t},
-                st.integers(1, 100),
-                node_selector_term(node_names),
-            ),
-            max_size=2,
-        )
-    )
+    preferred = [
+        {"weight": src.number(1, 100), "preference": node_selector_term(src, node_names)}
+        for _ in range(src.number(0, 2))
+    ]
     if preferred:
         out["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
     return out
@@ -212,8 +256,7 @@ def node_affinity(draw: st.DrawFn, node_names: tuple[str, ...]) -> Obj:
 # --- resources ---------------------------------------------------------------------------
 
 
-@st.composite
-def resource_list(draw: st.DrawFn) -> Obj:
+def resource_list(src: Source) -> Obj:
     out: Obj = {}
     for name, forms in (
         ("cpu", CPU_FORMS),
@@ -221,37 +264,36 @@ def resource_list(draw: st.DrawFn) -> Obj:
         ("ephemeral-storage", EPHEMERAL_FORMS),
         (GPU, GPU_FORMS),
     ):
-        if draw(st.integers(0, 3 if name in ("cpu", "memory") else 8)) == 0:
+        if src.number(0, 3 if name in ("cpu", "memory") else 8) == 0:
             continue
-        out[name] = draw(st.sampled_from(forms))
+        out[name] = src.pick(forms)
     return out
 
 
-@st.composite
-def container(draw: st.DrawFn, index: int, init: bool = False) -> Obj:
+def container(src: Source, index: int, init: bool = False) -> Obj:
     out: Obj = {"name": f"{'i' if init else 'c'}{index}", "image": "registry.example/app:1"}
     resources: Obj = {}
-    requests = draw(resource_list())
+    requests = resource_list(src)
     if requests:
         resources["requests"] = requests
-    if draw(st.integers(0, 4)) == 4:  # limits only: the API defaults requests to them
-        limits = draw(resource_list())
+    if src.number(0, 4) == 4:  # limits only: the API defaults requests to them
+        limits = resource_list(src)
         for name in requests:
             limits.pop(name, None)  # never a limit below its request
         if limits:
             resources["limits"] = limits
     if resources:
         out["resources"] = resources
-    if not init and draw(st.integers(0, 4)) == 4:
+    if not init and src.number(0, 4) == 4:
         port: Obj = {
             "containerPort": 8080,
-            "hostPort": draw(st.sampled_from((80, 8080))),
-            "protocol": draw(st.sampled_from(("TCP", "UDP"))),
+            "hostPort": src.pick((80, 8080)),
+            "protocol": src.pick(("TCP", "UDP")),
         }
-        if draw(st.booleans()):
-            port["hostIP"] = draw(st.sampled_from(("127.0.0.1", "0.0.0.0", "10.0.0.1")))
+        if src.flip():
+            port["hostIP"] = src.pick(("127.0.0.1", "0.0.0.0", "10.0.0.1"))
         out["ports"] = [port]
-    if init and draw(st.integers(0, 3)) == 3:
+    if init and src.number(0, 3) == 3:
         out["restartPolicy"] = "Always"  # a sidecar
     return out
 
@@ -259,35 +301,34 @@ def container(draw: st.DrawFn, index: int, init: bool = False) -> Obj:
 # --- objects -----------------------------------------------------------------------------
 
 
-@st.composite
-def node(draw: st.DrawFn, name: str) -> Obj:
+def node(src: Source, name: str) -> Obj:
     labels: Obj = {}
-    if draw(st.integers(0, 4)) < 4:  # the hostname label, on most nodes only
+    if src.number(0, 4) < 4:  # the hostname label, on most nodes only
         labels[HOSTNAME] = name
     for key in NODE_LABEL_KEYS:
-        if draw(st.booleans()):
+        if src.flip():
             pool = NUMERIC_VALUES if key == "example.com/gen" else NODE_LABEL_VALUES
-            labels[key] = draw(st.sampled_from(pool))
+            labels[key] = src.pick(pool)
     taints = []
-    tainted = draw(st.integers(0, 2)) == 2
-    for key in draw(st.lists(st.sampled_from(TAINT_KEYS), unique=True, max_size=2 * tainted)):
-        taint: Obj = {"key": key, "effect": draw(st.sampled_from(EFFECTS))}
-        if draw(st.booleans()):
-            taint["value"] = draw(st.sampled_from(("a", "b")))
+    tainted = src.number(0, 2) == 2
+    for key in src.some(TAINT_KEYS, 2 * tainted):
+        taint: Obj = {"key": key, "effect": src.pick(EFFECTS)}
+        if src.flip():
+            taint["value"] = src.pick(("a", "b"))
         taints.append(taint)
     allocatable: Obj = {
-        "cpu": draw(st.sampled_from((8, "4", "2", "2.5", "1500m", "1", "500m"))),
-        "memory": draw(st.sampled_from(("16Gi", "8e9", "4Gi", "4096Mi", "2G", "1Gi"))),
-        "pods": draw(st.sampled_from(("110", "3", "110", "1", 4))),
+        "cpu": src.pick((8, "4", "2", "2.5", "1500m", "1", "500m")),
+        "memory": src.pick(("16Gi", "8e9", "4Gi", "4096Mi", "2G", "1Gi")),
+        "pods": src.pick(("110", "3", "110", "1", 4)),
     }
-    if draw(st.booleans()):
-        allocatable["ephemeral-storage"] = draw(st.sampled_from(("10Gi", "1Gi", "0")))
-    if draw(st.integers(0, 2)) == 2:
-        allocatable[GPU] = draw(st.sampled_from(("1", "2", "0")))
+    if src.flip():
+        allocatable["ephemeral-storage"] = src.pick(("10Gi", "1Gi", "0"))
+    if src.number(0, 2) == 2:
+        allocatable[GPU] = src.pick(("1", "2", "0"))
     spec: Obj = {}
     if taints:
         spec["taints"] = taints
-    if draw(st.integers(0, 9)) == 9:
+    if src.number(0, 9) == 9:
         spec["unschedulable"] = True
     return {
         "apiVersion": "v1",
@@ -298,103 +339,95 @@ def node(draw: st.DrawFn, name: str) -> Obj:
     }
 
 
-@st.composite
-def toleration(draw: st.DrawFn) -> Obj:
-    operator = draw(st.sampled_from(("Equal", "Exists", None)))
+def toleration(src: Source) -> Obj:
+    operator = src.pick(("Equal", "Exists", None))
     out: Obj = {}
-    if operator == "Exists" and draw(st.booleans()):
+    if operator == "Exists" and src.flip():
         pass  # an empty key with Exists tolerates every taint (of the effect)
     else:
-        out["key"] = draw(st.sampled_from(TAINT_KEYS))
+        out["key"] = src.pick(TAINT_KEYS)
     if operator is not None:
         out["operator"] = operator
-    if operator != "Exists" and draw(st.booleans()):
-        out["value"] = draw(st.sampled_from(("a", "b")))
-    effect = draw(st.sampled_from(("", *EFFECTS)))
+    if operator != "Exists" and src.flip():
+        out["value"] = src.pick(("a", "b"))
+    effect = src.pick(("", *EFFECTS))
     if effect:
         out["effect"] = effect
-    if effect == "NoExecute" and draw(st.booleans()):
+    if effect == "NoExecute" and src.flip():
         out["tolerationSeconds"] = 300
     return out
 
 
-@st.composite
-def spread_constraint(draw: st.DrawFn) -> Obj:
-    when = draw(st.sampled_from(("DoNotSchedule", "ScheduleAnyway")))
+def spread_constraint(src: Source) -> Obj:
+    when = src.pick(("DoNotSchedule", "ScheduleAnyway"))
     out: Obj = {
-        "maxSkew": draw(st.integers(1, 3)),
-        "topologyKey": draw(st.sampled_from(TOPOLOGY_KEYS)),
+        "maxSkew": src.number(1, 3),
+        "topologyKey": src.pick(TOPOLOGY_KEYS),
         "whenUnsatisfiable": when,
     }
-    selector = draw(pod_selector())
+    selector = pod_selector(src)
     if selector is not None:
         out["labelSelector"] = selector
         free = sorted(set(POD_LABELS) - _selector_keys(selector))
-        if draw(st.integers(0, 3)) == 3 and free:
-            out["matchLabelKeys"] = [draw(st.sampled_from(free))]
-    if when == "DoNotSchedule" and draw(st.integers(0, 2)) == 2:
-        out["minDomains"] = draw(st.integers(1, 3))
+        if src.number(0, 3) == 3 and free:
+            out["matchLabelKeys"] = [src.pick(free)]
+    if when == "DoNotSchedule" and src.number(0, 2) == 2:
+        out["minDomains"] = src.number(1, 3)
     for policy in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
-        if draw(st.integers(0, 2)) == 2:
-            out[policy] = draw(st.sampled_from(("Honor", "Ignore")))
+        if src.number(0, 2) == 2:
+            out[policy] = src.pick(("Honor", "Ignore"))
     return out
 
 
-@st.composite
-def pod(draw: st.DrawFn, name: str, node_names: tuple[str, ...], bound_to: str = "") -> Obj:
-    namespace = draw(st.sampled_from(sorted(NAMESPACES)))
+def pod(src: Source, name: str, node_names: tuple[str, ...], bound_to: str = "") -> Obj:
+    namespace = src.pick(sorted(NAMESPACES))
     metadata: Obj = {
         "name": name,
         "namespace": namespace,
         "uid": f"uid-{name}",
-        "labels": draw(pod_labels()),
-        "creationTimestamp": f"2024-05-01T10:00:{draw(st.integers(0, 59)):02d}Z",
+        "labels": pod_labels(src),
+        "creationTimestamp": f"2024-05-01T10:00:{src.number(0, 59):02d}Z",
     }
     spec: Obj = {
-        "containers": [draw(container(i)) for i in range(draw(st.integers(0, 2)))],
+        "containers": [container(src, i) for i in range(src.number(0, 2))],
     }
     if not spec["containers"]:
         spec["containers"] = [{"name": "c0", "image": "registry.example/app:1"}]
-    if draw(st.integers(0, 4)) == 4:
-        spec["initContainers"] = [draw(container(i, init=True)) for i in range(2)]
-    spec["priority"] = draw(
-        st.sampled_from((-5, 0, 0, 10, 100, 1000))
-        if bound_to
-        else st.sampled_from((0, 100, 1000, 1000))
-    )
-    if draw(st.booleans()):
-        spec["preemptionPolicy"] = draw(st.sampled_from(("Never", "PreemptLowerPriority")))
-    tolerations = draw(st.lists(toleration(), max_size=3 if draw(st.booleans()) else 0))
+    if src.number(0, 4) == 4:
+        spec["initContainers"] = [container(src, i, init=True) for i in range(2)]
+    spec["priority"] = src.pick((-5, 0, 0, 10, 100, 1000) if bound_to else (0, 100, 1000, 1000))
+    if src.flip():
+        spec["preemptionPolicy"] = src.pick(("Never", "PreemptLowerPriority"))
+    tolerations = [toleration(src) for _ in range(src.number(0, 3) if src.flip() else 0)]
     if tolerations:
         spec["tolerations"] = tolerations
-    if draw(st.integers(0, 4)) == 4:
-        key = draw(st.sampled_from(NODE_LABEL_KEYS[:2]))
-        spec["nodeSelector"] = {key: draw(st.sampled_from(NODE_LABEL_VALUES))}
+    if src.number(0, 4) == 4:
+        key = src.pick(NODE_LABEL_KEYS[:2])
+        spec["nodeSelector"] = {key: src.pick(NODE_LABEL_VALUES)}
     affinity: Obj = {}
-    if draw(st.integers(0, 3)) == 3:
-        affinity["nodeAffinity"] = draw(node_affinity(node_names))
-    if draw(st.integers(0, 2)) == 2:
-        affinity.update(draw(pod_affinity()))
+    if src.number(0, 3) == 3:
+        affinity["nodeAffinity"] = node_affinity(src, node_names)
+    if src.number(0, 2) == 2:
+        affinity.update(pod_affinity(src))
     if affinity:
         spec["affinity"] = affinity
-    if draw(st.integers(0, 2)) == 2:
-        spec["topologySpreadConstraints"] = draw(
-            st.lists(spread_constraint(), min_size=1, max_size=2)
-        )
+    if src.number(0, 2) == 2:
+        spec["topologySpreadConstraints"] = [
+            spread_constraint(src) for _ in range(src.number(1, 2))
+        ]
     status: Obj = {"phase": "Pending"}
     if bound_to:
         spec["nodeName"] = bound_to
         status = {
             "phase": "Running",
-            "startTime": f"2024-05-01T11:{draw(st.integers(0, 59)):02d}:00Z",
+            "startTime": f"2024-05-01T11:{src.number(0, 59):02d}:00Z",
         }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 
-@st.composite
-def disruption_budget(draw: st.DrawFn, index: int) -> Obj:
+def disruption_budget(src: Source, index: int) -> Obj:
     spec: Obj = {"minAvailable": 1}
-    selector = draw(pod_selector())
+    selector = pod_selector(src)
     if selector is not None:
         spec["selector"] = selector
     return {
@@ -402,10 +435,10 @@ def disruption_budget(draw: st.DrawFn, index: int) -> Obj:
         "kind": "PodDisruptionBudget",
         "metadata": {
             "name": f"pdb-{index}",
-            "namespace": draw(st.sampled_from(sorted(NAMESPACES))),
+            "namespace": src.pick(sorted(NAMESPACES)),
         },
         "spec": spec,
-        "status": {"disruptionsAllowed": draw(st.integers(0, 2))},
+        "status": {"disruptionsAllowed": src.number(0, 2)},
     }
 
 
@@ -416,21 +449,32 @@ def namespaces() -> list[Obj]:
     ]
 
 
+def build_cluster(
+    src: Source, max_nodes: int = 6, max_bound: int = 8, max_pending: int = 4
+) -> list[Obj]:
+    """A whole cluster file's objects: Namespaces, Nodes, bound then pending Pods, PDBs."""
+    count = src.number(1, max_nodes)
+    names = tuple(f"n{i}" for i in range(count))
+    nodes = [node(src, name) for name in names]
+    bound = [
+        pod(src, f"b{i}", names, bound_to=src.pick(names)) for i in range(src.number(0, max_bound))
+    ]
+    pending = [pod(src, f"p{i}", names) for i in range(src.number(1, max_pending))]
+    budgets = [disruption_budget(src, i) for i in range(src.number(0, 2))]
+    return [*namespaces(), *nodes, *bound, *pending, *budgets]
+
+
 @st.composite
 def cluster(
     draw: st.DrawFn, max_nodes: int = 6, max_bound: int = 8, max_pending: int = 4
 ) -> list[Obj]:
-    """A whole cluster file's objects: Namespaces, Nodes, bound then pending Pods, PDBs."""
-    count = draw(st.integers(1, max_nodes))
-    names = tuple(f"n{i}" for i in range(count))
-    nodes = [draw(node(name)) for name in names]
-    bound = [
-        draw(pod(f"b{i}", names, bound_to=draw(st.sampled_from(names))))
-        for i in range(draw(st.integers(0, max_bound)))
-    ]
-    pending = [draw(pod(f"p{i}", names)) for i in range(draw(st.integers(1, max_pending)))]
-    budgets = [draw(disruption_budget(i)) for i in range(draw(st.integers(0, 2)))]
-    return [*namespaces(), *nodes, *bound, *pending, *budgets]
+    """:func:`build_cluster` under hypothesis."""
+    return build_cluster(HypothesisSource(draw), max_nodes, max_bound, max_pending)
+
+
+def random_cluster(rng: random.Random) -> list[Obj]:
+    """:func:`build_cluster` from plain random draws (the long run)."""
+    return build_cluster(RandomSource(rng))
 
 
 # --- invalid objects ---------------------------------------------------------------------
