@@ -4,7 +4,10 @@ counted, and every other pod of the plan is placed as if nothing happened."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,8 +16,14 @@ from prometheus_client import CollectorRegistry
 
 from nodeagent.scheduler import api, config, framework, objects, planner, registry, scheduling
 from nodeagent.scheduler.framework import CycleState, PreFilterResult
+from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
+from tests.fakeapi.fixtures import fake_api
+from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler import builders as b
+from tests.scheduler.live import harness as h
+
+__all__ = ["fake_api"]
 
 POINTS = ("PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "PostBind")
 
@@ -154,3 +163,51 @@ def test_an_internal_error_outside_the_plugins_fails_one_placement(
     assert statuses["default/good"][0] is planner.Outcome.SCHEDULED
     assert statuses["default/bad"][0] is planner.Outcome.ERROR
     assert "snapshot out of step" in statuses["default/bad"][1]
+
+
+def test_the_live_cycle_fails_only_the_pod_a_plugin_raised_on(
+    fake_api: FakeAPIServer, tmp_path: Path
+) -> None:
+    """Live: the pod whose Filter raised gets the error path (a SchedulerError condition,
+    a FailedScheduling event naming the plugin, a retry after backoff); the other pod
+    is bound; the metric counts each failure."""
+    plugins = dict(registry.in_tree_registry())
+    plugins["Faulty"] = framework.PluginSpec(lambda args, handle: Faulty("Filter"))
+    document = {
+        "apiVersion": config.API_VERSION,
+        "kind": config.KIND,
+        "profiles": [
+            {
+                "schedulerName": h.PROFILE,
+                "plugins": {"multiPoint": {"enabled": [{"name": "Faulty"}]}},
+            }
+        ],
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(document))
+    live = dataclasses.replace(
+        h.settings(initial_backoff=0.05, max_backoff=0.1),
+        configuration=live_settings.load(path, plugins).configuration,
+    )
+    fake_api.cluster.create("nodes", h.node("n1"))
+    fake_api.cluster.create("pods", h.pod("bad"))
+    fake_api.cluster.create("pods", h.pod("good"))
+    scheduler = h.start(fake_api, live=live, plugins=plugins)
+    labels = {"plugin": "Faulty", "extension_point": "Filter"}
+    try:
+        h.eventually(lambda: h.node_of(fake_api, "good") == "n1", what="good bound")
+        found = h.eventually(lambda: h.condition(fake_api, "bad"), what="bad's condition")
+        assert found["reason"] == "SchedulerError" and "'Faulty'" in found["message"]
+        events = h.eventually(lambda: h.events_for(fake_api, "bad", "FailedScheduling"))
+        assert "default/bad" in events[0]["message"]
+        registry_ = scheduler.metrics.registry
+        h.eventually(
+            lambda: (
+                (registry_.get_sample_value("nodeagent_scheduler_plugin_errors_total", labels) or 0)
+                >= 2
+            ),
+            what="retried after backoff",
+        )
+    finally:
+        scheduler.stop(bind_timeout=2)
+    assert not h.node_of(fake_api, "bad")
