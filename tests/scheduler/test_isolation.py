@@ -200,14 +200,13 @@ def test_the_live_cycle_fails_only_the_pod_a_plugin_raised_on(
         assert found["reason"] == "SchedulerError" and "'Faulty'" in found["message"]
         events = h.eventually(lambda: h.events_for(fake_api, "bad", "FailedScheduling"))
         assert "default/bad" in events[0]["message"]
-        registry_ = scheduler.metrics.registry
-        h.eventually(
-            lambda: (
-                (registry_.get_sample_value("nodeagent_scheduler_plugin_errors_total", labels) or 0)
-                >= 2
-            ),
-            what="retried after backoff",
-        )
+        metrics = scheduler.metrics.registry
+
+        def failures() -> float:
+            found = metrics.get_sample_value("nodeagent_scheduler_plugin_errors_total", labels)
+            return found or 0.0
+
+        h.eventually(lambda: failures() >= 2, what="retried after backoff")
     finally:
         scheduler.stop(bind_timeout=2)
     assert not h.node_of(fake_api, "bad")
