@@ -267,8 +267,12 @@ def parse_selector_term(value: Any, where: FieldPath) -> api.SelectorTerm:
     )
 
 
-def parse_node_affinity(value: Any, where: FieldPath) -> api.NodeAffinity | None:
-    """A ``NodeAffinity`` object (the pod's, or a plugin's ``addedAffinity``)."""
+def parse_node_affinity(
+    value: Any, where: FieldPath, *, admitted: bool = False
+) -> api.NodeAffinity | None:
+    """A ``NodeAffinity`` object (the pod's, or a plugin's ``addedAffinity``). A pod's
+    (``admitted``) passed the API server: a preferred weight outside 1..100 is refused;
+    kube-scheduler's configuration drops weight-0 added terms instead."""
     if value is None:
         return None
     affinity = _mapping(value, where)
@@ -286,7 +290,7 @@ def parse_node_affinity(value: Any, where: FieldPath) -> api.NodeAffinity | None
         _sequence(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pwhere)
     ):
         item = _mapping(raw, pwhere / i)
-        weight = _int(item.get("weight", 0), pwhere / i / "weight")
+        weight = (_weight if admitted else _int)(item.get("weight", 0), pwhere / i / "weight")
         term = parse_selector_term(item.get("preference"), pwhere / i / "preference")
         preferred.append(api.PreferredTerm(weight, term))
     return api.NodeAffinity(required, tuple(preferred))
@@ -588,7 +592,9 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         priority=_int(priority, swhere / "priority"),
         labels=labels,
         node_selector=_string_map(spec.get("nodeSelector"), swhere / "nodeSelector"),
-        affinity=parse_node_affinity(affinity.get("nodeAffinity"), swhere / "affinity"),
+        affinity=parse_node_affinity(
+            affinity.get("nodeAffinity"), swhere / "affinity" / "nodeAffinity", admitted=True
+        ),
         tolerations=parse_tolerations(spec.get("tolerations"), swhere / "tolerations"),
         scheduling_gates=tuple(
             str(_mapping(g, swhere / "schedulingGates" / i).get("name", ""))

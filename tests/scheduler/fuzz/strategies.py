@@ -555,6 +555,18 @@ INVALID_POD_MUTATIONS: dict[str, tuple[str, Any]] = {
         "preferredDuringSchedulingIgnoredDuringExecution[0].weight",
         lambda o: _preferred_affinity(o, 101),
     ),
+    "node-affinity-weight-zero": (
+        "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+        lambda o: o["spec"].update(
+            affinity={
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 0, "preference": {}}
+                    ]
+                }
+            }
+        ),
+    ),
     "unknown-toleration-operator": (
         "spec.tolerations[0].operator",
         lambda o: o["spec"].update(tolerations=[{"key": "k", "operator": "Maybe"}]),
