@@ -281,7 +281,12 @@ def inter_pod_affinity(pod: api.Pod, node: api.Node, world: World) -> str:
         def matches_all(other: api.Pod) -> bool:
             return all(affinity_term_matches(t, pod.namespace, other, world) for t in required)
 
-        anywhere = any(matches_all(o) for o, _ in everyone)
+        # "Anywhere" is upstream's affinityCounts: matching pods on nodes carrying one
+        # of the terms' topology keys (a pod on a node without them is counted nowhere).
+        anywhere = any(
+            matches_all(o) and any(t.topology_key in where.labels for t in required)
+            for o, where in everyone
+        )
         self_affine = all(affinity_term_matches(t, pod.namespace, pod, world) for t in required)
         for t in required:
             if t.topology_key not in node.labels:
