@@ -163,3 +163,24 @@ def test_the_plan_goes_on_for_every_pod() -> None:
         ("default/web-1", "n1", planner.Outcome.SCHEDULED),
         ("default/web-2", "n1", planner.Outcome.SCHEDULED),
     ]
+
+
+def test_a_matching_pod_on_a_node_without_the_key_does_not_end_the_first_pod_exemption() -> None:
+    """Upstream counts affinity matches per topology pair: a pod on a node lacking the
+    key is counted nowhere, so a self-affine pod still passes as the first of its group
+    (the long fuzz run's finding, on the oracle's side; the product had it right)."""
+    data = b.pod_dict("incoming")
+    data["metadata"]["labels"] = {"app": "web"}
+    data["spec"]["affinity"] = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}
+            ]
+        }
+    }
+    incoming = objects.parse_pod(data)
+    nodes = [*upstream_nodes(), b.node("bare")]
+    snapshot = ClusterSnapshot(nodes, [pod("web-0", {"app": "web"}, node="bare")])
+    verdicts = filter_verdicts(incoming, snapshot)
+    assert verdicts["nodeA"].is_success and verdicts["nodeB"].is_success
+    assert verdicts["bare"].code is api.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
