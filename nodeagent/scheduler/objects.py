@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -193,21 +192,10 @@ def normalized_image_name(name: str) -> str:
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 """A ``LabelSelectorRequirement``'s operators."""
-MAX_LABEL_VALUE = 63
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 def _label_key(key: str, where: FieldPath) -> str:
-    """A qualified name (``prefix/name``) as the API server validates label keys."""
-    prefix, _, name = key.rpartition("/")
-    if (
-        not name
-        or len(name) > MAX_LABEL_VALUE
-        or not _LABEL_NAME.match(name)
-        or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)))
-    ):
+    if not api.is_label_key(key):
         raise where.fail(
             key, "a label key: [prefix/]name, name of at most 63 alphanumerics, '-', '_', '.'"
         )
@@ -215,7 +203,7 @@ def _label_key(key: str, where: FieldPath) -> str:
 
 
 def _label_value(value: str, where: FieldPath) -> str:
-    if len(value) > MAX_LABEL_VALUE or not _LABEL_VALUE.match(value):
+    if not api.is_label_value(value):
         raise where.fail(
             value,
             "a label value: at most 63 alphanumerics, '-', '_', '.', starting and ending"
