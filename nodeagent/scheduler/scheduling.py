@@ -327,7 +327,8 @@ class Scheduler:
         fw = self.frameworks[pod.scheduler_name]
         gate = fw.run_pre_enqueue(pod)
         if not gate.is_success:
-            return CycleResult(pod, fw, self.snapshot, CycleState(), status=gate, gated=True)
+            gated = gate.code is not api.Code.ERROR  # a failing PreEnqueue is an error
+            return CycleResult(pod, fw, self.snapshot, CycleState(), status=gate, gated=gated)
         try:
             result = self.schedule_pod(fw, pod)
         except PluginError as exc:

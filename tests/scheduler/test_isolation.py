@@ -25,7 +25,7 @@ from tests.scheduler.live import harness as h
 
 __all__ = ["fake_api"]
 
-POINTS = ("PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "PostBind")
+POINTS = ("PreEnqueue", "PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "PostBind")
 
 
 class Faulty:
@@ -39,6 +39,10 @@ class Faulty:
     def _maybe_fail(self, point: str, pod: api.Pod) -> None:
         if point == self.point and pod.name == "bad":
             _ = 1 // 0
+
+    def pre_enqueue(self, pod: api.Pod) -> api.Status:
+        self._maybe_fail("PreEnqueue", pod)
+        return api.SUCCESS
 
     def pre_filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
