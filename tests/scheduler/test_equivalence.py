@@ -117,7 +117,7 @@ def pods(draw: st.DrawFn) -> api.Pod:
     if draw(st.booleans()):
         affinity["preferredDuringSchedulingIgnoredDuringExecution"] = draw(
             st.lists(
-                st.fixed_dictionaries({"weight": st.integers(0, 100), "preference": term}),
+                st.fixed_dictionaries({"weight": st.integers(1, 100), "preference": term}),
                 max_size=3,
             )
         )
