@@ -42,7 +42,7 @@ TAINT_KEYS = ("dedicated", "example.com/gpu", "node.kubernetes.io/unschedulable"
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 NAMESPACES = {"default": {}, "team-a": {"team": "a"}, "team-b": {"team": "b", "env": "prod"}}
 GPU = "example.com/gpu"
-CPU_FORMS = ("0", "100m", "250m", "500m", "0.5", "1", "1.5", "2", "1e0", "2000m", 1, 2)
+CPU_FORMS = ("0", "100m", "250m", "500m", "0.5", "0.25", "1", "1e0", "200m", 1, "1500m")
 MEMORY_FORMS = ("0", "64Mi", "128Mi", "0.5Gi", "1Gi", "1G", "512M", "1e9", "2Gi", 268435456)
 EPHEMERAL_FORMS = ("0", "1Gi", "500M", "10Gi")
 GPU_FORMS = ("0", "1", "2")
@@ -264,7 +264,10 @@ def resource_list(src: Source) -> Obj:
         ("ephemeral-storage", EPHEMERAL_FORMS),
         (GPU, GPU_FORMS),
     ):
-        if src.number(0, 3 if name in ("cpu", "memory") else 8) == 0:
+        common = name in ("cpu", "memory")
+        top = 3 if common else 8
+        drawn = src.number(0, top)
+        if drawn == top if common else drawn != top:  # cpu, memory: 3 in 4; others: 1 in 9
             continue
         out[name] = src.pick(forms)
     return out
@@ -317,9 +320,9 @@ def node(src: Source, name: str) -> Obj:
             taint["value"] = src.pick(("a", "b"))
         taints.append(taint)
     allocatable: Obj = {
-        "cpu": src.pick((8, "4", "2", "2.5", "1500m", "1", "500m")),
+        "cpu": src.pick((8, "4", "4", "2", "2.5", "1500m", "1", "500m")),
         "memory": src.pick(("16Gi", "8e9", "4Gi", "4096Mi", "2G", "1Gi")),
-        "pods": src.pick(("110", "3", "110", "1", 4)),
+        "pods": src.pick(("110", "110", "110", "3", "1", 4)),
     }
     if src.flip():
         allocatable["ephemeral-storage"] = src.pick(("10Gi", "1Gi", "0"))
