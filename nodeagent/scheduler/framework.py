@@ -22,6 +22,10 @@ Contracts:
 * Unreserve runs in reverse order and must be idempotent.
 * Plugin instances live as long as their profile: per-pod data goes into the
   :class:`CycleState`, never into the plugin.
+* An exception escaping a plugin is a bug, and fails that pod's cycle only: it becomes a
+  :class:`PluginError` naming plugin, extension point and pod (an Error status where
+  the runner returns one), logged and counted by :class:`PluginFailures`. PreBind and
+  Bind are the exception: the binding cycle catches what they raise itself.
 """
 
 from __future__ import annotations

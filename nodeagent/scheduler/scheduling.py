@@ -338,7 +338,6 @@ class Scheduler:
                 offer, post = fw.run_post_filter(result.state, pod, self.snapshot, result)
                 result.preemption = offer
                 result.nominated_node = None if offer is None else offer.nominated_node
-                # kube-scheduler logs a PostFilter error and keeps the FitError.
                 if post.code is not api.Code.ERROR and post.message:
                     # kube-scheduler appends the PostFilter message to the FitError's.
                     fit = f"{result.status.message} {post.message}"
