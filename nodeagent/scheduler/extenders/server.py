@@ -269,17 +269,21 @@ class ExtenderService:
 
     def prioritize(self, args: wire.ExtenderArgs[list[wire.NodeFields]]) -> bytes:
         now = self._clock()
-        score = self.judge.score
         neutral = extender_score(self.judge.neutral)
         entry = wire.HostPriority
         return wire.host_priority_list(
             [
-                entry(name, neutral)
-                if known is None
-                else entry(name, extender_score(score(known.node, known.resource_version, now)))
+                entry(name, neutral if known is None else self._score(known, now, neutral))
                 for name, known in self._nodes(args)
             ]
         )
+
+    def _score(self, known: KnownNode, now: float, neutral: int) -> int:
+        try:
+            return extender_score(self.judge.score(known.node, known.resource_version, now))
+        except Exception:  # one node's judging must not fail the others' answer
+            log.exception("scoring node %s failed; it gets the neutral score", known.node.name)
+            return neutral
 
     # --- HTTP -----------------------------------------------------------------------------
 

@@ -159,3 +159,16 @@ def test_the_extender_judges_generated_nodes_one_by_one(
     answer = json.loads(service.filter(wire.read_filter_args(body)))
     assert broken in {n["metadata"]["name"] for n in answer["Nodes"]["items"]}
     assert any(broken in r.getMessage() for r in caplog.records)
+
+    original_score = judge.score
+
+    def score(node: api.Node, version: str, now: float) -> int:
+        if node.name == broken:
+            raise RuntimeError("scoring bug")
+        return original_score(node, version, now)
+
+    judge.score = score  # type: ignore[method-assign]
+    scores = json.loads(service.prioritize(wire.read_prioritize_args(body)))
+    by_host = {s["Host"]: s["Score"] for s in scores}
+    assert set(by_host) == {n["metadata"]["name"] for n in nodes}
+    assert by_host[broken] == extender_server.extender_score(judge.neutral)
