@@ -65,24 +65,10 @@ def selector_matches(selector: api.LabelSelector | None, labels: Mapping[str, st
     for key, value in selector.match_labels:
         if key not in labels or labels[key] != value:
             return False
-    for r in selector.match_expressions:
-        if r.operator == "In":
-            ok = key_in(labels, r.key) and labels[r.key] in r.values
-        elif r.operator == "NotIn":
-            ok = not key_in(labels, r.key) or labels[r.key] not in r.values
-        elif r.operator == "Exists":
-            ok = key_in(labels, r.key)
-        elif r.operator == "DoesNotExist":
-            ok = not key_in(labels, r.key)
-        else:
-            return False
-        if not ok:
-            return False
-    return True
-
-
-def key_in(labels: Mapping[str, str], key: str) -> bool:
-    return key in labels
+    return all(
+        r.operator in ("In", "NotIn", "Exists", "DoesNotExist") and requirement_matches(r, labels)
+        for r in selector.match_expressions
+    )
 
 
 def go_int(text: str) -> int | None:
