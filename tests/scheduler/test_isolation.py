@@ -130,6 +130,29 @@ def test_an_exception_in_one_plugin_fails_only_that_pod(
     assert any("'Faulty'" in m and "default/bad" in m for m in logged)
 
 
+def test_a_raising_post_filter_leaves_the_pod_unschedulable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """kube-scheduler keeps the FitError when PostFilter fails (and logs the error):
+    the pod is Unschedulable, the log and the metric name the plugin."""
+
+    class FaultyPostFilter:
+        name = "Faulty"
+
+        def post_filter(self, *args: Any) -> Any:
+            raise KeyError("victims")
+
+    pods = [b.pod_dict("bad", requests={"cpu": "64"}), b.pod_dict("good")]
+    plan, handle = plan_with(FaultyPostFilter(), *pods)
+    by_pod = {p.pod: p for p in plan.placements}
+    assert by_pod["default/good"].status is planner.Outcome.SCHEDULED
+    bad = by_pod["default/bad"]
+    assert bad.status is planner.Outcome.UNSCHEDULABLE
+    assert "Insufficient cpu" in bad.message
+    assert handle.failures.counts == {("Faulty", "PostFilter"): 1}
+    assert any("'Faulty' on pod default/bad: KeyError" in r.getMessage() for r in caplog.records)
+
+
 def test_a_failing_pod_leaves_the_snapshot_as_it_was() -> None:
     """The bad pod, failing at Permit after its assume, is forgotten: the two good pods
     still get the room (one 3-CPU pod per 4-CPU node)."""
