@@ -190,6 +190,24 @@ class CycleResult:
     extender_scores: tuple[ExtenderScores, ...] = ()
     _rejected: dict[int, int] | None = None
     _candidate_set: frozenset[int] | None = None
+    _frozen: dict[int, api.Status] | None = None
+    """The rejections as the filters saw them, taken while the snapshot held the pods
+    nominated to other nodes (and the second pass's, without them), when there were
+    any: explanations computed later, from the snapshot without them, would disagree."""
+
+    def freeze(self) -> None:
+        """Take the rejections' statuses now (the snapshot holds the nominated pods)."""
+        self._frozen = self._plugin_statuses()
+
+    def reject_again(self, statuses: Mapping[int, api.Status]) -> None:
+        """Nodes the second pass (without the nominated pods) rejected, with why: they
+        are no longer feasible."""
+        frozen = self._plugin_statuses() if self._frozen is None else self._frozen
+        frozen.update(statuses)
+        self._frozen = frozen
+        if self.outcome is not None and statuses:
+            gone = np.fromiter(statuses, dtype=np.intp, count=len(statuses))
+            self.outcome.feasible = self.outcome.feasible[~np.isin(self.outcome.feasible, gone)]
 
     def rejected_by_node(self) -> dict[int, int]:
         """Rejected node -> position of the rejecting plugin in ``filters``."""
@@ -206,7 +224,9 @@ class CycleResult:
             return self.prefilter_status
         if self.extender_verdicts is not None and node in self.extender_verdicts.statuses:
             return self.extender_verdicts.statuses[node]
-        position = self.rejected_by_node().get(node)
+        if self._frozen is not None and node in self._frozen:
+            return self._frozen[node]
+        position = None if self._frozen is not None else self.rejected_by_node().get(node)
         if position is not None:
             plugin = self.filters[position]
             return plugin.filter_node(self.state, self.pod, self.snapshot, node).with_plugin(
@@ -225,7 +245,12 @@ class CycleResult:
         helps = np.zeros(self.snapshot.size, dtype=bool)
         if not self.prefilter_status.is_success or self.outcome is None:
             return helps
-        rejected, by = self.outcome.rejected, self.outcome.rejected_by
+        if self._frozen is not None:
+            for node, status in self._frozen.items():
+                helps[node] = status.code is api.Code.UNSCHEDULABLE
+            rejected, by = self.outcome.rejected[:0], self.outcome.rejected_by[:0]
+        else:
+            rejected, by = self.outcome.rejected, self.outcome.rejected_by
         for position in np.unique(by):
             plugin = self.filters[int(position)]
             nodes = rejected[by == position]
@@ -269,10 +294,16 @@ class CycleResult:
                     distinct = list(slot)
             yield nodes, [status.with_plugin(plugin.name) for status in distinct], which
 
-    def rejection_statuses(self) -> dict[int, api.Status]:
+    def _plugin_statuses(self) -> dict[int, api.Status]:
+        if self._frozen is not None:
+            return dict(self._frozen)
         statuses: dict[int, api.Status] = {}
         for nodes, distinct, which in self._rejections():
             statuses.update(zip(nodes.tolist(), (distinct[i] for i in which.tolist()), strict=True))
+        return statuses
+
+    def rejection_statuses(self) -> dict[int, api.Status]:
+        statuses = self._plugin_statuses()
         if self.extender_verdicts is not None:
             statuses.update(self.extender_verdicts.statuses)
         return statuses
@@ -284,7 +315,11 @@ class CycleResult:
             return f"{message} {self.prefilter_status.message}."
         reasons: Counter[str] = Counter()
         rejected = 0
-        for nodes, distinct, which in self._rejections():
+        if self._frozen is not None:
+            rejected = len(self._frozen)
+            for status in self._frozen.values():
+                reasons.update(status.reasons)
+        for nodes, distinct, which in () if self._frozen is not None else self._rejections():
             rejected += len(nodes)
             counts = np.bincount(which, minlength=len(distinct)).tolist()
             for status, count in zip(distinct, counts, strict=True):
@@ -380,12 +415,16 @@ class Scheduler:
         snapshot.add_pods(others, holders)  # filters see nominated pods (addGENominatedPods)
         try:
             feasible = self._filter(fw, pod, result)
+            if nominated:
+                result.freeze()  # explained as filtered: with the nominated pods
         finally:
             snapshot.remove_pods(others, holders)
         if feasible is None or result.node is not None:
             return result
         if nominated and feasible.size:
-            feasible = self._without_nominated(fw, pod, feasible, {node for _, node in nominated})
+            feasible = self._without_nominated(
+                fw, pod, result, feasible, {node for _, node in nominated}
+            )
             if feasible.size == 0:
                 result.status = api.unschedulable(result.fit_error_message())
                 return result
@@ -410,10 +449,16 @@ class Scheduler:
         return verdicts.feasible
 
     def _without_nominated(
-        self, fw: Framework, pod: api.Pod, feasible: NodeIndices, holders: set[int]
+        self,
+        fw: Framework,
+        pod: api.Pod,
+        result: CycleResult,
+        feasible: NodeIndices,
+        holders: set[int],
     ) -> NodeIndices:
         """kube-scheduler filters a node holding nominated pods twice, with and without
-        them; both must pass. The second pass, on those nodes only."""
+        them; both must pass. The second pass, on those nodes only; the nodes it rejects
+        go into ``result`` with their status."""
         again = np.isin(feasible, np.fromiter(holders, dtype=np.intp, count=len(holders)))
         recheck = feasible[again]
         if recheck.size == 0:
@@ -421,6 +466,7 @@ class Scheduler:
         state = CycleState()
         _, status, _ = fw.run_pre_filter(state, pod, self.snapshot)
         if not status.is_success:
+            result.reject_again(dict.fromkeys(recheck.tolist(), status))
             return feasible[~again]
         passed = find_feasible(
             fw.active_filters(state),
@@ -432,6 +478,10 @@ class Scheduler:
             wanted=len(recheck),
             failures=fw.handle.failures,
         ).feasible
+        dropped = recheck[~np.isin(recheck, passed)].tolist()
+        result.reject_again(
+            {node: fw.run_filter_node(state, pod, self.snapshot, node) for node in dropped}
+        )
         return feasible[~again | np.isin(feasible, passed)]
 
     def _filter(self, fw: Framework, pod: api.Pod, result: CycleResult) -> NodeIndices | None:

@@ -561,7 +561,7 @@ def _violating(
     good: list[api.Pod] = []
     for p in pods:
         hit = False
-        for i, b in enumerate(budgets):
+        for i, b in enumerate(budgets if p.labels else ()):  # upstream: no labels, no PDB
             if b.namespace != p.namespace or b.selector is None or b.selector.is_empty:
                 continue
             if not selector_matches(b.selector, p.labels) or p.name in b.disrupted_pods:
