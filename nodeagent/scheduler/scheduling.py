@@ -414,9 +414,7 @@ class Scheduler:
         others, holders = [p for p, _ in nominated], [n for _, n in nominated]
         snapshot.add_pods(others, holders)  # filters see nominated pods (addGENominatedPods)
         try:
-            feasible = self._filter(fw, pod, result)
-            if nominated:
-                result.freeze()  # explained as filtered: with the nominated pods
+            feasible = self._filter(fw, pod, result, freeze=bool(nominated))
         finally:
             snapshot.remove_pods(others, holders)
         if feasible is None or result.node is not None:
@@ -484,9 +482,12 @@ class Scheduler:
         )
         return feasible[~again | np.isin(feasible, passed)]
 
-    def _filter(self, fw: Framework, pod: api.Pod, result: CycleResult) -> NodeIndices | None:
+    def _filter(
+        self, fw: Framework, pod: api.Pod, result: CycleResult, *, freeze: bool = False
+    ) -> NodeIndices | None:
         """PreFilter and Filter; the feasible nodes, or ``None`` when the cycle ended
-        (a rejection, or the nominated node taken as is)."""
+        (a rejection, or the nominated node taken as is). With ``freeze`` (the snapshot
+        holds nominated pods) the rejections are explained now, as the filters saw them."""
         snapshot, state = self.snapshot, result.state
         restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
         if not status.is_success:
@@ -564,6 +565,8 @@ class Scheduler:
         advanced = self.next_start_node_index + outcome.processed
         self.next_start_node_index = advanced % snapshot.size
         result.outcome = outcome
+        if freeze:
+            result.freeze()
         if outcome.feasible.size == 0:
             result.status = api.unschedulable(result.fit_error_message())
             return None
