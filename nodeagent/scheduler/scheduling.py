@@ -8,9 +8,10 @@ picks the best total, breaking ties by reservoir sampling. The chosen node is as
 into the snapshot, then Reserve, Permit and the binding steps run; a failure after the
 assume undoes it (Unreserve in reverse order).
 
-Pods nominated to a node by an earlier preemption (the Handle's ``Nominator``) are in the
-snapshot while the pod of lower or equal priority is filtered, and the nodes holding them
-are filtered again without them (kube-scheduler's ``addGENominatedPods``). When no node
+Pods nominated to a node by an earlier preemption (the Handle's ``Nominator``) count
+against that node only, as kube-scheduler's ``addGENominatedPods``: the nodes are
+filtered without them, then each feasible node holding some (of priority >= the pod's)
+is filtered again with its own on it, and must pass both. When no node
 fits, the PostFilter plugins (DefaultPreemption) get the cycle's result as the diagnosis
 and may offer a nomination, kept in :attr:`CycleResult.preemption` for the caller to act
 on.
@@ -191,17 +192,13 @@ class CycleResult:
     _rejected: dict[int, int] | None = None
     _candidate_set: frozenset[int] | None = None
     _frozen: dict[int, api.Status] | None = None
-    """The rejections as the filters saw them, taken while the snapshot held the pods
-    nominated to other nodes (and the second pass's, without them), when there were
-    any: explanations computed later, from the snapshot without them, would disagree."""
-
-    def freeze(self) -> None:
-        """Take the rejections' statuses now (the snapshot holds the nominated pods)."""
-        self._frozen = self._plugin_statuses()
+    """Every rejection with its status, once a second pass (with the pods nominated to
+    a node) rejected nodes the first found feasible: the explanations must name that
+    pass's reasons, which the snapshot no longer shows."""
 
     def reject_again(self, statuses: Mapping[int, api.Status]) -> None:
-        """Nodes the second pass (without the nominated pods) rejected, with why: they
-        are no longer feasible."""
+        """Nodes the second pass (with the pods nominated there) rejected, with why:
+        they are no longer feasible."""
         frozen = self._plugin_statuses() if self._frozen is None else self._frozen
         frozen.update(statuses)
         self._frozen = frozen
@@ -406,23 +403,15 @@ class Scheduler:
         if snapshot.size == 0:
             result.status = api.unschedulable("no nodes available to schedule pods")
             return result
-        nominated = [
-            (other, snapshot.index[name])
-            for other, name in fw.handle.nominator.counted_for(pod)
-            if name in snapshot.index
-        ]
-        others, holders = [p for p, _ in nominated], [n for _, n in nominated]
-        snapshot.add_pods(others, holders)  # filters see nominated pods (addGENominatedPods)
-        try:
-            feasible = self._filter(fw, pod, result, freeze=bool(nominated))
-        finally:
-            snapshot.remove_pods(others, holders)
+        nominated: dict[int, list[api.Pod]] = {}
+        for other, name in fw.handle.nominator.counted_for(pod):
+            if name in snapshot.index:
+                nominated.setdefault(snapshot.index[name], []).append(other)
+        feasible = self._filter(fw, pod, result, nominated)
         if feasible is None or result.node is not None:
             return result
         if nominated and feasible.size:
-            feasible = self._without_nominated(
-                fw, pod, result, feasible, {node for _, node in nominated}
-            )
+            feasible = self._with_nominated(fw, pod, result, feasible, nominated)
             if feasible.size == 0:
                 result.status = api.unschedulable(result.fit_error_message())
                 return result
@@ -446,48 +435,61 @@ class Scheduler:
         result.extender_verdicts = verdicts
         return verdicts.feasible
 
-    def _without_nominated(
+    def _with_nominated(
         self,
         fw: Framework,
         pod: api.Pod,
         result: CycleResult,
         feasible: NodeIndices,
-        holders: set[int],
+        nominated: Mapping[int, list[api.Pod]],
     ) -> NodeIndices:
-        """kube-scheduler filters a node holding nominated pods twice, with and without
-        them; both must pass. The second pass, on those nodes only; the nodes it rejects
-        go into ``result`` with their status."""
-        again = np.isin(feasible, np.fromiter(holders, dtype=np.intp, count=len(holders)))
-        recheck = feasible[again]
-        if recheck.size == 0:
+        """kube-scheduler's ``addGENominatedPods``: a feasible node holding pods
+        nominated there (of priority >= the pod's) must also pass with them on it; other
+        nodes' nominated pods play no part. The nodes this pass rejects go into
+        ``result`` with their status."""
+        rejected: dict[int, api.Status] = {}
+        for node in feasible.tolist():
+            if node in nominated:
+                status = self._passes_with(fw, pod, node, nominated[node])
+                if not status.is_success:
+                    rejected[node] = status
+        if not rejected:
             return feasible
-        state = CycleState()
-        _, status, _ = fw.run_pre_filter(state, pod, self.snapshot)
-        if not status.is_success:
-            result.reject_again(dict.fromkeys(recheck.tolist(), status))
-            return feasible[~again]
-        passed = find_feasible(
-            fw.active_filters(state),
-            state,
-            pod,
-            self.snapshot,
-            recheck,
-            start=0,
-            wanted=len(recheck),
-            failures=fw.handle.failures,
-        ).feasible
-        dropped = recheck[~np.isin(recheck, passed)].tolist()
-        result.reject_again(
-            {node: fw.run_filter_node(state, pod, self.snapshot, node) for node in dropped}
-        )
-        return feasible[~again | np.isin(feasible, passed)]
+        result.reject_again(rejected)
+        gone = np.fromiter(rejected, dtype=np.intp, count=len(rejected))
+        kept: NodeIndices = feasible[~np.isin(feasible, gone)]
+        return kept
+
+    def _passes_with(
+        self, fw: Framework, pod: api.Pod, node: int, others: list[api.Pod]
+    ) -> api.Status:
+        """PreFilter and Filter of ``node`` with ``others`` (nominated there) on it."""
+        snapshot = self.snapshot
+        snapshot.add_pods(others, [node] * len(others))
+        try:
+            state = CycleState()
+            restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
+            if not status.is_success:
+                return status
+            if restriction is not None and snapshot.names[node] not in restriction.node_names:
+                return api.unschedulable(
+                    f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(restricting))}]",
+                    unresolvable=True,
+                )
+            return fw.run_filter_node(state, pod, snapshot, node)
+        finally:
+            snapshot.remove_pods(others, [node] * len(others))
 
     def _filter(
-        self, fw: Framework, pod: api.Pod, result: CycleResult, *, freeze: bool = False
+        self,
+        fw: Framework,
+        pod: api.Pod,
+        result: CycleResult,
+        nominated: Mapping[int, list[api.Pod]],
     ) -> NodeIndices | None:
         """PreFilter and Filter; the feasible nodes, or ``None`` when the cycle ended
-        (a rejection, or the nominated node taken as is). With ``freeze`` (the snapshot
-        holds nominated pods) the rejections are explained now, as the filters saw them."""
+        (a rejection, or the pod's nominated node taken as is: it must also pass with
+        the pods nominated there)."""
         snapshot, state = self.snapshot, result.state
         restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
         if not status.is_success:
@@ -510,9 +512,9 @@ class Scheduler:
             )
         result.candidates = candidates
 
-        nominated = snapshot.index.get(pod.nominated_node_name, -1)
-        if nominated >= 0:
-            single = np.array([nominated], dtype=np.intp)
+        own = snapshot.index.get(pod.nominated_node_name, -1)
+        if own >= 0:
+            single = np.array([own], dtype=np.intp)
             passed = find_feasible(
                 result.filters,
                 state,
@@ -524,13 +526,19 @@ class Scheduler:
                 failures=fw.handle.failures,
             )
             kept = passed.feasible
+            if (
+                kept.size
+                and own in nominated
+                and not self._passes_with(fw, pod, own, nominated[own]).is_success
+            ):
+                kept = kept[:0]
             if kept.size:
                 try:
                     kept = self._extenders_keep(result, kept)
                 except ExtenderError:  # kube-scheduler logs it and filters every node
                     kept = kept[:0]
             if kept.size:
-                result.node = snapshot.names[nominated]
+                result.node = snapshot.names[own]
                 result.outcome = passed
                 return None
             result.extender_verdicts = None
@@ -565,8 +573,6 @@ class Scheduler:
         advanced = self.next_start_node_index + outcome.processed
         self.next_start_node_index = advanced % snapshot.size
         result.outcome = outcome
-        if freeze:
-            result.freeze()
         if outcome.feasible.size == 0:
             result.status = api.unschedulable(result.fit_error_message())
             return None
