@@ -50,6 +50,7 @@ from nodeagent.scheduler.framework import (
     PreemptionAwareFilter,
     ScoreOutcome,
 )
+from nodeagent.scheduler.preemption import RESOURCE_LOCAL
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -192,9 +193,14 @@ class CycleResult:
     _rejected: dict[int, int] | None = None
     _candidate_set: frozenset[int] | None = None
     _frozen: dict[int, api.Status] | None = None
-    """Every rejection with its status, once a second pass (with the pods nominated to
-    a node) rejected nodes the first found feasible: the explanations must name that
-    pass's reasons, which the snapshot no longer shows."""
+    """Every rejection with its status, taken while the snapshot held nominated pods or
+    once a second pass (with the pods nominated to a node) rejected nodes the first
+    found feasible: the explanations must name what the filters saw, which the snapshot
+    no longer shows."""
+
+    def freeze(self) -> None:
+        """Take the rejections' statuses now (the snapshot holds nominated pods)."""
+        self._frozen = self._plugin_statuses()
 
     def reject_again(self, statuses: Mapping[int, api.Status]) -> None:
         """Nodes the second pass (with the pods nominated there) rejected, with why:
@@ -243,8 +249,10 @@ class CycleResult:
         if not self.prefilter_status.is_success or self.outcome is None:
             return helps
         if self._frozen is not None:
-            for node, status in self._frozen.items():
-                helps[node] = status.code is api.Code.UNSCHEDULABLE
+            frozen = self._frozen
+            nodes = np.fromiter(frozen, dtype=np.intp, count=len(frozen))
+            codes = [status.code for status in frozen.values()]
+            helps[nodes] = np.array(codes, dtype=object) == api.Code.UNSCHEDULABLE
             rejected, by = self.outcome.rejected[:0], self.outcome.rejected_by[:0]
         else:
             rejected, by = self.outcome.rejected, self.outcome.rejected_by
@@ -314,8 +322,9 @@ class CycleResult:
         rejected = 0
         if self._frozen is not None:
             rejected = len(self._frozen)
-            for status in self._frozen.values():
-                reasons.update(status.reasons)
+            for status, count in Counter(self._frozen.values()).items():
+                for reason in status.reasons:
+                    reasons[reason] += count
         for nodes, distinct, which in () if self._frozen is not None else self._rejections():
             rejected += len(nodes)
             counts = np.bincount(which, minlength=len(distinct)).tolist()
@@ -407,6 +416,24 @@ class Scheduler:
         for other, name in fw.handle.nominator.counted_for(pod):
             if name in snapshot.index:
                 nominated.setdefault(snapshot.index[name], []).append(other)
+        if nominated:
+            # The common case in one pass: when every active filter judges a node by its
+            # own pods alone, more pods only make a node fit less, so filtering with all
+            # the nominated pods on their nodes is both of kube-scheduler's passes.
+            others = [other for pods in nominated.values() for other in pods]
+            at = [node for node, pods in nominated.items() for _ in pods]
+            start = self.next_start_node_index
+            snapshot.add_pods(others, at)
+            try:
+                feasible = self._filter(fw, pod, result, {}, freeze=True)
+            finally:
+                snapshot.remove_pods(others, at)
+            if all(getattr(p, RESOURCE_LOCAL, False) for p in result.filters):
+                if feasible is None or result.node is not None:
+                    return result
+                return self._after_filter(fw, pod, result, feasible)
+            self.next_start_node_index = start  # a plugin reads other nodes: exactly
+            result = CycleResult(pod, fw, snapshot, CycleState())
         feasible = self._filter(fw, pod, result, nominated)
         if feasible is None or result.node is not None:
             return result
@@ -415,6 +442,12 @@ class Scheduler:
             if feasible.size == 0:
                 result.status = api.unschedulable(result.fit_error_message())
                 return result
+        return self._after_filter(fw, pod, result, feasible)
+
+    def _after_filter(
+        self, fw: Framework, pod: api.Pod, result: CycleResult, feasible: NodeIndices
+    ) -> CycleResult:
+        """The filter extenders, then scoring and the choice of a node."""
         if feasible.size and self.extenders is not None:
             try:
                 feasible = self._extenders_keep(result, feasible)
@@ -447,9 +480,14 @@ class Scheduler:
         nominated there (of priority >= the pod's) must also pass with them on it; other
         nodes' nominated pods play no part. The nodes this pass rejects go into
         ``result`` with their status."""
-        rejected: dict[int, api.Status] = {}
-        for node in feasible.tolist():
-            if node in nominated:
+        holders = [node for node in feasible.tolist() if node in nominated]
+        if not holders:
+            return feasible
+        if all(getattr(p, RESOURCE_LOCAL, False) for p in result.filters):
+            rejected = self._rejected_with_all(fw, pod, holders, nominated)
+        else:  # a plugin reading other nodes: each node with its own nominated pods only
+            rejected = {}
+            for node in holders:
                 status = self._passes_with(fw, pod, node, nominated[node])
                 if not status.is_success:
                     rejected[node] = status
@@ -459,6 +497,53 @@ class Scheduler:
         gone = np.fromiter(rejected, dtype=np.intp, count=len(rejected))
         kept: NodeIndices = feasible[~np.isin(feasible, gone)]
         return kept
+
+    def _rejected_with_all(
+        self,
+        fw: Framework,
+        pod: api.Pod,
+        holders: list[int],
+        nominated: Mapping[int, list[api.Pod]],
+    ) -> dict[int, api.Status]:
+        """The second pass when every filter judges a node by its own pods alone: all
+        the holders at once, each with its nominated pods (one PreFilter, one vectorized
+        Filter, instead of one of each per holder)."""
+        snapshot = self.snapshot
+        pods = [other for node in holders for other in nominated[node]]
+        at = [node for node in holders for _ in nominated[node]]
+        snapshot.add_pods(pods, at)
+        try:
+            state = CycleState()
+            _, status, _ = fw.run_pre_filter(state, pod, snapshot)
+            if not status.is_success:
+                return dict.fromkeys(holders, status)
+            filters = fw.active_filters(state)
+            nodes = np.array(holders, dtype=np.intp)
+            outcome = find_feasible(
+                filters,
+                state,
+                pod,
+                snapshot,
+                nodes,
+                start=0,
+                wanted=len(nodes),
+                failures=fw.handle.failures,
+            )
+            rejected: dict[int, api.Status] = {}
+            for position in np.unique(outcome.rejected_by).tolist():
+                plugin = filters[position]
+                failed = outcome.rejected[outcome.rejected_by == position]
+                with fw.handle.guard(plugin.name, "Filter", pod):
+                    if isinstance(plugin, BulkStatusFilter):
+                        distinct, which = plugin.filter_statuses(state, pod, snapshot, failed)
+                        found = [distinct[i] for i in which.tolist()]
+                    else:
+                        found = [plugin.filter_node(state, pod, snapshot, n) for n in failed]
+                for node, status in zip(failed.tolist(), found, strict=True):
+                    rejected[node] = status.with_plugin(plugin.name)
+            return rejected
+        finally:
+            snapshot.remove_pods(pods, at)
 
     def _passes_with(
         self, fw: Framework, pod: api.Pod, node: int, others: list[api.Pod]
@@ -486,10 +571,13 @@ class Scheduler:
         pod: api.Pod,
         result: CycleResult,
         nominated: Mapping[int, list[api.Pod]],
+        *,
+        freeze: bool = False,
     ) -> NodeIndices | None:
         """PreFilter and Filter; the feasible nodes, or ``None`` when the cycle ended
         (a rejection, or the pod's nominated node taken as is: it must also pass with
-        the pods nominated there)."""
+        the pods nominated there). With ``freeze`` (the snapshot holds nominated pods
+        for now) the rejections are explained at once, as the filters saw them."""
         snapshot, state = self.snapshot, result.state
         restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
         if not status.is_success:
@@ -573,6 +661,8 @@ class Scheduler:
         advanced = self.next_start_node_index + outcome.processed
         self.next_start_node_index = advanced % snapshot.size
         result.outcome = outcome
+        if freeze:
+            result.freeze()
         if outcome.feasible.size == 0:
             result.status = api.unschedulable(result.fit_error_message())
             return None
