@@ -606,6 +606,14 @@ class Framework:
     def less(self, a: QueuedPod, b: QueuedPod) -> bool:
         return self.queue_sort[0].less(a, b)
 
+    def _failed(self, plugin: str, point: str, pod: api.Pod, exc: Exception) -> PluginError:
+        """``exc`` raised by ``plugin``: a deliberate PluginError as is, any other
+        exception logged and counted. (The hot runners use try/except, free when
+        nothing is raised, rather than a guard context per call.)"""
+        if isinstance(exc, PluginError):
+            return exc
+        return self.handle.failures.record(plugin, point, pod, exc)
+
     def run_pre_enqueue(self, pod: api.Pod) -> api.Status:
         for plugin in self.pre_enqueue:
             try:
@@ -625,10 +633,10 @@ class Framework:
         restricting: list[str] = []
         for plugin in self.pre_filter:
             try:
-                with self.handle.guard(plugin.name, "PreFilter", pod):
-                    partial, status = plugin.pre_filter(state, pod, snapshot)
-            except PluginError as exc:
-                return None, api.error(str(exc)).with_plugin(plugin.name), ()
+                partial, status = plugin.pre_filter(state, pod, snapshot)
+            except Exception as exc:
+                error = self._failed(plugin.name, "PreFilter", pod, exc)
+                return None, api.error(str(error)).with_plugin(plugin.name), ()
             if status.is_skip:
                 state.skip_filter.add(plugin.name)
                 continue
@@ -706,10 +714,10 @@ class Framework:
     ) -> api.Status:
         for plugin in self.pre_score:
             try:
-                with self.handle.guard(plugin.name, "PreScore", pod):
-                    status = plugin.pre_score(state, pod, snapshot, nodes)
-            except PluginError as exc:
-                return api.error(str(exc)).with_plugin(plugin.name)
+                status = plugin.pre_score(state, pod, snapshot, nodes)
+            except Exception as exc:
+                error = self._failed(plugin.name, "PreScore", pod, exc)
+                return api.error(str(error)).with_plugin(plugin.name)
             if status.is_skip:
                 state.skip_score.add(plugin.name)
             elif not status.is_success:
@@ -727,13 +735,13 @@ class Framework:
                 continue
             normalizer = self._normalizers.get(plugin.name)
             try:
-                with self.handle.guard(plugin.name, "Score", pod):
-                    raw = np.asarray(plugin.score(state, pod, snapshot, nodes), dtype=np.int64)
-                    normalized = raw
-                    if normalizer is not None:
-                        normalized = normalizer.normalize_score(state, pod, raw.copy())
-            except PluginError as exc:
-                return ScoreOutcome(totals, tuple(details), api.error(str(exc)))
+                raw = np.asarray(plugin.score(state, pod, snapshot, nodes), dtype=np.int64)
+                normalized = raw
+                if normalizer is not None:
+                    normalized = normalizer.normalize_score(state, pod, raw.copy())
+            except Exception as exc:
+                error = self._failed(plugin.name, "Score", pod, exc)
+                return ScoreOutcome(totals, tuple(details), api.error(str(error)))
             if normalized.size and (
                 normalized.min() < api.MIN_NODE_SCORE or normalized.max() > api.MAX_NODE_SCORE
             ):

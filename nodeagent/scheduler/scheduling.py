@@ -136,8 +136,12 @@ def find_feasible(
         for position, plugin in enumerate(filters):
             if alive.size == 0:
                 break
-            with guards.guard(plugin.name, "Filter", pod):
+            try:  # free when nothing is raised, unlike a context manager per call
                 passed = plugin.filter(state, pod, snapshot, block[alive])
+            except PluginError:
+                raise
+            except Exception as exc:
+                raise guards.record(plugin.name, "Filter", pod, exc) from exc
             verdict[alive[~passed]] = position
             alive = alive[passed]
         need = wanted - found
@@ -192,22 +196,27 @@ class CycleResult:
     extender_scores: tuple[ExtenderScores, ...] = ()
     _rejected: dict[int, int] | None = None
     _candidate_set: frozenset[int] | None = None
-    _frozen: dict[int, api.Status] | None = None
-    """Every rejection with its status, taken while the snapshot held nominated pods or
-    once a second pass (with the pods nominated to a node) rejected nodes the first
-    found feasible: the explanations must name what the filters saw, which the snapshot
-    no longer shows."""
+    _frozen: list[tuple[NodeIndices, list[api.Status], NodeIndices]] | None = None
+    """The rejections as :meth:`_rejections` gives them, taken while the snapshot held
+    nominated pods, or once a second pass (with the pods nominated to a node) rejected
+    nodes the first found feasible: the explanations must name what the filters saw,
+    which the snapshot no longer shows."""
 
     def freeze(self) -> None:
         """Take the rejections' statuses now (the snapshot holds nominated pods)."""
-        self._frozen = self._plugin_statuses()
+        self._frozen = list(self._rejections())
 
     def reject_again(self, statuses: Mapping[int, api.Status]) -> None:
         """Nodes the second pass (with the pods nominated there) rejected, with why:
         they are no longer feasible."""
-        frozen = self._plugin_statuses() if self._frozen is None else self._frozen
-        frozen.update(statuses)
-        self._frozen = frozen
+        if self._frozen is None:
+            self.freeze()
+        assert self._frozen is not None
+        if statuses:
+            slot: dict[api.Status, int] = {}
+            which = [slot.setdefault(status, len(slot)) for status in statuses.values()]
+            nodes = np.fromiter(statuses, dtype=np.intp, count=len(statuses))
+            self._frozen.append((nodes, list(slot), np.array(which, dtype=np.intp)))
         if self.outcome is not None and statuses:
             gone = np.fromiter(statuses, dtype=np.intp, count=len(statuses))
             self.outcome.feasible = self.outcome.feasible[~np.isin(self.outcome.feasible, gone)]
@@ -227,8 +236,10 @@ class CycleResult:
             return self.prefilter_status
         if self.extender_verdicts is not None and node in self.extender_verdicts.statuses:
             return self.extender_verdicts.statuses[node]
-        if self._frozen is not None and node in self._frozen:
-            return self._frozen[node]
+        if self._frozen is not None:
+            found = self._plugin_statuses().get(node)
+            if found is not None:
+                return found
         position = None if self._frozen is not None else self.rejected_by_node().get(node)
         if position is not None:
             plugin = self.filters[position]
@@ -249,10 +260,9 @@ class CycleResult:
         if not self.prefilter_status.is_success or self.outcome is None:
             return helps
         if self._frozen is not None:
-            frozen = self._frozen
-            nodes = np.fromiter(frozen, dtype=np.intp, count=len(frozen))
-            codes = [status.code for status in frozen.values()]
-            helps[nodes] = np.array(codes, dtype=object) == api.Code.UNSCHEDULABLE
+            for nodes, distinct, which in self._frozen:
+                may = np.array([s.code is api.Code.UNSCHEDULABLE for s in distinct], dtype=bool)
+                helps[nodes] = may[which]
             rejected, by = self.outcome.rejected[:0], self.outcome.rejected_by[:0]
         else:
             rejected, by = self.outcome.rejected, self.outcome.rejected_by
@@ -276,6 +286,9 @@ class CycleResult:
     def _rejections(self) -> Iterator[tuple[NodeIndices, list[api.Status], NodeIndices]]:
         """Rejected nodes grouped by rejecting plugin: the nodes, the distinct statuses
         (named after the plugin), and per node the index of its status."""
+        if self._frozen is not None:
+            yield from self._frozen
+            return
         if self.outcome is None:
             return
         rejected, by = self.outcome.rejected, self.outcome.rejected_by
@@ -300,8 +313,6 @@ class CycleResult:
             yield nodes, [status.with_plugin(plugin.name) for status in distinct], which
 
     def _plugin_statuses(self) -> dict[int, api.Status]:
-        if self._frozen is not None:
-            return dict(self._frozen)
         statuses: dict[int, api.Status] = {}
         for nodes, distinct, which in self._rejections():
             statuses.update(zip(nodes.tolist(), (distinct[i] for i in which.tolist()), strict=True))
@@ -320,12 +331,7 @@ class CycleResult:
             return f"{message} {self.prefilter_status.message}."
         reasons: Counter[str] = Counter()
         rejected = 0
-        if self._frozen is not None:
-            rejected = len(self._frozen)
-            for status, count in Counter(self._frozen.values()).items():
-                for reason in status.reasons:
-                    reasons[reason] += count
-        for nodes, distinct, which in () if self._frozen is not None else self._rejections():
+        for nodes, distinct, which in self._rejections():
             rejected += len(nodes)
             counts = np.bincount(which, minlength=len(distinct)).tolist()
             for status, count in zip(distinct, counts, strict=True):
