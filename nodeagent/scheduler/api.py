@@ -145,6 +145,28 @@ def tolerates(
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _GO_INT = re.compile(r"^[+-]?[0-9]+$")
+_NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_QUALIFIED_NAME = re.compile(
+    rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME_PART}$"
+)
+_LABEL_VALUE = re.compile(rf"^({_NAME_PART})?$")
+MAX_LABEL_NAME = 63
+"""The longest label value, and the longest name part of a label key."""
+
+
+def is_label_key(key: str) -> bool:
+    """A qualified name as the API server validates label keys: an optional DNS
+    subdomain prefix and ``/``, then a name of at most 63 characters."""
+    return (
+        len(key) <= 316
+        and bool(_QUALIFIED_NAME.match(key))
+        and len(key.rsplit("/", 1)[-1]) <= MAX_LABEL_NAME
+    )
+
+
+def is_label_value(value: str) -> bool:
+    """At most 63 alphanumerics, ``-``, ``_``, ``.``, starting and ending alphanumeric."""
+    return len(value) <= MAX_LABEL_NAME and bool(_LABEL_VALUE.match(value))
 
 
 def parse_go_int(text: str) -> int | None:

@@ -22,16 +22,24 @@ Contracts:
 * Unreserve runs in reverse order and must be idempotent.
 * Plugin instances live as long as their profile: per-pod data goes into the
   :class:`CycleState`, never into the plugin.
+* An exception escaping a plugin is a bug, and fails that pod's cycle only: it becomes a
+  :class:`PluginError` naming plugin, extension point and pod (an Error status where
+  the runner returns one), logged and counted by :class:`PluginFailures`. PreBind and
+  Bind are the exception: the binding cycle catches what they raise itself.
 """
 
 from __future__ import annotations
 
+import logging
 import random
-from collections.abc import Callable, KeysView, Mapping, Sequence
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
+from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import BaseModel
 
 from nodeagent.errors import ConfigError
@@ -41,9 +49,65 @@ from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndi
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 
 class PluginError(Exception):
-    """A plugin could not do its work (not a verdict on the pod): the cycle errors."""
+    """A plugin could not do its work (not a verdict on the pod): the cycle errors.
+
+    A plugin may raise it deliberately; any other exception escaping a plugin is turned
+    into one by :class:`PluginFailures` (naming the plugin, extension point and pod), so
+    one plugin's bug on one pod fails that pod's cycle and nothing else."""
+
+
+class PluginFailures:
+    """Exceptions that escaped plugins: each is logged once with the plugin, extension
+    point and pod, and counted per plugin and extension point. It is a Prometheus
+    collector (``nodeagent_scheduler_plugin_errors_total``) the live scheduler
+    registers; the pod is named in the log and the pod's status, not in a label (pod
+    names would make the series unbounded)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def guard(self, plugin: str, point: str, pod: api.Pod) -> _Guard:
+        """A context that turns an exception escaping ``plugin`` into a :class:`PluginError`."""
+        return _Guard(self, plugin, point, pod)
+
+    def record(self, plugin: str, point: str, pod: api.Pod, exc: BaseException) -> PluginError:
+        with self._lock:
+            self.counts[(plugin, point)] += 1
+        message = f"running {point} plugin {plugin!r} on pod {pod.key}: {type(exc).__name__}: {exc}"
+        log.error("%s", message, exc_info=exc)
+        return PluginError(message)
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "nodeagent_scheduler_plugin_errors",
+            "Exceptions that escaped a scheduler plugin (each failed one pod's cycle).",
+            labels=("plugin", "extension_point"),
+        )
+        with self._lock:
+            counts = list(self.counts.items())
+        for (plugin, point), count in sorted(counts):
+            family.add_metric((plugin, point), count)
+        yield family
+
+
+class _Guard:
+    __slots__ = ("_failures", "_plugin", "_pod", "_point")
+
+    def __init__(self, failures: PluginFailures, plugin: str, point: str, pod: api.Pod) -> None:
+        self._failures, self._plugin, self._point, self._pod = failures, plugin, point, pod
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> Literal[False]:
+        if exc is None or isinstance(exc, PluginError) or not isinstance(exc, Exception):
+            return False
+        raise self._failures.record(self._plugin, self._point, self._pod, exc) from exc
 
 
 class CycleState:
@@ -204,6 +268,11 @@ class Handle:
     extenders: Extenders | None = None
     """The configuration's HTTP extenders (``None``: none configured); the scheduling
     cycle calls them, see :mod:`nodeagent.scheduler.extenders.chain`."""
+    failures: PluginFailures = field(default_factory=PluginFailures)
+    """Where exceptions escaping plugins are logged and counted."""
+
+    def guard(self, plugin: str, point: str, pod: api.Pod) -> _Guard:
+        return self.failures.guard(plugin, point, pod)
 
 
 @runtime_checkable
@@ -366,6 +435,12 @@ EXTENSION_PROTOCOLS: Mapping[config.ExtensionPoint, type] = {
 
 Factory = Callable[[Any, Handle], object]
 
+_IMPLEMENTS: dict[tuple[type, config.ExtensionPoint], bool] = {}
+"""Whether a plugin class implements an extension point, by class: a runtime Protocol
+check costs about 0.1 ms and a profile makes some 180 of them, which was most of the
+time to build a framework (a plan, a fuzz example). Plugins define their extension
+methods on the class, so every instance of a class answers alike."""
+
 
 @dataclass(frozen=True, slots=True)
 class PluginSpec:
@@ -462,7 +537,12 @@ class Framework:
         return self.profile.percentage_of_nodes_to_score
 
     def _implements(self, name: str, point: config.ExtensionPoint) -> bool:
-        return isinstance(self.plugins[name], EXTENSION_PROTOCOLS[point])
+        plugin = self.plugins[name]
+        key = (type(plugin), point)
+        found = _IMPLEMENTS.get(key)
+        if found is None:
+            found = _IMPLEMENTS[key] = isinstance(plugin, EXTENSION_PROTOCOLS[point])
+        return found
 
     def _explicit(self, point: config.ExtensionPoint) -> list[str]:
         names: list[str] = []
@@ -526,9 +606,21 @@ class Framework:
     def less(self, a: QueuedPod, b: QueuedPod) -> bool:
         return self.queue_sort[0].less(a, b)
 
+    def _failed(self, plugin: str, point: str, pod: api.Pod, exc: Exception) -> PluginError:
+        """``exc`` raised by ``plugin``: a deliberate PluginError as is, any other
+        exception logged and counted. (The hot runners use try/except, free when
+        nothing is raised, rather than a guard context per call.)"""
+        if isinstance(exc, PluginError):
+            return exc
+        return self.handle.failures.record(plugin, point, pod, exc)
+
     def run_pre_enqueue(self, pod: api.Pod) -> api.Status:
         for plugin in self.pre_enqueue:
-            status = plugin.pre_enqueue(pod)
+            try:
+                with self.handle.guard(plugin.name, "PreEnqueue", pod):
+                    status = plugin.pre_enqueue(pod)
+            except PluginError as exc:
+                return api.error(str(exc)).with_plugin(plugin.name)
             if not status.is_success:
                 return status.with_plugin(plugin.name)
         return api.SUCCESS
@@ -540,7 +632,11 @@ class Framework:
         result: PreFilterResult | None = None
         restricting: list[str] = []
         for plugin in self.pre_filter:
-            partial, status = plugin.pre_filter(state, pod, snapshot)
+            try:
+                partial, status = plugin.pre_filter(state, pod, snapshot)
+            except Exception as exc:
+                error = self._failed(plugin.name, "PreFilter", pod, exc)
+                return None, api.error(str(error)).with_plugin(plugin.name), ()
             if status.is_skip:
                 state.skip_filter.add(plugin.name)
                 continue
@@ -572,7 +668,11 @@ class Framework:
     ) -> api.Status:
         """Per-node Filter, stopping at the first rejection (used to explain)."""
         for plugin in self.active_filters(state):
-            status = plugin.filter_node(state, pod, snapshot, node)
+            try:
+                with self.handle.guard(plugin.name, "Filter", pod):
+                    status = plugin.filter_node(state, pod, snapshot, node)
+            except PluginError as exc:
+                return api.error(str(exc)).with_plugin(plugin.name)
             if not status.is_success:
                 return status.with_plugin(plugin.name)
         return api.SUCCESS
@@ -592,7 +692,11 @@ class Framework:
         reasons: list[str] = []
         rejector = ""
         for plugin in self.post_filter:
-            offered, status = plugin.post_filter(state, pod, snapshot, diagnosis, self)
+            try:
+                with self.handle.guard(plugin.name, "PostFilter", pod):
+                    offered, status = plugin.post_filter(state, pod, snapshot, diagnosis, self)
+            except PluginError as exc:  # from it or from the filters its dry run ran
+                return None, api.error(str(exc)).with_plugin(plugin.name)
             if status.is_success:
                 return offered, status
             if status.code is api.Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
@@ -609,7 +713,11 @@ class Framework:
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> api.Status:
         for plugin in self.pre_score:
-            status = plugin.pre_score(state, pod, snapshot, nodes)
+            try:
+                status = plugin.pre_score(state, pod, snapshot, nodes)
+            except Exception as exc:
+                error = self._failed(plugin.name, "PreScore", pod, exc)
+                return api.error(str(error)).with_plugin(plugin.name)
             if status.is_skip:
                 state.skip_score.add(plugin.name)
             elif not status.is_success:
@@ -625,11 +733,15 @@ class Framework:
         for plugin in self.score:
             if plugin.name in state.skip_score:
                 continue
-            raw = np.asarray(plugin.score(state, pod, snapshot, nodes), dtype=np.int64)
-            normalized = raw
             normalizer = self._normalizers.get(plugin.name)
-            if normalizer is not None:
-                normalized = normalizer.normalize_score(state, pod, raw.copy())
+            try:
+                raw = np.asarray(plugin.score(state, pod, snapshot, nodes), dtype=np.int64)
+                normalized = raw
+                if normalizer is not None:
+                    normalized = normalizer.normalize_score(state, pod, raw.copy())
+            except Exception as exc:
+                error = self._failed(plugin.name, "Score", pod, exc)
+                return ScoreOutcome(totals, tuple(details), api.error(str(error)))
             if normalized.size and (
                 normalized.min() < api.MIN_NODE_SCORE or normalized.max() > api.MAX_NODE_SCORE
             ):
@@ -650,18 +762,30 @@ class Framework:
 
     def run_reserve(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
         for plugin in self.reserve:
-            status = plugin.reserve(state, pod, node_name)
+            try:
+                with self.handle.guard(plugin.name, "Reserve", pod):
+                    status = plugin.reserve(state, pod, node_name)
+            except PluginError as exc:
+                return api.error(str(exc)).with_plugin(plugin.name)
             if not status.is_success:
                 return status.with_plugin(plugin.name)
         return api.SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: api.Pod, node_name: str) -> None:
         for plugin in reversed(self.reserve):
-            plugin.unreserve(state, pod, node_name)
+            try:  # every plugin's Unreserve runs, whatever one of them does
+                with self.handle.guard(plugin.name, "Unreserve", pod):
+                    plugin.unreserve(state, pod, node_name)
+            except PluginError:
+                continue  # logged and counted by the guard
 
     def run_permit(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
         for plugin in self.permit:
-            status, _timeout = plugin.permit(state, pod, node_name)
+            try:
+                with self.handle.guard(plugin.name, "Permit", pod):
+                    status, _timeout = plugin.permit(state, pod, node_name)
+            except PluginError as exc:
+                return api.error(str(exc)).with_plugin(plugin.name)
             if status.code is api.Code.WAIT:
                 # Offline there is nobody to allow a waiting pod: report it, don't hang.
                 reason = f"pod is waiting at Permit plugin {plugin.name}"
@@ -671,6 +795,8 @@ class Framework:
         return api.SUCCESS
 
     def run_pre_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
+        # PreBind and Bind may raise: the binding cycle (live: binder.py) catches what
+        # they raise and tells a final refusal from a failure by the exception's type.
         for plugin in self.pre_bind:
             status = plugin.pre_bind(state, pod, node_name)
             if not status.is_success:
@@ -693,7 +819,11 @@ class Framework:
 
     def run_post_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> None:
         for plugin in self.post_bind:
-            plugin.post_bind(state, pod, node_name)
+            try:  # informational: the pod is bound whatever PostBind does
+                with self.handle.guard(plugin.name, "PostBind", pod):
+                    plugin.post_bind(state, pod, node_name)
+            except PluginError:
+                continue  # logged and counted by the guard
 
 
 def build_frameworks(

@@ -190,25 +190,77 @@ def normalized_image_name(name: str) -> str:
     return name + ":latest" if name.rfind(":") <= name.rfind("/") else name
 
 
-def _requirements(value: Any, where: FieldPath) -> tuple[api.Requirement, ...]:
+LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+"""A ``LabelSelectorRequirement``'s operators."""
+
+
+def _label_key(key: str, where: FieldPath) -> str:
+    if not api.is_label_key(key):
+        raise where.fail(
+            key, "a label key: [prefix/]name, name of at most 63 alphanumerics, '-', '_', '.'"
+        )
+    return key
+
+
+def _label_value(value: str, where: FieldPath) -> str:
+    if not api.is_label_value(value):
+        raise where.fail(
+            value,
+            "a label value: at most 63 alphanumerics, '-', '_', '.', starting and ending"
+            " alphanumeric",
+        )
+    return value
+
+
+def _labels(value: Any, where: FieldPath) -> dict[str, str]:
+    """``metadata.labels`` (or a ``matchLabels``/``nodeSelector`` map), validated."""
+    labels = _string_map(value, where)
+    for key, text in labels.items():
+        _label_key(key, where / key)
+        _label_value(text, where / key)
+    return labels
+
+
+def _requirements(
+    value: Any, where: FieldPath, operators: tuple[str, ...] | None
+) -> tuple[api.Requirement, ...]:
+    """Requirements; with ``operators``, as the API server admits them: a known
+    operator, values as it allows (In/NotIn: some; Exists/DoesNotExist: none). Node
+    selector terms are read as written (``None``): the NodeAffinity plugin judges a
+    term kube-scheduler cannot parse as matching nothing, whatever its source."""
     out = []
     for i, raw in enumerate(_sequence(value, where)):
         item = _mapping(raw, where / i)
         values = tuple(str(v) for v in _sequence(item.get("values"), where / i / "values"))
-        out.append(api.Requirement(str(item.get("key", "")), str(item.get("operator", "")), values))
+        operator = item.get("operator")
+        if operators is None:
+            out.append(api.Requirement(str(item.get("key", "")), str(operator or ""), values))
+            continue
+        if operator not in operators:
+            raise (where / i / "operator").fail(operator, f"expected one of {', '.join(operators)}")
+        if operator in ("In", "NotIn") and not values:
+            raise (where / i / "values").fail(list(values), f"{operator} needs at least one value")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise (where / i / "values").fail(list(values), f"{operator} takes no values")
+        key = _label_key(str(item.get("key") or ""), where / i / "key")
+        out.append(api.Requirement(key, str(operator), values))
     return tuple(out)
 
 
 def parse_selector_term(value: Any, where: FieldPath) -> api.SelectorTerm:
     term = _mapping(value, where)
     return api.SelectorTerm(
-        _requirements(term.get("matchExpressions"), where / "matchExpressions"),
-        _requirements(term.get("matchFields"), where / "matchFields"),
+        _requirements(term.get("matchExpressions"), where / "matchExpressions", None),
+        _requirements(term.get("matchFields"), where / "matchFields", None),
     )
 
 
-def parse_node_affinity(value: Any, where: FieldPath) -> api.NodeAffinity | None:
-    """A ``NodeAffinity`` object (the pod's, or a plugin's ``addedAffinity``)."""
+def parse_node_affinity(
+    value: Any, where: FieldPath, *, admitted: bool = False
+) -> api.NodeAffinity | None:
+    """A ``NodeAffinity`` object (the pod's, or a plugin's ``addedAffinity``). A pod's
+    (``admitted``) passed the API server: a preferred weight outside 1..100 is refused;
+    kube-scheduler's configuration drops weight-0 added terms instead."""
     if value is None:
         return None
     affinity = _mapping(value, where)
@@ -226,10 +278,18 @@ def parse_node_affinity(value: Any, where: FieldPath) -> api.NodeAffinity | None
         _sequence(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), pwhere)
     ):
         item = _mapping(raw, pwhere / i)
-        weight = _int(item.get("weight", 0), pwhere / i / "weight")
+        weight = (_weight if admitted else _int)(item.get("weight", 0), pwhere / i / "weight")
         term = parse_selector_term(item.get("preference"), pwhere / i / "preference")
         preferred.append(api.PreferredTerm(weight, term))
     return api.NodeAffinity(required, tuple(preferred))
+
+
+def _weight(value: Any, where: FieldPath) -> int:
+    """A preferred term's weight: the API admits 1..100."""
+    weight = _int(value, where)
+    if not 1 <= weight <= 100:
+        raise where.fail(weight, "a weight in 1..100")
+    return weight
 
 
 def parse_label_selector(value: Any, where: FieldPath) -> api.LabelSelector | None:
@@ -237,10 +297,10 @@ def parse_label_selector(value: Any, where: FieldPath) -> api.LabelSelector | No
     if value is None:
         return None
     raw = _mapping(value, where)
-    labels = _string_map(raw.get("matchLabels"), where / "matchLabels")
+    labels = _labels(raw.get("matchLabels"), where / "matchLabels")
     return api.LabelSelector(
         tuple(sorted(labels.items())),
-        _requirements(raw.get("matchExpressions"), where / "matchExpressions"),
+        _requirements(raw.get("matchExpressions"), where / "matchExpressions", LABEL_OPERATORS),
     )
 
 
@@ -271,6 +331,7 @@ def parse_pod_affinity_term(
     topology_key = raw.get("topologyKey")
     if not isinstance(topology_key, str) or not topology_key:
         raise (where / "topologyKey").fail(topology_key, "a non-empty label key is required")
+    _label_key(topology_key, where / "topologyKey")
     return api.PodAffinityTerm(
         topology_key,
         selector,
@@ -296,7 +357,7 @@ def _affinity_terms(
         _sequence(raw.get("preferredDuringSchedulingIgnoredDuringExecution"), pwhere)
     ):
         item = _mapping(t, pwhere / i)
-        weight = _int(item.get("weight", 0), pwhere / i / "weight")
+        weight = _weight(item.get("weight"), pwhere / i / "weight")
         term = parse_pod_affinity_term(
             item.get("podAffinityTerm"), pwhere / i / "podAffinityTerm", labels
         )
@@ -392,18 +453,29 @@ def _preempted(status: Mapping[str, Any], where: FieldPath) -> bool:
     return False
 
 
+TOLERATION_OPERATORS = ("Equal", "Exists", "Gt", "Lt")
+"""Gt/Lt: the TaintTolerationComparisonOperators feature (alpha in 1.35)."""
+
+
 def parse_tolerations(value: Any, where: FieldPath) -> tuple[api.Toleration, ...]:
     out = []
     for i, raw in enumerate(_sequence(value, where)):
         item = _mapping(raw, where / i)
-        out.append(
-            api.Toleration(
-                key=str(item.get("key") or ""),
-                operator=str(item.get("operator") or "Equal"),
-                value=str(item.get("value") or ""),
-                effect=str(item.get("effect") or ""),
-            )
+        toleration = api.Toleration(
+            key=str(item.get("key") or ""),
+            operator=str(item.get("operator") or "Equal"),
+            value=str(item.get("value") or ""),
+            effect=str(item.get("effect") or ""),
         )
+        if toleration.operator not in TOLERATION_OPERATORS:
+            raise (where / i / "operator").fail(
+                toleration.operator, f"expected one of {', '.join(TOLERATION_OPERATORS)}"
+            )
+        if toleration.effect and toleration.effect not in set(api.TaintEffect):
+            raise (where / i / "effect").fail(
+                toleration.effect, f"expected one of {', '.join(api.TaintEffect)}"
+            )
+        out.append(toleration)
     return tuple(out)
 
 
@@ -488,7 +560,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
             priority = classes.get("", 0)  # "" holds the globalDefault class's value
     affinity = _mapping(spec.get("affinity"), swhere / "affinity")
     gates = _sequence(spec.get("schedulingGates"), swhere / "schedulingGates")
-    labels = _string_map(meta.get("labels"), where / "metadata" / "labels")
+    labels = _labels(meta.get("labels"), where / "metadata" / "labels")
     preemption_policy = spec.get("preemptionPolicy") or api.PREEMPT_LOWER_PRIORITY
     if preemption_policy not in (api.PREEMPT_LOWER_PRIORITY, api.PREEMPT_NEVER):
         raise (swhere / "preemptionPolicy").fail(
@@ -508,7 +580,9 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         priority=_int(priority, swhere / "priority"),
         labels=labels,
         node_selector=_string_map(spec.get("nodeSelector"), swhere / "nodeSelector"),
-        affinity=parse_node_affinity(affinity.get("nodeAffinity"), swhere / "affinity"),
+        affinity=parse_node_affinity(
+            affinity.get("nodeAffinity"), swhere / "affinity" / "nodeAffinity", admitted=True
+        ),
         tolerations=parse_tolerations(spec.get("tolerations"), swhere / "tolerations"),
         scheduling_gates=tuple(
             str(_mapping(g, swhere / "schedulingGates" / i).get("name", ""))
@@ -568,7 +642,7 @@ def parse_node(obj: Mapping[str, Any]) -> api.Node:
         conditions[str(condition.get("type", ""))] = str(condition.get("status", "Unknown"))
     return api.Node(
         name=name,
-        labels=_string_map(meta.get("labels"), where / "metadata" / "labels"),
+        labels=_labels(meta.get("labels"), where / "metadata" / "labels"),
         annotations=_string_map(meta.get("annotations"), where / "metadata" / "annotations"),
         taints=tuple(taints),
         unschedulable=_bool(spec.get("unschedulable"), where / "spec" / "unschedulable"),

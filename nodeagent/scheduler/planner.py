@@ -27,6 +27,7 @@ it out and drop it: memory stays bounded by the snapshot, not by pods x nodes.
 from __future__ import annotations
 
 import functools
+import logging
 import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,8 @@ from typing import Any
 
 from nodeagent.scheduler import api, config, framework, objects, registry, scheduling
 from nodeagent.scheduler.snapshot import ClusterSnapshot
+
+log = logging.getLogger(__name__)
 
 
 class Outcome(StrEnum):
@@ -236,7 +239,13 @@ def placements(
     ]
     ordered = _queue_order(next(iter(frameworks.values())), pending)
     for pod in ordered:
-        result = scheduler.schedule_one(pod)
+        try:
+            result = scheduler.schedule_one(pod)
+        except Exception as exc:  # a bug outside the plugins: this pod, not the plan
+            log.exception("scheduling %s failed", pod.key)
+            message = f"internal error scheduling the pod: {type(exc).__name__}: {exc}"
+            yield Placement(pod.key, None, Outcome.ERROR, message)
+            continue
         if result.preemption is not None and result.preemption.nominated_node is not None:
             apply_preemption(snapshot, handle.nominator, pod, result.preemption)
         yield _placement(result, explain_nodes)
@@ -292,7 +301,12 @@ def plan(
 
 def _placement(result: scheduling.CycleResult, explain_nodes: bool) -> Placement:
     pod = result.pod
-    verdicts = explain(result) if explain_nodes else None  # gated: none evaluated
+    try:
+        verdicts = explain(result) if explain_nodes else None  # gated: none evaluated
+    except framework.PluginError as exc:
+        if result.node is not None:  # the placement stands; only its explanation failed
+            return Placement(pod.key, result.node, Outcome.SCHEDULED, f"explaining: {exc}")
+        return Placement(pod.key, None, Outcome.ERROR, f"explaining: {exc}")
     if result.gated:
         return Placement(pod.key, None, Outcome.GATED, result.status.message, verdicts)
     if result.node is not None:

@@ -42,6 +42,7 @@ from nodeagent.scheduler.framework import (
     FilterPlugin,
     Framework,
     Nominator,
+    PluginError,
     PostFilterResult,
     Victims,
 )
@@ -53,6 +54,17 @@ NEVER = "not eligible due to preemptionPolicy=Never."
 TERMINATING = "not eligible due to a terminating pod on the nominated node."
 
 RESOURCE_LOCAL = "resource_local"
+
+
+def _raising(status: api.Status) -> api.Status:
+    """``status``, unless a plugin failed: then the dry run stops with that failure
+    (kube-scheduler's preemption returns the error) instead of reading it as a node
+    that does not fit."""
+    if status.code is api.Code.ERROR:
+        raise PluginError(status.message)
+    return status
+
+
 """Class attribute of Filter plugins whose verdict on a node depends only on the node's
 own (static) data and the snapshot's resource columns of that node."""
 
@@ -231,6 +243,7 @@ class _DryRun:
         Filter over the nodes concerned. The snapshot is restored on return."""
         snapshot, state = self.snapshot, CycleState()
         _, status, _ = self.fw.run_pre_filter(state, self.pod, snapshot)
+        _raising(status)
         lower = self._lower_priority(nodes)
         if lower is None:
             return {}
@@ -356,7 +369,8 @@ class _DryRun:
             alive = np.flatnonzero(mask)
             if alive.size == 0:
                 break
-            mask[alive] = plugin.filter(state, self.pod, self.snapshot, nodes[alive])
+            with self.fw.handle.guard(plugin.name, "Filter", self.pod):
+                mask[alive] = plugin.filter(state, self.pod, self.snapshot, nodes[alive])
         return mask
 
     def _why(
@@ -365,7 +379,8 @@ class _DryRun:
         if not prefilter.is_success:
             return prefilter
         for plugin in filters:
-            status = plugin.filter_node(state, self.pod, self.snapshot, node)
+            with self.fw.handle.guard(plugin.name, "Filter", self.pod):
+                status = plugin.filter_node(state, self.pod, self.snapshot, node)
             if not status.is_success:
                 return status
         return api.unschedulable(NOT_HELPFUL, unresolvable=True)
@@ -388,9 +403,9 @@ class _DryRun:
         state = CycleState()
         with self._nominated_on(node):
             _, status, _ = self.fw.run_pre_filter(state, self.pod, self.snapshot)
-            if not status.is_success:
+            if not _raising(status).is_success:
                 return status
-            return self.fw.run_filter_node(state, self.pod, self.snapshot, node)
+            return _raising(self.fw.run_filter_node(state, self.pod, self.snapshot, node))
 
     def one(self, node: int) -> Victims | None:
         run = self.start(node)
@@ -461,6 +476,7 @@ def preempt(
 
     state = CycleState()
     _, status, _ = fw.run_pre_filter(state, pod, snapshot)
+    _raising(status)
     filters = fw.active_filters(state) if status.is_success else []
     batchable = status.is_success and all(getattr(p, RESOURCE_LOCAL, False) for p in filters)
 

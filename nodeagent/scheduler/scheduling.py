@@ -8,9 +8,10 @@ picks the best total, breaking ties by reservoir sampling. The chosen node is as
 into the snapshot, then Reserve, Permit and the binding steps run; a failure after the
 assume undoes it (Unreserve in reverse order).
 
-Pods nominated to a node by an earlier preemption (the Handle's ``Nominator``) are in the
-snapshot while the pod of lower or equal priority is filtered, and the nodes holding them
-are filtered again without them (kube-scheduler's ``addGENominatedPods``). When no node
+Pods nominated to a node by an earlier preemption (the Handle's ``Nominator``) count
+against that node only, as kube-scheduler's ``addGENominatedPods``: the nodes are
+filtered without them, then each feasible node holding some (of priority >= the pod's)
+is filtered again with its own on it, and must pass both. When no node
 fits, the PostFilter plugins (DefaultPreemption) get the cycle's result as the diagnosis
 and may offer a nomination, kept in :attr:`CycleResult.preemption` for the caller to act
 on.
@@ -44,10 +45,12 @@ from nodeagent.scheduler.framework import (
     FilterPlugin,
     Framework,
     PluginError,
+    PluginFailures,
     PostFilterResult,
     PreemptionAwareFilter,
     ScoreOutcome,
 )
+from nodeagent.scheduler.preemption import RESOURCE_LOCAL
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -114,9 +117,11 @@ def find_feasible(
     *,
     start: int,
     wanted: int,
+    failures: PluginFailures | None = None,
 ) -> FilterOutcome:
     """The first ``wanted`` nodes passing every filter, walking ``candidates`` from
     ``start``; also the nodes rejected on the way, and how many nodes were processed."""
+    guards = failures or PluginFailures()
     total = len(candidates)
     feasible: list[NodeIndices] = []
     rejected: list[NodeIndices] = []
@@ -131,7 +136,12 @@ def find_feasible(
         for position, plugin in enumerate(filters):
             if alive.size == 0:
                 break
-            passed = plugin.filter(state, pod, snapshot, block[alive])
+            try:  # free when nothing is raised, unlike a context manager per call
+                passed = plugin.filter(state, pod, snapshot, block[alive])
+            except PluginError:
+                raise
+            except Exception as exc:
+                raise guards.record(plugin.name, "Filter", pod, exc) from exc
             verdict[alive[~passed]] = position
             alive = alive[passed]
         need = wanted - found
@@ -186,6 +196,30 @@ class CycleResult:
     extender_scores: tuple[ExtenderScores, ...] = ()
     _rejected: dict[int, int] | None = None
     _candidate_set: frozenset[int] | None = None
+    _frozen: list[tuple[NodeIndices, list[api.Status], NodeIndices]] | None = None
+    """The rejections as :meth:`_rejections` gives them, taken while the snapshot held
+    nominated pods, or once a second pass (with the pods nominated to a node) rejected
+    nodes the first found feasible: the explanations must name what the filters saw,
+    which the snapshot no longer shows."""
+
+    def freeze(self) -> None:
+        """Take the rejections' statuses now (the snapshot holds nominated pods)."""
+        self._frozen = list(self._rejections())
+
+    def reject_again(self, statuses: Mapping[int, api.Status]) -> None:
+        """Nodes the second pass (with the pods nominated there) rejected, with why:
+        they are no longer feasible."""
+        if self._frozen is None:
+            self.freeze()
+        assert self._frozen is not None
+        if statuses:
+            slot: dict[api.Status, int] = {}
+            which = [slot.setdefault(status, len(slot)) for status in statuses.values()]
+            nodes = np.fromiter(statuses, dtype=np.intp, count=len(statuses))
+            self._frozen.append((nodes, list(slot), np.array(which, dtype=np.intp)))
+        if self.outcome is not None and statuses:
+            gone = np.fromiter(statuses, dtype=np.intp, count=len(statuses))
+            self.outcome.feasible = self.outcome.feasible[~np.isin(self.outcome.feasible, gone)]
 
     def rejected_by_node(self) -> dict[int, int]:
         """Rejected node -> position of the rejecting plugin in ``filters``."""
@@ -202,7 +236,11 @@ class CycleResult:
             return self.prefilter_status
         if self.extender_verdicts is not None and node in self.extender_verdicts.statuses:
             return self.extender_verdicts.statuses[node]
-        position = self.rejected_by_node().get(node)
+        if self._frozen is not None:
+            found = self._plugin_statuses().get(node)
+            if found is not None:
+                return found
+        position = None if self._frozen is not None else self.rejected_by_node().get(node)
         if position is not None:
             plugin = self.filters[position]
             return plugin.filter_node(self.state, self.pod, self.snapshot, node).with_plugin(
@@ -221,18 +259,25 @@ class CycleResult:
         helps = np.zeros(self.snapshot.size, dtype=bool)
         if not self.prefilter_status.is_success or self.outcome is None:
             return helps
-        rejected, by = self.outcome.rejected, self.outcome.rejected_by
+        if self._frozen is not None:
+            for nodes, distinct, which in self._frozen:
+                may = np.array([s.code is api.Code.UNSCHEDULABLE for s in distinct], dtype=bool)
+                helps[nodes] = may[which]
+            rejected, by = self.outcome.rejected[:0], self.outcome.rejected_by[:0]
+        else:
+            rejected, by = self.outcome.rejected, self.outcome.rejected_by
         for position in np.unique(by):
             plugin = self.filters[int(position)]
             nodes = rejected[by == position]
-            if isinstance(plugin, PreemptionAwareFilter):
-                helps[nodes] = plugin.preemption_may_help(
-                    self.state, self.pod, self.snapshot, nodes
-                )
-                continue
-            for node in nodes:
-                status = plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
-                helps[node] = status.code is api.Code.UNSCHEDULABLE
+            with self.framework.handle.guard(plugin.name, "Filter", self.pod):
+                if isinstance(plugin, PreemptionAwareFilter):
+                    helps[nodes] = plugin.preemption_may_help(
+                        self.state, self.pod, self.snapshot, nodes
+                    )
+                    continue
+                for node in nodes:
+                    status = plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
+                    helps[node] = status.code is api.Code.UNSCHEDULABLE
         if self.extender_verdicts is not None:  # FailedNodes, not the unresolvable ones
             for node, status in self.extender_verdicts.statuses.items():
                 helps[node] = status.code is api.Code.UNSCHEDULABLE
@@ -241,30 +286,40 @@ class CycleResult:
     def _rejections(self) -> Iterator[tuple[NodeIndices, list[api.Status], NodeIndices]]:
         """Rejected nodes grouped by rejecting plugin: the nodes, the distinct statuses
         (named after the plugin), and per node the index of its status."""
+        if self._frozen is not None:
+            yield from self._frozen
+            return
         if self.outcome is None:
             return
         rejected, by = self.outcome.rejected, self.outcome.rejected_by
         for position in np.unique(by):
             plugin = self.filters[int(position)]
             nodes = rejected[by == position]
-            if isinstance(plugin, BulkStatusFilter):
-                distinct, which = plugin.filter_statuses(self.state, self.pod, self.snapshot, nodes)
-            else:
-                found = [
-                    plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
-                    for node in nodes
-                ]
-                slot: dict[api.Status, int] = {}
-                which = np.array(
-                    [slot.setdefault(status, len(slot)) for status in found], dtype=np.intp
-                )
-                distinct = list(slot)
+            with self.framework.handle.guard(plugin.name, "Filter", self.pod):
+                if isinstance(plugin, BulkStatusFilter):
+                    distinct, which = plugin.filter_statuses(
+                        self.state, self.pod, self.snapshot, nodes
+                    )
+                else:
+                    found = [
+                        plugin.filter_node(self.state, self.pod, self.snapshot, int(node))
+                        for node in nodes
+                    ]
+                    slot: dict[api.Status, int] = {}
+                    which = np.array(
+                        [slot.setdefault(status, len(slot)) for status in found], dtype=np.intp
+                    )
+                    distinct = list(slot)
             yield nodes, [status.with_plugin(plugin.name) for status in distinct], which
 
-    def rejection_statuses(self) -> dict[int, api.Status]:
+    def _plugin_statuses(self) -> dict[int, api.Status]:
         statuses: dict[int, api.Status] = {}
         for nodes, distinct, which in self._rejections():
             statuses.update(zip(nodes.tolist(), (distinct[i] for i in which.tolist()), strict=True))
+        return statuses
+
+    def rejection_statuses(self) -> dict[int, api.Status]:
+        statuses = self._plugin_statuses()
         if self.extender_verdicts is not None:
             statuses.update(self.extender_verdicts.statuses)
         return statuses
@@ -319,7 +374,8 @@ class Scheduler:
         fw = self.frameworks[pod.scheduler_name]
         gate = fw.run_pre_enqueue(pod)
         if not gate.is_success:
-            return CycleResult(pod, fw, self.snapshot, CycleState(), status=gate, gated=True)
+            gated = gate.code is not api.Code.ERROR  # a failing PreEnqueue is an error
+            return CycleResult(pod, fw, self.snapshot, CycleState(), status=gate, gated=gated)
         try:
             result = self.schedule_pod(fw, pod)
         except PluginError as exc:
@@ -339,10 +395,13 @@ class Scheduler:
         status = fw.run_reserve(result.state, pod, result.node)
         if status.is_success:
             status = fw.run_permit(result.state, pod, result.node)
-        if status.is_success:
-            status = fw.run_pre_bind(result.state, pod, result.node)
-        if status.is_success:
-            status = fw.run_bind(result.state, pod, result.node)
+        try:
+            if status.is_success:
+                status = fw.run_pre_bind(result.state, pod, result.node)
+            if status.is_success:
+                status = fw.run_bind(result.state, pod, result.node)
+        except Exception as exc:  # the binding failed: unreserved and forgotten below
+            status = api.error(f"binding the pod to {result.node}: {type(exc).__name__}: {exc}")
         if not status.is_success:
             fw.run_unreserve(result.state, pod, result.node)
             self.snapshot.remove_pod(pod, node_index)  # forget
@@ -359,24 +418,42 @@ class Scheduler:
         if snapshot.size == 0:
             result.status = api.unschedulable("no nodes available to schedule pods")
             return result
-        nominated = [
-            (other, snapshot.index[name])
-            for other, name in fw.handle.nominator.counted_for(pod)
-            if name in snapshot.index
-        ]
-        others, holders = [p for p, _ in nominated], [n for _, n in nominated]
-        snapshot.add_pods(others, holders)  # filters see nominated pods (addGENominatedPods)
-        try:
-            feasible = self._filter(fw, pod, result)
-        finally:
-            snapshot.remove_pods(others, holders)
+        nominated: dict[int, list[api.Pod]] = {}
+        for other, name in fw.handle.nominator.counted_for(pod):
+            if name in snapshot.index:
+                nominated.setdefault(snapshot.index[name], []).append(other)
+        if nominated:
+            # The common case in one pass: when every active filter judges a node by its
+            # own pods alone, more pods only make a node fit less, so filtering with all
+            # the nominated pods on their nodes is both of kube-scheduler's passes.
+            others = [other for pods in nominated.values() for other in pods]
+            at = [node for node, pods in nominated.items() for _ in pods]
+            start = self.next_start_node_index
+            snapshot.add_pods(others, at)
+            try:
+                feasible = self._filter(fw, pod, result, {}, freeze=True)
+            finally:
+                snapshot.remove_pods(others, at)
+            if all(getattr(p, RESOURCE_LOCAL, False) for p in result.filters):
+                if feasible is None or result.node is not None:
+                    return result
+                return self._after_filter(fw, pod, result, feasible)
+            self.next_start_node_index = start  # a plugin reads other nodes: exactly
+            result = CycleResult(pod, fw, snapshot, CycleState())
+        feasible = self._filter(fw, pod, result, nominated)
         if feasible is None or result.node is not None:
             return result
         if nominated and feasible.size:
-            feasible = self._without_nominated(fw, pod, feasible, {node for _, node in nominated})
+            feasible = self._with_nominated(fw, pod, result, feasible, nominated)
             if feasible.size == 0:
                 result.status = api.unschedulable(result.fit_error_message())
                 return result
+        return self._after_filter(fw, pod, result, feasible)
+
+    def _after_filter(
+        self, fw: Framework, pod: api.Pod, result: CycleResult, feasible: NodeIndices
+    ) -> CycleResult:
+        """The filter extenders, then scoring and the choice of a node."""
         if feasible.size and self.extenders is not None:
             try:
                 feasible = self._extenders_keep(result, feasible)
@@ -397,33 +474,116 @@ class Scheduler:
         result.extender_verdicts = verdicts
         return verdicts.feasible
 
-    def _without_nominated(
-        self, fw: Framework, pod: api.Pod, feasible: NodeIndices, holders: set[int]
+    def _with_nominated(
+        self,
+        fw: Framework,
+        pod: api.Pod,
+        result: CycleResult,
+        feasible: NodeIndices,
+        nominated: Mapping[int, list[api.Pod]],
     ) -> NodeIndices:
-        """kube-scheduler filters a node holding nominated pods twice, with and without
-        them; both must pass. The second pass, on those nodes only."""
-        again = np.isin(feasible, np.fromiter(holders, dtype=np.intp, count=len(holders)))
-        recheck = feasible[again]
-        if recheck.size == 0:
+        """kube-scheduler's ``addGENominatedPods``: a feasible node holding pods
+        nominated there (of priority >= the pod's) must also pass with them on it; other
+        nodes' nominated pods play no part. The nodes this pass rejects go into
+        ``result`` with their status."""
+        holders = [node for node in feasible.tolist() if node in nominated]
+        if not holders:
             return feasible
-        state = CycleState()
-        _, status, _ = fw.run_pre_filter(state, pod, self.snapshot)
-        if not status.is_success:
-            return feasible[~again]
-        passed = find_feasible(
-            fw.active_filters(state),
-            state,
-            pod,
-            self.snapshot,
-            recheck,
-            start=0,
-            wanted=len(recheck),
-        ).feasible
-        return feasible[~again | np.isin(feasible, passed)]
+        if all(getattr(p, RESOURCE_LOCAL, False) for p in result.filters):
+            rejected = self._rejected_with_all(fw, pod, holders, nominated)
+        else:  # a plugin reading other nodes: each node with its own nominated pods only
+            rejected = {}
+            for node in holders:
+                status = self._passes_with(fw, pod, node, nominated[node])
+                if not status.is_success:
+                    rejected[node] = status
+        if not rejected:
+            return feasible
+        result.reject_again(rejected)
+        gone = np.fromiter(rejected, dtype=np.intp, count=len(rejected))
+        kept: NodeIndices = feasible[~np.isin(feasible, gone)]
+        return kept
 
-    def _filter(self, fw: Framework, pod: api.Pod, result: CycleResult) -> NodeIndices | None:
+    def _rejected_with_all(
+        self,
+        fw: Framework,
+        pod: api.Pod,
+        holders: list[int],
+        nominated: Mapping[int, list[api.Pod]],
+    ) -> dict[int, api.Status]:
+        """The second pass when every filter judges a node by its own pods alone: all
+        the holders at once, each with its nominated pods (one PreFilter, one vectorized
+        Filter, instead of one of each per holder)."""
+        snapshot = self.snapshot
+        pods = [other for node in holders for other in nominated[node]]
+        at = [node for node in holders for _ in nominated[node]]
+        snapshot.add_pods(pods, at)
+        try:
+            state = CycleState()
+            _, status, _ = fw.run_pre_filter(state, pod, snapshot)
+            if not status.is_success:
+                return dict.fromkeys(holders, status)
+            filters = fw.active_filters(state)
+            nodes = np.array(holders, dtype=np.intp)
+            outcome = find_feasible(
+                filters,
+                state,
+                pod,
+                snapshot,
+                nodes,
+                start=0,
+                wanted=len(nodes),
+                failures=fw.handle.failures,
+            )
+            rejected: dict[int, api.Status] = {}
+            for position in np.unique(outcome.rejected_by).tolist():
+                plugin = filters[position]
+                failed = outcome.rejected[outcome.rejected_by == position]
+                with fw.handle.guard(plugin.name, "Filter", pod):
+                    if isinstance(plugin, BulkStatusFilter):
+                        distinct, which = plugin.filter_statuses(state, pod, snapshot, failed)
+                        found = [distinct[i] for i in which.tolist()]
+                    else:
+                        found = [plugin.filter_node(state, pod, snapshot, n) for n in failed]
+                for node, status in zip(failed.tolist(), found, strict=True):
+                    rejected[node] = status.with_plugin(plugin.name)
+            return rejected
+        finally:
+            snapshot.remove_pods(pods, at)
+
+    def _passes_with(
+        self, fw: Framework, pod: api.Pod, node: int, others: list[api.Pod]
+    ) -> api.Status:
+        """PreFilter and Filter of ``node`` with ``others`` (nominated there) on it."""
+        snapshot = self.snapshot
+        snapshot.add_pods(others, [node] * len(others))
+        try:
+            state = CycleState()
+            restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
+            if not status.is_success:
+                return status
+            if restriction is not None and snapshot.names[node] not in restriction.node_names:
+                return api.unschedulable(
+                    f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(restricting))}]",
+                    unresolvable=True,
+                )
+            return fw.run_filter_node(state, pod, snapshot, node)
+        finally:
+            snapshot.remove_pods(others, [node] * len(others))
+
+    def _filter(
+        self,
+        fw: Framework,
+        pod: api.Pod,
+        result: CycleResult,
+        nominated: Mapping[int, list[api.Pod]],
+        *,
+        freeze: bool = False,
+    ) -> NodeIndices | None:
         """PreFilter and Filter; the feasible nodes, or ``None`` when the cycle ended
-        (a rejection, or the nominated node taken as is)."""
+        (a rejection, or the pod's nominated node taken as is: it must also pass with
+        the pods nominated there). With ``freeze`` (the snapshot holds nominated pods
+        for now) the rejections are explained at once, as the filters saw them."""
         snapshot, state = self.snapshot, result.state
         restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
         if not status.is_success:
@@ -446,18 +606,33 @@ class Scheduler:
             )
         result.candidates = candidates
 
-        nominated = snapshot.index.get(pod.nominated_node_name, -1)
-        if nominated >= 0:
-            single = np.array([nominated], dtype=np.intp)
-            passed = find_feasible(result.filters, state, pod, snapshot, single, start=0, wanted=1)
+        own = snapshot.index.get(pod.nominated_node_name, -1)
+        if own >= 0:
+            single = np.array([own], dtype=np.intp)
+            passed = find_feasible(
+                result.filters,
+                state,
+                pod,
+                snapshot,
+                single,
+                start=0,
+                wanted=1,
+                failures=fw.handle.failures,
+            )
             kept = passed.feasible
+            if (
+                kept.size
+                and own in nominated
+                and not self._passes_with(fw, pod, own, nominated[own]).is_success
+            ):
+                kept = kept[:0]
             if kept.size:
                 try:
                     kept = self._extenders_keep(result, kept)
                 except ExtenderError:  # kube-scheduler logs it and filters every node
                     kept = kept[:0]
             if kept.size:
-                result.node = snapshot.names[nominated]
+                result.node = snapshot.names[own]
                 result.outcome = passed
                 return None
             result.extender_verdicts = None
@@ -479,12 +654,21 @@ class Scheduler:
         else:
             start = self.next_start_node_index % len(candidates)
             outcome = find_feasible(
-                result.filters, state, pod, snapshot, candidates, start=start, wanted=wanted
+                result.filters,
+                state,
+                pod,
+                snapshot,
+                candidates,
+                start=start,
+                wanted=wanted,
+                failures=fw.handle.failures,
             )
         # Advanced in every case, as kube-scheduler does, so the next pod starts elsewhere.
         advanced = self.next_start_node_index + outcome.processed
         self.next_start_node_index = advanced % snapshot.size
         result.outcome = outcome
+        if freeze:
+            result.freeze()
         if outcome.feasible.size == 0:
             result.status = api.unschedulable(result.fit_error_message())
             return None

@@ -21,7 +21,7 @@ from nodeagent.scheduler.snapshot import ClusterSnapshot
 from tests.scheduler import builders as b
 
 KEYS = ["zone", "disk", "gen", "nodeagent.io/memory-pressure", "bad key!"]
-VALUES = ["a", "b", "07", "12", "-3", "x-y", ""]
+VALUES = ["a", "b", "07", "12", "x-y", ""]
 TAINT_KEYS = ["k1", "k2", "nodeagent.io/memory-pressure", "node.kubernetes.io/disk-pressure"]
 EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 IMAGES = ["registry.example/a:1", "registry.example/b:1", "registry.example/c:1"]
@@ -117,7 +117,7 @@ def pods(draw: st.DrawFn) -> api.Pod:
     if draw(st.booleans()):
         affinity["preferredDuringSchedulingIgnoredDuringExecution"] = draw(
             st.lists(
-                st.fixed_dictionaries({"weight": st.integers(0, 100), "preference": term}),
+                st.fixed_dictionaries({"weight": st.integers(1, 100), "preference": term}),
                 max_size=3,
             )
         )

@@ -306,7 +306,6 @@ def test_node_affinity_preferred_score_and_normalize() -> None:
                         "weight": 30,
                         "preference": {"matchExpressions": [expr("disk", "DoesNotExist")]},
                     },
-                    {"weight": 0, "preference": {"matchExpressions": [expr("zone", "In", "c")]}},
                     {"weight": 5, "preference": {}},
                 ]
             }

@@ -408,3 +408,16 @@ def test_the_node_by_node_path_frees_a_host_port() -> None:
     result = run(nodes, [holder, other], wants)
     assert result.preemption is not None
     assert [p.name for p in result.preemption.victims] == ["holder"]  # "other" is reprieved
+
+
+def test_a_pod_without_labels_is_covered_by_no_budget() -> None:
+    """Upstream's filterPodsWithPDBViolation skips a pod without labels, even under a
+    selector a label-less pod would match (``NotIn``); the fuzz's oracle had it wrong."""
+    selector = api.LabelSelector((), (api.Requirement("tier", "NotIn", ("front",)),))
+    budget = api.DisruptionBudget("default", "pdb", selector, disruptions_allowed=0)
+    bare = b.pod("bare")
+    labelled = objects.parse_pod(
+        {**b.pod_dict("labelled"), "metadata": {"name": "labelled", "labels": {"app": "x"}}}
+    )
+    violating, other = preemption.split_by_budgets([bare, labelled], [budget])
+    assert violating == [labelled] and other == [bare]

@@ -127,6 +127,7 @@ class LiveScheduler:
                 on_stopped_leading=self._stopped_leading,
             )
         self.handle = framework.Handle(now=self._clock.wall(), features=settings.features)
+        self.metrics.registry.register(self.handle.failures)  # plugin_errors_total
         self.process_binder: bind_process.ProcessBinder | None = None
         binding_threads = settings.bind_workers
         if bind_connect is not None:

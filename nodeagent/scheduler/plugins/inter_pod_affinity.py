@@ -101,8 +101,11 @@ def per_domain(snapshot: ClusterSnapshot, key: str, per_node: Int64s) -> Int64s:
 
 
 def _domain_value(codes: npt.NDArray[np.int32], sums: Int64s, nodes: NodeIndices) -> Int64s:
-    node_codes = codes[nodes]
-    picked: Int64s = np.where(node_codes >= 0, sums[np.maximum(node_codes, 0)], 0)
+    """Per node of ``nodes``: its domain's entry of ``sums``, 0 for a node without the
+    key. A key no node carries has no domain at all (``sums`` is empty): such a term
+    counts nothing anywhere, as upstream."""
+    padded = np.append(sums, 0)  # code -1 (no label) reads the trailing 0
+    picked: Int64s = padded[codes[nodes]]
     return picked
 
 
@@ -236,18 +239,18 @@ class InterPodAffinity:
             return api.SKIP
         topology: dict[str, Int64s] = {}
 
-        def add(key: str, amounts: Int64s) -> None:
-            if key in topology:
-                topology[key] = topology[key] + amounts
-            else:
-                topology[key] = amounts
+        def add(key: str, amount: int, counts: Int64s) -> None:
+            """``amount`` per matching pod into its node's domain of ``key``; pods on
+            nodes without the key (or a key no node carries) add no entry, as upstream."""
+            if not (counts[snapshot.labels.column(key).codes >= 0] > 0).any():
+                return
+            amounts = amount * per_domain(snapshot, key, counts)
+            topology[key] = topology[key] + amounts if key in topology else amounts
 
         for weighted, sign in ((preferred, 1), (preferred_anti, -1)):
             for item in weighted:
                 counts = matching_per_node((item.term,), pod.namespace, snapshot)
-                if counts.any():
-                    key = item.term.topology_key
-                    add(key, sign * item.weight * per_domain(snapshot, key, counts))
+                add(item.term.topology_key, sign * item.weight, counts)
 
         kinds = [TermKind.REQUIRED_AFFINITY] if self._hard_weight > 0 else []
         kinds += [TermKind.PREFERRED_AFFINITY, TermKind.PREFERRED_ANTI_AFFINITY]
@@ -263,7 +266,7 @@ class InterPodAffinity:
             counts = np.zeros(snapshot.size, dtype=np.int64)
             node_ids = np.fromiter(holders.keys(), dtype=np.intp, count=len(holders))
             counts[node_ids] = np.fromiter(holders.values(), dtype=np.int64, count=len(holders))
-            add(term.topology_key, amount * per_domain(snapshot, term.topology_key, counts))
+            add(term.topology_key, amount, counts)
 
         if not topology:
             return api.SKIP

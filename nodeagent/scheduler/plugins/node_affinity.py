@@ -15,7 +15,6 @@ given selector is cached per snapshot (labels do not change during a plan).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,11 +37,6 @@ LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 NAME_FIELD = "metadata.name"
 INT64_MIN, INT64_MAX = api.INT64_MIN, api.INT64_MAX
 
-_NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
-_QUALIFIED_NAME = re.compile(
-    rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_NAME_PART}$"
-)
-_LABEL_VALUE = re.compile(rf"^({_NAME_PART})?$")
 parse_go_int = api.parse_go_int
 
 
@@ -57,7 +51,7 @@ def requirement_error(requirement: api.Requirement, *, field: bool) -> str | Non
         if len(values) != 1:
             return "must have exactly one value"
         return None
-    if len(key) > 316 or not _QUALIFIED_NAME.match(key) or len(key.rsplit("/", 1)[-1]) > 63:
+    if not api.is_label_key(key):
         return f"{key!r} is not a valid label key"
     if op not in LABEL_OPERATORS:
         return f"{op!r} is not a valid operator ({', '.join(LABEL_OPERATORS)})"
@@ -71,7 +65,7 @@ def requirement_error(requirement: api.Requirement, *, field: bool) -> str | Non
         if parse_go_int(values[0]) is None:
             return f"for {op} the value must be an integer, got {values[0]!r}"
     for value in values:
-        if len(value) > 63 or not _LABEL_VALUE.match(value):
+        if not api.is_label_value(value):
             return f"{value!r} is not a valid label value"
     return None
 

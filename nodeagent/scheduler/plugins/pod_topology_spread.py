@@ -287,7 +287,8 @@ class PodTopologySpread:
         for counted in self._filter_state(state, pod, snapshot).constraints:
             codes = counted.codes[nodes]
             labelled = codes >= 0
-            count = np.where(labelled, counted.domain_counts[np.maximum(codes, 0)], 0)
+            # code -1 (no label) reads a trailing 0; no domain at all leaves only that
+            count = np.append(counted.domain_counts, 0)[codes]
             skew = count + counted.self_match - counted.global_min
             mask &= labelled & (skew <= counted.constraint.max_skew)
         return mask
