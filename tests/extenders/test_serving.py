@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import os
 import signal
 import socket
@@ -225,6 +226,29 @@ def test_whole_nodes_are_judged_as_sent_not_as_watched(extender: Extender, now: 
     assert result["FailedAndUnresolvableNodes"] == {"calm": "node(s) had pid pressure"}
 
 
+@pytest.mark.parametrize("verb", ["filter", "prioritize"])
+def test_a_node_the_api_would_refuse_is_skipped_and_the_others_answered(
+    extender: Extender, now: float, verb: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unknown taint effect (the API server refuses it) makes that one node
+    unjudgeable: it passes the filter and scores neutral, named in one warning; the
+    rest of the call is answered as usual (issue 19: skip, never fail the call)."""
+    invalid = node_dict("odd", taints=[{"key": "k", "effect": "Sometimes"}])
+    sent = [invalid, *cluster_nodes(now)]
+    caplog.set_level(logging.WARNING, logger="nodeagent")
+    result = extender.json(verb, args(POD, nodes=sent))
+    if verb == "filter":
+        assert result["Nodes"]["items"][0] == invalid
+        assert set(result["FailedAndUnresolvableNodes"]) == {"tainted", "disk"}
+    else:
+        scores = {entry["Host"]: entry["Score"] for entry in result}
+        assert set(scores) == {n["metadata"]["name"] for n in sent}
+        assert scores["odd"] == 5  # neutral: the plugin's 50 on the extender's 0..10
+        assert scores["pressured"] == 0
+    warnings = [r.getMessage() for r in caplog.records if "invalid node" in r.getMessage()]
+    assert len(warnings) == 1 and "odd" in warnings[0] and "Sometimes" in warnings[0]
+
+
 def test_lowercase_field_names_of_older_extender_types_are_accepted(extender: Extender) -> None:
     status, body = extender.call("filter", go_json({"pod": POD, "nodenames": ["tainted"]}))
     assert status == 200
@@ -287,20 +311,6 @@ def test_prioritize_with_whole_nodes(extender: Extender, now: float) -> None:
             go_json({"Pod": POD, "Nodes": {"items": [{"metadata": {"name": 5}}]}}),
             "Nodes.items[0]",
             id="node-name-type",
-        ),
-        pytest.param(
-            go_json(
-                {
-                    "Pod": POD,
-                    "Nodes": {
-                        "items": [
-                            {"metadata": {"name": "x"}, "spec": {"taints": [{"effect": "Z"}]}}
-                        ]
-                    },
-                }
-            ),
-            "spec.taints[0].effect",
-            id="taint-effect",
         ),
     ],
 )

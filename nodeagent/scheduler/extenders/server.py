@@ -233,16 +233,21 @@ class ExtenderService:
 
     def _sent_nodes(
         self, args: wire.ExtenderArgs[list[wire.NodeFields]]
-    ) -> list[tuple[str, KnownNode]]:
-        """Each node sent whole, from the view when it is the version watched."""
+    ) -> list[tuple[str, KnownNode | None]]:
+        """Each node sent whole, from the view when it is the version watched (``None``
+        for one the API server would have refused: it is skipped, not judged)."""
         known = self.view.nodes
         assert args.nodes is not None
-        out: list[tuple[str, KnownNode]] = []
+        out: list[tuple[str, KnownNode | None]] = []
         for fields in args.nodes:
             name, version = fields.metadata.name, fields.metadata.resourceVersion
             watched = known.get(name)
             if watched is None or not version or watched.resource_version != version:
-                watched = KnownNode(fields.to_node(), version)  # judged as sent
+                try:
+                    watched = KnownNode(fields.to_node(), version)  # judged as sent
+                except wire.ProtocolError as exc:
+                    watched = None  # neutral, as a node the server does not know
+                    _skip_invalid(exc)
             out.append((name, watched))
         return out
 
@@ -297,7 +302,7 @@ class ExtenderService:
         # Nodes sent whole are judged as sent: their taints are all a filter reads.
         sent = args.nodes
         rejected = self._rejections(
-            ((node.metadata.name, node.taints()) for node in sent.taints), args.pod
+            ((node.metadata.name, _valid_taints(node)) for node in sent.taints), args.pod
         )
         items = (
             [
@@ -329,7 +334,10 @@ class ExtenderService:
                 scores.append(entry(name, score))
             return wire.host_priority_list(scores)
         return wire.host_priority_list(
-            [entry(name, self._score(known, now)) for name, known in self._sent_nodes(args)]
+            [
+                entry(name, neutral if known is None else self._score(known, now))
+                for name, known in self._sent_nodes(args)
+            ]
         )
 
     def _score(self, known: KnownNode, now: float) -> int:
@@ -407,6 +415,21 @@ _REASONS = {
 
 def _text(code: int, message: str) -> tuple[int, bytes, str]:
     return code, (message + "\n").encode(), "text/plain; charset=utf-8"
+
+
+def _skip_invalid(exc: wire.ProtocolError) -> None:
+    """A Node the API server would refuse (an unknown taint effect) cannot be judged; it
+    passes the filter and scores neutral, as a node the extender does not know, and the
+    rest of the call is answered."""
+    log.warning("skipping an invalid node: %s", exc)
+
+
+def _valid_taints(node: wire.NodeTaints) -> tuple[api.Taint, ...]:
+    try:
+        return node.taints()
+    except wire.ProtocolError as exc:
+        _skip_invalid(exc)
+        return ()
 
 
 def _tolerations(pod: Mapping[str, Any]) -> tuple[api.Toleration, ...]:
