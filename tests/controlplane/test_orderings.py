@@ -2,14 +2,17 @@
 them, with ``nodeagent scheduler`` running as deployed (tests/controlplane/test_scheduler):
 nothing is held at the server here, so each test makes the race by acting during a burst
 the scheduler is binding: pods patched (updates before, during and after their binding),
-pods deleted, their node deleted. Unlike the fake, the real apiserver answers a binding of
-a pod being deleted with 409 ("is being deleted, cannot be assigned to a host"), not 404,
-so a 409 alone does not mean a second binding: the log names the pod.
+pods deleted, their node deleted.
 
-What must hold after each: every pod bound at most once (no 409 among the scheduler's
-own binding requests, which a second binding of a bound pod would get, and one Scheduled
-event per pod), no node given more than its allocatable, and a follow-up pod that needs
-exactly the capacity left on a node is bound there (the cache holds no phantom usage)."""
+What must hold after each: every pod bound at most once (no binding refused but a
+deleted pod's, one Scheduled event per pod and per 201 among the scheduler's
+``pods/binding`` requests), no node given more than its allocatable, and a follow-up pod
+that needs exactly the capacity left on a node is bound there (no phantom usage).
+
+Unlike the fake, whose immediate delete is atomic, the real apiserver's
+``gracePeriodSeconds: 0`` delete first sets deletionTimestamp, and a binding in between
+gets 409 ("is being deleted, cannot be assigned to a host"): a 409 alone does not mean a
+second binding, so the scheduler's log names the refused pods."""
 
 from __future__ import annotations
 
