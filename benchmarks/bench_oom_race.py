@@ -397,6 +397,16 @@ class Agent:
             self.process.wait()
 
 
+def _wait_for_pod_watches(api: StampingServer, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        watches = [r for r in api.requests_to("GET", r"/pods$") if r.param("watch")]
+        if len(watches) >= count:
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"the agents' pod watches did not open within {timeout:.0f} s")
+
+
 # --- one run ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Run:
@@ -543,6 +553,9 @@ def race(
                 stack.callback(agents[label].stop)
             for agent in agents.values():
                 agent.wait_started(timeout=120)
+            # A pod the agent has not seen is no candidate: the first run must not start
+            # before every agent's pod watch is open (then each new pod reaches it at once).
+            _wait_for_pod_watches(api, len(agents), timeout=120)
             started = time.monotonic()
             for number in range(runs):
                 for rate in rates:

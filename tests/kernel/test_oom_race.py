@@ -33,11 +33,18 @@ def runs() -> list[bench_oom_race.Run]:
     )
 
 
+def _reported(runs: list[bench_oom_race.Run]) -> list[bench_oom_race.Run]:
+    """The runs whose pod reported its own crossing. On a loaded machine a pod can be
+    preempted between its step and its reading, and the agent evicts it first: its
+    crossing is then known only from the node's usage at the kill."""
+    return [run for run in runs if run.crossed]
+
+
 def test_every_run_is_one_ramp_past_the_crossing(runs: list[bench_oom_race.Run]) -> None:
     assert len(runs) == RUNS
-    assert all(run.crossed for run in runs)
+    assert all(run.crossed or run.crossed_at_kill for run in runs), runs
     # the pod ramps at the rate asked: 256 MiB/s is well within what a core faults in
-    assert all(run.achieved_rate > 200 * bench_oom_race.Mi for run in runs)
+    assert all(run.achieved_rate > 200 * bench_oom_race.Mi for run in _reported(runs))
 
 
 def test_the_stand_in_kubelet_kills_the_pod_before_the_kernel(
@@ -50,6 +57,8 @@ def test_the_stand_in_kubelet_kills_the_pod_before_the_kernel(
 def test_the_kill_follows_the_eviction_which_follows_the_crossing(
     runs: list[bench_oom_race.Run],
 ) -> None:
-    for run in runs:
+    for run in _reported(runs):
         assert run.to_eviction is not None and run.to_kill is not None
         assert 0 < run.to_eviction <= run.to_kill
+    for run in runs:  # the kill never came before the crossing, reported or not
+        assert run.crossed_at_kill, run
