@@ -152,3 +152,17 @@ def from_status(
     if status >= 500:
         return Unavailable(text, status=status, retry_after=delay)
     return errors.KubeAPIError(text, status=status)
+
+
+def failure_status(code: int, reason: str, message: str) -> dict[str, Any]:
+    """A ``Status`` body as kube-apiserver sends with a failed request (the shape
+    :func:`from_status` reads); the fakes answer with it."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }

@@ -814,17 +814,8 @@ def status_body(exc: errors.KubeAPIError) -> dict[str, Any]:
         500: "InternalError",
         503: "ServiceUnavailable",
     }
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": str(exc),
-        "reason": "AlreadyExists"
-        if isinstance(exc, AlreadyExists)
-        else reasons.get(code, "Unknown"),
-        "code": code,
-    }
+    reason = "AlreadyExists" if isinstance(exc, AlreadyExists) else reasons.get(code, "Unknown")
+    body = kube_errors.failure_status(code, reason, str(exc))
     if isinstance(exc, kube_errors.EvictionBlocked):
         body["message"] = kube_errors.PDB_REFUSAL_MESSAGE
         body["details"] = {

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodeagent.kube.errors import failure_status as _status
+
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
@@ -165,18 +167,6 @@ def _echo(body: dict[str, Any], spec: dict[str, Any], status: dict[str, Any]) ->
         "metadata": {"creationTimestamp": None},
         "spec": spec,
         "status": status,
-    }
-
-
-def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
     }
 
 

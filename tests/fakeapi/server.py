@@ -55,6 +55,7 @@ from urllib.parse import parse_qs, urlsplit
 from nodeagent import errors
 from nodeagent.kube import errors as kube_errors
 from nodeagent.kube import fake, fakereviews
+from nodeagent.kube.errors import failure_status as _status
 
 
 @dataclass(frozen=True)
@@ -508,7 +509,10 @@ class _Handler(BaseHTTPRequestHandler):
             review := self.api.cluster.reviews.answer(request.method, request.path, request.body)
         ) is not None:
             raise _Reply(*review)
-        raise _Reply(404, _status(404, "NotFound", f"the server could not find {request.path}"))
+        raise _Reply(
+            404,
+            _status(404, "NotFound", f"the server could not find {request.path}"),
+        )
 
     def _patch(self, request: Request, kind: str, ns: str, name: str, sub: str) -> Any:
         try:
@@ -662,18 +666,6 @@ def _object_body(request: Request) -> dict[str, Any]:
     if not isinstance(request.body, dict):
         raise _Reply(400, _status(400, "BadRequest", "expected a JSON object"))
     return request.body
-
-
-def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
 
 
 __all__ = ["FakeAPIServer", "Request", "running"]
