@@ -318,33 +318,37 @@ class FakeCluster:
                 )
             if dry_run:
                 return _copy(current)
-            if kind == "pods":
-                self.deletions.append(DeletionRecord(namespace, name, grace_period_seconds))
-            graceful = (
-                kind == "pods"
-                and grace_period_seconds != 0
-                and self.termination_delay > 0
-                and _runs_on_a_node(current)
-            )
-            if not graceful:
+            if kind != "pods":
                 self._write(kind, (namespace, name), current, None)
                 return _copy(current)
-            if current["metadata"].get("deletionTimestamp"):
-                return _copy(current)  # already terminating
-            terminating = _copy(current)
-            terminating["metadata"]["deletionTimestamp"] = client.api_time(self._wall())
-            grace = grace_period_seconds
-            if grace is None:
-                grace = int((current.get("spec") or {}).get("terminationGracePeriodSeconds", 30))
-            terminating["metadata"]["deletionGracePeriodSeconds"] = grace
-            self._write(kind, (namespace, name), current, terminating)
-            timer = threading.Timer(
-                self.termination_delay, self._finish_termination, (namespace, name)
-            )
-            timer.daemon = True
-            self._timers.append(timer)
-            timer.start()
-            return _copy(terminating)
+            self.deletions.append(DeletionRecord(namespace, name, grace_period_seconds))
+            grace = _deletion_grace(current, grace_period_seconds)
+            meta = current["metadata"]
+            pending = meta.get("deletionGracePeriodSeconds")
+            if meta.get("deletionTimestamp") and pending is not None and grace >= pending:
+                return _copy(current)  # terminating already, no sooner than this asks
+            # as kube-apiserver: the pod is marked first (a MODIFIED event; a binding in
+            # between is refused 409 "is being deleted"), and removed once its grace is 0
+            # the instant the grace runs out; a shortened grace moves it earlier
+            since = self._wall()
+            if pending is not None:
+                since = (client.parse_api_time(meta.get("deletionTimestamp")) or since) - pending
+            marked = _copy(current)
+            marked["metadata"]["deletionTimestamp"] = client.api_time(since + grace)
+            marked["metadata"]["deletionGracePeriodSeconds"] = grace
+            self._write(kind, (namespace, name), current, marked)
+            if grace > 0 and self.termination_delay > 0:
+                timer = threading.Timer(
+                    self.termination_delay, self._finish_termination, (namespace, name)
+                )
+                timer.daemon = True
+                self._timers.append(timer)
+                timer.start()
+                return _copy(marked)
+        # a pod whose grace is 0, or whose kubelet (none here) would finish at once: gone
+        # after a window other requests can fall into, as on a real apiserver
+        self._finish_termination(namespace, name)
+        return _copy(marked)
 
     def _finish_termination(self, namespace: str, name: str) -> None:
         with self._lock:
@@ -687,11 +691,16 @@ def _validate_event_namespace(event: Mapping[str, Any]) -> None:
         )
 
 
-def _runs_on_a_node(pod: client.KubeObject) -> bool:
-    """Whether deleting ``pod`` waits for a kubelet: kube-apiserver removes a pod at once
-    when it was never scheduled or has already finished."""
-    phase = (pod.get("status") or {}).get("phase")
-    return bool((pod.get("spec") or {}).get("nodeName")) and phase not in ("Succeeded", "Failed")
+def _deletion_grace(pod: client.KubeObject, asked: int | None) -> int:
+    """The grace period kube-apiserver gives a pod's deletion: what was asked, else the
+    pod's ``terminationGracePeriodSeconds`` (30 when unset); 0 for a pod that was never
+    scheduled or has already finished, since no kubelet has anything to stop."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
+        return 0
+    if asked is not None:
+        return max(0, asked)
+    return int(spec.get("terminationGracePeriodSeconds", 30))
 
 
 INDEXED_FIELDS: Mapping[str, frozenset[str]] = {

@@ -369,6 +369,54 @@ def an_event_outside_its_objects_namespace(backend: Backend) -> Any:
     return status, reason(body)
 
 
+def watched(backend: Backend, since: str) -> list[tuple[str, str, bool, Any]]:
+    """The namespace's pod watch events from ``since`` that arrive within a second:
+    (type, pod, deletionTimestamp set, deletionGracePeriodSeconds)."""
+    status, body = backend.request(
+        "GET", pods(backend) + f"?watch=1&resourceVersion={since}&timeoutSeconds=1"
+    )
+    assert status == 200, body
+    lines = body if isinstance(body, str) else json.dumps(body)
+    events = [json.loads(line) for line in lines.splitlines() if line.strip()]
+    return [
+        (
+            e["type"],
+            e["object"]["metadata"]["name"],
+            bool(e["object"]["metadata"].get("deletionTimestamp")),
+            e["object"]["metadata"].get("deletionGracePeriodSeconds"),
+        )
+        for e in events
+        if e["type"] != "BOOKMARK"
+    ]
+
+
+@case
+def deletion_marks_the_pod_before_it_removes_it(backend: Backend) -> Any:
+    """Every pod deletion first writes deletionTimestamp (a MODIFIED event, a window in
+    which a binding is refused 409 "is being deleted"), then removes a pod whose grace
+    period is 0: unbound (whatever was asked), or asked 0."""
+    with_node(backend)
+    backend.pod("unbound", labels={}, bound=False)
+    backend.pod("forced", labels={}, bound=True)
+    backend.pod("graceful", labels={}, bound=True)
+    _, listed = backend.request("GET", pods(backend))
+    since = listed["metadata"]["resourceVersion"]
+    answers = [
+        backend.request("DELETE", pods(backend, "unbound"), {"gracePeriodSeconds": 30}),
+        backend.request("DELETE", pods(backend, "forced"), {"gracePeriodSeconds": 0}),
+        backend.request("DELETE", pods(backend, "graceful"), {"gracePeriodSeconds": 30}),
+    ]
+    returned = [
+        (
+            status,
+            bool(body["metadata"].get("deletionTimestamp")),
+            body["metadata"].get("deletionGracePeriodSeconds"),
+        )
+        for status, body in answers
+    ]
+    return returned, watched(backend, since)
+
+
 class TestTheFakeAnswersAsTheRealApiserver:
     @pytest.mark.parametrize("name", sorted(CASES))
     def test_the_same_requests_get_the_same_answers(
