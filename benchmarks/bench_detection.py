@@ -35,12 +35,10 @@ import collections
 import contextlib
 import json
 import os
-import queue
 import random
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from tests.processes import LoggedProcess
 from tests.triggers import loadgen
 
 Mi = 1 << 20
@@ -97,52 +96,11 @@ class Result:
         return float(np.percentile(np.asarray(self.latencies_s), q))
 
 
-class AgentProcess:
+class AgentProcess(LoggedProcess):
     """``nodeagent run`` in a child process, its JSON log lines read in a thread."""
 
     def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "nodeagent", "run", "--log-format=json", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=None if env is None else dict(env),
-        )
-        self._lines: queue.Queue[dict[str, Any]] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            with contextlib.suppress(ValueError):
-                self._lines.put(json.loads(line))
-
-    def wait(self, matches: Callable[[dict[str, Any]], bool], timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.process.poll() is not None:
-                raise RuntimeError("the agent did not log what was expected in time")
-            with contextlib.suppress(queue.Empty):
-                record = self._lines.get(timeout=remaining)
-                if matches(record):
-                    return record
-
-    def drain(self, seen: Callable[[dict[str, Any]], object] | None = None) -> None:
-        """Drop the lines logged so far, showing each to ``seen`` first."""
-        with contextlib.suppress(queue.Empty):
-            while True:
-                record = self._lines.get_nowait()
-                if seen is not None:
-                    seen(record)
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        super().__init__(["run", "--log-format=json", *args], env=env)
 
 
 @contextlib.contextmanager

@@ -9,13 +9,9 @@ configuration with a kubeconfig), so it talks to the fake API server through the
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import queue
 import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +23,7 @@ from nodeagent.agent.runtime import Agent
 from nodeagent.config import NodeAgentConfiguration, load_config
 from nodeagent.kube import fake
 from tests.fakeapi import fixtures, objects
+from tests.processes import LoggedProcess, logged_process
 
 NODE = "node-e2e"
 MIB = 1 << 20
@@ -219,53 +216,8 @@ def accepted_evictions(cluster: fake.FakeCluster) -> list[tuple[str, int | None]
 # --- nodeagent run as a process ---------------------------------------------------------
 
 
-class AgentProcess:
-    def __init__(self, args: list[str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "nodeagent", "run", "--log-format", "json", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
-        self.seen: list[dict[str, Any]] = []
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            try:
-                self.lines.put(json.loads(line))
-            except ValueError:
-                self.lines.put({"message": line.rstrip(), "unparsed": True})
-
-    def wait_line(self, message: str, timeout: float = 20.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                record = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"no log line {message!r}; saw {self.seen[-5:]}") from None
-            self.seen.append(record)
-            if record.get("message") == message:
-                return record
-
-    def terminate(self) -> float:
-        """SIGTERM; seconds until the process exited (rc checked)."""
-        started = time.monotonic()
-        self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout=10)
-        took = time.monotonic() - started
-        assert code == 0
-        return took
-
-
 @contextlib.contextmanager
-def agent_process(args: list[str]) -> Iterator[AgentProcess]:
-    process = AgentProcess(args)
-    try:
+def agent_process(args: list[str]) -> Iterator[LoggedProcess]:
+    """``nodeagent run`` with JSON logs."""
+    with logged_process(["run", "--log-format", "json", *args]) as process:
         yield process
-    finally:
-        if process.process.poll() is None:
-            process.process.kill()
-            process.process.wait()

@@ -10,17 +10,10 @@ import hashlib
 import http.client
 import json
 import os
-import queue
-import signal
 import ssl
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,6 +23,7 @@ from tests.extenders import tls
 from tests.fakeapi import objects
 from tests.fakeapi.fixtures import write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
+from tests.processes import logged_process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,59 +35,6 @@ EXTENDER_ARGS = {
     "NodeNames": [harness.NODE],
 }
 """ExtenderArgs as kube-scheduler marshals them (node names: nodeCacheCapable)."""
-
-
-class Process:
-    """A nodeagent command with JSON logs on stderr, read line by line."""
-
-    def __init__(self, args: list[str]) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "nodeagent", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            try:
-                self.lines.put(json.loads(line))
-            except ValueError:
-                self.lines.put({"message": line.rstrip()})
-
-    def wait_line(self, message: str, timeout: float = 30.0) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        seen: list[str] = []
-        while True:
-            try:
-                record = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"no log line {message!r}; saw {seen[-5:]}") from None
-            seen.append(str(record.get("message")))
-            if record.get("message") == message:
-                return record
-
-    def stop(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=15)
-
-
-@contextmanager
-def running(args: list[str]) -> Iterator[Process]:
-    process = Process(args)
-    try:
-        yield process
-    finally:
-        if process.process.poll() is None:
-            process.process.kill()
-            process.process.wait()
-        assert process.process.stderr is not None
-        process.process.stderr.close()
 
 
 class Pinned:
@@ -160,7 +101,7 @@ def test_the_agent_in_cluster_mode_serves_metrics_to_authorized_callers_only(
     args = ["run", "--log-format", "json", "--kubeconfig", str(kubeconfig)]
     args += ["--node-name", harness.NODE, "--metrics-address", "127.0.0.1:0"]
     args += ["--nodefs-path", str(tmp_path), "--imagefs-path", str(tmp_path)]
-    with running(args) as agent:
+    with logged_process(args) as agent:
         serving = agent.wait_line("serving")
         assert serving["metricsAuth"] == "kubernetes" and serving["selfSigned"] is True
         assert agent.wait_line("nodeagent running")["metrics"] == serving["url"]
@@ -174,7 +115,7 @@ def test_the_agent_in_cluster_mode_serves_metrics_to_authorized_callers_only(
 
 def test_the_standalone_agent_serves_plain_http_by_default(tmp_path: Path) -> None:
     args = ["run", "--log-format", "json", "--standalone", "--metrics-address", "127.0.0.1:0"]
-    with running(args) as agent:
+    with logged_process(args) as agent:
         serving = agent.wait_line("serving")
         assert serving["metricsAuth"] == "none" and serving["url"].startswith("http://")
         assert agent.stop() == 0
@@ -186,7 +127,7 @@ def test_the_scheduler_serves_metrics_to_authorized_callers_only(
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url, token="scheduler")
     args = ["scheduler", "--kubeconfig", str(kubeconfig), "--lease-namespace", "default"]
     args += ["--metrics-address", "127.0.0.1:0", "--log-format", "json"]
-    with running(args) as scheduler:
+    with logged_process(args) as scheduler:
         serving = scheduler.wait_line("serving")
         assert serving["metricsAuth"] == "kubernetes"
         pinned = Pinned(serving["url"], serving["sha256Fingerprint"])
@@ -202,7 +143,7 @@ def test_the_extender_wants_the_schedulers_certificate_and_an_authorized_scraper
     args = ["extender", "--kubeconfig", str(kubeconfig), "--listen", "127.0.0.1:0"]
     args += ["--tls-cert-file", str(pki.server_cert), "--tls-private-key-file"]
     args += [str(pki.server_key), "--client-ca-file", str(pki.ca), "--log-format", "json"]
-    with running(args) as extender:
+    with logged_process(args) as extender:
         serving = extender.wait_line("serving")
         assert serving["selfSigned"] is False
         port = int(serving["url"].rsplit(":", 1)[1])
