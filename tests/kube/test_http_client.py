@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import kubernetes.client
 import pytest
 
 from nodeagent import errors
@@ -237,3 +238,87 @@ def test_load_configuration_reads_a_kubeconfig(tmp_path: Path, fake_api: FakeAPI
     config = http.load_configuration(path)
     assert config.host == fake_api.url
     assert http.cluster_configured(path)
+
+
+class TestKeepAlivePosts:
+    """Bindings and events go over kept-alive HTTP/1.1 connections (:class:`http.
+    KeepAlive`): one connection serves request after request, the bearer token and the
+    ApiClient's headers go with each, answers are translated like any other, and a
+    connection that broke is never used again."""
+
+    def test_sequential_posts_share_one_connection(
+        self, seeded: FakeAPIServer, clock: FakeClock
+    ) -> None:
+        kube = make_client(seeded, clock)
+        for i in range(5):
+            seeded.cluster.create("pods", objects.pod(f"k{i}", uid=f"uid-k{i}", node_name=""))
+            kube.bind_pod("default", f"k{i}", uid=f"uid-k{i}", node_name="node-a")
+            kube.create_event("default", _event(f"k{i}"))
+        assert len(seeded._connections) == 1  # every POST above on the same one
+        assert [b[1] for b in seeded.cluster.bindings] == [f"k{i}" for i in range(5)]
+        kube.close()
+
+    def test_the_token_and_client_headers_are_sent(
+        self, seeded: FakeAPIServer, clock: FakeClock
+    ) -> None:
+        config = configuration(seeded.url)
+        config.api_key = {"authorization": "Bearer s3cret"}
+        kube = http.HTTPKubeClient.connect(config, qps=1000.0, burst=1000, clock=clock)
+        seeded.cluster.create("pods", objects.pod("p3", uid="uid-3", node_name=""))
+        kube.bind_pod("default", "p3", uid="uid-3", node_name="node-a")
+        [request] = [r for r in seeded.requests if r.path.endswith("/binding")]
+        assert request.authorization == "Bearer s3cret"
+        assert request.content_type == "application/json"
+        assert request.body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
+
+    def test_answers_are_translated(self, seeded: FakeAPIServer, clock: FakeClock) -> None:
+        kube = make_client(seeded, clock)
+        with pytest.raises(errors.Conflict, match="already assigned"):
+            kube.bind_pod("default", "p2", uid="", node_name="node-a")
+        with pytest.raises(errors.NotFound):
+            kube.bind_pod("default", "absent", uid="", node_name="node-a")
+        seeded.cluster.create("pods", objects.pod("p3", uid="uid-3", node_name=""))
+        with pytest.raises(errors.Conflict, match="UID in precondition"):
+            kube.bind_pod("default", "p3", uid="another", node_name="node-a")
+        kube.bind_pod("default", "p3", uid="uid-3", node_name="node-a")
+        assert seeded.cluster.bindings == [("default", "p3", "node-a")]
+
+    def test_a_broken_connection_is_dropped_and_the_retry_gets_a_new_one(
+        self, seeded: FakeAPIServer, clock: FakeClock
+    ) -> None:
+        observer = client.RecordingObserver()
+        kube = make_client(seeded, clock, observer=observer)
+        kube.create_event("default", _event("before"))
+        seeded.lose_responses(1, method="POST", path="/events$")
+        # the write was applied, its answer lost: the retry, on a new connection, is
+        # answered as a real API server answers it
+        with pytest.raises(errors.Conflict, match="already exists"):
+            kube.create_event("default", _event("lost"))
+        assert kube.create_event("default", _event("after"))["reason"] == "Scheduled"
+        assert observer.requests == [
+            ("create", "events", "201"),
+            ("create", "events", "error"),
+            ("create", "events", "409"),
+            ("create", "events", "201"),
+        ]
+        assert [r[2] for r in observer.retries] == ["Unavailable"]
+
+    def test_a_proxy_falls_back_to_the_client_pool(self, seeded: FakeAPIServer) -> None:
+        config = configuration(seeded.url)
+        config.proxy = "http://127.0.0.1:9"
+        api_client = kubernetes.client.ApiClient(config)
+        assert http.KeepAlive.for_client(api_client, (1.0, 1.0)) is None
+        config = configuration(seeded.url)
+        assert http.KeepAlive.for_client(kubernetes.client.ApiClient(config), (1.0, 1.0))
+
+
+def _event(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.1", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": name, "namespace": "default"},
+        "reason": "Scheduled",
+        "message": f"Successfully assigned default/{name} to node-a",
+        "type": "Normal",
+    }

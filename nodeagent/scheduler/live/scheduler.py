@@ -140,6 +140,8 @@ class LiveScheduler:
                 threads=binding_threads,
                 observer=self.metrics,
                 on_start=self.metrics.binding_process_starts.inc,
+                # the Scheduled events go out from there too, off this interpreter
+                reporting=bind_process.Reporting(settings.profiles[0], self.identity),
             )
             self.handle.binder = self.process_binder
         else:
@@ -178,6 +180,8 @@ class LiveScheduler:
             scheduler_name=settings.profiles[0],
             on_event_dropped=self.metrics.events_dropped.inc,
             clock=self._clock,
+            event_qps=settings.qps,
+            event_burst=settings.burst,
         )
         self.binder = BindingPool(0 if stepped else binding_threads, self._binding_done)
         self.pods = informer.Informer(
@@ -459,7 +463,7 @@ class LiveScheduler:
                 self.queue.bound(info)
             with self._bound_lock:
                 self.bound_count += 1
-            self.reporter.scheduled(pod, binding.node)
+            self.reporter.scheduled(pod, binding.node, event=self.process_binder is None)
             return
         if self.cache.forget(pod.uid):
             # the room it held is free again: pods it kept out may fit now (as
