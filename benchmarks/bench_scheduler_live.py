@@ -28,13 +28,11 @@ machine's cores. Printed per run:
 from __future__ import annotations
 
 import argparse
-import cProfile
+import contextlib
 import dataclasses
-import io
 import multiprocessing
 import multiprocessing.connection
 import os
-import pstats
 import resource
 import statistics
 import tempfile
@@ -44,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks import cpu_breakdown
 from nodeagent.actuators.events import NORMAL, EventRecorder, InvolvedObject
 from nodeagent.clock import RealClock
 from nodeagent.kube import fake, http, retry
@@ -116,6 +115,7 @@ class ServerProcess:
             target=serve, args=(child, nodes, pods), daemon=True
         )
         self._process.start()
+        self.pid = self._process.pid or 0
         self.url = f"http://127.0.0.1:{self._conn.recv()}"
 
     def stop(self) -> tuple[int, int, float]:
@@ -204,18 +204,11 @@ def end_to_end(
             pool_size=workers + 2,
         ).connect
     scheduler = LiveScheduler(kube, settings, seed=1, bind_connect=connect)
-    profiler = cProfile.Profile() if profile else None
-    if profiler is not None:
-        original = scheduler.schedule_one
-
-        def profiled(info: Any) -> None:
-            profiler.enable()
-            try:
-                original(info)
-            finally:
-                profiler.disable()
-
-        scheduler.schedule_one = profiled  # type: ignore[method-assign]
+    sampling = contextlib.ExitStack()
+    raw = Path(os.environ.get("BENCH_PROFILE_RAW") or directory / "profile.raw")
+    if profile:  # py-spy on this process and its children (server, binding process)
+        sampling.enter_context(cpu_breakdown.Sampler(os.getpid(), raw))
+        time.sleep(1.0)  # py-spy attaches
     started = time.perf_counter()
     cpu_started = time.process_time()
     children_started = _children_cpu()
@@ -231,14 +224,16 @@ def end_to_end(
             time.sleep(0.01)
         cpu = time.process_time() - cpu_started
         binder = scheduler.process_binder
-        binding_process_rss = _peak_rss_mib(binder.pid) if binder and binder.pid else 0.0
+        binder_pid = binder.pid if binder else None
+        binding_process_rss = _peak_rss_mib(binder_pid) if binder_pid else 0.0
         binding = scheduler.metrics.binding_duration.labels("bound")
         times = dict(scheduler.times)
     finally:
-        scheduler.stop(bind_timeout=5)  # joins the binding process
+        scheduler.stop(bind_timeout=60)  # joins the binding process, its events written
         binding_process_cpu = _children_cpu() - children_started
         kube.close()
         bindings, scheduled_events, server_cpu = proc.stop()
+        sampling.close()
     result = {
         "seconds": elapsed,
         "pods_per_second": pods / elapsed,
@@ -256,10 +251,13 @@ def end_to_end(
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "binding_mean_ms": 1000 * binding._sum.get() / max(1, pods),
     }
-    if profiler is not None:
-        out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(18)
-        result["profile"] = out.getvalue()
+    if profile:
+        processes = {"scheduler process": (os.getpid(), cpu)}
+        if binder_pid:
+            processes["binding process"] = (binder_pid, binding_process_cpu)
+        processes["fake API server"] = (proc.pid, server_cpu)
+        samples = cpu_breakdown.parse(raw)
+        result["profile"] = cpu_breakdown.breakdown(samples, processes, pods)
     return result
 
 

@@ -54,8 +54,8 @@ from nodeagent.actuators.events import NORMAL, EventRecorder, InvolvedObject
 from nodeagent.clock import RealClock
 from nodeagent.kube import client
 from nodeagent.scheduler import api
+from nodeagent.scheduler.api import FinalBindError
 from nodeagent.scheduler.live import reporter
-from nodeagent.scheduler.live.binder import FinalBindError
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +102,10 @@ _Request = tuple[int, str, str, str, str]
 dataclasses, and a few go over the pipe per pod."""
 
 Observed = tuple[tuple[str, str, str], ...]
-_Answer = tuple[int, Outcome, str, Observed, Observed]
-"""(id, outcome, message, requests, retries): the requests and retries are the
-(verb, resource, code or reason) of each HTTP exchange, for the scheduler's metrics."""
+_Answer = tuple[int, Outcome, str, Observed, Observed, int]
+"""(id, outcome, message, requests, retries, events dropped): the requests and retries
+are the (verb, resource, code or reason) of each HTTP exchange, and the events the count
+of ``Scheduled`` events dropped since the last answer, for the scheduler's metrics."""
 
 
 # --- the child ------------------------------------------------------------------------
@@ -145,7 +146,7 @@ class _SharedRecorder(client.RecordingObserver):
 class _ScheduledEvents:
     """The child's ``Scheduled`` events: queued by the binding threads, written by
     :data:`EVENT_WRITERS` threads; at most ``reporter.EVENT_QUEUE`` wait, the rest are
-    dropped (counted in ``dropped``)."""
+    dropped (counted, for :meth:`take_dropped`)."""
 
     def __init__(self, connect: Connect, reporting: Reporting) -> None:
         self.observer = _SharedRecorder()
@@ -158,7 +159,7 @@ class _ScheduledEvents:
         self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self._waiting = 0
         self._lock = threading.Lock()
-        self.dropped = 0
+        self._dropped = 0
         self._threads = [
             threading.Thread(target=self._write, name=f"events_{i}", daemon=True)
             for i in range(EVENT_WRITERS)
@@ -169,10 +170,16 @@ class _ScheduledEvents:
     def scheduled(self, request: _Request) -> None:
         with self._lock:
             if self._waiting >= reporter.EVENT_QUEUE:
-                self.dropped += 1
+                self._dropped += 1
                 return
             self._waiting += 1
         self._queue.put(request)
+
+    def take_dropped(self) -> int:
+        """Events dropped since the last call."""
+        with self._lock:
+            dropped, self._dropped = self._dropped, 0
+        return dropped
 
     def _write(self) -> None:
         while (request := self._queue.get()) is not None:
@@ -240,14 +247,16 @@ def serve(
     def one(request: _Request) -> None:
         outcome, message = _bind(kube, request)
         requests, retries = recorder.take()
+        dropped = 0
         if events is not None:
             if outcome is Outcome.BOUND:
                 events.scheduled(request)
             more_requests, more_retries = events.observer.take()
             requests += tuple(more_requests)
             retries += tuple(more_retries)
+            dropped = events.take_dropped()
         with sending:
-            pipe.send((request[0], outcome, message, requests, retries))
+            pipe.send((request[0], outcome, message, requests, retries, dropped))
 
     pool = ThreadPoolExecutor(threads, thread_name_prefix="bind")
     orphaned = False
@@ -326,9 +335,12 @@ class ProcessBinder:
         on_start: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
         reporting: Reporting | None = None,
+        on_events_dropped: Callable[[int], None] = lambda count: None,
     ) -> None:
         """``on_start``: called each time a child is started (a metric). ``reporting``:
-        the child records each bound pod's ``Scheduled`` event as this source."""
+        the child records each bound pod's ``Scheduled`` event as this source, and
+        ``on_events_dropped`` counts those it had no room for."""
+        self._on_events_dropped = on_events_dropped
         self._connect = connect
         self.reporting = reporting
         self.may_bind = may_bind
@@ -417,7 +429,7 @@ class ProcessBinder:
                 child.waiting.pop(key, None)
             return api.error(f"binding process did not answer within {self._answer_timeout:g} s")
         assert waiting.answer is not None
-        _, outcome, message, _, _ = waiting.answer
+        _, outcome, message, _, _, _ = waiting.answer
         if outcome is Outcome.FINAL:
             raise FinalBindError(message)
         if outcome is Outcome.FAILED:
@@ -431,11 +443,13 @@ class ProcessBinder:
         try:
             while True:
                 answer: _Answer = child.pipe.recv()
-                key, _, _, requests, retries = answer
+                key, _, _, requests, retries, dropped = answer
                 for request in requests:
                     observer.api_request(*request)
                 for retry in retries:
                     observer.api_retry(*retry)
+                if dropped:
+                    self._on_events_dropped(dropped)
                 with self._lock:
                     waiting = child.waiting.pop(key, None)
                 child.answered = True
@@ -448,7 +462,7 @@ class ProcessBinder:
             left, child.waiting = child.waiting, {}
             closing = self._closed
         for waiting in left.values():
-            waiting.give((-1, Outcome.FAILED, "binding process exited before answering", (), ()))
+            waiting.give((-1, Outcome.FAILED, "binding process exited before answering", (), (), 0))
         child.process.join()  # it closed its pipe: it is exiting (or being killed)
         child.pipe.close()
         if not closing or left:

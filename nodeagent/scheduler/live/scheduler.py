@@ -142,6 +142,7 @@ class LiveScheduler:
                 on_start=self.metrics.binding_process_starts.inc,
                 # the Scheduled events go out from there too, off this interpreter
                 reporting=bind_process.Reporting(settings.profiles[0], self.identity),
+                on_events_dropped=self.metrics.events_dropped.inc,
             )
             self.handle.binder = self.process_binder
         else:
@@ -576,7 +577,7 @@ class LiveScheduler:
             log.warning("%d binding(s) still in flight at shutdown", self.binder.in_flight)
         self.binder.shutdown()
         if self.process_binder is not None:
-            self.process_binder.close()
+            self.process_binder.close(bind_timeout)
         if self.elector is not None:
             self.elector.stop(release=not self._lost.is_set())
         for inf in (self.pods, self.nodes, self.budgets):

@@ -21,8 +21,8 @@ import pytest
 from nodeagent import errors
 from nodeagent.kube import client, http
 from nodeagent.scheduler import api, objects
+from nodeagent.scheduler.api import FinalBindError
 from nodeagent.scheduler.live.bind_process import ProcessBinder, Reporting
-from nodeagent.scheduler.live.binder import FinalBindError
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.fakeapi.fixtures import write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
