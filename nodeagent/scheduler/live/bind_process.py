@@ -45,7 +45,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -255,10 +254,22 @@ def serve(
             requests += tuple(more_requests)
             retries += tuple(more_retries)
             dropped = events.take_dropped()
-        with sending:
+        with sending, contextlib.suppress(OSError, ValueError):  # orphaned: nobody to tell
             pipe.send((request[0], outcome, message, requests, retries, dropped))
 
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="bind")
+    # plain threads on a queue: an executor's Future and bookkeeping per request cost
+    # more than the pipe itself
+    work: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+
+    def worker() -> None:
+        while (request := work.get()) is not None:
+            one(request)
+
+    workers = [
+        threading.Thread(target=worker, name=f"bind_{i}", daemon=True) for i in range(threads)
+    ]
+    for thread in workers:
+        thread.start()
     orphaned = False
     while True:
         try:
@@ -268,8 +279,15 @@ def serve(
             break
         if request is None:
             break
-        pool.submit(one, request)
-    pool.shutdown(wait=True, cancel_futures=orphaned)
+        work.put(request)
+    if orphaned:  # drop what has not started
+        with contextlib.suppress(queue.Empty):
+            while True:
+                work.get_nowait()
+    for _ in workers:
+        work.put(None)
+    for thread in workers:
+        thread.join()
     if events is not None:
         events.close(drop=orphaned)
     close = getattr(kube, "close", None)
