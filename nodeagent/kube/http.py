@@ -33,6 +33,7 @@ import functools
 import http.client
 import json
 import os
+import select
 import socket
 import ssl
 import threading
@@ -162,9 +163,10 @@ class KeepAlive:
     once), with the ApiClient's host, TLS settings, default headers and bearer token.
 
     urllib3's pool does the same per request with far more Python: a Timeout cloned, a
-    URL parsed, a header dict built, a response object with its decoders. A connection
-    that fails is closed, never reused; the failure goes to the caller's retry policy
-    (:meth:`HTTPKubeClient._call`), not a loop of its own.
+    URL parsed, a header dict built, a response object with its decoders. An idle
+    connection the server has closed is noticed before use (it reads as ready) and
+    replaced; a connection that fails is closed, never reused, and the failure goes to
+    the caller's retry policy (:meth:`HTTPKubeClient._call`), not a loop of its own.
 
     :meth:`for_client` answers None for what it does not speak (a proxy, a TLS server
     name other than the host's): those POSTs go through urllib3's pool instead."""
@@ -217,9 +219,14 @@ class KeepAlive:
         return cls(api_client, timeout, context)
 
     def _connection(self) -> http.client.HTTPConnection:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
+                conn = self._idle.pop()
+            if conn.sock is not None and not _dropped(conn.sock):
+                return conn
+            conn.close()  # the server closed it while idle (or sent what nobody asked)
         connect = self._timeout[0]
         if self._context is not None:
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
@@ -812,6 +819,16 @@ class _HTTPWatch:
             self._response.release_conn()
         except (OSError, urllib3.exceptions.HTTPError):
             pass
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """Whether an idle kept-alive connection was closed by the server: it reads as ready
+    (an end of file, or a TLS close) while no request is out, as urllib3 checks."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _socket_of(response: urllib3.BaseHTTPResponse) -> socket.socket | None:

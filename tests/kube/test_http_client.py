@@ -4,8 +4,12 @@ bucket, outages and latency, watch streaming and prompt close."""
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import kubernetes.client
@@ -15,6 +19,7 @@ from nodeagent import errors
 from nodeagent.clock import FakeClock
 from nodeagent.kube import client, http, retry
 from nodeagent.kube import errors as kube_errors
+from nodeagent.serving import tls
 from tests.fakeapi import objects
 from tests.fakeapi.fixtures import configuration
 from tests.fakeapi.server import FakeAPIServer
@@ -322,3 +327,88 @@ def _event(name: str) -> dict[str, object]:
         "message": f"Successfully assigned default/{name} to node-a",
         "type": "Normal",
     }
+
+
+class TestKeepAliveOverTLS:
+    """The kept-alive POSTs speak TLS with the configuration's CA, and refuse a server
+    the CA did not sign unless verification is off (as the ApiClient's own pool)."""
+
+    @pytest.fixture
+    def tls_server(self, tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
+        pem = tls.self_signed_pem(["127.0.0.1"])
+        certificate = tmp_path / "server.pem"
+        certificate.write_bytes(pem)
+        seen: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                seen.append(f"{self.path} {self.headers.get('Authorization')}")
+                body = b'{"kind":"Event","metadata":{"name":"e"},"reason":"Scheduled"}'
+                self.send_response(201)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.daemon_threads = True
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate)
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"https://127.0.0.1:{httpd.server_address[1]}", certificate, seen
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+
+    def test_posts_verify_the_server_with_the_configured_ca(
+        self, tls_server: tuple[str, Path, list[str]], clock: FakeClock
+    ) -> None:
+        url, certificate, seen = tls_server
+        config = configuration(url)
+        config.ssl_ca_cert = str(certificate)
+        config.api_key = {"authorization": "Bearer t0ken"}
+        kube = http.HTTPKubeClient.connect(config, qps=1000.0, burst=1000, clock=clock)
+        for name in ("a", "b"):
+            assert kube.create_event("default", _event(name))["reason"] == "Scheduled"
+        assert seen == ["/api/v1/namespaces/default/events Bearer t0ken"] * 2
+        kube.close()
+
+    def test_an_unknown_ca_is_refused_unless_verification_is_off(
+        self, tls_server: tuple[str, Path, list[str]], clock: FakeClock
+    ) -> None:
+        url, _, seen = tls_server
+        kube = http.HTTPKubeClient.connect(
+            configuration(url), qps=1000.0, burst=1000, clock=clock, retry_policy=retry.NO_RETRY
+        )
+        with pytest.raises(errors.ServerError, match="CERTIFICATE_VERIFY_FAILED"):
+            kube.create_event("default", _event("a"))
+        assert seen == []
+        config = configuration(url)
+        config.verify_ssl = False
+        insecure = http.HTTPKubeClient.connect(config, qps=1000.0, burst=1000, clock=clock)
+        assert insecure.create_event("default", _event("a"))["reason"] == "Scheduled"
+
+
+def test_an_idle_connection_the_server_closed_is_replaced_before_use(
+    seeded: FakeAPIServer, clock: FakeClock
+) -> None:
+    observer = client.RecordingObserver()
+    kube = make_client(seeded, clock, observer=observer, policy=retry.NO_RETRY)
+    kube.create_event("default", _event("before"))
+    for sock in list(seeded._connections):  # the server drops its idle connections
+        sock.shutdown(socket.SHUT_RDWR)
+    deadline = time.monotonic() + 10
+    while seeded._connections and time.monotonic() < deadline:  # the server lets go
+        time.sleep(0.01)
+    assert not seeded._connections
+    assert kube.create_event("default", _event("after"))["reason"] == "Scheduled"
+    assert observer.requests == [("create", "events", "201")] * 2
