@@ -223,13 +223,14 @@ class KeepAlive:
             with self._lock:
                 if not self._idle:
                     break
-                conn = self._idle.pop()
-            if conn.sock is not None and not _dropped(conn.sock):
-                return conn
-            conn.close()  # the server closed it while idle (or sent what nobody asked)
+                idle = self._idle.pop()
+            if idle.sock is not None and not _dropped(idle.sock):
+                return idle
+            idle.close()  # the server closed it while idle (or sent what nobody asked)
         connect = self._timeout[0]
+        conn: http.client.HTTPConnection
         if self._context is not None:
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+            conn = http.client.HTTPSConnection(
                 self._host, self._port, timeout=connect, context=self._context
             )
         else:
