@@ -245,9 +245,14 @@ class KeepAlive:
         """POST ``body`` (JSON) to ``path`` and read the whole answer. Raises OSError or
         :class:`http.client.HTTPException` when no answer came."""
         headers = self._headers
-        token = self._configuration.get_api_key_with_prefix("authorization")
-        if token:
-            headers = {**headers, "Authorization": token}
+        # the library's own answer (a kubeconfig token, an in-cluster token re-read
+        # when it rotates, an exec plugin's), asked per request as the ApiClient does
+        auth = self._configuration.auth_settings()
+        if auth:
+            headers = {**headers}
+            for setting in auth.values():
+                if setting["in"] == "header" and setting["value"]:
+                    headers[setting["key"]] = setting["value"]
         conn = self._connection()
         try:
             conn.request("POST", self._prefix + path, body, headers)

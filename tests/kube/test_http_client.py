@@ -21,7 +21,7 @@ from nodeagent.kube import client, http, retry
 from nodeagent.kube import errors as kube_errors
 from nodeagent.serving import tls
 from tests.fakeapi import objects
-from tests.fakeapi.fixtures import configuration
+from tests.fakeapi.fixtures import configuration, write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
 
 
@@ -264,10 +264,11 @@ class TestKeepAlivePosts:
         kube.close()
 
     def test_the_token_and_client_headers_are_sent(
-        self, seeded: FakeAPIServer, clock: FakeClock
+        self, seeded: FakeAPIServer, clock: FakeClock, tmp_path: Path
     ) -> None:
-        config = configuration(seeded.url)
-        config.api_key = {"authorization": "Bearer s3cret"}
+        # a kubeconfig's token, as operators and the binding process connect
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", seeded.url, token="s3cret")
+        config = http.load_configuration(kubeconfig)
         kube = http.HTTPKubeClient.connect(config, qps=1000.0, burst=1000, clock=clock)
         seeded.cluster.create("pods", objects.pod("p3", uid="uid-3", node_name=""))
         kube.bind_pod("default", "p3", uid="uid-3", node_name="node-a")
