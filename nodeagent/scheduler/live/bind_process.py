@@ -76,8 +76,10 @@ ANSWER_TIMEOUT = 120.0
 and retries end well before)."""
 
 
-EVENT_WRITERS = 4
-"""Threads writing the child's ``Scheduled`` events (each one request at a time)."""
+EVENT_WRITERS = THREADS
+"""Threads writing the child's ``Scheduled`` events, one request at a time each: as
+many as bindings in flight, so that the events keep pace with the bindings (with 4, a
+loaded machine filled the queue and dropped 4 % of them)."""
 
 
 @dataclass(frozen=True, slots=True)
