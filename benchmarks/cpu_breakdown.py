@@ -42,9 +42,14 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("queue (pop, flush)", ("SchedulingQueue",)),
 )
 OTHER = "other"
+UNREAD = "stack not read"
 
 
 def categorise(stack: str) -> str:
+    frames = stack.split(";")
+    own = [f for f in frames if not f.startswith("process ") and "spawn_main" not in f]
+    if not own:
+        return UNREAD  # py-spy saw the process but could not unwind its stack
     for name, markers in RULES:
         if any(marker in stack for marker in markers):
             return name
@@ -106,7 +111,6 @@ class Sampler:
             str(pid),
             "--subprocesses",
             "--gil",
-            "--nonblocking",
             "--rate",
             str(rate),
             "--format",
