@@ -76,23 +76,27 @@ def parse(raw: Path) -> dict[int, collections.Counter[str]]:
 
 def breakdown(
     samples: Mapping[int, collections.Counter[str]],
-    processes: Mapping[str, tuple[int, float]],
+    processes: Mapping[str, tuple[int, float, float]],
     pods: int,
 ) -> str:
-    """A table: for each named process (``name -> (pid, CPU seconds)``), each category's
-    share of its samples, as microseconds of CPU per pod."""
+    """A table: for each named process (``name -> (pid, user seconds, system
+    seconds)``), its kernel time as one line, and its user time split by the categories'
+    shares of its samples, as microseconds of CPU per pod. The samples are of the thread
+    holding the interpreter lock, which is what user time is spent on; the kernel's
+    share (socket and pipe calls, futex waits and wakes) is measured, not sampled."""
     lines = []
-    for name, (pid, cpu) in processes.items():
-        counts = samples.get(pid)
-        if not counts:
-            lines.append(f"{name}: no samples")
-            continue
+    for name, (pid, user, system) in processes.items():
+        counts = samples.get(pid) or collections.Counter()
         total = sum(counts.values())
-        per_pod = 1e6 * cpu / max(1, pods)
+        per_pod = 1e6 * (user + system) / max(1, pods)
         lines.append(f"{name} ({per_pod:.0f} us CPU/pod, {total} samples):")
-        for category, count in counts.most_common():
-            share = count / total
-            lines.append(f"  {category:<28} {100 * share:5.1f} %  {share * per_pod:6.0f} us/pod")
+        rows = [("kernel (system calls)", 1e6 * system / max(1, pods))]
+        rows += [
+            (category, count / total * 1e6 * user / max(1, pods))
+            for category, count in counts.most_common()
+        ]
+        for category, us in rows:
+            lines.append(f"  {category:<28} {100 * us / per_pod:5.1f} %  {us:6.0f} us/pod")
     return "\n".join(lines)
 
 
