@@ -193,6 +193,7 @@ class KeepAlive:
         }
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def for_client(
@@ -261,15 +262,18 @@ class KeepAlive:
         except BaseException:
             conn.close()
             raise
-        if response.will_close:
-            conn.close()
-        else:
-            with self._lock:
+        with self._lock:
+            keep = not (response.will_close or self._closed)
+            if keep:
                 self._idle.append(conn)
+        if not keep:
+            conn.close()
         return Answer(response.status, response.msg, data)
 
     def close(self) -> None:
+        """Close the idle connections now, and those in use when their answer is read."""
         with self._lock:
+            self._closed = True
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()

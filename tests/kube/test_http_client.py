@@ -261,7 +261,11 @@ class TestKeepAlivePosts:
             kube.create_event("default", _event(f"k{i}"))
         assert len(seeded._connections) == 1  # every POST above on the same one
         assert [b[1] for b in seeded.cluster.bindings] == [f"k{i}" for i in range(5)]
-        kube.close()
+        kube.close()  # and the kept connection is closed with the client
+        deadline = time.monotonic() + 10
+        while seeded._connections and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not seeded._connections
 
     def test_the_token_and_client_headers_are_sent(
         self, seeded: FakeAPIServer, clock: FakeClock, tmp_path: Path
