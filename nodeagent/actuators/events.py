@@ -48,6 +48,10 @@ REASON_EVICTED = "Evicted"
 REASON_EVICTED_DRY_RUN = "EvictedDryRun"
 WARNING = "Warning"
 NORMAL = "Normal"
+MAX_SERIES = 4096
+"""Event series remembered for aggregation at most, as client-go's correlator's LRU
+cache (``maxLruCacheEntries``): without a bound, a scheduler's distinct ``Scheduled``
+events (one per pod, each its own series) would all be kept for the aggregation window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +95,12 @@ class EventRecorder:
         refresh_interval: float = 60.0,
         dry_run: bool = False,
         component: str = COMPONENT,
+        max_series: int = MAX_SERIES,
     ) -> None:
         """``node_name`` is the reporting host; ``component`` the reporting controller
-        (the scheduler reports as its profile's scheduler name, as kube-scheduler does)."""
+        (the scheduler reports as its profile's scheduler name, as kube-scheduler does);
+        ``max_series``: the series remembered at most (the oldest is forgotten first)."""
+        self._max_series = max_series
         self._kube = kube
         self.node_name = node_name
         self.component = component
@@ -194,6 +201,13 @@ class EventRecorder:
         name = str((created.get("metadata") or {}).get("name") or metadata["name"])
         with self._lock:
             self._series[key] = _Series(namespace, name, 1, now, now, now, 1)
+            while len(self._series) > self._max_series:
+                # the oldest series is forgotten (its repeats not yet sent, sent now): a
+                # scheduler records a distinct event per pod, hundreds a second
+                oldest = next(iter(self._series))
+                forgotten = self._series.pop(oldest)
+                if forgotten.count > forgotten.written_count:
+                    self._write_count(oldest, forgotten)
 
     def _write_count(self, key: _Key, series: _Series) -> None:
         """Patch count and lastTimestamp; lock held (one small request)."""

@@ -494,3 +494,8 @@ def is_extended_resource(name: str) -> bool:
 def is_scalar_resource(name: str) -> bool:
     """Anything beyond cpu, memory, ephemeral-storage and pods (extended, hugepages...)."""
     return name not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+
+
+class FinalBindError(Exception):
+    """The API answered a binding with 409 or 404: the pod changed under us. (Here, not
+    in the binder, so that the binding process imports no framework.)"""

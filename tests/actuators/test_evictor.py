@@ -388,3 +388,29 @@ class TestEventQueue:
         queue.recorder.threshold_met = recorded.append  # type: ignore[method-assign,assignment]
         assert queue.drain() == 2
         assert recorded == ["ephemeral-storage", "pids"]
+
+
+class TestRecorderRemembersABoundedNumberOfSeries:
+    """Like client-go's correlator cache: at most ``max_series`` series are kept for
+    aggregation (a scheduler's events are one series per pod); the oldest is forgotten
+    first, its repeats not yet sent are sent then, and a repeat after that starts a new
+    Event."""
+
+    def test_the_oldest_series_is_forgotten_and_its_pending_count_written(
+        self, cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
+    ) -> None:
+        recorder = events.EventRecorder(kube, node_name="node-a", clock=clock, max_series=2)
+        pod = {name: events.InvolvedObject("Pod", name, "default", f"uid-{name}") for name in NAMES}
+        recorder.record(pod["p1"], "Scheduled", "to n1", events.NORMAL)
+        recorder.record(pod["p1"], "Scheduled", "to n1", events.NORMAL)  # counted, not sent
+        assert cluster.requests_to("PATCH", "/events/") == []
+        recorder.record(pod["p2"], "Scheduled", "to n1", events.NORMAL)
+        recorder.record(pod["p3"], "Scheduled", "to n1", events.NORMAL)  # p1 forgotten
+        [patch] = cluster.requests_to("PATCH", "/events/")
+        assert patch.body["count"] == 2
+        recorder.record(pod["p3"], "Scheduled", "to n1", events.NORMAL)  # still a series
+        recorder.record(pod["p1"], "Scheduled", "to n1", events.NORMAL)  # a new Event
+        created = [
+            r.body["involvedObject"]["name"] for r in cluster.requests_to("POST", "/events$")
+        ]
+        assert created == ["p1", "p2", "p3", "p1"]

@@ -174,7 +174,9 @@ class TestOrderingsOnTheRealServer:
 
         def touch() -> None:
             # annotation patches, as a controller or `kubectl annotate` sends, from each
-            # pod's creation on: some reach the server before its binding, some after
+            # pod's creation on: some reach the server before its binding (the pods are
+            # held by a scheduling gate until each has had one: a fast binding would
+            # otherwise win the race every time), some during it, some after
             while not stop.is_set():
                 for name in list(created):
                     answer = control_plane.admin.merge_patch(
@@ -188,11 +190,18 @@ class TestOrderingsOnTheRealServer:
         try:
             names = [f"upd-{i}" for i in range(BURST)]
             for name in names:
-                control_plane.admin.create(
-                    f"/api/v1/namespaces/{namespace}/pods",
-                    o.pod(name, namespace, cpu=f"{MILLICORES}m"),
-                )
+                held = o.pod(name, namespace, cpu=f"{MILLICORES}m")
+                held["spec"]["schedulingGates"] = [{"name": "nodeagent.io/test-hold"}]
+                control_plane.admin.create(f"/api/v1/namespaces/{namespace}/pods", held)
                 created.append(name)
+            o.eventually(
+                lambda: all(before[name] >= 1 for name in names), what="updates before binding"
+            )
+            for name in names:
+                control_plane.admin.merge_patch(
+                    f"/api/v1/namespaces/{namespace}/pods/{name}",
+                    {"spec": {"schedulingGates": None}},
+                )
             placed = o.eventually(
                 lambda: all_bound(control_plane, namespace, names), what="the burst bound"
             )

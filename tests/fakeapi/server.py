@@ -40,7 +40,6 @@ type and decoded body, so tests assert on what was *sent* as well as on the stor
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import select
 import socket
@@ -51,6 +50,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import msgspec
 
 from nodeagent import errors
 from nodeagent.kube import errors as kube_errors
@@ -396,7 +397,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         content_type = (self.headers.get("Content-Type") or "").split(";")[0].strip()
         try:
-            body = json.loads(raw) if raw else None
+            body = msgspec.json.decode(raw) if raw else None
         except ValueError:
             body = raw.decode("utf-8", "replace")
         request = Request(
@@ -426,7 +427,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(exc.status or 500, fake.status_body(exc))
 
     def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        payload = json.dumps(body).encode()
+        payload = msgspec.json.encode(body)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -653,7 +654,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def _chunk(self, event: Any) -> None:
-        data = json.dumps(event).encode() + b"\n"
+        data = msgspec.json.encode(event) + b"\n"
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 

@@ -4,18 +4,24 @@ bucket, outages and latency, watch streaming and prompt close."""
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import kubernetes.client
 import pytest
 
 from nodeagent import errors
 from nodeagent.clock import FakeClock
 from nodeagent.kube import client, http, retry
 from nodeagent.kube import errors as kube_errors
+from nodeagent.serving import tls
 from tests.fakeapi import objects
-from tests.fakeapi.fixtures import configuration
+from tests.fakeapi.fixtures import configuration, write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
 
 
@@ -237,3 +243,177 @@ def test_load_configuration_reads_a_kubeconfig(tmp_path: Path, fake_api: FakeAPI
     config = http.load_configuration(path)
     assert config.host == fake_api.url
     assert http.cluster_configured(path)
+
+
+class TestKeepAlivePosts:
+    """Bindings and events go over kept-alive HTTP/1.1 connections (:class:`http.
+    KeepAlive`): one connection serves request after request, the bearer token and the
+    ApiClient's headers go with each, answers are translated like any other, and a
+    connection that broke is never used again."""
+
+    def test_sequential_posts_share_one_connection(
+        self, seeded: FakeAPIServer, clock: FakeClock
+    ) -> None:
+        kube = make_client(seeded, clock)
+        for i in range(5):
+            seeded.cluster.create("pods", objects.pod(f"k{i}", uid=f"uid-k{i}", node_name=""))
+            kube.bind_pod("default", f"k{i}", uid=f"uid-k{i}", node_name="node-a")
+            kube.create_event("default", _event(f"k{i}"))
+        assert len(seeded._connections) == 1  # every POST above on the same one
+        assert [b[1] for b in seeded.cluster.bindings] == [f"k{i}" for i in range(5)]
+        kube.close()  # and the kept connection is closed with the client
+        deadline = time.monotonic() + 10
+        while seeded._connections and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not seeded._connections
+
+    def test_the_token_and_client_headers_are_sent(
+        self, seeded: FakeAPIServer, clock: FakeClock, tmp_path: Path
+    ) -> None:
+        # a kubeconfig's token, as operators and the binding process connect
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", seeded.url, token="s3cret")
+        config = http.load_configuration(kubeconfig)
+        kube = http.HTTPKubeClient.connect(config, qps=1000.0, burst=1000, clock=clock)
+        seeded.cluster.create("pods", objects.pod("p3", uid="uid-3", node_name=""))
+        kube.bind_pod("default", "p3", uid="uid-3", node_name="node-a")
+        [request] = [r for r in seeded.requests if r.path.endswith("/binding")]
+        assert request.authorization == "Bearer s3cret"
+        assert request.content_type == "application/json"
+        assert request.body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a"}
+
+    def test_answers_are_translated(self, seeded: FakeAPIServer, clock: FakeClock) -> None:
+        kube = make_client(seeded, clock)
+        with pytest.raises(errors.Conflict, match="already assigned"):
+            kube.bind_pod("default", "p2", uid="", node_name="node-a")
+        with pytest.raises(errors.NotFound):
+            kube.bind_pod("default", "absent", uid="", node_name="node-a")
+        seeded.cluster.create("pods", objects.pod("p3", uid="uid-3", node_name=""))
+        with pytest.raises(errors.Conflict, match="UID in precondition"):
+            kube.bind_pod("default", "p3", uid="another", node_name="node-a")
+        kube.bind_pod("default", "p3", uid="uid-3", node_name="node-a")
+        assert seeded.cluster.bindings == [("default", "p3", "node-a")]
+
+    def test_a_broken_connection_is_dropped_and_the_retry_gets_a_new_one(
+        self, seeded: FakeAPIServer, clock: FakeClock
+    ) -> None:
+        observer = client.RecordingObserver()
+        kube = make_client(seeded, clock, observer=observer)
+        kube.create_event("default", _event("before"))
+        seeded.lose_responses(1, method="POST", path="/events$")
+        # the write was applied, its answer lost: the retry, on a new connection, is
+        # answered as a real API server answers it
+        with pytest.raises(errors.Conflict, match="already exists"):
+            kube.create_event("default", _event("lost"))
+        assert kube.create_event("default", _event("after"))["reason"] == "Scheduled"
+        assert observer.requests == [
+            ("create", "events", "201"),
+            ("create", "events", "error"),
+            ("create", "events", "409"),
+            ("create", "events", "201"),
+        ]
+        assert [r[2] for r in observer.retries] == ["Unavailable"]
+
+    def test_a_proxy_falls_back_to_the_client_pool(self, seeded: FakeAPIServer) -> None:
+        config = configuration(seeded.url)
+        config.proxy = "http://127.0.0.1:9"
+        api_client = kubernetes.client.ApiClient(config)
+        assert http.KeepAlive.for_client(api_client, (1.0, 1.0)) is None
+        config = configuration(seeded.url)
+        assert http.KeepAlive.for_client(kubernetes.client.ApiClient(config), (1.0, 1.0))
+
+
+def _event(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{name}.1", "namespace": "default"},
+        "involvedObject": {"kind": "Pod", "name": name, "namespace": "default"},
+        "reason": "Scheduled",
+        "message": f"Successfully assigned default/{name} to node-a",
+        "type": "Normal",
+    }
+
+
+class TestKeepAliveOverTLS:
+    """The kept-alive POSTs speak TLS with the configuration's CA, and refuse a server
+    the CA did not sign unless verification is off (as the ApiClient's own pool)."""
+
+    @pytest.fixture
+    def tls_server(self, tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
+        pem = tls.self_signed_pem(["127.0.0.1"])
+        certificate = tmp_path / "server.pem"
+        certificate.write_bytes(pem)
+        seen: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                seen.append(f"{self.path} {self.headers.get('Authorization')}")
+                body = b'{"kind":"Event","metadata":{"name":"e"},"reason":"Scheduled"}'
+                self.send_response(201)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.daemon_threads = True
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certificate)
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield f"https://127.0.0.1:{httpd.server_address[1]}", certificate, seen
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+
+    def test_posts_verify_the_server_with_the_configured_ca(
+        self, tls_server: tuple[str, Path, list[str]], clock: FakeClock
+    ) -> None:
+        url, certificate, seen = tls_server
+        config = configuration(url)
+        config.ssl_ca_cert = str(certificate)
+        config.api_key = {"authorization": "Bearer t0ken"}
+        kube = http.HTTPKubeClient.connect(config, qps=1000.0, burst=1000, clock=clock)
+        for name in ("a", "b"):
+            assert kube.create_event("default", _event(name))["reason"] == "Scheduled"
+        assert seen == ["/api/v1/namespaces/default/events Bearer t0ken"] * 2
+        kube.close()
+
+    def test_an_unknown_ca_is_refused_unless_verification_is_off(
+        self, tls_server: tuple[str, Path, list[str]], clock: FakeClock
+    ) -> None:
+        url, _, seen = tls_server
+        kube = http.HTTPKubeClient.connect(
+            configuration(url), qps=1000.0, burst=1000, clock=clock, retry_policy=retry.NO_RETRY
+        )
+        with pytest.raises(errors.ServerError, match="CERTIFICATE_VERIFY_FAILED"):
+            kube.create_event("default", _event("a"))
+        assert seen == []
+        config = configuration(url)
+        config.verify_ssl = False
+        insecure = http.HTTPKubeClient.connect(config, qps=1000.0, burst=1000, clock=clock)
+        assert insecure.create_event("default", _event("a"))["reason"] == "Scheduled"
+
+
+def test_an_idle_connection_the_server_closed_is_replaced_before_use(
+    seeded: FakeAPIServer, clock: FakeClock
+) -> None:
+    observer = client.RecordingObserver()
+    kube = make_client(seeded, clock, observer=observer, policy=retry.NO_RETRY)
+    kube.create_event("default", _event("before"))
+    for sock in list(seeded._connections):  # the server drops its idle connections
+        sock.shutdown(socket.SHUT_RDWR)
+    deadline = time.monotonic() + 10
+    while seeded._connections and time.monotonic() < deadline:  # the server lets go
+        time.sleep(0.01)
+    assert not seeded._connections
+    assert kube.create_event("default", _event("after"))["reason"] == "Scheduled"
+    assert observer.requests == [("create", "events", "201")] * 2

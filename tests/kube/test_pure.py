@@ -275,6 +275,44 @@ def test_only_faults_are_retried() -> None:
     assert retry.call(flaky, retry.RetryPolicy(attempts=5), sleep=lambda s: None) == "ok"
 
 
+@given(failures=st.integers(min_value=0, max_value=6), attempts=st.integers(1, 5))
+def test_retries_count_the_first_attempt_and_wait_by_attempt_number(
+    failures: int, attempts: int
+) -> None:
+    """The first attempt runs before tenacity is built; a fault there is tenacity's
+    attempt 1: as many calls, retries and waits as if tenacity had made it."""
+    policy = retry.RetryPolicy(attempts=attempts, initial_delay=0.2, max_delay=10.0)
+    calls: list[int] = []
+    retried: list[tuple[str, float]] = []
+    slept: list[float] = []
+
+    def answer() -> str:
+        calls.append(1)
+        if len(calls) <= failures:
+            raise kube_errors.Unavailable(f"down {len(calls)}", status=503)
+        return "ok"
+
+    def call() -> str:
+        return retry.call(
+            answer,
+            policy,
+            sleep=slept.append,
+            on_retry=lambda error, delay: retried.append((str(error), delay)),
+            draw=lambda: 0.5,
+        )
+
+    if failures < attempts:
+        assert call() == "ok"
+    else:
+        with pytest.raises(kube_errors.Unavailable, match=f"down {attempts}$"):
+            call()
+    assert len(calls) == min(failures + 1, attempts)
+    expected = [0.5 * min(10.0, 0.2 * 2 ** (n - 1)) for n in range(1, len(calls))]
+    assert slept == pytest.approx(expected)
+    assert [delay for _, delay in retried] == pytest.approx(expected)
+    assert [message for message, _ in retried] == [f"down {n}" for n in range(1, len(calls))]
+
+
 @pytest.mark.parametrize(
     ("status", "eviction", "expected"),
     [

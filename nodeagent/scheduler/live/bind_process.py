@@ -17,6 +17,13 @@ fewer), so nothing waits in the child that the scheduler has not just allowed; a
 replica that lost its lease kills the child (:meth:`ProcessBinder.abandon`) and hands
 over nothing new.
 
+With :class:`Reporting` the child also records each bound pod's ``Scheduled`` event,
+right after the binding and off its binding threads: a bounded queue (dropped when
+full, as client-go's broadcaster drops) drained by :data:`EVENT_WRITERS` threads over a
+client of their own (a budget of their own, as kube-scheduler's event clientset). One
+event writer in the scheduler kept up with about 350 pods a second; here the events'
+requests cost the scheduler's interpreter nothing.
+
 The child connects with the scheduler's own client layer (:class:`~nodeagent.kube.http.
 ConnectionSpec`, the same retry policy and rate limit), reports each request and retry
 back for the scheduler's metrics, and exits when its pipe closes (the scheduler is gone)
@@ -33,17 +40,21 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.process
+import queue
 import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from enum import StrEnum
 
 from nodeagent import errors
+from nodeagent.actuators.events import NORMAL, EventRecorder, InvolvedObject
+from nodeagent.clock import RealClock
 from nodeagent.kube import client
 from nodeagent.scheduler import api
-from nodeagent.scheduler.live.binder import FinalBindError
+from nodeagent.scheduler.api import FinalBindError
+from nodeagent.scheduler.live import reporter
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +76,21 @@ ANSWER_TIMEOUT = 120.0
 and retries end well before)."""
 
 
+EVENT_WRITERS = THREADS
+"""Threads writing the child's ``Scheduled`` events, one request at a time each: as
+many as bindings in flight, so that the events keep pace with the bindings (with 4, a
+loaded machine filled the queue and dropped 4 % of them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reporting:
+    """Who the child's ``Scheduled`` events name as their source: the profile's
+    scheduler name and the replica's identity (the scheduler's own recorder's)."""
+
+    component: str
+    instance: str
+
+
 class Outcome(StrEnum):
     BOUND = "bound"
     FINAL = "final"
@@ -77,9 +103,10 @@ _Request = tuple[int, str, str, str, str]
 dataclasses, and a few go over the pipe per pod."""
 
 Observed = tuple[tuple[str, str, str], ...]
-_Answer = tuple[int, Outcome, str, Observed, Observed]
-"""(id, outcome, message, requests, retries): the requests and retries are the
-(verb, resource, code or reason) of each HTTP exchange, for the scheduler's metrics."""
+_Answer = tuple[int, Outcome, str, Observed, Observed, int]
+"""(id, outcome, message, requests, retries, events dropped): the requests and retries
+are the (verb, resource, code or reason) of each HTTP exchange, and the events the count
+of ``Scheduled`` events dropped since the last answer, for the scheduler's metrics."""
 
 
 # --- the child ------------------------------------------------------------------------
@@ -95,6 +122,97 @@ class _Recorder(threading.local, client.RecordingObserver):
         return taken
 
 
+class _SharedRecorder(client.RecordingObserver):
+    """The event writers' observer: what they did, sent with the next answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+
+    def api_request(self, verb: str, resource: str, code: str) -> None:
+        with self._lock:
+            self.requests.append((verb, resource, code))
+
+    def api_retry(self, verb: str, resource: str, reason: str) -> None:
+        with self._lock:
+            self.retries.append((verb, resource, reason))
+
+    def take(self) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+        with self._lock:
+            taken = self.requests, self.retries
+            self.requests, self.retries = [], []
+        return taken
+
+
+class _ScheduledEvents:
+    """The child's ``Scheduled`` events: queued by the binding threads, written by
+    :data:`EVENT_WRITERS` threads; at most ``reporter.EVENT_QUEUE`` wait, the rest are
+    dropped (counted, for :meth:`take_dropped`)."""
+
+    def __init__(self, connect: Connect, reporting: Reporting) -> None:
+        self.observer = _SharedRecorder()
+        self._recorder = EventRecorder(
+            connect(self.observer),
+            node_name=reporting.instance,
+            clock=RealClock(),
+            component=reporting.component,
+        )
+        self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+        self._waiting = 0
+        self._lock = threading.Lock()
+        self._dropped = 0
+        self._threads = [
+            threading.Thread(target=self._write, name=f"events_{i}", daemon=True)
+            for i in range(EVENT_WRITERS)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def scheduled(self, request: _Request) -> None:
+        with self._lock:
+            if self._waiting >= reporter.EVENT_QUEUE:
+                self._dropped += 1
+                return
+            self._waiting += 1
+        self._queue.put(request)
+
+    def take_dropped(self) -> int:
+        """Events dropped since the last call."""
+        with self._lock:
+            dropped, self._dropped = self._dropped, 0
+        return dropped
+
+    def _write(self) -> None:
+        while (request := self._queue.get()) is not None:
+            with self._lock:
+                self._waiting -= 1
+            _, namespace, name, uid, node = request
+            try:
+                self._recorder.record(
+                    InvolvedObject("Pod", name, namespace, uid),
+                    reporter.REASON_SCHEDULED,
+                    reporter.scheduled_message(namespace, name, node),
+                    NORMAL,
+                )
+            except Exception:  # an event is best effort; the writer lives on
+                log.exception("recording the Scheduled event of %s/%s failed", namespace, name)
+
+    def close(self, *, drop: bool) -> None:
+        """Write what is queued (or drop it), then stop the writers."""
+        if drop:
+            with self._lock:
+                self._waiting = 0
+            while True:
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
+
+
 def _bind(kube: client.ClusterClient, request: _Request) -> tuple[Outcome, str]:
     _, namespace, name, uid, node = request
     try:
@@ -108,10 +226,16 @@ def _bind(kube: client.ClusterClient, request: _Request) -> tuple[Outcome, str]:
     return Outcome.BOUND, ""
 
 
-def serve(pipe: multiprocessing.connection.Connection, connect: Connect, threads: int) -> None:
+def serve(
+    pipe: multiprocessing.connection.Connection,
+    connect: Connect,
+    threads: int,
+    reporting: Reporting | None = None,
+) -> None:
     """The child's main: bind what arrives on ``pipe`` with ``threads`` threads, answer
-    on it. ``None`` on the pipe: finish what was sent, then return. The pipe closing
-    (the scheduler is gone): drop what has not started, then return."""
+    on it, and with ``reporting`` record each bound pod's ``Scheduled`` event. ``None``
+    on the pipe: finish what was sent, then return. The pipe closing (the scheduler is
+    gone): drop what has not started, then return."""
     # Signals are the scheduler's to handle: Ctrl-C reaches the whole process group,
     # and the child must not die under bindings the scheduler is draining.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -119,14 +243,35 @@ def serve(pipe: multiprocessing.connection.Connection, connect: Connect, threads
     recorder = _Recorder()
     kube = connect(recorder)
     sending = threading.Lock()
+    events = _ScheduledEvents(connect, reporting) if reporting is not None else None
 
     def one(request: _Request) -> None:
         outcome, message = _bind(kube, request)
         requests, retries = recorder.take()
-        with sending:
-            pipe.send((request[0], outcome, message, requests, retries))
+        dropped = 0
+        if events is not None:
+            if outcome is Outcome.BOUND:
+                events.scheduled(request)
+            more_requests, more_retries = events.observer.take()
+            requests += tuple(more_requests)
+            retries += tuple(more_retries)
+            dropped = events.take_dropped()
+        with sending, contextlib.suppress(OSError, ValueError):  # orphaned: nobody to tell
+            pipe.send((request[0], outcome, message, requests, retries, dropped))
 
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="bind")
+    # plain threads on a queue: an executor's Future and bookkeeping per request cost
+    # more than the pipe itself
+    work: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+
+    def worker() -> None:
+        while (request := work.get()) is not None:
+            one(request)
+
+    workers = [
+        threading.Thread(target=worker, name=f"bind_{i}", daemon=True) for i in range(threads)
+    ]
+    for thread in workers:
+        thread.start()
     orphaned = False
     while True:
         try:
@@ -136,8 +281,17 @@ def serve(pipe: multiprocessing.connection.Connection, connect: Connect, threads
             break
         if request is None:
             break
-        pool.submit(one, request)
-    pool.shutdown(wait=True, cancel_futures=orphaned)
+        work.put(request)
+    if orphaned:  # drop what has not started
+        with contextlib.suppress(queue.Empty):
+            while True:
+                work.get_nowait()
+    for _ in workers:
+        work.put(None)
+    for thread in workers:
+        thread.join()
+    if events is not None:
+        events.close(drop=orphaned)
     close = getattr(kube, "close", None)
     if close is not None:
         close()
@@ -200,9 +354,15 @@ class ProcessBinder:
         answer_timeout: float = ANSWER_TIMEOUT,
         on_start: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
+        reporting: Reporting | None = None,
+        on_events_dropped: Callable[[int], None] = lambda count: None,
     ) -> None:
-        """``on_start``: called each time a child is started (a metric)."""
+        """``on_start``: called each time a child is started (a metric). ``reporting``:
+        the child records each bound pod's ``Scheduled`` event as this source, and
+        ``on_events_dropped`` counts those it had no room for."""
+        self._on_events_dropped = on_events_dropped
         self._connect = connect
+        self.reporting = reporting
         self.may_bind = may_bind
         self._threads = max(1, threads)
         self._on_start = on_start
@@ -250,7 +410,7 @@ class ProcessBinder:
         ours, theirs = self._context.Pipe()
         process = self._context.Process(
             target=serve,
-            args=(theirs, self._connect, self._threads),
+            args=(theirs, self._connect, self._threads, self.reporting),
             name="nodeagent-binder",
             daemon=True,
         )
@@ -289,7 +449,7 @@ class ProcessBinder:
                 child.waiting.pop(key, None)
             return api.error(f"binding process did not answer within {self._answer_timeout:g} s")
         assert waiting.answer is not None
-        _, outcome, message, _, _ = waiting.answer
+        _, outcome, message, _, _, _ = waiting.answer
         if outcome is Outcome.FINAL:
             raise FinalBindError(message)
         if outcome is Outcome.FAILED:
@@ -303,11 +463,13 @@ class ProcessBinder:
         try:
             while True:
                 answer: _Answer = child.pipe.recv()
-                key, _, _, requests, retries = answer
+                key, _, _, requests, retries, dropped = answer
                 for request in requests:
                     observer.api_request(*request)
                 for retry in retries:
                     observer.api_retry(*retry)
+                if dropped:
+                    self._on_events_dropped(dropped)
                 with self._lock:
                     waiting = child.waiting.pop(key, None)
                 child.answered = True
@@ -320,7 +482,7 @@ class ProcessBinder:
             left, child.waiting = child.waiting, {}
             closing = self._closed
         for waiting in left.values():
-            waiting.give((-1, Outcome.FAILED, "binding process exited before answering", (), ()))
+            waiting.give((-1, Outcome.FAILED, "binding process exited before answering", (), (), 0))
         child.process.join()  # it closed its pipe: it is exiting (or being killed)
         child.pipe.close()
         if not closing or left:

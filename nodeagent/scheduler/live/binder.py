@@ -34,13 +34,10 @@ from enum import StrEnum
 from nodeagent import errors
 from nodeagent.kube import client
 from nodeagent.scheduler import api
+from nodeagent.scheduler.api import FinalBindError
 from nodeagent.scheduler.framework import CycleState, Framework
 
 log = logging.getLogger(__name__)
-
-
-class FinalBindError(Exception):
-    """The API answered the binding with 409 or 404: the pod changed under us."""
 
 
 class APIBinder:

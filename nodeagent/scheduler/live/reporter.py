@@ -7,9 +7,11 @@
   a pod retried a hundred times costs one write.
 * **Events** (``FailedScheduling`` Warning, ``Scheduled`` Normal, ``Preempted`` on a
   victim) through the agent's aggregating :class:`~nodeagent.actuators.events.
-  EventRecorder` (repeats bump ``count``), at most :data:`EVENT_QPS` per second, from a
-  bounded queue that drops when full, as client-go's broadcaster does: events never
-  slow scheduling down.
+  EventRecorder` (repeats bump ``count``; distinct pods' events are never merged), from
+  a bounded queue that drops when full, as client-go's broadcaster does: events never
+  slow scheduling down. Their requests have a budget of their own, the client
+  connection's ``qps``/``burst`` (kube-scheduler gives its event client a clientset of
+  its own with the same settings), so events never spend the bindings' budget.
 * **Preemption victims**: a ``DisruptionTarget`` condition (reason
   ``PreemptionByScheduler``), then a delete with a uid precondition. Never dropped.
 
@@ -37,8 +39,8 @@ log = logging.getLogger(__name__)
 EVENT_QUEUE = 1000
 """Events waiting to be written at most (client-go's ``maxQueuedEvents``)."""
 EVENT_QPS, EVENT_BURST = 50.0, 100
-"""The events' own request budget: a burst of pods scheduled at once must not spend the
-API requests (and the CPU) their bindings need."""
+"""The events' own request budget by default (kube-scheduler's ``clientConnection``
+defaults; the live scheduler passes its configured ``qps``/``burst``)."""
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 REASON_PREEMPTION = "PreemptionByScheduler"
@@ -46,6 +48,14 @@ REASON_PREEMPTION = "PreemptionByScheduler"
 
 def pod_object(pod: api.Pod) -> InvolvedObject:
     return InvolvedObject("Pod", pod.name, pod.namespace, pod.uid)
+
+
+REASON_SCHEDULED = "Scheduled"
+
+
+def scheduled_message(namespace: str, name: str, node: str) -> str:
+    """The ``Scheduled`` event's note, kube-scheduler's words."""
+    return f"Successfully assigned {namespace}/{name} to {node}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +75,8 @@ class Reporter:
         scheduler_name: str,
         on_event_dropped: Callable[[], None] = lambda: None,
         clock: Clock | None = None,
+        event_qps: float = EVENT_QPS,
+        event_burst: int = EVENT_BURST,
     ) -> None:
         """``clock`` paces the events' budget (the real clock by default)."""
         self._kube = kube
@@ -85,7 +97,7 @@ class Reporter:
         self._stop = False
         self._abandoned = False
         self._thread: threading.Thread | None = None
-        self._event_budget = ratelimit.TokenBucket(EVENT_QPS, EVENT_BURST, clock=clock)
+        self._event_budget = ratelimit.TokenBucket(event_qps, event_burst, clock=clock)
 
     # --- what the scheduler reports -----------------------------------------------------
     def unschedulable(
@@ -112,11 +124,17 @@ class Reporter:
                 self._written_condition[pod.uid] = f"{reason}\0{message}"
         self._event(pod_object(pod), "FailedScheduling", message, WARNING)
 
-    def scheduled(self, pod: api.Pod, node: str) -> None:
+    def scheduled(self, pod: api.Pod, node: str, *, event: bool = True) -> None:
+        """The pod is bound. ``event=False``: its ``Scheduled`` event is recorded
+        elsewhere (the binding process records it right after the binding)."""
         self._written_condition.pop(pod.uid, None)
-        self._event(
-            pod_object(pod), "Scheduled", f"Successfully assigned {pod.key} to {node}", NORMAL
-        )
+        if event:
+            self._event(
+                pod_object(pod),
+                REASON_SCHEDULED,
+                scheduled_message(pod.namespace, pod.name, node),
+                NORMAL,
+            )
 
     def nominate(self, pod: api.Pod, node: str) -> None:
         """Write the preemptor's ``nominatedNodeName``; queued before its victims, and

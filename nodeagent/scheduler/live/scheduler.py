@@ -140,6 +140,9 @@ class LiveScheduler:
                 threads=binding_threads,
                 observer=self.metrics,
                 on_start=self.metrics.binding_process_starts.inc,
+                # the Scheduled events go out from there too, off this interpreter
+                reporting=bind_process.Reporting(settings.profiles[0], self.identity),
+                on_events_dropped=self.metrics.events_dropped.inc,
             )
             self.handle.binder = self.process_binder
         else:
@@ -178,6 +181,8 @@ class LiveScheduler:
             scheduler_name=settings.profiles[0],
             on_event_dropped=self.metrics.events_dropped.inc,
             clock=self._clock,
+            event_qps=settings.qps,
+            event_burst=settings.burst,
         )
         self.binder = BindingPool(0 if stepped else binding_threads, self._binding_done)
         self.pods = informer.Informer(
@@ -459,7 +464,7 @@ class LiveScheduler:
                 self.queue.bound(info)
             with self._bound_lock:
                 self.bound_count += 1
-            self.reporter.scheduled(pod, binding.node)
+            self.reporter.scheduled(pod, binding.node, event=self.process_binder is None)
             return
         if self.cache.forget(pod.uid):
             # the room it held is free again: pods it kept out may fit now (as
@@ -572,7 +577,7 @@ class LiveScheduler:
             log.warning("%d binding(s) still in flight at shutdown", self.binder.in_flight)
         self.binder.shutdown()
         if self.process_binder is not None:
-            self.process_binder.close()
+            self.process_binder.close(bind_timeout)
         if self.elector is not None:
             self.elector.stop(release=not self._lost.is_set())
         for inf in (self.pods, self.nodes, self.budgets):

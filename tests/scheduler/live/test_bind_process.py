@@ -7,6 +7,7 @@ child; and the live scheduler binds every pod through it."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import threading
@@ -20,8 +21,8 @@ import pytest
 from nodeagent import errors
 from nodeagent.kube import client, http
 from nodeagent.scheduler import api, objects
-from nodeagent.scheduler.live.bind_process import ProcessBinder
-from nodeagent.scheduler.live.binder import FinalBindError
+from nodeagent.scheduler.api import FinalBindError
+from nodeagent.scheduler.live.bind_process import ProcessBinder, Reporting
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.fakeapi.fixtures import write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
@@ -74,6 +75,44 @@ def test_binds_over_http_and_a_409_is_final(fake_api: FakeAPIServer, binder: Bin
         ("create", "pods/binding", "409"),
     ]
     assert process_binder.starts == 1
+
+
+def test_the_child_records_one_scheduled_event_per_bound_pod(
+    fake_api: FakeAPIServer, tmp_path: Path
+) -> None:
+    recorder = client.RecordingObserver()
+    process_binder = ProcessBinder(
+        spec(fake_api, tmp_path).connect,
+        lambda: True,
+        observer=recorder,
+        reporting=Reporting("my-scheduler", "replica-1"),
+    )
+    try:
+        fake_api.cluster.create("nodes", h.node("n1"))
+        first = pending(fake_api, "p1")
+        assert process_binder.bind(first, "n1").is_success
+        with pytest.raises(FinalBindError):
+            process_binder.bind(first, "n1")  # a 409 records nothing
+        [event] = h.eventually(lambda: h.events_for(fake_api, "p1", "Scheduled"))
+        assert event["message"] == "Successfully assigned default/p1 to n1"
+        assert event["type"] == "Normal"
+        assert event["involvedObject"]["uid"] == first.uid
+        assert event["source"] == {"component": "my-scheduler", "host": "replica-1"}
+        # the event's request reaches the scheduler's metrics with a later answer
+        more = (pending(fake_api, f"q{i}") for i in itertools.count())
+
+        def shipped() -> bool:
+            assert process_binder.bind(next(more), "n1").is_success
+            return ("create", "events", "201") in recorder.requests
+
+        h.eventually(shipped, what="the event's request observed")
+    finally:
+        process_binder.close()
+    # every bound pod's event is written before the child exits, and only those
+    scheduled = [e for e in fake_api.cluster.list("events").items if e["reason"] == "Scheduled"]
+    assert sorted(e["involvedObject"]["name"] for e in scheduled) == sorted(
+        name for _, name, _ in fake_api.cluster.bindings
+    )
 
 
 def test_a_5xx_is_retried_in_the_child_and_the_retry_reaches_the_metrics(
