@@ -50,8 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import cpu_breakdown
-from nodeagent.actuators.events import NORMAL, EventRecorder, InvolvedObject
-from nodeagent.clock import RealClock
+from nodeagent.actuators.events import NORMAL, InvolvedObject, UniqueEvents
 from nodeagent.kube import fake, http, retry
 from nodeagent.scheduler import registry
 from nodeagent.scheduler.live import bind_process
@@ -149,21 +148,22 @@ def client(url: str, pool: int) -> http.HTTPKubeClient:
 
 def bind_ceiling(pods: int, workers: int) -> float:
     """Pods per second the fake server takes the scheduler's per-pod writes for (the
-    binding POST, then the ``Scheduled`` event through the scheduler's recorder), with
+    binding POST, then the ``Scheduled`` event as the binding process writes it), with
     ``workers`` pods in flight and nothing else running."""
     proc = ServerProcess(0, pods)
     kube = client(proc.url, workers + 4)
-    recorder = EventRecorder(kube, node_name="ceiling", clock=RealClock(), component=PROFILE)
+    events = UniqueEvents(reason="Scheduled", event_type=NORMAL, component=PROFILE, host="ceiling")
     node_name = "node-00000"
 
     def bind(target: tuple[str, str]) -> None:
         name, uid = target
         kube.bind_pod("default", name, uid=uid, node_name=node_name)
-        recorder.record(
-            InvolvedObject("Pod", name, "default", uid),
-            "Scheduled",
-            f"Successfully assigned default/{name} to {node_name}",
-            NORMAL,
+        kube.post_event(
+            "default",
+            events.body(
+                InvolvedObject("Pod", name, "default", uid),
+                f"Successfully assigned default/{name} to {node_name}",
+            ),
         )
 
     try:
