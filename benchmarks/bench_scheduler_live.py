@@ -235,7 +235,7 @@ def end_to_end(
     system_started = _system_cpu(resource.RUSAGE_SELF)
     children_system_started = _system_cpu(resource.RUSAGE_CHILDREN)
     try:
-        assert scheduler.start(sync_timeout=300)
+        assert scheduler.start(sync_timeout=300, freeze_heap=True)  # as the command
         synced = time.perf_counter() - started
         # the binding process has started and waits for its first binding: what it
         # used so far is its start-up (interpreter, imports, connecting)

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from nodeagent import errors
+from nodeagent import errors, heap
 from nodeagent.actuators.events import NORMAL, InvolvedObject, UniqueEvents
 from nodeagent.kube import client
 from nodeagent.scheduler import api
@@ -252,6 +252,7 @@ def serve(
     kube = connect(recorder)
     sending = threading.Lock()
     events = _ScheduledEvents(connect, reporting) if reporting is not None else None
+    heap.freeze()  # the imports and clients live as long as the child
 
     def one(request: _Request) -> None:
         outcome, message = _bind(kube, request)
