@@ -18,8 +18,9 @@ scheduler_perf, so every pod's ``Scheduled`` event is written (the server's coun
 printed). The three processes share the machine's cores. Printed per run:
 
 * **ceiling**: pods per second the fake server takes the per-pod writes for (the
-  binding POST and the ``Scheduled`` event, through the same client and recorder), with
-  as many pods in flight as the scheduler keeps and nothing else running;
+  binding POST and the ``Scheduled`` event, through the same client, the event as the
+  binding process writes it), with as many pods in flight as the scheduler keeps and
+  nothing else running;
 * **end to end**: start -> all bound, pods/s, and the ratio to the ceiling;
 * **CPU per bound pod**: user + system CPU of the scheduler process (all threads, from
   its start to the last bind and the reporter idle) and of the binding process (its
