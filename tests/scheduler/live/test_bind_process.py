@@ -130,7 +130,7 @@ def test_bindings_go_on_while_the_events_api_hangs_and_the_events_follow(
         with fake_api.hold("/events$"):
             for name in names:
                 assert process_binder.bind(pending(fake_api, name), "n1").is_success
-            assert fake_api.cluster.list("events").items == []
+            assert fake_api.cluster.list("events").items == ()
         h.eventually(
             lambda: len(fake_api.cluster.list("events").items) == len(names),
             what="every held event written once the API answers",
