@@ -18,8 +18,9 @@ scheduler_perf, so every pod's ``Scheduled`` event is written (the server's coun
 printed). The three processes share the machine's cores. Printed per run:
 
 * **ceiling**: pods per second the fake server takes the per-pod writes for (the
-  binding POST and the ``Scheduled`` event, through the same client and recorder), with
-  as many pods in flight as the scheduler keeps and nothing else running;
+  binding POST and the ``Scheduled`` event, through the same client, the event as the
+  binding process writes it), with as many pods in flight as the scheduler keeps and
+  nothing else running;
 * **end to end**: start -> all bound, pods/s, and the ratio to the ceiling;
 * **CPU per bound pod**: user + system CPU of the scheduler process (all threads, from
   its start to the last bind and the reporter idle) and of the binding process (its
@@ -50,8 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import cpu_breakdown
-from nodeagent.actuators.events import NORMAL, EventRecorder, InvolvedObject
-from nodeagent.clock import RealClock
+from nodeagent.actuators.events import NORMAL, InvolvedObject, UniqueEvents
 from nodeagent.kube import fake, http, retry
 from nodeagent.scheduler import registry
 from nodeagent.scheduler.live import bind_process
@@ -149,21 +149,22 @@ def client(url: str, pool: int) -> http.HTTPKubeClient:
 
 def bind_ceiling(pods: int, workers: int) -> float:
     """Pods per second the fake server takes the scheduler's per-pod writes for (the
-    binding POST, then the ``Scheduled`` event through the scheduler's recorder), with
+    binding POST, then the ``Scheduled`` event as the binding process writes it), with
     ``workers`` pods in flight and nothing else running."""
     proc = ServerProcess(0, pods)
     kube = client(proc.url, workers + 4)
-    recorder = EventRecorder(kube, node_name="ceiling", clock=RealClock(), component=PROFILE)
+    events = UniqueEvents(reason="Scheduled", event_type=NORMAL, component=PROFILE, host="ceiling")
     node_name = "node-00000"
 
     def bind(target: tuple[str, str]) -> None:
         name, uid = target
         kube.bind_pod("default", name, uid=uid, node_name=node_name)
-        recorder.record(
-            InvolvedObject("Pod", name, "default", uid),
-            "Scheduled",
-            f"Successfully assigned default/{name} to {node_name}",
-            NORMAL,
+        kube.post_event(
+            "default",
+            events.body(
+                InvolvedObject("Pod", name, "default", uid),
+                f"Successfully assigned default/{name} to {node_name}",
+            ),
         )
 
     try:
@@ -235,7 +236,7 @@ def end_to_end(
     system_started = _system_cpu(resource.RUSAGE_SELF)
     children_system_started = _system_cpu(resource.RUSAGE_CHILDREN)
     try:
-        assert scheduler.start(sync_timeout=300)
+        assert scheduler.start(sync_timeout=300, freeze_heap=True)  # as the command
         synced = time.perf_counter() - started
         # the binding process has started and waits for its first binding: what it
         # used so far is its start-up (interpreter, imports, connecting)

@@ -28,9 +28,12 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import msgspec
 
 from nodeagent import errors
 from nodeagent.clock import Clock
@@ -179,19 +182,12 @@ class EventRecorder:
         if self.dry_run:
             metadata["annotations"] = {DRY_RUN_ANNOTATION: "true"}
         event = {
-            "apiVersion": "v1",
-            "kind": "Event",
             "metadata": metadata,
             "involvedObject": involved.to_api(),
-            "reason": reason,
             "message": message,
-            "type": event_type,
-            "count": 1,
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
-            "source": {"component": self.component, "host": self.node_name},
-            "reportingComponent": self.component,
-            "reportingInstance": self.node_name,
+            **_fixed_fields(reason, event_type, self.component, self.node_name),
         }
         try:
             created = self._kube.create_event(namespace, event)
@@ -223,6 +219,62 @@ class EventRecorder:
             log.warning("could not update event %s: %s", series.name, exc)
             return
         series.written_count = series.count
+
+
+def _fixed_fields(reason: str, event_type: str, component: str, host: str) -> dict[str, Any]:
+    """What a new Event of one source, reason and type says whatever its object."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "reason": reason,
+        "type": event_type,
+        "count": 1,
+        "source": {"component": component, "host": host},
+        "reportingComponent": component,
+        "reportingInstance": host,
+    }
+
+
+class UniqueEvents:
+    """Request bodies of Events that never repeat, of one source, reason and type: a
+    scheduler's ``Scheduled`` event, one per bound pod (kube-scheduler's recorder never
+    aggregates two pods' events, and a pod is bound once).
+
+    :class:`EventRecorder` correlates every event with the series it remembers, names
+    it with a random suffix and decodes the API's answer to remember the series; for an
+    event that cannot repeat that is all overhead, paid hundreds of times a second. Here
+    the fields an event shares with every other of its kind are serialised once, and an
+    event is its object's fields, its message and the time spliced in: the same Event
+    the recorder creates (count 1, first and last timestamp equal), named as
+    client-go's recorder names it (``<object>.<unix nanoseconds, hex>``). The body is
+    for :meth:`~nodeagent.kube.client.KubeClient.post_event`. Thread-safe."""
+
+    def __init__(self, *, reason: str, event_type: str, component: str, host: str) -> None:
+        fixed = msgspec.json.encode(_fixed_fields(reason, event_type, component, host))
+        self._fixed = b"," + fixed[1:]  # '"apiVersion":...}' closes the spliced object
+        self._stamp = (-1, "")
+
+    def body(self, involved: InvolvedObject, message: str, wall: float | None = None) -> bytes:
+        """The serialised Event for ``involved`` at ``wall`` (Unix seconds; now if None)."""
+        nanoseconds = time.time_ns() if wall is None else int(wall * 1e9)
+        second = nanoseconds // 1_000_000_000
+        cached_second, stamp = self._stamp
+        if second != cached_second:  # the stamp has second precision: one per second
+            stamp = client.api_time(second)
+            self._stamp = (second, stamp)
+        variable = msgspec.json.encode(
+            {
+                "metadata": {
+                    "name": f"{involved.name}.{nanoseconds:x}",
+                    "namespace": involved.namespace or NODE_EVENT_NAMESPACE,
+                },
+                "involvedObject": involved.to_api(),
+                "message": message,
+                "firstTimestamp": stamp,
+                "lastTimestamp": stamp,
+            }
+        )
+        return variable[:-1] + self._fixed
 
 
 class EventSink(Protocol):

@@ -118,6 +118,9 @@ class LocalNodeClient:
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> client.KubeObject:
         return dict(event)
 
+    def post_event(self, namespace: str, body: bytes) -> None:
+        return None
+
     def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
         return dict(patch)
 

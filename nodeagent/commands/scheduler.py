@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     with on_stop_signals(stop.set):
         try:
             server.start()
-            if scheduler.start(stop=stop):
+            if scheduler.start(stop=stop, freeze_heap=True):
                 code = scheduler.wait(stop)
         finally:
             scheduler.stop()

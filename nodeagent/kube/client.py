@@ -146,6 +146,12 @@ class KubeClient(Protocol):
         """Create a core/v1 Event (``events create``)."""
         ...
 
+    def post_event(self, namespace: str, body: bytes) -> None:
+        """Create a core/v1 Event already serialised (``events create``), its answer
+        not read: for events written hundreds of times a second
+        (:class:`~nodeagent.actuators.events.UniqueEvents`)."""
+        ...
+
     def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> KubeObject:
         """Patch a core/v1 Event, to bump ``count`` and ``lastTimestamp`` (``events patch``)."""
         ...

@@ -967,6 +967,9 @@ class FakeKubeClient:
         self._enter("create_event", namespace, _copy(dict(event)))
         return self.cluster.create("events", event, namespace)
 
+    def post_event(self, namespace: str, body: bytes) -> None:
+        self.create_event(namespace, json.loads(body))
+
     def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
         self._enter("patch_event", namespace, name, _copy(dict(patch)))
         return self.cluster.patch("events", namespace, name, patch)

@@ -720,6 +720,15 @@ class HTTPKubeClient:
             ),
         )
 
+    def post_event(self, namespace: str, body: bytes) -> None:
+        self._call(
+            "create",
+            "events",
+            f"create event in {namespace}",
+            self._post_json(f"/api/v1/namespaces/{_path(namespace)}/events", body),
+            decode=False,
+        )
+
     def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
         return self._call(
             "patch",

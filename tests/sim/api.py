@@ -16,6 +16,7 @@ who sent them and what came back, for the invariants to judge.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -382,6 +383,9 @@ class SimClient:
     def create_event(self, namespace: str, event: Mapping[str, Any]) -> client.KubeObject:
         self.faults.maybe_fail("create event")
         return self.api.create("events", dict(event))
+
+    def post_event(self, namespace: str, body: bytes) -> None:
+        self.create_event(namespace, json.loads(body))
 
     def patch_event(self, namespace: str, name: str, patch: Mapping[str, Any]) -> client.KubeObject:
         self.faults.maybe_fail("patch event")

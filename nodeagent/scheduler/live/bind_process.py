@@ -48,9 +48,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from nodeagent import errors
-from nodeagent.actuators.events import NORMAL, EventRecorder, InvolvedObject
-from nodeagent.clock import RealClock
+from nodeagent import errors, heap
+from nodeagent.actuators.events import NORMAL, InvolvedObject, UniqueEvents
 from nodeagent.kube import client
 from nodeagent.scheduler import api
 from nodeagent.scheduler.api import FinalBindError
@@ -145,19 +144,23 @@ class _SharedRecorder(client.RecordingObserver):
 
 
 class _ScheduledEvents:
-    """The child's ``Scheduled`` events: queued by the binding threads, written by
-    :data:`EVENT_WRITERS` threads; at most ``reporter.EVENT_QUEUE`` wait, the rest are
-    dropped (counted, for :meth:`take_dropped`)."""
+    """The child's ``Scheduled`` events: serialised by the binding thread that bound the
+    pod (:class:`~nodeagent.actuators.events.UniqueEvents`: a pod's event never
+    aggregates with another's), queued, and written by :data:`EVENT_WRITERS` threads,
+    each taking whatever is queued when it is free, so a writer is woken only when it
+    had nothing to do. At most ``reporter.EVENT_QUEUE`` wait; the rest are dropped
+    (counted, for :meth:`take_dropped`): a slow events API never delays a binding."""
 
     def __init__(self, connect: Connect, reporting: Reporting) -> None:
         self.observer = _SharedRecorder()
-        self._recorder = EventRecorder(
-            connect(self.observer),
-            node_name=reporting.instance,
-            clock=RealClock(),
+        self._kube = connect(self.observer)
+        self._bodies = UniqueEvents(
+            reason=reporter.REASON_SCHEDULED,
+            event_type=NORMAL,
             component=reporting.component,
+            host=reporting.instance,
         )
-        self._queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[str, str, bytes] | None] = queue.SimpleQueue()
         self._waiting = 0
         self._lock = threading.Lock()
         self._dropped = 0
@@ -174,7 +177,12 @@ class _ScheduledEvents:
                 self._dropped += 1
                 return
             self._waiting += 1
-        self._queue.put(request)
+        _, namespace, name, uid, node = request
+        body = self._bodies.body(
+            InvolvedObject("Pod", name, namespace, uid),
+            reporter.scheduled_message(namespace, name, node),
+        )
+        self._queue.put((namespace, name, body))
 
     def take_dropped(self) -> int:
         """Events dropped since the last call."""
@@ -183,18 +191,15 @@ class _ScheduledEvents:
         return dropped
 
     def _write(self) -> None:
-        while (request := self._queue.get()) is not None:
+        while (event := self._queue.get()) is not None:
             with self._lock:
                 self._waiting -= 1
-            _, namespace, name, uid, node = request
+            namespace, name, body = event
             try:
-                self._recorder.record(
-                    InvolvedObject("Pod", name, namespace, uid),
-                    reporter.REASON_SCHEDULED,
-                    reporter.scheduled_message(namespace, name, node),
-                    NORMAL,
-                )
-            except Exception:  # an event is best effort; the writer lives on
+                self._kube.post_event(namespace, body)
+            except errors.KubeAPIError as exc:  # best effort, as the recorder's
+                log.warning("could not record event Scheduled on %s/%s: %s", namespace, name, exc)
+            except Exception:  # the writer lives on
                 log.exception("recording the Scheduled event of %s/%s failed", namespace, name)
 
     def close(self, *, drop: bool) -> None:
@@ -211,6 +216,9 @@ class _ScheduledEvents:
             self._queue.put(None)
         for thread in self._threads:
             thread.join()
+        close = getattr(self._kube, "close", None)
+        if close is not None:
+            close()
 
 
 def _bind(kube: client.ClusterClient, request: _Request) -> tuple[Outcome, str]:
@@ -244,6 +252,7 @@ def serve(
     kube = connect(recorder)
     sending = threading.Lock()
     events = _ScheduledEvents(connect, reporting) if reporting is not None else None
+    heap.freeze()  # the imports and clients live as long as the child
 
     def one(request: _Request) -> None:
         outcome, message = _bind(kube, request)

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from nodeagent import errors
+from nodeagent import errors, heap
 from nodeagent.actuators.events import EventRecorder
 from nodeagent.agent.logs import FIELDS
 from nodeagent.clock import Clock, RealClock
@@ -533,23 +533,26 @@ class LiveScheduler:
 
     # --- lifecycle ----------------------------------------------------------------------
     def start(
-        self, *, sync_timeout: float | None = None, stop: threading.Event | None = None
+        self,
+        *,
+        sync_timeout: float | None = None,
+        stop: threading.Event | None = None,
+        freeze_heap: bool = False,
     ) -> bool:
         """Start informers and the reporter, wait for the informers to sync, then lead
         (or stand by). Returns False if the informers did not sync in time, or ``stop``
-        was set meanwhile (SIGTERM while the API is unreachable)."""
+        was set meanwhile (SIGTERM while the API is unreachable). ``freeze_heap``: the
+        informers list with the collector off and what they listed is then taken out of
+        its reach (:func:`nodeagent.heap.building`), for a process that is the scheduler
+        (not a test run, which starts many)."""
         if self.process_binder is not None:
             self.process_binder.start()  # its start-up overlaps the informers' lists
         self.reporter.start()
-        for inf in (self.nodes, self.budgets, self.pods):
-            inf.start()
-        deadline = None if sync_timeout is None else time.monotonic() + sync_timeout
-        while not self.synced:
-            if stop is not None and stop.is_set():
+        with heap.building() if freeze_heap else contextlib.nullcontext():
+            for inf in (self.nodes, self.budgets, self.pods):
+                inf.start()
+            if not self._wait_synced(sync_timeout, stop):
                 return False
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
         log.info(
             "informers synced",
             extra={FIELDS: {"nodes": len(self.nodes), "pods": len(self.pods)}},
@@ -558,6 +561,16 @@ class LiveScheduler:
         self._spawn(self._scheduling_loop, "scheduling")
         if self.elector is not None:
             self.elector.start()
+        return True
+
+    def _wait_synced(self, timeout: float | None, stop: threading.Event | None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.synced:
+            if stop is not None and stop.is_set():
+                return False
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
         return True
 
     def wait(self, stop: threading.Event) -> int:

@@ -3,7 +3,8 @@ server over HTTP binds what the scheduler hands it; 409 is final; 5xx is retried
 child's client and reported to the scheduler's metrics; a child that dies fails what it
 had in flight and is replaced; children that die before answering anything are not
 restarted in a loop; the leader check stays in the scheduler; a lost lease kills the
-child; and the live scheduler binds every pod through it."""
+child; a hanging events API delays no binding; and the live scheduler binds every pod
+through it."""
 
 from __future__ import annotations
 
@@ -113,6 +114,32 @@ def test_the_child_records_one_scheduled_event_per_bound_pod(
     assert sorted(e["involvedObject"]["name"] for e in scheduled) == sorted(
         name for _, name, _ in fake_api.cluster.bindings
     )
+
+
+def test_bindings_go_on_while_the_events_api_hangs_and_the_events_follow(
+    fake_api: FakeAPIServer, tmp_path: Path
+) -> None:
+    process_binder = ProcessBinder(
+        spec(fake_api, tmp_path).connect,
+        lambda: True,
+        reporting=Reporting("my-scheduler", "replica-1"),
+    )
+    names = [f"p{i}" for i in range(12)]  # more than the event writers
+    try:
+        fake_api.cluster.create("nodes", h.node("n1"))
+        with fake_api.hold("/events$"):
+            for name in names:
+                assert process_binder.bind(pending(fake_api, name), "n1").is_success
+            assert fake_api.cluster.list("events").items == ()
+        h.eventually(
+            lambda: len(fake_api.cluster.list("events").items) == len(names),
+            what="every held event written once the API answers",
+        )
+    finally:
+        process_binder.close()
+    events = fake_api.cluster.list("events").items
+    assert sorted(e["involvedObject"]["name"] for e in events) == sorted(names)
+    assert {e["reason"] for e in events} == {"Scheduled"}
 
 
 def test_a_5xx_is_retried_in_the_child_and_the_retry_reaches_the_metrics(
