@@ -41,6 +41,7 @@ import gc
 import http.client
 import json
 import random
+import socket
 import ssl
 import statistics
 import threading
@@ -183,43 +184,122 @@ def _echo(environ: dict[str, Any], start_response: StartResponse) -> Iterable[by
     return [b"{}"]
 
 
-def _cpu_timed(app: WSGIApp, spent: list[float]) -> WSGIApp:
-    def timed(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        started = time.thread_time()
-        try:
-            return app(environ, start_response)
-        finally:
-            spent.append(time.thread_time() - started)
+@dataclass
+class ServerCPU:
+    """CPU time of the server's connection threads, per call: ``handler`` around the
+    extender's WSGI app (body read, decode, verdicts, encode), ``call`` everything the
+    connection's thread spent since its previous answer (on a new connection: the thread
+    start and the TLS handshake; then reading and parsing the request, the handler,
+    writing the previous answer)."""
 
-    return timed
+    handler: list[float] = field(default_factory=list)
+    call: list[float] = field(default_factory=list)
+    _marks: threading.local = field(default_factory=threading.local)
+
+    def timed(self, app: WSGIApp) -> WSGIApp:
+        def timed(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+            started = time.thread_time()
+            try:
+                return app(environ, start_response)
+            finally:
+                now = time.thread_time()
+                self.handler.append(now - started)
+                self.call.append(now - getattr(self._marks, "last", 0.0))
+                self._marks.last = now
+
+        return timed
+
+    def clear(self) -> None:
+        self.handler.clear()
+        self.call.clear()
+
+
+class Pauses:
+    """The garbage collector's pauses while a pattern runs (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds[info["generation"]].append(time.perf_counter() - self._started)
+
+    def __enter__(self) -> Pauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def line(self) -> str:
+        full = self.seconds[2]
+        young = self.seconds[0] + self.seconds[1]
+        return (
+            f"  gc: {len(young)} young collections (max {max(young, default=0) * 1e3:.1f} ms),"
+            f" {len(full)} full (max {max(full, default=0) * 1e3:.1f} ms)"
+        )
+
+
+GO_IDLE_CONN_TIMEOUT_S = 90.0
+"""Go's ``http.Transport`` closes a connection idle this long (``IdleConnTimeout`` in
+kube-scheduler's transport defaults): the next call opens a new one, TLS included."""
 
 
 class Caller:
-    """POSTs over one connection kept alive between calls, as Go's http.Transport does
-    (reconnecting when the server closed it); ``fresh`` opens one per call instead."""
+    """POSTs over one connection kept alive between calls, as Go's http.Transport does:
+    Nagle off (Go sets ``TCP_NODELAY`` on every connection), a new connection when the
+    server closed it or it idled :data:`GO_IDLE_CONN_TIMEOUT_S`; ``fresh`` opens one per
+    call instead. ``connected`` says whether the last call opened a connection."""
 
-    def __init__(self, port: int, context: ssl.SSLContext | None, *, fresh: bool) -> None:
+    def __init__(
+        self,
+        port: int,
+        context: ssl.SSLContext | None,
+        *,
+        fresh: bool,
+        idle_timeout: float = GO_IDLE_CONN_TIMEOUT_S,
+    ) -> None:
         self._port, self._context, self._fresh = port, context, fresh
+        self._idle_timeout = idle_timeout
         self._connection: http.client.HTTPConnection | None = None
+        self._last_used = 0.0
+        self.connected = False
 
     def _connect(self) -> http.client.HTTPConnection:
-        if self._context is None:
-            return http.client.HTTPConnection("127.0.0.1", self._port, timeout=30)
-        return http.client.HTTPSConnection(
-            "127.0.0.1", self._port, timeout=30, context=self._context
+        connection = (
+            http.client.HTTPConnection("127.0.0.1", self._port, timeout=30)
+            if self._context is None
+            else http.client.HTTPSConnection(
+                "127.0.0.1", self._port, timeout=30, context=self._context
+            )
         )
+        connection.connect()
+        assert connection.sock is not None
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection
 
     def post(self, path: str, body: bytes) -> float:
         """The call's wall time, connecting included."""
         started = time.perf_counter()
-        if self._connection is None or self._fresh:
+        idle = started - self._last_used > self._idle_timeout
+        if self._connection is not None and idle:
+            self._connection.close()
+            self._connection = None
+        self.connected = self._connection is None or self._fresh
+        if self.connected:
             self._connection = self._connect()
+        assert self._connection is not None
         self._connection.request("POST", path, body, {"Content-Type": "application/json"})
         response = self._connection.getresponse()
         response.read()
-        if self._fresh:
+        if self._fresh or response.will_close:
             self._connection.close()
-        elapsed = time.perf_counter() - started
+            self._connection = None
+        self._last_used = time.perf_counter()
+        elapsed = self._last_used - started
         assert response.status == 200, (path, response.status)
         return elapsed
 
@@ -235,16 +315,21 @@ class Extender:
     port: int
     view: NodeView
     objects: list[dict[str, Any]]
-    cpu: list[float] = field(default_factory=list)
+    cpu: ServerCPU
 
     def feed(self, per_second: float, stop: threading.Event) -> None:
-        """Publishes fresh annotations on ``per_second`` nodes a second, round robin."""
+        """Publishes fresh annotations on ``per_second`` nodes a second, round robin,
+        keeping each delivered object as the informer's store does (the objects the
+        garbage collector then has to walk)."""
         if per_second <= 0:
             return
+        store = {obj["metadata"]["name"]: obj for obj in self.objects}
         version, i = 10**6, 0
         while not stop.wait(1.0 / per_second):
             version += 1
-            self.view.upsert(node(i, time.time(), str(version)))
+            obj = node(i, time.time(), str(version))
+            store[obj["metadata"]["name"]] = obj
+            self.view.upsert(obj)
             i = (i + 1) % len(self.objects)
 
 
@@ -265,13 +350,13 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
         protection = Protection(
             resolve(MetricsAuth.NONE, None, None, None), certificate=certificate
         )
-    cpu: list[float] = []
+    cpu = ServerCPU()
     endpoint = ObservabilityServer(
         ListenAddress("127.0.0.1", 0),
         registry=metrics.registry,
         health=server.ExtenderHealth(view),
         routes={
-            **{path: _cpu_timed(app, cpu) for path, app in service.routes().items()},
+            **{path: cpu.timed(app) for path, app in service.routes().items()},
             "/baseline": _echo,
         },
         protection=protection,
@@ -304,37 +389,50 @@ def _quantile(values: list[float], q: float) -> float:
 @dataclass
 class Row:
     case: str
-    wall: list[float]
+    wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    call_cpu: list[float] = field(default_factory=list)
     base: list[float] = field(default_factory=list)
+
+    def add(self, wall: float, cpu: ServerCPU) -> None:
+        self.wall.append(wall)
+        self.cpu.append(cpu.handler[-1])
+        self.call_cpu.append(cpu.call[-1])
 
     def line(self) -> str:
         ms = 1e3
-        cpu = (
-            f"{statistics.median(self.cpu) * ms:>7.2f} {_quantile(self.cpu, 0.99) * ms:>7.2f}"
-            if self.cpu
-            else f"{'':>7} {'':>7}"
-        )
+
+        def spread(values: list[float]) -> str:
+            if not values:
+                return f"{'':>7} {'':>7}"
+            return f"{statistics.median(values) * ms:>7.2f} {_quantile(values, 0.99) * ms:>7.2f}"
+
         base = f"{statistics.median(self.base) * ms:>7.2f}" if self.base else f"{'':>7}"
         verdict = "yes" if _quantile(self.wall, 0.99) < 0.010 else "NO"
         return (
-            f"{self.case:<40} {len(self.wall):>5} {statistics.median(self.wall) * ms:>7.2f}"
-            f" {_quantile(self.wall, 0.99) * ms:>7.2f} {max(self.wall) * ms:>7.2f} {cpu}"
-            f" {base} {verdict:>6}"
+            f"{self.case:<44} {len(self.wall):>5} {spread(self.wall)} {max(self.wall) * ms:>7.2f}"
+            f" {spread(self.cpu)} {spread(self.call_cpu)} {base} {verdict:>6}"
         )
 
 
 HEADER = (
-    f"{'case':<40} {'calls':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'cpu p50':>7}"
-    f" {'cpu p99':>7} {'base':>7} {'p99<10':>6}"
+    f"{'case':<44} {'calls':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'cpu p50':>7}"
+    f" {'cpu p99':>7} {'srv p50':>7} {'srv p99':>7} {'base':>7} {'p99<10':>6}"
 )
 
 
 def sporadic_gaps(
-    seconds: float, shortest: float, longest: float, rng: random.Random
+    seconds: float,
+    shortest: float,
+    longest: float,
+    rng: random.Random,
+    *,
+    idle_gaps: int = 0,
+    idle_gap: float = 0.0,
 ) -> list[float]:
     """Uniform gaps between ``shortest`` and ``longest`` adding up to about ``seconds``,
-    three or more of them long (``LONG_GAP`` of the longest or more)."""
+    three or more of them long (``LONG_GAP`` of the longest or more), and ``idle_gaps``
+    more of ``idle_gap`` seconds spread among them."""
     gaps: list[float] = []
     while sum(gaps) < seconds:
         gaps.append(rng.uniform(shortest, longest))
@@ -346,11 +444,17 @@ def sporadic_gaps(
         if i not in long_gaps:
             gaps[i] = rng.uniform(long_gap, longest)
             long_gaps.append(i)
+    for n in range(idle_gaps):
+        gaps.insert((n + 1) * len(gaps) // (idle_gaps + 1), idle_gap)
     return gaps
 
 
 LONG_GAP = 0.8
 """Of the longest gap: 12 s of 15, longer than the extender's former score cache (10 s)."""
+
+IDLE_GAP = 1.06
+"""Of the transport's idle timeout: a pause after which kube-scheduler's transport has
+closed its idle connection (95 s of 90)."""
 
 
 def sporadic(
@@ -360,30 +464,50 @@ def sporadic(
     *,
     gaps: tuple[float, float] = (1.0, 15.0),
     seed: int = 20,
-) -> tuple[list[Row], list[float]]:
-    pauses = sporadic_gaps(seconds, *gaps, random.Random(seed))
+    tls: bool = True,
+    idle_gaps: int = 1,
+    idle_timeout: float = GO_IDLE_CONN_TIMEOUT_S,
+) -> tuple[list[Row], list[float], Pauses]:
+    pauses = sporadic_gaps(
+        seconds,
+        *gaps,
+        random.Random(seed),
+        idle_gaps=idle_gaps,
+        idle_gap=IDLE_GAP * idle_timeout,
+    )
     long_gap = LONG_GAP * gaps[1]
-    rows = {verb: Row(f"sporadic /{verb} {nodes} names", []) for verb in server.VERBS}
-    after_gap = Row(f"sporadic, first call after >= {long_gap:g} s", [])
-    with extender(nodes, tls=False, updates_per_second=updates_per_second) as ext:
+    scheme = "HTTPS" if tls else "HTTP"
+    rows = {verb: Row(f"sporadic /{verb} {nodes} names, {scheme}") for verb in server.VERBS}
+    after_gap = Row(f"sporadic, first call after >= {long_gap:g} s")
+    reconnected = Row(f"sporadic, after > {idle_timeout:g} s: new {scheme} connection")
+    with (
+        extender(nodes, tls=tls, updates_per_second=updates_per_second) as ext,
+        Pauses() as collections,
+    ):
         body = message([obj["metadata"]["name"] for obj in ext.objects], None)
-        caller = Caller(ext.port, None, fresh=False)
+        context = _client_context() if tls else None
+        caller = Caller(ext.port, context, fresh=False, idle_timeout=idle_timeout)
         for gap in pauses:
             time.sleep(gap)
             for verb in server.VERBS:  # kube-scheduler: filter, then prioritize
                 wall = caller.post(f"/{verb}", body)
-                rows[verb].wall.append(wall)
-                rows[verb].cpu.append(ext.cpu[-1])
-                if verb == server.FILTER and gap >= long_gap:
-                    after_gap.wall.append(wall)
-                    after_gap.cpu.append(ext.cpu[-1])
+                rows[verb].add(wall, ext.cpu)
+                if verb == server.FILTER and caller.connected and gap > idle_timeout:
+                    reconnected.add(wall, ext.cpu)
+                elif verb == server.FILTER and gap >= long_gap:
+                    after_gap.add(wall, ext.cpu)
         caller.close()
-    return [*rows.values(), after_gap], pauses
+    return [*rows.values(), after_gap, *([reconnected] if idle_gaps else [])], pauses, collections
 
 
-def back_to_back(calls: int, nodes: int, full_nodes: int, updates_per_second: float) -> list[Row]:
+def back_to_back(
+    calls: int, nodes: int, full_nodes: int, updates_per_second: float
+) -> tuple[list[Row], Pauses]:
     rows = []
-    with extender(nodes, tls=False, updates_per_second=updates_per_second) as ext:
+    with (
+        extender(nodes, tls=False, updates_per_second=updates_per_second) as ext,
+        Pauses() as collections,
+    ):
         now = time.time()
         cases = [
             (f"{nodes} names", message([o["metadata"]["name"] for o in ext.objects], None)),
@@ -401,16 +525,19 @@ def back_to_back(calls: int, nodes: int, full_nodes: int, updates_per_second: fl
             for verb in server.VERBS:
                 for _ in range(3):
                     caller.post(f"/{verb}", body)
-                ext.cpu.clear()
-                wall = [caller.post(f"/{verb}", body) for _ in range(calls)]
-                rows.append(Row(f"/{verb} {label}", wall, list(ext.cpu), base))
+                row = Row(f"/{verb} {label}", base=base)
+                for _ in range(calls):
+                    row.add(caller.post(f"/{verb}", body), ext.cpu)
+                rows.append(row)
         caller.close()
-    return rows
+    return rows, collections
 
 
 def tls_calls(calls: int, nodes: int) -> list[Row]:
-    fresh = Row(f"/filter {nodes} names, fresh TLS", [])
-    reused = Row(f"/filter {nodes} names, reused TLS", [])
+    """/filter over HTTPS, a new connection (handshake) per call against one kept-alive
+    connection, interleaved call by call; ``srv`` includes the server's handshake CPU."""
+    fresh = Row(f"/filter {nodes} names, fresh TLS")
+    reused = Row(f"/filter {nodes} names, reused TLS")
     with extender(nodes, tls=True, updates_per_second=0) as ext:
         body = message([obj["metadata"]["name"] for obj in ext.objects], None)
         context = _client_context()
@@ -419,8 +546,8 @@ def tls_calls(calls: int, nodes: int) -> list[Row]:
         for _ in range(3):
             kept.post("/filter", body), new.post("/filter", body)
         for _ in range(calls):  # interleaved, call by call
-            fresh.wall.append(new.post("/filter", body))
-            reused.wall.append(kept.post("/filter", body))
+            fresh.add(new.post("/filter", body), ext.cpu)
+            reused.add(kept.post("/filter", body), ext.cpu)
         kept.close()
     return [fresh, reused]
 
@@ -429,6 +556,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument(
         "--sporadic-seconds", type=float, default=150.0, help="0 skips the sporadic pattern"
+    )
+    parser.add_argument(
+        "--sporadic-tls",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="sporadic calls over HTTPS, the documented deployment (default) or plain HTTP",
+    )
+    parser.add_argument(
+        "--idle-gaps",
+        type=int,
+        default=1,
+        help=f"sporadic pauses of {IDLE_GAP * GO_IDLE_CONN_TIMEOUT_S:g} s, after which the"
+        " call opens a new connection",
     )
     parser.add_argument("--calls", type=int, default=200, help="per back-to-back case")
     parser.add_argument("--tls-calls", type=int, default=100, help="per TLS case")
@@ -447,12 +587,14 @@ def main() -> None:
     args = parser.parse_args()
     print(HEADER)
     if args.sporadic_seconds > 0:
-        rows, gaps = sporadic(
+        rows, gaps, collections = sporadic(
             args.sporadic_seconds,
             args.nodes,
             args.updates_per_second,
             gaps=tuple(args.gaps),
             seed=args.seed,
+            tls=args.sporadic_tls,
+            idle_gaps=args.idle_gaps,
         )
         for row in rows:
             print(row.line())
@@ -460,9 +602,14 @@ def main() -> None:
             f"  ({len(gaps)} pods over {sum(gaps):.0f} s, gaps {min(gaps):.1f}-{max(gaps):.1f} s,"
             f" {sum(g >= LONG_GAP * args.gaps[1] for g in gaps)} long)"
         )
+        print(collections.line())
     if args.calls > 0:
-        for row in back_to_back(args.calls, args.nodes, args.full_nodes, args.updates_per_second):
+        rows, collections = back_to_back(
+            args.calls, args.nodes, args.full_nodes, args.updates_per_second
+        )
+        for row in rows:
             print(row.line())
+        print(collections.line())
     if args.tls_calls > 0:
         for row in tls_calls(args.tls_calls, args.nodes):
             print(row.line())

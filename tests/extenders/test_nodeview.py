@@ -2,8 +2,9 @@
 version: each node is assessed (its :class:`Standing`) as it arrives, the nodes held
 before an assessor was installed included, and equal taint lists are one shared tuple
 and one code. A request's names are then looked up into columns in one consistent read
-(:meth:`NodeView.lookup`); the view answers like a plain mapping of name to node through
-any sequence of additions, updates and deletions (slots and taint-list codes reused)."""
+(:meth:`NodeView.scores`, :meth:`NodeView.taint_lists`); the view answers like a plain
+mapping of name to node through any sequence of additions, updates and deletions (slots
+and taint-list codes reused)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodeagent.scheduler import api
-from nodeagent.scheduler.extenders.nodeview import NO_SCORE, NO_TAINTS, NodeView, Standing
+from nodeagent.scheduler.extenders.nodeview import NO_TAINTS, NodeView, Standing
 from tests.scheduler.builders import node_dict
 
 TAINT = {"key": "nodeagent.io/memory-pressure", "effect": "NoSchedule"}
@@ -45,20 +46,20 @@ class TestAssessment:
         view = NodeView(assess=assess)
         view.upsert(versioned("a", "1", annotations={"score": "7"}))
         for _ in range(3):
-            assert view.lookup(["a"]).scores(0.0, neutral=5).tolist() == [7]
+            assert view.scores(["a"], 0.0, neutral=5).tolist() == [7]
         view.upsert(versioned("a", "2", annotations={"score": "3"}))
-        assert view.lookup(["a"]).scores(0.0, neutral=5).tolist() == [3]
+        assert view.scores(["a"], 0.0, neutral=5).tolist() == [3]
         assert assess.assessed == ["a", "a"]
 
     def test_nodes_held_before_the_assessor_are_assessed_when_it_comes(self) -> None:
         view = NodeView()
         view.upsert(versioned("a", "1", annotations={"score": "4"}))
         assert view.nodes["a"].standing is None
-        assert view.lookup(["a"]).fresh.tolist() == [NO_SCORE]
+        assert view.scores(["a"], 0.0, neutral=5).tolist() == [5]
         view.assess_with(Assessor())
         standing = view.nodes["a"].standing
         assert standing is not None and standing.score(0.0) == 4
-        assert view.lookup(["a"]).scores(0.0, neutral=5).tolist() == [4]
+        assert view.scores(["a"], 0.0, neutral=5).tolist() == [4]
 
     def test_a_standing_steps_at_its_limit(self) -> None:
         standing = Standing(fresh=9, stale=5, fresh_until=100.0)
@@ -67,8 +68,7 @@ class TestAssessment:
     def test_the_columns_step_where_the_standing_does(self) -> None:
         view = NodeView(assess=Assessor())
         view.upsert(versioned("a", "1", annotations={"score": "9", "until": "100"}))
-        found = view.lookup(["a", "a"])
-        assert [found.scores(t, neutral=5).tolist() for t in (0.0, 100.0, 100.5)] == [
+        assert [view.scores(["a", "a"], t, neutral=5).tolist() for t in (0.0, 100.0, 100.5)] == [
             [9, 9],
             [9, 9],
             [8, 8],
@@ -77,10 +77,10 @@ class TestAssessment:
     def test_an_unknown_name_has_no_score_and_no_taints(self) -> None:
         view = NodeView(assess=Assessor())
         view.upsert(versioned("a", "1", annotations={"score": "2"}, taints=[TAINT]))
-        found = view.lookup(["nobody", "a", ""])
-        assert found.scores(0.0, neutral=5).tolist() == [5, 2, 5]
-        assert found.taint_list[0] == found.taint_list[2] == NO_TAINTS
-        assert found.taint_list[1] != NO_TAINTS
+        assert view.scores(["nobody", "a", ""], 0.0, neutral=5).tolist() == [5, 2, 5]
+        codes, lists = view.taint_lists(["nobody", "a", ""])
+        assert codes[0] == codes[2] == NO_TAINTS
+        assert lists[int(codes[1])] == view.nodes["a"].node.taints
 
 
 class TestTaintLists:
@@ -93,21 +93,21 @@ class TestTaintLists:
         a, b, c = (view.nodes[n].node.taints for n in "abc")
         assert a is b and a == b
         assert c is not a
-        found = view.lookup(["a", "b", "c", "d"])
-        codes = found.taint_list.tolist()
+        found, lists = view.taint_lists(["a", "b", "c", "d"])
+        codes = found.tolist()
         assert codes[0] == codes[1] != codes[2] and codes[3] == NO_TAINTS
-        assert found.taint_lists[codes[0]] is a and found.taint_lists[codes[2]] is c
+        assert lists[codes[0]] is a and lists[codes[2]] is c and len(lists) == 2
         view.delete({"metadata": {"name": "a"}})
         assert "a" not in view.nodes
-        assert view.lookup(["a"]).taint_list.tolist() == [NO_TAINTS]
+        assert view.taint_lists(["a"])[0].tolist() == [NO_TAINTS]
 
     def test_a_list_no_node_carries_is_forgotten(self) -> None:
         view = NodeView()
         for i in range(50):  # a churn of unique taint lists, one node at a time
             view.upsert(versioned("a", str(i), taints=[{**TAINT, "value": str(i)}]))
-        found = view.lookup(["a"])
-        assert len(found.taint_lists) == 1
-        assert found.taint_list.tolist() == [NO_TAINTS + 1]  # the one code, reused
+        codes, lists = view.taint_lists(["a"])
+        assert len(lists) == 1
+        assert codes.tolist() == [NO_TAINTS + 1]  # the one code, reused
 
 
 NAMES = st.sampled_from([f"n{i}" for i in range(6)])
@@ -125,7 +125,7 @@ OPERATIONS = st.lists(
 class TestAgainstAMapping:
     @settings(max_examples=200, deadline=None)
     @given(OPERATIONS, st.lists(NAMES, max_size=10))
-    def test_lookup_answers_as_a_mapping_of_the_last_writes(
+    def test_reads_answer_as_a_mapping_of_the_last_writes(
         self, operations: list[tuple[str, str, int, str | None]], asked: list[str]
     ) -> None:
         view = NodeView(assess=Assessor())
@@ -139,14 +139,13 @@ class TestAgainstAMapping:
             listed = [{"key": t.key, "effect": t.effect} for t in taints]
             view.upsert(versioned(name, str(i), annotations={"score": str(score)}, taints=listed))
             expected[name] = (score, taints)
-        found = view.lookup(asked)
-        assert found.scores(0.0, neutral=-7).tolist() == [
+        assert view.scores(asked, 0.0, neutral=-7).tolist() == [
             expected[n][0] if n in expected else -7 for n in asked
         ]
-        assert [
-            () if code == NO_TAINTS else found.taint_lists[code]
-            for code in found.taint_list.tolist()
-        ] == [expected[n][1] if n in expected else () for n in asked]
+        codes, lists = view.taint_lists(asked)
+        assert [() if code == NO_TAINTS else lists[code] for code in codes.tolist()] == [
+            expected[n][1] if n in expected else () for n in asked
+        ]
         assert len(view) == len(expected)
 
     def test_the_columns_grow_past_their_first_capacity(self) -> None:
@@ -154,4 +153,13 @@ class TestAgainstAMapping:
         names = [f"node-{i}" for i in range(3000)]
         for i, name in enumerate(names):
             view.upsert(versioned(name, "1", annotations={"score": str(i % 11)}))
-        assert view.lookup(names).scores(0.0, neutral=5).tolist() == [i % 11 for i in range(3000)]
+        assert view.scores(names, 0.0, neutral=5).tolist() == [i % 11 for i in range(3000)]
+
+    def test_repacking_keeps_every_name_and_slot(self) -> None:
+        view = NodeView(assess=Assessor())
+        for i in range(1000):  # several repacks on the way
+            view.upsert(versioned(f"n{i}", "1", annotations={"score": str(i % 11)}))
+            if i % 3 == 0:
+                view.delete({"metadata": {"name": f"n{i // 2}"}})
+        held = sorted(view.nodes)
+        assert view.scores(held, 0.0, neutral=-1).tolist() == [int(name[1:]) % 11 for name in held]

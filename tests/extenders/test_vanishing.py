@@ -1,7 +1,8 @@
 """A node the watch deletes while a call is being answered is a node the extender does
 not know: it passes the filter and gets the neutral score, never a 500.
 
-A call reads the view once (:meth:`NodeView.lookup`, under the view's lock), so a
+A call reads the view once (:meth:`NodeView.scores` or :meth:`NodeView.taint_lists`,
+under the view's lock), so a
 deletion lands either before that read (the node is unknown) or after it (the call
 answers from what it read). The first class puts the deletion exactly between the
 request's decoding and that read, without depending on thread timing; the second has a
@@ -15,10 +16,13 @@ from collections.abc import Sequence
 from io import BytesIO
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
+from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import server
-from nodeagent.scheduler.extenders.nodeview import Found, NodeView
+from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.plugins import node_pressure
 from tests.scheduler.builders import node_dict, pod_dict
 
@@ -31,9 +35,15 @@ class DeletedBeforeTheRead(NodeView):
 
     gone = ""
 
-    def lookup(self, names: Sequence[str]) -> Found:
+    def scores(self, names: Sequence[str], now: float, neutral: int) -> npt.NDArray[np.int8]:
         self.delete({"metadata": {"name": self.gone}})
-        return super().lookup(names)
+        return super().scores(names, now, neutral)
+
+    def taint_lists(
+        self, names: Sequence[str]
+    ) -> tuple[npt.NDArray[np.int32], dict[int, tuple[api.Taint, ...]]]:
+        self.delete({"metadata": {"name": self.gone}})
+        return super().taint_lists(names)
 
 
 def call(app: Any, body: dict[str, Any]) -> tuple[str, Any]:

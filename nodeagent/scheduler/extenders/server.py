@@ -318,11 +318,11 @@ class ExtenderService:
         """Each distinct taint list among ``names`` judged once; the names carrying a
         failing list found by array comparison. A name the view does not know has no
         taints, and passes."""
-        found = self.view.lookup(names)
+        codes, lists = self.view.taint_lists(names)
         tolerations = _tolerations(pod)
         failing = {
             code: pressure
-            for code, taints in found.taint_lists.items()
+            for code, taints in lists.items()
             if (pressure := self._rejection(taints, taints, tolerations))
         }
         if not failing:
@@ -330,10 +330,9 @@ class ExtenderService:
             return wire.filter_result(
                 node_names=names, node_items=None, failed={}, failed_unresolvable={}
             )
-        at = np.flatnonzero(np.isin(found.taint_list, list(failing)))
+        at = np.flatnonzero(np.isin(codes, list(failing)))
         rejected = {
-            names[i]: failing[code]
-            for i, code in zip(at.tolist(), found.taint_list[at].tolist(), strict=True)
+            names[i]: failing[code] for i, code in zip(at.tolist(), codes[at].tolist(), strict=True)
         }
         self.metrics.count_rejections(rejected.values())
         kept = np.ones(len(names), dtype=bool)
@@ -349,7 +348,7 @@ class ExtenderService:
         now = self._clock()
         neutral = extender_score(self.judge.neutral)
         if args.node_names is not None:
-            scores = self.view.lookup(args.node_names).scores(now, neutral)
+            scores = self.view.scores(args.node_names, now, neutral)
             return wire.host_priorities(args.node_names, scores)
         return wire.host_priority_list(
             [
