@@ -363,15 +363,21 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
     )
     gc.freeze()  # as `nodeagent extender` does once its node view has listed
     stop = threading.Event()
+    # ... and then every few seconds (a tree without it: the one freeze above)
+    freezing = getattr(server, "freeze_until", None)
     with endpoint:
         running = Extender(endpoint.port, view, objects, cpu)
-        feeder = threading.Thread(target=running.feed, args=(updates_per_second, stop))
-        feeder.start()
+        threads = [threading.Thread(target=running.feed, args=(updates_per_second, stop))]
+        if freezing is not None:
+            threads.append(threading.Thread(target=freezing, args=(stop,)))
+        for thread in threads:
+            thread.start()
         try:
             yield running
         finally:
             stop.set()
-            feeder.join()
+            for thread in threads:
+                thread.join()
 
 
 def _client_context() -> ssl.SSLContext:
