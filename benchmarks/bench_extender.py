@@ -34,9 +34,11 @@ Columns: ``cpu``, the CPU time of the serving thread in the handler (body read, 
 verdicts, encode; ``time.thread_time``); ``srv``, all the CPU time the connection's
 thread spent for the call (with a new connection: the thread's start and the server's
 side of the TLS handshake; HTTP parsing; the answer); ``run p99``, the wall time less
-what the client's and the server's threads spent waiting for a core
-(``/proc/thread-self/schedstat``), which is what the wall time would be on a machine
-with a core to spare: on this busy 2-core machine the wall time is mostly that wait.
+the longer of the client's and the server's thread's waits for a core during the call
+(``/proc/thread-self/schedstat``; the two may wait at the same time, so their sum would
+count some of it twice). That is an upper bound of the wall time on a machine with a
+core to spare (waits for the GIL behind another thread that waits for a core stay in
+it): on a busy 2-core machine the wall time is mostly waiting.
 
 Targets (issue 20): p99 under 10 ms for every call at 5000 names, the first after an idle
 gap included; handler CPU at most 3 ms per 5000-name call.
@@ -419,14 +421,15 @@ class Row:
     cpu: list[float] = field(default_factory=list)
     call_cpu: list[float] = field(default_factory=list)
     running: list[float] = field(default_factory=list)
-    """The wall time less what the client's and the server's threads waited for a core."""
+    """The wall time less the longer of the client's and the server's thread's waits for
+    a core (both may wait at once): at least what the call takes with a core to spare."""
     base: list[float] = field(default_factory=list)
 
     def add(self, wall: float, cpu: ServerCPU, caller: Caller) -> None:
         self.wall.append(wall)
         self.cpu.append(cpu.handler[-1])
         self.call_cpu.append(cpu.call[-1])
-        self.running.append(wall - caller.waited - cpu.waited[-1])
+        self.running.append(wall - max(caller.waited, cpu.waited[-1]))
 
     def line(self) -> str:
         ms = 1e3
