@@ -38,7 +38,9 @@ the longer of the client's and the server's thread's waits for a core during the
 (``/proc/thread-self/schedstat``; the two may wait at the same time, so their sum would
 count some of it twice). That is an upper bound of the wall time on a machine with a
 core to spare (waits for the GIL behind another thread that waits for a core stay in
-it): on a busy 2-core machine the wall time is mostly waiting.
+it): on a busy 2-core machine the wall time is mostly waiting. ``cli p99``: the client
+thread's CPU time per call (Python's ``http.client`` and ``ssl``; with a new
+connection, the client's side of the handshake).
 
 Targets (issue 20): p99 under 10 ms for every call at 5000 names, the first after an idle
 gap included; handler CPU at most 3 ms per 5000-name call.
@@ -272,7 +274,8 @@ class Caller:
     Nagle off (Go sets ``TCP_NODELAY`` on every connection), a new connection when the
     server closed it or it idled :data:`GO_IDLE_CONN_TIMEOUT_S`; ``fresh`` opens one per
     call instead. ``connected`` says whether the last call opened a connection,
-    ``waited`` how long this thread waited for a core during it."""
+    ``waited`` how long this thread waited for a core during it, ``cpu`` the CPU time
+    it spent on it (with a new connection, the client's side of the handshake)."""
 
     def __init__(
         self,
@@ -288,6 +291,7 @@ class Caller:
         self._last_used = 0.0
         self.connected = False
         self.waited = 0.0
+        self.cpu = 0.0
 
     def _connect(self) -> http.client.HTTPConnection:
         connection = (
@@ -304,7 +308,7 @@ class Caller:
 
     def post(self, path: str, body: bytes) -> float:
         """The call's wall time, connecting included."""
-        started, waited = time.perf_counter(), run_queue_wait()
+        started, waited, cpu = time.perf_counter(), run_queue_wait(), time.thread_time()
         idle = started - self._last_used > self._idle_timeout
         if self._connection is not None and idle:
             self._connection.close()
@@ -321,6 +325,7 @@ class Caller:
             self._connection = None
         self._last_used = time.perf_counter()
         self.waited = run_queue_wait() - waited
+        self.cpu = time.thread_time() - cpu
         elapsed = self._last_used - started
         assert response.status == 200, (path, response.status)
         return elapsed
@@ -423,6 +428,7 @@ class Row:
     running: list[float] = field(default_factory=list)
     """The wall time less the longer of the client's and the server's thread's waits for
     a core (both may wait at once): at least what the call takes with a core to spare."""
+    client_cpu: list[float] = field(default_factory=list)
     base: list[float] = field(default_factory=list)
 
     def add(self, wall: float, cpu: ServerCPU, caller: Caller) -> None:
@@ -430,6 +436,7 @@ class Row:
         self.cpu.append(cpu.handler[-1])
         self.call_cpu.append(cpu.call[-1])
         self.running.append(wall - max(caller.waited, cpu.waited[-1]))
+        self.client_cpu.append(caller.cpu)
 
     def line(self) -> str:
         ms = 1e3
@@ -442,15 +449,18 @@ class Row:
         base = f"{statistics.median(self.base) * ms:>7.2f}" if self.base else f"{'':>7}"
         verdict = "yes" if _quantile(self.wall, 0.99) < 0.010 else "NO"
         running = f"{_quantile(self.running, 0.99) * ms:>7.2f}" if self.running else f"{'':>7}"
+        client = f"{_quantile(self.client_cpu, 0.99) * ms:>7.2f}" if self.client_cpu else f"{'':>7}"
         return (
             f"{self.case:<44} {len(self.wall):>5} {spread(self.wall)} {max(self.wall) * ms:>7.2f}"
-            f" {spread(self.cpu)} {spread(self.call_cpu)} {running} {base} {verdict:>6}"
+            f" {spread(self.cpu)} {spread(self.call_cpu)} {running} {client} {base}"
+            f" {verdict:>6}"
         )
 
 
 HEADER = (
     f"{'case':<44} {'calls':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'cpu p50':>7}"
-    f" {'cpu p99':>7} {'srv p50':>7} {'srv p99':>7} {'run p99':>7} {'base':>7} {'p99<10':>6}"
+    f" {'cpu p99':>7} {'srv p50':>7} {'srv p99':>7} {'run p99':>7} {'cli p99':>7} {'base':>7}"
+    f" {'p99<10':>6}"
 )
 
 
