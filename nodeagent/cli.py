@@ -18,6 +18,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from nodeagent import __version__
@@ -99,7 +100,7 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
         super().__call__(parser, namespace, values, option_string)
 
 
-def _import(module: str) -> Any:
+def _import(module: str) -> ModuleType:
     """``module``, imported with the garbage collector off, and what the import built
     frozen (:func:`gc.freeze`).
 

@@ -166,9 +166,8 @@ class NodeView:
     and a reader's :meth:`scores` or :meth:`taint_lists` take turns on one lock (the
     reader holds it for the lookups and array gathers only, well under a millisecond at
     5000 names); the per-node work of a write (parsing, assessing) happens before the
-    writer takes it. Readers of
-    :attr:`nodes` must look a name up once (``nodes.get``): the node may be deleted
-    between two lookups."""
+    writer takes it. Readers of :attr:`nodes` must look a name up once (``nodes.get``):
+    the node may be deleted between two lookups."""
 
     def __init__(
         self, synced: Callable[[], bool] | None = None, *, assess: Assess | None = None
@@ -279,8 +278,8 @@ class NodeView:
         key's memory: keys that arrived one by one with their Node objects lie among
         those objects, one cache line (and often one page) each, and a call after an
         idle spell misses the cache on every one of them. Copied together they are
-        packed side by side: a 5000-name lookup after the caches were flushed took
-        2.4 ms of CPU with the keys as they came and 1.1 ms packed."""
+        packed side by side: a 5000-name call after the caches were flushed took 2.4 ms
+        of CPU with the keys as they came and 1.1-1.4 ms packed."""
         self._slots = {name.encode().decode(): slot for name, slot in self._slots.items()}
         self._added = 0
 
