@@ -52,15 +52,17 @@ import argparse
 import gc
 import http.client
 import json
+import multiprocessing
 import random
 import socket
 import ssl
 import statistics
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 from nodeagent import model
@@ -79,7 +81,7 @@ GiB = 2**30
 
 def node(i: int, now: float, version: str) -> dict[str, Any]:
     """A Node as a real cluster lists it (managedFields aside)."""
-    name = f"node-{i:05d}"
+    name = node_name(i)
     pressure = {
         "time": api_time(now),
         "signals": {
@@ -407,6 +409,74 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
                 thread.join()
 
 
+@dataclass
+class Served:
+    """What the server measured over a pattern: per call (in the order of the calls)
+    the handler's CPU, the call's CPU and its thread's wait for a core, and the
+    collector's pauses."""
+
+    handler: list[float]
+    call: list[float]
+    waited: list[float]
+    collections: Pauses
+
+    def of(self, i: int) -> tuple[float, float, float]:
+        return self.handler[i], self.call[i], self.waited[i]
+
+
+@contextmanager
+def served_here(
+    nodes: int, *, tls: bool, updates_per_second: float
+) -> Iterator[tuple[int, Callable[[], Served]]]:
+    """The extender in this process, beside the client: its port, and what it
+    measured (once the pattern is over)."""
+    with (
+        extender(nodes, tls=tls, updates_per_second=updates_per_second) as ext,
+        Pauses() as collections,
+    ):
+        yield ext.port, lambda: Served(ext.cpu.handler, ext.cpu.call, ext.cpu.waited, collections)
+
+
+def _serve(connection: Connection, nodes: int, tls: bool, updates_per_second: float) -> None:
+    with served_here(nodes, tls=tls, updates_per_second=updates_per_second) as (port, results):
+        connection.send(port)
+        connection.recv()  # the pattern is over
+        connection.send(results())
+
+
+@contextmanager
+def served_apart(
+    nodes: int, *, tls: bool, updates_per_second: float
+) -> Iterator[tuple[int, Callable[[], Served]]]:
+    """The extender in a process of its own, as it runs beside kube-scheduler: the
+    client's work and the server's do not share an interpreter lock."""
+    mine, theirs = multiprocessing.Pipe()
+    process = multiprocessing.get_context("fork").Process(
+        target=_serve, args=(theirs, nodes, tls, updates_per_second), daemon=True
+    )
+    process.start()
+    try:
+        port = mine.recv()
+        results: list[Served] = []
+
+        def fetch() -> Served:
+            if not results:
+                mine.send("done")
+                results.append(mine.recv())
+            return results[0]
+
+        yield port, fetch
+        fetch()
+    finally:
+        process.join(timeout=60)
+        if process.is_alive():
+            process.kill()
+
+
+def node_name(i: int) -> str:
+    return f"node-{i:05d}"
+
+
 def _client_context() -> ssl.SSLContext:
     context = ssl.create_default_context()
     context.check_hostname = False
@@ -417,6 +487,23 @@ def _client_context() -> ssl.SSLContext:
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call as the client saw it."""
+
+    verb: str
+    gap: float
+    wall: float
+    connected: bool
+    waited: float
+    cpu: float
+
+    @classmethod
+    def made(cls, verb: str, gap: float, wall: float, caller: Caller) -> Call:
+        """The call ``caller`` just made."""
+        return cls(verb, gap, wall, caller.connected, caller.waited, caller.cpu)
 
 
 @dataclass
@@ -432,11 +519,18 @@ class Row:
     base: list[float] = field(default_factory=list)
 
     def add(self, wall: float, cpu: ServerCPU, caller: Caller) -> None:
-        self.wall.append(wall)
-        self.cpu.append(cpu.handler[-1])
-        self.call_cpu.append(cpu.call[-1])
-        self.running.append(wall - max(caller.waited, cpu.waited[-1]))
-        self.client_cpu.append(caller.cpu)
+        """The call just made by ``caller``, served by a server measured by ``cpu``."""
+        served = cpu.handler[-1], cpu.call[-1], cpu.waited[-1]
+        self.record(Call.made("", 0.0, wall, caller), served)
+
+    def record(self, call: Call, served: tuple[float, float, float]) -> None:
+        """``call`` and the server's handler CPU, call CPU and wait for it."""
+        handler, call_cpu, waited = served
+        self.wall.append(call.wall)
+        self.cpu.append(handler)
+        self.call_cpu.append(call_cpu)
+        self.running.append(call.wall - max(call.waited, waited))
+        self.client_cpu.append(call.cpu)
 
     def line(self) -> str:
         ms = 1e3
@@ -510,6 +604,7 @@ def sporadic(
     tls: bool = True,
     idle_gaps: int = 1,
     idle_timeout: float = GO_IDLE_CONN_TIMEOUT_S,
+    apart: bool = False,
 ) -> tuple[list[Row], list[float], Pauses]:
     pauses = sporadic_gaps(
         seconds,
@@ -523,24 +618,26 @@ def sporadic(
     rows = {verb: Row(f"sporadic /{verb} {nodes} names, {scheme}") for verb in server.VERBS}
     after_gap = Row(f"sporadic, first call after >= {long_gap:g} s")
     reconnected = Row(f"sporadic, after > {idle_timeout:g} s: new {scheme} connection")
-    with (
-        extender(nodes, tls=tls, updates_per_second=updates_per_second) as ext,
-        Pauses() as collections,
-    ):
-        body = message([obj["metadata"]["name"] for obj in ext.objects], None)
+    serving = served_apart if apart else served_here
+    calls: list[Call] = []
+    with serving(nodes, tls=tls, updates_per_second=updates_per_second) as (port, results):
+        body = message([node_name(i) for i in range(nodes)], None)
         context = _client_context() if tls else None
-        caller = Caller(ext.port, context, fresh=False, idle_timeout=idle_timeout)
+        caller = Caller(port, context, fresh=False, idle_timeout=idle_timeout)
         for gap in pauses:
             time.sleep(gap)
             for verb in server.VERBS:  # kube-scheduler: filter, then prioritize
-                wall = caller.post(f"/{verb}", body)
-                rows[verb].add(wall, ext.cpu, caller)
-                if verb == server.FILTER and caller.connected and gap > idle_timeout:
-                    reconnected.add(wall, ext.cpu, caller)
-                elif verb == server.FILTER and gap >= long_gap:
-                    after_gap.add(wall, ext.cpu, caller)
+                calls.append(Call.made(verb, gap, caller.post(f"/{verb}", body), caller))
         caller.close()
-    return [*rows.values(), after_gap, *([reconnected] if idle_gaps else [])], pauses, collections
+        served = results()
+    for i, call in enumerate(calls):
+        rows[call.verb].record(call, served.of(i))
+        if call.verb == server.FILTER and call.connected and call.gap > idle_timeout:
+            reconnected.record(call, served.of(i))
+        elif call.verb == server.FILTER and call.gap >= long_gap:
+            after_gap.record(call, served.of(i))
+    table = [*rows.values(), after_gap, *([reconnected] if idle_gaps else [])]
+    return table, pauses, served.collections
 
 
 def back_to_back(
@@ -613,6 +710,12 @@ def main() -> None:
         help=f"sporadic pauses of {IDLE_GAP * GO_IDLE_CONN_TIMEOUT_S:g} s, after which the"
         " call opens a new connection",
     )
+    parser.add_argument(
+        "--server-process",
+        action="store_true",
+        help="sporadic calls to an extender in a process of its own (default: a thread of"
+        " the client's process)",
+    )
     parser.add_argument("--calls", type=int, default=200, help="per back-to-back case")
     parser.add_argument("--tls-calls", type=int, default=100, help="per TLS case")
     parser.add_argument("--nodes", type=int, default=5000)
@@ -638,6 +741,7 @@ def main() -> None:
             seed=args.seed,
             tls=args.sporadic_tls,
             idle_gaps=args.idle_gaps,
+            apart=args.server_process,
         )
         for row in rows:
             print(row.line())

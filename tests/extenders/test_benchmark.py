@@ -57,3 +57,13 @@ def test_back_to_back_and_tls_cases() -> None:
         "/filter 40 names, reused TLS",
     ]
     assert all(row.line() for row in [*rows, *tls])
+
+
+def test_the_sporadic_pattern_against_a_server_process_of_its_own() -> None:
+    rows, pauses, collections = bench_extender.sporadic(
+        0.2, 40, 200.0, gaps=(0.01, 0.05), idle_gaps=1, idle_timeout=0.1, apart=True
+    )
+    assert len(rows[0].wall) == len(rows[1].wall) == len(pauses)
+    assert len(rows[3].wall) == 1
+    assert all(cpu > 0 for row in rows for cpu in [*row.cpu, *row.call_cpu, *row.client_cpu])
+    assert collections.line().startswith("  gc:")
