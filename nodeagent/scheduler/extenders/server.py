@@ -20,10 +20,10 @@ its score before and after its annotation goes stale, 15 minutes by default) int
 columns indexed by node: a call looks its names up into those columns once, then
 compares arrays (a filter judges each distinct taint list among the names once; a
 prioritize picks the fresh or stale score by a time comparison) and writes the answer
-without an object per node; the first call after an idle hour costs as much as the
-hundredth in a row. Nodes sent whole are judged as sent: a filter reads only their names
-and taints; a prioritize call takes a node whose name and resourceVersion match the view
-from the view, and parses the others.
+without an object per node; no work waits for the first call after an idle hour. Nodes
+sent whole are judged as sent: a filter reads only their names and taints; a prioritize
+call takes a node whose name and resourceVersion match the view from the view, and
+parses the others.
 
 One node whose judging raises does not fail the call: it passes the filter, or gets the
 neutral score, and the failure is logged. Metrics are counted once per call.
@@ -324,7 +324,7 @@ class ExtenderService:
         failing = {
             code: pressure
             for code, taints in lists.items()
-            if (pressure := self._rejection(taints, taints, tolerations))
+            if (pressure := self._rejection(f"the nodes tainted {taints}", taints, tolerations))
         }
         if not failing:
             self.metrics.count_rejections(())
@@ -478,8 +478,9 @@ def freeze_until(stop: threading.Event, every: float = FREEZE_EVERY_S) -> None:
     The node informer keeps every Node as decoded (about a hundred containers each), and
     the watch replaces a few of them every second. Unfrozen, those objects pile up in
     the oldest generation and each full collection walks them all: with 5000 nodes
-    republished every 5 minutes, full collections of 100-175 ms, in whichever thread
-    allocates at that moment, a request's included. Frozen every few seconds, a full
+    republished every 5 minutes, full collections of 75-340 ms (benchmarks/
+    bench_extender.py), in whichever thread allocates at that moment, a request's
+    included. Frozen every few seconds, a full
     collection walks only the last seconds' objects. A frozen object is still freed when
     its last reference goes (a replaced Node is); only a reference cycle that becomes
     garbage after being frozen is never collected, and the extender's long-lived data
