@@ -5,16 +5,18 @@ kube-scheduler calls them.
         [--nodes 5000] [--full-nodes 500] [--tls-calls 100] [--updates-per-second 20]
 
 kube-scheduler calls an extender once per pod being scheduled (``/filter``, then
-``/prioritize``, one after the other), through Go's ``http.Transport``, which keeps the
-connection alive between calls. The client here does the same (one kept-alive
-connection; against a server that closes after each answer it reconnects, as Go does).
+``/prioritize``, one after the other), through Go's ``http.Transport``: one connection
+kept alive between calls and closed after 90 s idle, Nagle off (``TCP_NODELAY``), over
+HTTPS in the documented deployment. The client here does the same (:class:`Caller`).
 Patterns:
 
 * **sporadic**: pods arrive one per 1-15 s (uniformly random, seeded), over
   ``--sporadic-seconds``, with at least three gaps of 12 s or more (longer than any cache
-  lifetime the extender had); each pod is a /filter and a /prioritize with 5000 node
-  names. ``after gap`` is the first call after each gap of 10 s or more.
-* **back to back**: ``--calls`` calls per case, no pause: 5000 names
+  lifetime the extender had) and ``--idle-gaps`` pauses of 95 s, after which the call
+  opens a new connection (TLS handshake included), as Go's does; over HTTPS unless
+  ``--no-sporadic-tls``. Each pod is a /filter and a /prioritize with 5000 node names.
+  ``after >= 12 s`` is the first call after each long gap on a kept connection.
+* **back to back**: ``--calls`` calls per case, no pause, plain HTTP: 5000 names
   (``nodeCacheCapable: true``) and 500 whole Node objects (about 9 KB each), *warm*
   (the view has the same resourceVersions) and *cold* (unknown versions: /prioritize
   parses every node from the request); ``base`` is a route on the same server that reads
@@ -24,11 +26,21 @@ Patterns:
 
 Throughout, a stand-in for the node watch updates ``--updates-per-second`` nodes (a new
 resourceVersion and a freshly published pressure annotation; the agent republishes every
-5 minutes, 17 nodes/s at 5000), so the server does its per-node work while it serves.
+5 minutes, 17 nodes/s at 5000) and keeps the delivered objects as the informer's store
+does, so the server does its per-node work, and its garbage collector walks what a real
+one would, while it serves. The garbage collector's pauses are printed per pattern.
 
-``cpu`` is the CPU time the serving thread spent in the handler (body read, decode,
-verdicts, encode; ``time.thread_time``), which a loaded machine does not inflate; the
-wall-clock time on a busy 2-core machine is mostly waiting for a core.
+Columns: ``cpu``, the CPU time of the serving thread in the handler (body read, decode,
+verdicts, encode; ``time.thread_time``); ``srv``, all the CPU time the connection's
+thread spent for the call (with a new connection: the thread's start and the server's
+side of the TLS handshake; HTTP parsing; the answer); ``run p99``, the wall time less
+the longer of the client's and the server's thread's waits for a core during the call
+(``/proc/thread-self/schedstat``; the two may wait at the same time, so their sum would
+count some of it twice). That is an upper bound of the wall time on a machine with a
+core to spare (waits for the GIL behind another thread that waits for a core stay in
+it): on a busy 2-core machine the wall time is mostly waiting. ``cli p99``: the client
+thread's CPU time per call (Python's ``http.client`` and ``ssl``; with a new
+connection, the client's side of the handshake).
 
 Targets (issue 20): p99 under 10 ms for every call at 5000 names, the first after an idle
 gap included; handler CPU at most 3 ms per 5000-name call.
@@ -40,14 +52,17 @@ import argparse
 import gc
 import http.client
 import json
+import multiprocessing
 import random
+import socket
 import ssl
 import statistics
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 from nodeagent import model
@@ -66,7 +81,7 @@ GiB = 2**30
 
 def node(i: int, now: float, version: str) -> dict[str, Any]:
     """A Node as a real cluster lists it (managedFields aside)."""
-    name = f"node-{i:05d}"
+    name = node_name(i)
     pressure = {
         "time": api_time(now),
         "signals": {
@@ -183,43 +198,137 @@ def _echo(environ: dict[str, Any], start_response: StartResponse) -> Iterable[by
     return [b"{}"]
 
 
-def _cpu_timed(app: WSGIApp, spent: list[float]) -> WSGIApp:
-    def timed(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        started = time.thread_time()
-        try:
-            return app(environ, start_response)
-        finally:
-            spent.append(time.thread_time() - started)
+def run_queue_wait() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a core (the
+    scheduler's ``/proc/thread-self/schedstat``); 0 where the kernel does not say."""
+    try:
+        with open("/proc/thread-self/schedstat") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
-    return timed
+
+@dataclass
+class ServerCPU:
+    """CPU time of the server's connection threads, per call: ``handler`` around the
+    extender's WSGI app (body read, decode, verdicts, encode), ``call`` everything the
+    connection's thread spent since its previous answer (on a new connection: the thread
+    start and the TLS handshake; then reading and parsing the request, the handler,
+    writing the previous answer). ``waited``: the time that thread spent waiting for a
+    core over the same span."""
+
+    handler: list[float] = field(default_factory=list)
+    call: list[float] = field(default_factory=list)
+    waited: list[float] = field(default_factory=list)
+    _marks: threading.local = field(default_factory=threading.local)
+
+    def timed(self, app: WSGIApp) -> WSGIApp:
+        def timed(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+            started = time.thread_time()
+            try:
+                return app(environ, start_response)
+            finally:
+                now, waited = time.thread_time(), run_queue_wait()
+                self.handler.append(now - started)
+                self.call.append(now - getattr(self._marks, "last", 0.0))
+                self.waited.append(waited - getattr(self._marks, "waited", 0.0))
+                self._marks.last, self._marks.waited = now, waited
+
+        return timed
+
+
+class Pauses:
+    """The garbage collector's pauses while a pattern runs (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._started = 0.0
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds[info["generation"]].append(time.perf_counter() - self._started)
+
+    def __enter__(self) -> Pauses:
+        gc.callbacks.append(self._callback)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._callback)
+
+    def line(self) -> str:
+        full = self.seconds[2]
+        young = self.seconds[0] + self.seconds[1]
+        return (
+            f"  gc: {len(young)} young collections (max {max(young, default=0) * 1e3:.1f} ms),"
+            f" {len(full)} full (max {max(full, default=0) * 1e3:.1f} ms)"
+        )
+
+
+GO_IDLE_CONN_TIMEOUT_S = 90.0
+"""Go's ``http.Transport`` closes a connection idle this long (``IdleConnTimeout`` in
+kube-scheduler's transport defaults): the next call opens a new one, TLS included."""
 
 
 class Caller:
-    """POSTs over one connection kept alive between calls, as Go's http.Transport does
-    (reconnecting when the server closed it); ``fresh`` opens one per call instead."""
+    """POSTs over one connection kept alive between calls, as Go's http.Transport does:
+    Nagle off (Go sets ``TCP_NODELAY`` on every connection), a new connection when the
+    server closed it or it idled :data:`GO_IDLE_CONN_TIMEOUT_S`; ``fresh`` opens one per
+    call instead. ``connected`` says whether the last call opened a connection,
+    ``waited`` how long this thread waited for a core during it, ``cpu`` the CPU time
+    it spent on it (with a new connection, the client's side of the handshake)."""
 
-    def __init__(self, port: int, context: ssl.SSLContext | None, *, fresh: bool) -> None:
+    def __init__(
+        self,
+        port: int,
+        context: ssl.SSLContext | None,
+        *,
+        fresh: bool,
+        idle_timeout: float = GO_IDLE_CONN_TIMEOUT_S,
+    ) -> None:
         self._port, self._context, self._fresh = port, context, fresh
+        self._idle_timeout = idle_timeout
         self._connection: http.client.HTTPConnection | None = None
+        self._last_used = 0.0
+        self.connected = False
+        self.waited = 0.0
+        self.cpu = 0.0
 
     def _connect(self) -> http.client.HTTPConnection:
-        if self._context is None:
-            return http.client.HTTPConnection("127.0.0.1", self._port, timeout=30)
-        return http.client.HTTPSConnection(
-            "127.0.0.1", self._port, timeout=30, context=self._context
+        connection = (
+            http.client.HTTPConnection("127.0.0.1", self._port, timeout=30)
+            if self._context is None
+            else http.client.HTTPSConnection(
+                "127.0.0.1", self._port, timeout=30, context=self._context
+            )
         )
+        connection.connect()
+        assert connection.sock is not None
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection
 
     def post(self, path: str, body: bytes) -> float:
         """The call's wall time, connecting included."""
-        started = time.perf_counter()
-        if self._connection is None or self._fresh:
+        started, waited, cpu = time.perf_counter(), run_queue_wait(), time.thread_time()
+        idle = started - self._last_used > self._idle_timeout
+        if self._connection is not None and idle:
+            self._connection.close()
+            self._connection = None
+        self.connected = self._connection is None or self._fresh
+        if self.connected:
             self._connection = self._connect()
+        assert self._connection is not None
         self._connection.request("POST", path, body, {"Content-Type": "application/json"})
         response = self._connection.getresponse()
         response.read()
-        if self._fresh:
+        if self._fresh or response.will_close:
             self._connection.close()
-        elapsed = time.perf_counter() - started
+            self._connection = None
+        self._last_used = time.perf_counter()
+        self.waited = run_queue_wait() - waited
+        self.cpu = time.thread_time() - cpu
+        elapsed = self._last_used - started
         assert response.status == 200, (path, response.status)
         return elapsed
 
@@ -235,16 +344,21 @@ class Extender:
     port: int
     view: NodeView
     objects: list[dict[str, Any]]
-    cpu: list[float] = field(default_factory=list)
+    cpu: ServerCPU
 
     def feed(self, per_second: float, stop: threading.Event) -> None:
-        """Publishes fresh annotations on ``per_second`` nodes a second, round robin."""
+        """Publishes fresh annotations on ``per_second`` nodes a second, round robin,
+        keeping each delivered object as the informer's store does (the objects the
+        garbage collector then has to walk)."""
         if per_second <= 0:
             return
+        store = {obj["metadata"]["name"]: obj for obj in self.objects}
         version, i = 10**6, 0
         while not stop.wait(1.0 / per_second):
             version += 1
-            self.view.upsert(node(i, time.time(), str(version)))
+            obj = node(i, time.time(), str(version))
+            store[obj["metadata"]["name"]] = obj
+            self.view.upsert(obj)
             i = (i + 1) % len(self.objects)
 
 
@@ -265,28 +379,102 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
         protection = Protection(
             resolve(MetricsAuth.NONE, None, None, None), certificate=certificate
         )
-    cpu: list[float] = []
+    cpu = ServerCPU()
     endpoint = ObservabilityServer(
         ListenAddress("127.0.0.1", 0),
         registry=metrics.registry,
         health=server.ExtenderHealth(view),
         routes={
-            **{path: _cpu_timed(app, cpu) for path, app in service.routes().items()},
+            **{path: cpu.timed(app) for path, app in service.routes().items()},
             "/baseline": _echo,
         },
         protection=protection,
     )
     gc.freeze()  # as `nodeagent extender` does once its node view has listed
     stop = threading.Event()
+    # ... and then every few seconds (a tree without it: the one freeze above)
+    freezing = getattr(server, "freeze_until", None)
     with endpoint:
         running = Extender(endpoint.port, view, objects, cpu)
-        feeder = threading.Thread(target=running.feed, args=(updates_per_second, stop))
-        feeder.start()
+        threads = [threading.Thread(target=running.feed, args=(updates_per_second, stop))]
+        if freezing is not None:
+            threads.append(threading.Thread(target=freezing, args=(stop,)))
+        for thread in threads:
+            thread.start()
         try:
             yield running
         finally:
             stop.set()
-            feeder.join()
+            for thread in threads:
+                thread.join()
+
+
+@dataclass
+class Served:
+    """What the server measured over a pattern: per call (in the order of the calls)
+    the handler's CPU, the call's CPU and its thread's wait for a core, and the
+    collector's pauses."""
+
+    handler: list[float]
+    call: list[float]
+    waited: list[float]
+    collections: Pauses
+
+    def of(self, i: int) -> tuple[float, float, float]:
+        return self.handler[i], self.call[i], self.waited[i]
+
+
+@contextmanager
+def served_here(
+    nodes: int, *, tls: bool, updates_per_second: float
+) -> Iterator[tuple[int, Callable[[], Served]]]:
+    """The extender in this process, beside the client: its port, and what it
+    measured (once the pattern is over)."""
+    with (
+        extender(nodes, tls=tls, updates_per_second=updates_per_second) as ext,
+        Pauses() as collections,
+    ):
+        yield ext.port, lambda: Served(ext.cpu.handler, ext.cpu.call, ext.cpu.waited, collections)
+
+
+def _serve(connection: Connection, nodes: int, tls: bool, updates_per_second: float) -> None:
+    with served_here(nodes, tls=tls, updates_per_second=updates_per_second) as (port, results):
+        connection.send(port)
+        connection.recv()  # the pattern is over
+        connection.send(results())
+
+
+@contextmanager
+def served_apart(
+    nodes: int, *, tls: bool, updates_per_second: float
+) -> Iterator[tuple[int, Callable[[], Served]]]:
+    """The extender in a process of its own, as it runs beside kube-scheduler: the
+    client's work and the server's do not share an interpreter lock."""
+    mine, theirs = multiprocessing.Pipe()
+    process = multiprocessing.get_context("fork").Process(
+        target=_serve, args=(theirs, nodes, tls, updates_per_second), daemon=True
+    )
+    process.start()
+    try:
+        port = mine.recv()
+        results: list[Served] = []
+
+        def fetch() -> Served:
+            if not results:
+                mine.send("done")
+                results.append(mine.recv())
+            return results[0]
+
+        yield port, fetch
+        fetch()
+    finally:
+        process.join(timeout=60)
+        if process.is_alive():
+            process.kill()
+
+
+def node_name(i: int) -> str:
+    return f"node-{i:05d}"
 
 
 def _client_context() -> ssl.SSLContext:
@@ -301,40 +489,87 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+@dataclass(frozen=True)
+class Call:
+    """One call as the client saw it."""
+
+    verb: str
+    gap: float
+    wall: float
+    connected: bool
+    waited: float
+    cpu: float
+
+    @classmethod
+    def made(cls, verb: str, gap: float, wall: float, caller: Caller) -> Call:
+        """The call ``caller`` just made."""
+        return cls(verb, gap, wall, caller.connected, caller.waited, caller.cpu)
+
+
 @dataclass
 class Row:
     case: str
-    wall: list[float]
+    wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
+    call_cpu: list[float] = field(default_factory=list)
+    running: list[float] = field(default_factory=list)
+    """The wall time less the longer of the client's and the server's thread's waits for
+    a core (both may wait at once): at least what the call takes with a core to spare."""
+    client_cpu: list[float] = field(default_factory=list)
     base: list[float] = field(default_factory=list)
+
+    def add(self, wall: float, cpu: ServerCPU, caller: Caller) -> None:
+        """The call just made by ``caller``, served by a server measured by ``cpu``."""
+        served = cpu.handler[-1], cpu.call[-1], cpu.waited[-1]
+        self.record(Call.made("", 0.0, wall, caller), served)
+
+    def record(self, call: Call, served: tuple[float, float, float]) -> None:
+        """``call`` and the server's handler CPU, call CPU and wait for it."""
+        handler, call_cpu, waited = served
+        self.wall.append(call.wall)
+        self.cpu.append(handler)
+        self.call_cpu.append(call_cpu)
+        self.running.append(call.wall - max(call.waited, waited))
+        self.client_cpu.append(call.cpu)
 
     def line(self) -> str:
         ms = 1e3
-        cpu = (
-            f"{statistics.median(self.cpu) * ms:>7.2f} {_quantile(self.cpu, 0.99) * ms:>7.2f}"
-            if self.cpu
-            else f"{'':>7} {'':>7}"
-        )
+
+        def spread(values: list[float]) -> str:
+            if not values:
+                return f"{'':>7} {'':>7}"
+            return f"{statistics.median(values) * ms:>7.2f} {_quantile(values, 0.99) * ms:>7.2f}"
+
         base = f"{statistics.median(self.base) * ms:>7.2f}" if self.base else f"{'':>7}"
         verdict = "yes" if _quantile(self.wall, 0.99) < 0.010 else "NO"
+        running = f"{_quantile(self.running, 0.99) * ms:>7.2f}" if self.running else f"{'':>7}"
+        client = f"{_quantile(self.client_cpu, 0.99) * ms:>7.2f}" if self.client_cpu else f"{'':>7}"
         return (
-            f"{self.case:<40} {len(self.wall):>5} {statistics.median(self.wall) * ms:>7.2f}"
-            f" {_quantile(self.wall, 0.99) * ms:>7.2f} {max(self.wall) * ms:>7.2f} {cpu}"
-            f" {base} {verdict:>6}"
+            f"{self.case:<44} {len(self.wall):>5} {spread(self.wall)} {max(self.wall) * ms:>7.2f}"
+            f" {spread(self.cpu)} {spread(self.call_cpu)} {running} {client} {base}"
+            f" {verdict:>6}"
         )
 
 
 HEADER = (
-    f"{'case':<40} {'calls':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'cpu p50':>7}"
-    f" {'cpu p99':>7} {'base':>7} {'p99<10':>6}"
+    f"{'case':<44} {'calls':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'cpu p50':>7}"
+    f" {'cpu p99':>7} {'srv p50':>7} {'srv p99':>7} {'run p99':>7} {'cli p99':>7} {'base':>7}"
+    f" {'p99<10':>6}"
 )
 
 
 def sporadic_gaps(
-    seconds: float, shortest: float, longest: float, rng: random.Random
+    seconds: float,
+    shortest: float,
+    longest: float,
+    rng: random.Random,
+    *,
+    idle_gaps: int = 0,
+    idle_gap: float = 0.0,
 ) -> list[float]:
     """Uniform gaps between ``shortest`` and ``longest`` adding up to about ``seconds``,
-    three or more of them long (``LONG_GAP`` of the longest or more)."""
+    three or more of them long (``LONG_GAP`` of the longest or more), and ``idle_gaps``
+    more of ``idle_gap`` seconds spread among them."""
     gaps: list[float] = []
     while sum(gaps) < seconds:
         gaps.append(rng.uniform(shortest, longest))
@@ -346,11 +581,17 @@ def sporadic_gaps(
         if i not in long_gaps:
             gaps[i] = rng.uniform(long_gap, longest)
             long_gaps.append(i)
+    for n in range(idle_gaps):
+        gaps.insert((n + 1) * len(gaps) // (idle_gaps + 1), idle_gap)
     return gaps
 
 
 LONG_GAP = 0.8
 """Of the longest gap: 12 s of 15, longer than the extender's former score cache (10 s)."""
+
+IDLE_GAP = 1.06
+"""Of the transport's idle timeout: a pause after which kube-scheduler's transport has
+closed its idle connection (95 s of 90)."""
 
 
 def sporadic(
@@ -360,30 +601,53 @@ def sporadic(
     *,
     gaps: tuple[float, float] = (1.0, 15.0),
     seed: int = 20,
-) -> tuple[list[Row], list[float]]:
-    pauses = sporadic_gaps(seconds, *gaps, random.Random(seed))
+    tls: bool = True,
+    idle_gaps: int = 1,
+    idle_timeout: float = GO_IDLE_CONN_TIMEOUT_S,
+    apart: bool = False,
+) -> tuple[list[Row], list[float], Pauses]:
+    pauses = sporadic_gaps(
+        seconds,
+        *gaps,
+        random.Random(seed),
+        idle_gaps=idle_gaps,
+        idle_gap=IDLE_GAP * idle_timeout,
+    )
     long_gap = LONG_GAP * gaps[1]
-    rows = {verb: Row(f"sporadic /{verb} {nodes} names", []) for verb in server.VERBS}
-    after_gap = Row(f"sporadic, first call after >= {long_gap:g} s", [])
-    with extender(nodes, tls=False, updates_per_second=updates_per_second) as ext:
-        body = message([obj["metadata"]["name"] for obj in ext.objects], None)
-        caller = Caller(ext.port, None, fresh=False)
+    scheme = "HTTPS" if tls else "HTTP"
+    rows = {verb: Row(f"sporadic /{verb} {nodes} names, {scheme}") for verb in server.VERBS}
+    after_gap = Row(f"sporadic, first call after >= {long_gap:g} s")
+    reconnected = Row(f"sporadic, after > {idle_timeout:g} s: new {scheme} connection")
+    serving = served_apart if apart else served_here
+    calls: list[Call] = []
+    with serving(nodes, tls=tls, updates_per_second=updates_per_second) as (port, results):
+        body = message([node_name(i) for i in range(nodes)], None)
+        context = _client_context() if tls else None
+        caller = Caller(port, context, fresh=False, idle_timeout=idle_timeout)
         for gap in pauses:
             time.sleep(gap)
             for verb in server.VERBS:  # kube-scheduler: filter, then prioritize
-                wall = caller.post(f"/{verb}", body)
-                rows[verb].wall.append(wall)
-                rows[verb].cpu.append(ext.cpu[-1])
-                if verb == server.FILTER and gap >= long_gap:
-                    after_gap.wall.append(wall)
-                    after_gap.cpu.append(ext.cpu[-1])
+                calls.append(Call.made(verb, gap, caller.post(f"/{verb}", body), caller))
         caller.close()
-    return [*rows.values(), after_gap], pauses
+        served = results()
+    for i, call in enumerate(calls):
+        rows[call.verb].record(call, served.of(i))
+        if call.verb == server.FILTER and call.connected and call.gap > idle_timeout:
+            reconnected.record(call, served.of(i))
+        elif call.verb == server.FILTER and call.gap >= long_gap:
+            after_gap.record(call, served.of(i))
+    table = [*rows.values(), after_gap, *([reconnected] if idle_gaps else [])]
+    return table, pauses, served.collections
 
 
-def back_to_back(calls: int, nodes: int, full_nodes: int, updates_per_second: float) -> list[Row]:
+def back_to_back(
+    calls: int, nodes: int, full_nodes: int, updates_per_second: float
+) -> tuple[list[Row], Pauses]:
     rows = []
-    with extender(nodes, tls=False, updates_per_second=updates_per_second) as ext:
+    with (
+        extender(nodes, tls=False, updates_per_second=updates_per_second) as ext,
+        Pauses() as collections,
+    ):
         now = time.time()
         cases = [
             (f"{nodes} names", message([o["metadata"]["name"] for o in ext.objects], None)),
@@ -401,16 +665,19 @@ def back_to_back(calls: int, nodes: int, full_nodes: int, updates_per_second: fl
             for verb in server.VERBS:
                 for _ in range(3):
                     caller.post(f"/{verb}", body)
-                ext.cpu.clear()
-                wall = [caller.post(f"/{verb}", body) for _ in range(calls)]
-                rows.append(Row(f"/{verb} {label}", wall, list(ext.cpu), base))
+                row = Row(f"/{verb} {label}", base=base)
+                for _ in range(calls):
+                    row.add(caller.post(f"/{verb}", body), ext.cpu, caller)
+                rows.append(row)
         caller.close()
-    return rows
+    return rows, collections
 
 
 def tls_calls(calls: int, nodes: int) -> list[Row]:
-    fresh = Row(f"/filter {nodes} names, fresh TLS", [])
-    reused = Row(f"/filter {nodes} names, reused TLS", [])
+    """/filter over HTTPS, a new connection (handshake) per call against one kept-alive
+    connection, interleaved call by call; ``srv`` includes the server's handshake CPU."""
+    fresh = Row(f"/filter {nodes} names, fresh TLS")
+    reused = Row(f"/filter {nodes} names, reused TLS")
     with extender(nodes, tls=True, updates_per_second=0) as ext:
         body = message([obj["metadata"]["name"] for obj in ext.objects], None)
         context = _client_context()
@@ -419,8 +686,8 @@ def tls_calls(calls: int, nodes: int) -> list[Row]:
         for _ in range(3):
             kept.post("/filter", body), new.post("/filter", body)
         for _ in range(calls):  # interleaved, call by call
-            fresh.wall.append(new.post("/filter", body))
-            reused.wall.append(kept.post("/filter", body))
+            fresh.add(new.post("/filter", body), ext.cpu, new)
+            reused.add(kept.post("/filter", body), ext.cpu, kept)
         kept.close()
     return [fresh, reused]
 
@@ -429,6 +696,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument(
         "--sporadic-seconds", type=float, default=150.0, help="0 skips the sporadic pattern"
+    )
+    parser.add_argument(
+        "--sporadic-tls",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="sporadic calls over HTTPS, the documented deployment (default) or plain HTTP",
+    )
+    parser.add_argument(
+        "--idle-gaps",
+        type=int,
+        default=1,
+        help=f"sporadic pauses of {IDLE_GAP * GO_IDLE_CONN_TIMEOUT_S:g} s, after which the"
+        " call opens a new connection",
+    )
+    parser.add_argument(
+        "--server-process",
+        action="store_true",
+        help="sporadic calls to an extender in a process of its own (default: a thread of"
+        " the client's process)",
     )
     parser.add_argument("--calls", type=int, default=200, help="per back-to-back case")
     parser.add_argument("--tls-calls", type=int, default=100, help="per TLS case")
@@ -447,12 +733,15 @@ def main() -> None:
     args = parser.parse_args()
     print(HEADER)
     if args.sporadic_seconds > 0:
-        rows, gaps = sporadic(
+        rows, gaps, collections = sporadic(
             args.sporadic_seconds,
             args.nodes,
             args.updates_per_second,
             gaps=tuple(args.gaps),
             seed=args.seed,
+            tls=args.sporadic_tls,
+            idle_gaps=args.idle_gaps,
+            apart=args.server_process,
         )
         for row in rows:
             print(row.line())
@@ -460,9 +749,14 @@ def main() -> None:
             f"  ({len(gaps)} pods over {sum(gaps):.0f} s, gaps {min(gaps):.1f}-{max(gaps):.1f} s,"
             f" {sum(g >= LONG_GAP * args.gaps[1] for g in gaps)} long)"
         )
+        print(collections.line())
     if args.calls > 0:
-        for row in back_to_back(args.calls, args.nodes, args.full_nodes, args.updates_per_second):
+        rows, collections = back_to_back(
+            args.calls, args.nodes, args.full_nodes, args.updates_per_second
+        )
+        for row in rows:
             print(row.line())
+        print(collections.line())
     if args.tls_calls > 0:
         for row in tls_calls(args.tls_calls, args.nodes):
             print(row.line())

@@ -120,13 +120,12 @@ def run(args: argparse.Namespace) -> int:
             log.info("extender serving on %s (/filter, /prioritize)", endpoint.url)
             while not stop.is_set():
                 if nodes.wait_synced(0.5):
-                    # Tens of thousands of long-lived objects (the listed nodes) would make
-                    # each full collection a pause of 100 ms or more in the middle of a
-                    # call; frozen, the collector skips them.
+                    # The listed nodes, and from then on each few seconds' worth of
+                    # watched ones, out of the collector's reach (server.freeze_until).
                     gc.freeze()
                     log.info("node view synced: %d nodes", len(view))
                     break
-            stop.wait()
+            server.freeze_until(stop)
         finally:
             nodes.stop()
             endpoint.stop()

@@ -22,19 +22,26 @@ def test_the_sporadic_pattern_has_long_gaps_and_calls_filter_then_prioritize() -
     gaps = bench_extender.sporadic_gaps(1.0, 0.01, 0.1, random.Random(1))
     assert sum(gap >= 0.08 for gap in gaps) >= 3
     assert all(0.01 <= gap <= 0.1 for gap in gaps) and sum(gaps) >= 1.0
-    rows, pauses = bench_extender.sporadic(0.3, 40, 200.0, gaps=(0.01, 0.05))
+    rows, pauses, collections = bench_extender.sporadic(
+        0.3, 40, 200.0, gaps=(0.01, 0.05), idle_gaps=2, idle_timeout=0.1
+    )
     assert [row.case for row in rows] == [
-        "sporadic /filter 40 names",
-        "sporadic /prioritize 40 names",
+        "sporadic /filter 40 names, HTTPS",
+        "sporadic /prioritize 40 names, HTTPS",
         "sporadic, first call after >= 0.04 s",
+        "sporadic, after > 0.1 s: new HTTPS connection",
     ]
     assert len(rows[0].wall) == len(rows[1].wall) == len(pauses)
-    assert len(rows[2].wall) == sum(gap >= 0.04 for gap in pauses) >= 3
-    assert all(cpu > 0 for row in rows for cpu in row.cpu)
+    assert len(rows[2].wall) == sum(0.04 <= gap <= 0.1 for gap in pauses) >= 3
+    assert len(rows[3].wall) == sum(gap > 0.1 for gap in pauses) == 2
+    assert all(cpu > 0 for row in rows for cpu in [*row.cpu, *row.call_cpu])
+    # a new connection's server CPU includes its TLS handshake
+    assert min(rows[3].call_cpu) > max(rows[3].cpu)
+    assert collections.line().startswith("  gc:")
 
 
 def test_back_to_back_and_tls_cases() -> None:
-    rows = bench_extender.back_to_back(calls=3, nodes=40, full_nodes=5, updates_per_second=0)
+    rows, _ = bench_extender.back_to_back(calls=3, nodes=40, full_nodes=5, updates_per_second=0)
     assert [row.case for row in rows] == [
         "/filter 40 names",
         "/prioritize 40 names",
@@ -50,3 +57,13 @@ def test_back_to_back_and_tls_cases() -> None:
         "/filter 40 names, reused TLS",
     ]
     assert all(row.line() for row in [*rows, *tls])
+
+
+def test_the_sporadic_pattern_against_a_server_process_of_its_own() -> None:
+    rows, pauses, collections = bench_extender.sporadic(
+        0.2, 40, 200.0, gaps=(0.01, 0.05), idle_gaps=1, idle_timeout=0.1, apart=True
+    )
+    assert len(rows[0].wall) == len(rows[1].wall) == len(pauses)
+    assert len(rows[3].wall) == 1
+    assert all(cpu > 0 for row in rows for cpu in [*row.cpu, *row.call_cpu, *row.client_cpu])
+    assert collections.line().startswith("  gc:")

@@ -17,6 +17,7 @@ from nodeagent import model
 from nodeagent.errors import ConfigError
 from nodeagent.kube.client import api_time
 from nodeagent.scheduler.extenders import server, wire
+from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.framework import Handle
 from nodeagent.scheduler.plugins import node_pressure
 from tests.scheduler.builders import node_dict
@@ -96,6 +97,29 @@ class TestStanding:
             standing = judge.standing(wire.node_fields(annotated("n1", NOW)).to_node())
         assert (standing.score(NOW), standing.score(NOW + 10**6)) == (3, 3)
         assert "scoring node n1 failed" in caplog.text
+
+    def test_a_taint_list_whose_judging_raises_passes_its_nodes_and_is_logged(
+        self, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        view = NodeView()
+        taint = {"key": "nodeagent.io/memory-pressure", "effect": "NoSchedule"}
+        for name in ("a", "b"):
+            view.upsert(node_dict(name, taints=[taint]))
+        view.upsert(node_dict("c"))
+        judge = server.PressureJudge(node_pressure.Args())
+        service = server.ExtenderService(view, judge, server.ExtenderMetrics(view))
+
+        def broken(*args: object) -> None:
+            raise RuntimeError("plugin bug")
+
+        monkeypatch.setattr(judge, "rejection", broken)
+        with caplog.at_level(logging.ERROR):
+            answer = json.loads(
+                service.filter(wire.ExtenderArgs({"spec": {}}, None, ["a", "b", "c"]))
+            )
+        assert answer["NodeNames"] == ["a", "b", "c"]
+        assert answer["FailedAndUnresolvableNodes"] == {}
+        assert caplog.text.count("filtering the nodes tainted") == 1  # once per list
 
 
 def test_a_mistyped_node_is_a_protocol_error() -> None:

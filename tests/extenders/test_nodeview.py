@@ -1,14 +1,20 @@
 """The node view does the per-node work when the watch delivers a node, once per
 version: each node is assessed (its :class:`Standing`) as it arrives, the nodes held
 before an assessor was installed included, and equal taint lists are one shared tuple
-(a filter compares them by identity)."""
+and one code. A request's names are then looked up into columns in one consistent read
+(:meth:`NodeView.scores`, :meth:`NodeView.taint_lists`); the view answers like a plain
+mapping of name to node through any sequence of additions, updates and deletions (slots
+and taint-list codes reused)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from nodeagent.scheduler import api
-from nodeagent.scheduler.extenders.nodeview import NodeView, Standing
+from nodeagent.scheduler.extenders.nodeview import NO_TAINTS, NodeView, Standing
 from tests.scheduler.builders import node_dict
 
 TAINT = {"key": "nodeagent.io/memory-pressure", "effect": "NoSchedule"}
@@ -21,7 +27,8 @@ def versioned(name: str, version: str, **fields: Any) -> dict[str, Any]:
 
 
 class Assessor:
-    """Counts assessments; a node's standing is its annotation ``score``."""
+    """Counts assessments; a node's standing is its annotation ``score`` until its
+    annotation ``until``, then ``score - 1``."""
 
     def __init__(self) -> None:
         self.assessed: list[str] = []
@@ -29,7 +36,8 @@ class Assessor:
     def __call__(self, node: api.Node) -> Standing:
         self.assessed.append(node.name)
         score = int(node.annotations.get("score", "0"))
-        return Standing(score, score)
+        until = float(node.annotations.get("until", "inf"))
+        return Standing(score, max(score - 1, 0), until)
 
 
 class TestAssessment:
@@ -38,35 +46,120 @@ class TestAssessment:
         view = NodeView(assess=assess)
         view.upsert(versioned("a", "1", annotations={"score": "7"}))
         for _ in range(3):
-            standing = view.nodes["a"].standing
-            assert standing is not None and standing.score(0.0) == 7
+            assert view.scores(["a"], 0.0, neutral=5).tolist() == [7]
         view.upsert(versioned("a", "2", annotations={"score": "3"}))
-        standing = view.nodes["a"].standing
-        assert standing is not None and standing.score(0.0) == 3
+        assert view.scores(["a"], 0.0, neutral=5).tolist() == [3]
         assert assess.assessed == ["a", "a"]
 
     def test_nodes_held_before_the_assessor_are_assessed_when_it_comes(self) -> None:
         view = NodeView()
         view.upsert(versioned("a", "1", annotations={"score": "4"}))
         assert view.nodes["a"].standing is None
+        assert view.scores(["a"], 0.0, neutral=5).tolist() == [5]
         view.assess_with(Assessor())
         standing = view.nodes["a"].standing
         assert standing is not None and standing.score(0.0) == 4
+        assert view.scores(["a"], 0.0, neutral=5).tolist() == [4]
 
     def test_a_standing_steps_at_its_limit(self) -> None:
         standing = Standing(fresh=9, stale=5, fresh_until=100.0)
         assert [standing.score(t) for t in (0.0, 100.0, 100.5)] == [9, 9, 5]
 
+    def test_the_columns_step_where_the_standing_does(self) -> None:
+        view = NodeView(assess=Assessor())
+        view.upsert(versioned("a", "1", annotations={"score": "9", "until": "100"}))
+        assert [view.scores(["a", "a"], t, neutral=5).tolist() for t in (0.0, 100.0, 100.5)] == [
+            [9, 9],
+            [9, 9],
+            [8, 8],
+        ]
+
+    def test_an_unknown_name_has_no_score_and_no_taints(self) -> None:
+        view = NodeView(assess=Assessor())
+        view.upsert(versioned("a", "1", annotations={"score": "2"}, taints=[TAINT]))
+        assert view.scores(["nobody", "a", ""], 0.0, neutral=5).tolist() == [5, 2, 5]
+        codes, lists = view.taint_lists(["nobody", "a", ""])
+        assert codes[0] == codes[2] == NO_TAINTS
+        assert lists[int(codes[1])] == view.nodes["a"].node.taints
+
 
 class TestTaintLists:
-    def test_equal_lists_are_one_tuple(self) -> None:
+    def test_equal_lists_are_one_tuple_and_one_code(self) -> None:
         view = NodeView()
         for name in ("a", "b"):
             view.upsert(versioned(name, "1", taints=[TAINT]))
         view.upsert(versioned("c", "1", taints=[{**TAINT, "effect": "NoExecute"}]))
+        view.upsert(versioned("d", "1"))
         a, b, c = (view.nodes[n].node.taints for n in "abc")
         assert a is b and a == b
         assert c is not a
-        assert view.tainted == {"a", "b", "c"}
+        found, lists = view.taint_lists(["a", "b", "c", "d"])
+        codes = found.tolist()
+        assert codes[0] == codes[1] != codes[2] and codes[3] == NO_TAINTS
+        assert lists[codes[0]] is a and lists[codes[2]] is c and len(lists) == 2
         view.delete({"metadata": {"name": "a"}})
-        assert "a" not in view.nodes and view.tainted == {"b", "c"}
+        assert "a" not in view.nodes
+        assert view.taint_lists(["a"])[0].tolist() == [NO_TAINTS]
+
+    def test_a_list_no_node_carries_is_forgotten(self) -> None:
+        view = NodeView()
+        for i in range(50):  # a churn of unique taint lists, one node at a time
+            view.upsert(versioned("a", str(i), taints=[{**TAINT, "value": str(i)}]))
+        codes, lists = view.taint_lists(["a"])
+        assert len(lists) == 1
+        assert codes.tolist() == [NO_TAINTS + 1]  # the one code, reused
+
+
+NAMES = st.sampled_from([f"n{i}" for i in range(6)])
+OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["upsert", "delete"]),
+        NAMES,
+        st.integers(0, 10),
+        st.sampled_from([None, "NoSchedule", "NoExecute"]),
+    ),
+    max_size=60,
+)
+
+
+class TestAgainstAMapping:
+    @settings(max_examples=200, deadline=None)
+    @given(OPERATIONS, st.lists(NAMES, max_size=10))
+    def test_reads_answer_as_a_mapping_of_the_last_writes(
+        self, operations: list[tuple[str, str, int, str | None]], asked: list[str]
+    ) -> None:
+        view = NodeView(assess=Assessor())
+        expected: dict[str, tuple[int, tuple[api.Taint, ...]]] = {}
+        for i, (operation, name, score, effect) in enumerate(operations):
+            if operation == "delete":
+                view.delete({"metadata": {"name": name}})
+                expected.pop(name, None)
+                continue
+            taints = () if effect is None else (api.Taint(TAINT["key"], effect),)
+            listed = [{"key": t.key, "effect": t.effect} for t in taints]
+            view.upsert(versioned(name, str(i), annotations={"score": str(score)}, taints=listed))
+            expected[name] = (score, taints)
+        assert view.scores(asked, 0.0, neutral=-7).tolist() == [
+            expected[n][0] if n in expected else -7 for n in asked
+        ]
+        codes, lists = view.taint_lists(asked)
+        assert [() if code == NO_TAINTS else lists[code] for code in codes.tolist()] == [
+            expected[n][1] if n in expected else () for n in asked
+        ]
+        assert len(view) == len(expected)
+
+    def test_the_columns_grow_past_their_first_capacity(self) -> None:
+        view = NodeView(assess=Assessor())
+        names = [f"node-{i}" for i in range(3000)]
+        for i, name in enumerate(names):
+            view.upsert(versioned(name, "1", annotations={"score": str(i % 11)}))
+        assert view.scores(names, 0.0, neutral=5).tolist() == [i % 11 for i in range(3000)]
+
+    def test_repacking_keeps_every_name_and_slot(self) -> None:
+        view = NodeView(assess=Assessor())
+        for i in range(1000):  # several repacks on the way
+            view.upsert(versioned(f"n{i}", "1", annotations={"score": str(i % 11)}))
+            if i % 3 == 0:
+                view.delete({"metadata": {"name": f"n{i // 2}"}})
+        held = sorted(view.nodes)
+        assert view.scores(held, 0.0, neutral=-1).tolist() == [int(name[1:]) % 11 for name in held]

@@ -1,54 +1,49 @@
 """A node the watch deletes while a call is being answered is a node the extender does
-not know: it passes the filter and gets the neutral score, never a 500. The deletion is
-made to fall exactly between a reader's membership check and its read (a view whose
-mapping has lost the node although its tainted set still names it), so the test does not
-depend on thread timing."""
+not know: it passes the filter and gets the neutral score, never a 500.
+
+A call reads the view once (:meth:`NodeView.scores` or :meth:`NodeView.taint_lists`,
+under the view's lock), so a
+deletion lands either before that read (the node is unknown) or after it (the call
+answers from what it read). The first class puts the deletion exactly between the
+request's decoding and that read, without depending on thread timing; the second has a
+writer thread delete and re-add the nodes for as long as the calls run."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Sequence
 from io import BytesIO
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
+from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import server
-from nodeagent.scheduler.extenders.nodeview import KnownNode, NodeView
+from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.plugins import node_pressure
 from tests.scheduler.builders import node_dict, pod_dict
 
 TAINT = {"key": "nodeagent.io/memory-pressure", "effect": "NoSchedule"}
 
 
-class DeletedOnRead(Mapping[str, KnownNode]):
-    """The view's nodes as a reader meets them when the watch deletes ``gone`` between
-    the reader's check and its read: ``in`` still finds it, reading it does not."""
+class DeletedBeforeTheRead(NodeView):
+    """The view as a call meets it when the watch deletes ``gone`` after the call was
+    decoded and before it reads the view."""
 
-    def __init__(self, nodes: Mapping[str, KnownNode], gone: str) -> None:
-        self._nodes, self._gone = nodes, gone
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._nodes
-
-    def __getitem__(self, name: str) -> KnownNode:
-        if name == self._gone:
-            raise KeyError(name)
-        return self._nodes[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._nodes)
-
-    def __len__(self) -> int:
-        return len(self._nodes)
-
-
-class VanishingView(NodeView):
     gone = ""
 
-    @property
-    def nodes(self) -> Mapping[str, KnownNode]:
-        return DeletedOnRead(super().nodes, self.gone)
+    def scores(self, names: Sequence[str], now: float, neutral: int) -> npt.NDArray[np.int8]:
+        self.delete({"metadata": {"name": self.gone}})
+        return super().scores(names, now, neutral)
+
+    def taint_lists(
+        self, names: Sequence[str]
+    ) -> tuple[npt.NDArray[np.int32], dict[int, tuple[api.Taint, ...]]]:
+        self.delete({"metadata": {"name": self.gone}})
+        return super().taint_lists(names)
 
 
 def call(app: Any, body: dict[str, Any]) -> tuple[str, Any]:
@@ -63,14 +58,18 @@ def call(app: Any, body: dict[str, Any]) -> tuple[str, Any]:
     return answer[0], json.loads(b"".join(chunks))
 
 
+def service_of(view: NodeView) -> server.ExtenderService:
+    judge = server.PressureJudge(node_pressure.Args(neutral_score=30))
+    return server.ExtenderService(view, judge, server.ExtenderMetrics(view))
+
+
 @pytest.fixture
 def service() -> server.ExtenderService:
-    view = VanishingView()
+    view = DeletedBeforeTheRead()
     for name in ("kept", "going"):
         view.upsert(node_dict(name, taints=[TAINT]))
     view.gone = "going"
-    judge = server.PressureJudge(node_pressure.Args(neutral_score=30))
-    return server.ExtenderService(view, judge, server.ExtenderMetrics(view))
+    return service_of(view)
 
 
 ARGS = {"Pod": pod_dict("web"), "Nodes": None, "NodeNames": ["kept", "going"]}
@@ -87,3 +86,39 @@ class TestANodeDeletedMidCall:
         status, result = call(service.routes()["/prioritize"], ARGS)
         assert status.startswith("200")
         assert {entry["Host"]: entry["Score"] for entry in result}["going"] == 3
+
+
+class TestNodesChurningDuringCalls:
+    def test_every_call_is_answered_from_nodes_there_or_gone(self) -> None:
+        names = [f"n{i}" for i in range(200)]
+        view = NodeView()
+        for name in names:
+            view.upsert(node_dict(name, taints=[TAINT]))
+        routes = service_of(view).routes()
+        stop, churning = threading.Event(), threading.Event()
+
+        def churn() -> None:
+            while not stop.is_set():
+                for name in names[::2]:
+                    view.delete({"metadata": {"name": name}})
+                    churning.set()
+                for name in names[::2]:
+                    view.upsert(node_dict(name, taints=[TAINT]))
+
+        writer = threading.Thread(target=churn)
+        writer.start()
+        try:
+            assert churning.wait(10)
+            args = {**ARGS, "NodeNames": names}
+            for _ in range(50):
+                status, result = call(routes["/filter"], args)
+                assert status.startswith("200")
+                passed, failed = result["NodeNames"], result["FailedAndUnresolvableNodes"]
+                assert sorted([*passed, *failed]) == sorted(names)
+                assert not set(passed) & set(names[1::2])  # never deleted: always known
+                status, scores = call(routes["/prioritize"], args)
+                assert status.startswith("200")
+                assert [entry["Host"] for entry in scores] == names
+        finally:
+            stop.set()
+            writer.join(timeout=10)

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -228,3 +229,43 @@ class TestFieldDescriptions:
     def test_every_field_has_a_description(self, name: str) -> None:
         description = NodeAgentConfiguration.model_fields[name].description
         assert description is not None and description.strip()
+
+
+IMPORT_A_COMMAND = """
+import gc, json, sys
+from nodeagent import cli
+collections = []
+gc.callbacks.append(lambda phase, info: phase == "stop" and collections.append(info))
+if sys.argv[1] == "disabled":
+    gc.disable()
+frozen = gc.get_freeze_count()
+cli._import("nodeagent.commands.signals")
+print(json.dumps({
+    "collections": len(collections),
+    "enabled": gc.isenabled(),
+    "newly_frozen": gc.get_freeze_count() - frozen,
+    "imported": "nodeagent.config" in sys.modules,
+}))
+"""
+
+
+class TestImportingACommand:
+    """A subcommand's module is imported with the collector off (its imports build
+    objects for the life of the process: collecting among them frees nothing), and what
+    it built is frozen; a collector the caller had turned off stays off."""
+
+    def run(self, mode: str, tmp_path: Path) -> dict[str, Any]:
+        result = run_python(IMPORT_A_COMMAND, mode, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        answer: dict[str, Any] = json.loads(result.stdout)
+        return answer
+
+    def test_no_collection_during_the_import_and_its_objects_frozen(self, tmp_path: Path) -> None:
+        answer = self.run("enabled", tmp_path)
+        assert answer["imported"] and answer["collections"] == 0
+        assert answer["enabled"] and answer["newly_frozen"] > 10_000
+
+    def test_a_disabled_collector_stays_off_and_nothing_is_frozen(self, tmp_path: Path) -> None:
+        answer = self.run("disabled", tmp_path)
+        assert answer["imported"] and answer["collections"] == 0
+        assert not answer["enabled"] and answer["newly_frozen"] == 0

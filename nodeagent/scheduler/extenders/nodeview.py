@@ -4,15 +4,19 @@ kube-scheduler sends a node-cache-capable extender node *names* only: the extend
 know the nodes itself, without an API request per call. :class:`NodeView` is that
 knowledge: Node objects read once when they arrive (the fields the verdicts need, through
 the same :class:`~nodeagent.scheduler.extenders.wire.NodeFields` as whole nodes in a
-request), looked up by name in O(1) by the request threads. It is fed by the
-project's informer (:mod:`nodeagent.kube.informer`, list + watch, relist on 410) through
-:meth:`NodeView.handlers`, or directly (:meth:`NodeView.upsert`) in tests.
+request). It is fed by the project's informer (:mod:`nodeagent.kube.informer`, list +
+watch, relist on 410) through :meth:`NodeView.handlers`, or directly
+(:meth:`NodeView.upsert`) in tests.
 
 Each node is also *assessed* once when it arrives (once per resourceVersion), by the
 function the extender's judge installs (:meth:`NodeView.assess_with`): its score either
-side of the moment its pressure annotation goes stale (:class:`Standing`). A request then
-costs a dictionary lookup and a time comparison per node, however long the extender was
-idle before it: no cache to expire, no annotation parsed inside a request.
+side of the moment its pressure annotation goes stale (:class:`Standing`), and which
+distinct taint list it carries. Both go into columns indexed by a slot per node (numpy
+arrays: fresh score, stale score, the time the annotation goes stale, taint-list code),
+so a call with 5000 names is one dictionary lookup per name for its slot, then array
+gathers and a vectorised time comparison (:meth:`NodeView.scores`,
+:meth:`NodeView.taint_lists`): no per-node Python object touched, no cache to expire, no
+annotation parsed inside a request, however long the extender was idle before.
 
 A Node that cannot be parsed is left out with a logged reason: the extender passes nodes
 it does not know, so a malformed object never blocks scheduling.
@@ -24,9 +28,13 @@ import dataclasses
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from nodeagent.kube import informer
 from nodeagent.scheduler import api
@@ -34,8 +42,19 @@ from nodeagent.scheduler.extenders import wire
 
 log = logging.getLogger(__name__)
 
-MAX_TAINT_LISTS = 10_000
-"""Distinct taint lists remembered for sharing (clusters have a handful)."""
+NO_SCORE = -1
+"""A score column's value for a node without a standing (and for a name the view does
+not know): the caller substitutes its neutral score."""
+
+NO_TAINTS = 0
+"""The taint-list code of a node without taints (and of a name the view does not know)."""
+
+UNKNOWN = 0
+"""The slot a name the view does not know looks up to: no score, no taints."""
+
+REPACK_SHARE = 8
+"""The slot dictionary is rebuilt once names added since its last rebuild exceed
+1/REPACK_SHARE of it (and 64): an amortised copy per addition."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,18 +84,101 @@ class KnownNode:
     """None until the view has an assessor (:meth:`NodeView.assess_with`)."""
 
 
+class _Columns:
+    """The per-slot columns, grown by doubling. Slot :data:`UNKNOWN` is never used by a
+    node: it answers for names the view does not know."""
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self.fresh = np.full(capacity, NO_SCORE, dtype=np.int8)
+        self.stale = np.full(capacity, NO_SCORE, dtype=np.int8)
+        self.fresh_until = np.full(capacity, math.inf, dtype=np.float64)
+        self.taint_list = np.full(capacity, NO_TAINTS, dtype=np.int32)
+
+    def ensure(self, slot: int) -> None:
+        capacity = len(self.fresh)
+        if slot < capacity:
+            return
+        grown = max(slot + 1, 2 * capacity)
+        for name, fill in (
+            ("fresh", NO_SCORE),
+            ("stale", NO_SCORE),
+            ("fresh_until", math.inf),
+            ("taint_list", NO_TAINTS),
+        ):
+            old = getattr(self, name)
+            new = np.full(grown, fill, dtype=old.dtype)
+            new[:capacity] = old
+            setattr(self, name, new)
+
+    def set(self, slot: int, standing: Standing | None, taint_list: int) -> None:
+        if standing is None:
+            self.fresh[slot] = self.stale[slot] = NO_SCORE
+            self.fresh_until[slot] = math.inf
+        else:
+            self.fresh[slot], self.stale[slot] = standing.fresh, standing.stale
+            self.fresh_until[slot] = standing.fresh_until
+        self.taint_list[slot] = taint_list
+
+    def clear(self, slot: int) -> None:
+        self.set(slot, None, NO_TAINTS)
+
+
+class _TaintLists:
+    """One code (and one shared tuple) per distinct taint list among the nodes held,
+    counted so that a list no node carries any more is forgotten: clusters have a
+    handful, a churn of unique lists does not grow the table."""
+
+    def __init__(self) -> None:
+        self._codes: dict[tuple[api.Taint, ...], int] = {}
+        self.lists: dict[int, tuple[api.Taint, ...]] = {}
+        self._uses: dict[int, int] = {}
+        self._next = NO_TAINTS + 1
+        self._free: list[int] = []
+
+    def acquire(self, taints: tuple[api.Taint, ...]) -> tuple[int, tuple[api.Taint, ...]]:
+        """The code and shared tuple for ``taints``, counted as used once more."""
+        if not taints:
+            return NO_TAINTS, ()
+        code = self._codes.get(taints)
+        if code is None:
+            code = self._free.pop() if self._free else self._take_next()
+            self._codes[taints] = code
+            self.lists[code] = taints
+            self._uses[code] = 0
+        self._uses[code] += 1
+        return code, self.lists[code]
+
+    def release(self, code: int) -> None:
+        if code == NO_TAINTS:
+            return
+        self._uses[code] -= 1
+        if not self._uses[code]:
+            del self._uses[code], self._codes[self.lists.pop(code)]
+            self._free.append(code)
+
+    def _take_next(self) -> int:
+        code, self._next = self._next, self._next + 1
+        return code
+
+
 class NodeView:
-    """Nodes by name. One writer (the informer thread); readers look names up without a
-    lock, which is safe because a single dict operation is atomic in CPython. A reader
-    must look a name up once (``nodes.get``): the node may be deleted between two
-    lookups."""
+    """Nodes by name. One writer (the informer thread), any number of readers: a write
+    and a reader's :meth:`scores` or :meth:`taint_lists` take turns on one lock (the
+    reader holds it for the lookups and array gathers only, well under a millisecond at
+    5000 names); the per-node work of a write (parsing, assessing) happens before the
+    writer takes it. Readers of :attr:`nodes` must look a name up once (``nodes.get``):
+    the node may be deleted between two lookups."""
 
     def __init__(
         self, synced: Callable[[], bool] | None = None, *, assess: Assess | None = None
     ) -> None:
         self._nodes: dict[str, KnownNode] = {}
-        self._tainted: set[str] = set()
-        self._taint_lists: dict[tuple[api.Taint, ...], tuple[api.Taint, ...]] = {}
+        self._slots: dict[str, int] = {}
+        self._added = 0  # names added to _slots since it was last repacked
+        self._free_slots: list[int] = []
+        self._next_slot = UNKNOWN + 1
+        self._columns = _Columns()
+        self._taint_lists = _TaintLists()
         self._lock = threading.Lock()
         self._synced = synced
         self._assess = assess
@@ -87,10 +189,8 @@ class NodeView:
         included."""
         with self._lock:
             self._assess = assess
-            for name, known in list(self._nodes.items()):
-                self._nodes[name] = KnownNode(
-                    known.node, known.resource_version, assess(known.node)
-                )
+            for known in list(self._nodes.values()):
+                self._store(KnownNode(known.node, known.resource_version, assess(known.node)))
 
     @property
     def synced(self) -> bool:
@@ -101,17 +201,39 @@ class NodeView:
         return self._nodes.get(name)
 
     @property
-    def tainted(self) -> frozenset[str] | set[str]:
-        """Names of the nodes with any taint (the only ones a filter can fail)."""
-        return self._tainted
-
-    @property
     def nodes(self) -> Mapping[str, KnownNode]:
         """The live mapping, for tight read loops (do not mutate)."""
         return self._nodes
 
     def __len__(self) -> int:
         return len(self._nodes)
+
+    def scores(self, names: Sequence[str], now: float, neutral: int) -> npt.NDArray[np.int8]:
+        """Each name's score at ``now``, in order, from one consistent read: ``neutral``
+        for a name the view does not know (or a node without a standing)."""
+        with self._lock:
+            slots = self._slots_of(names)
+            columns = self._columns
+            scores = np.where(
+                now <= columns.fresh_until[slots], columns.fresh[slots], columns.stale[slots]
+            )
+        scores[scores == NO_SCORE] = neutral
+        return scores
+
+    def taint_lists(
+        self, names: Sequence[str]
+    ) -> tuple[npt.NDArray[np.int32], dict[int, tuple[api.Taint, ...]]]:
+        """Each name's taint-list code, in order (:data:`NO_TAINTS` for a name the view
+        does not know), and the list of each code among them, from one consistent read."""
+        with self._lock:
+            codes = self._columns.taint_list[self._slots_of(names)]
+            present = np.flatnonzero(np.bincount(codes)).tolist()
+            lists = self._taint_lists.lists
+            return codes, {code: lists[code] for code in present if code != NO_TAINTS}
+
+    def _slots_of(self, names: Sequence[str]) -> npt.NDArray[np.intp]:
+        """Holds the lock."""
+        return np.fromiter(map(self._slots.get, names, repeat(UNKNOWN)), np.intp, len(names))
 
     def upsert(self, obj: Mapping[str, Any]) -> None:
         """Add or replace a Node from its API object."""
@@ -122,27 +244,59 @@ class NodeView:
             log.warning("node left out of the extender's view (it will pass): %s", exc)
             self.delete(obj)
             return
-        if node.taints:  # one tuple per distinct taint list: a filter compares by identity
-            if len(self._taint_lists) >= MAX_TAINT_LISTS:  # a bound, not a tuning
-                self._taint_lists.clear()
-            taints = self._taint_lists.setdefault(node.taints, node.taints)
-            if taints is not node.taints:
-                node = dataclasses.replace(node, taints=taints)
+        assess = self._assess
+        standing = None if assess is None else assess(node)  # outside the readers' lock
         with self._lock:
-            standing = None if self._assess is None else self._assess(node)
-            self._nodes[node.name] = KnownNode(node, fields.metadata.resourceVersion, standing)
-            if node.taints:
-                self._tainted.add(node.name)
-            else:
-                self._tainted.discard(node.name)
+            if self._assess is not assess:  # an assessor came meanwhile
+                assess = self._assess
+                standing = None if assess is None else assess(node)
+            self._store(KnownNode(node, fields.metadata.resourceVersion, standing))
         self._changed()
+
+    def _store(self, known: KnownNode) -> None:
+        """Holds the lock: ``known`` replaces what the view had under its name."""
+        node = known.node
+        slot = self._slots.get(node.name)
+        if slot is None:
+            slot = self._free_slots.pop() if self._free_slots else self._take_slot()
+            self._slots[node.name] = slot
+            self._added += 1
+            if self._added > max(64, len(self._slots) // REPACK_SHARE):
+                self._repack()
+        else:
+            self._taint_lists.release(int(self._columns.taint_list[slot]))
+        code, taints = self._taint_lists.acquire(node.taints)
+        if taints is not node.taints:  # one tuple per distinct taint list
+            known = dataclasses.replace(known, node=dataclasses.replace(node, taints=taints))
+        self._nodes[node.name] = known
+        self._columns.set(slot, known.standing, code)
+
+    def _repack(self) -> None:
+        """Holds the lock. Rebuilds the slot dictionary with keys copied in one go.
+
+        A lookup compares each name it finds with the dictionary's key, so it reads the
+        key's memory: keys that arrived one by one with their Node objects lie among
+        those objects, one cache line (and often one page) each, and a call after an
+        idle spell misses the cache on every one of them. Copied together they are
+        packed side by side: a 5000-name call after the caches were flushed took 2.4 ms
+        of CPU with the keys as they came and 1.1-1.4 ms packed."""
+        self._slots = {name.encode().decode(): slot for name, slot in self._slots.items()}
+        self._added = 0
+
+    def _take_slot(self) -> int:
+        slot, self._next_slot = self._next_slot, self._next_slot + 1
+        self._columns.ensure(slot)
+        return slot
 
     def delete(self, obj: Mapping[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name", ""))
         with self._lock:
-            self._tainted.discard(name)
             if self._nodes.pop(name, None) is None:
                 return
+            slot = self._slots.pop(name)
+            self._taint_lists.release(int(self._columns.taint_list[slot]))
+            self._columns.clear(slot)
+            self._free_slots.append(slot)
         self._changed()
 
     def _changed(self) -> None:

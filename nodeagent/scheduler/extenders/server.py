@@ -16,11 +16,14 @@ as names. The answers come from the NodePressure plugin itself
 
 Nodes sent by name are judged from the watched view, where each node was assessed once
 when the watch delivered it (:class:`~nodeagent.scheduler.extenders.nodeview.Standing`:
-its score before and after its annotation goes stale, 15 minutes by default): a call
-costs a lookup and a time comparison per node, the first call after an idle hour as
-much as the hundredth in a row. Nodes sent whole are judged as sent: a filter reads only
-their names and taints; a prioritize call takes a node whose name and resourceVersion
-match the view from the view, and parses the others.
+its score before and after its annotation goes stale, 15 minutes by default) into
+columns indexed by node: a call looks its names up into those columns once, then
+compares arrays (a filter judges each distinct taint list among the names once; a
+prioritize picks the fresh or stale score by a time comparison) and writes the answer
+without an object per node; no work waits for the first call after an idle hour. Nodes
+sent whole are judged as sent: a filter reads only their names and taints; a prioritize
+call takes a node whose name and resourceVersion match the view from the view, and
+parses the others.
 
 One node whose judging raises does not fail the call: it passes the filter, or gets the
 neutral score, and the failure is logged. Metrics are counted once per call.
@@ -37,14 +40,17 @@ kubernetes``.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from itertools import compress
 from typing import Any
 
+import numpy as np
 import prometheus_client
 
 from nodeagent import model
@@ -266,7 +272,7 @@ class ExtenderService:
                 if not taints:
                     continue
                 if taints not in by_taints:
-                    by_taints[taints] = self._rejection(name, taints, tolerations)
+                    by_taints[taints] = self._rejection(f"node {name}", taints, tolerations)
                 last, pressure = taints, by_taints[taints]
             if pressure is not None:
                 rejected[name] = pressure
@@ -274,30 +280,22 @@ class ExtenderService:
         return {name: _REASONS_BY_PRESSURE[pressure] for name, pressure in rejected.items()}
 
     def _rejection(
-        self, name: str, taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
+        self,
+        what: object,
+        taints: tuple[api.Taint, ...],
+        tolerations: tuple[api.Toleration, ...],
     ) -> model.Pressure | None:
+        """The judge's verdict, or None (passing) when judging raised; ``what`` names
+        the node or taint list in the log."""
         try:
             return self.judge.rejection(taints, tolerations)
         except Exception:  # one node's judging must not fail the others'
-            log.exception("filtering node %s failed; it passes", name)
+            log.exception("filtering %s failed; it passes", what)
             return None
 
     def filter(self, args: wire.ExtenderArgs[wire.EchoedNodes]) -> bytes:
         if args.node_names is not None:
-            names = args.node_names
-            known, tainted = self.view.nodes, self.view.tainted
-            # Only tainted nodes can fail: the rest pass without being looked at. One
-            # lookup per node: a node the watch deletes meanwhile is unknown, and passes.
-            suspects = [
-                (name, watched.node.taints)
-                for name in names
-                if name in tainted and (watched := known.get(name)) is not None
-            ]
-            rejected = self._rejections(suspects, args.pod)
-            kept = [n for n in names if n not in rejected] if rejected else names
-            return wire.filter_result(
-                node_names=kept, node_items=None, failed={}, failed_unresolvable=rejected
-            )
+            return self._filter_names(args.node_names, args.pod)
         assert args.nodes is not None
         # Nodes sent whole are judged as sent: their taints are all a filter reads.
         sent = args.nodes
@@ -317,25 +315,45 @@ class ExtenderService:
             node_names=None, node_items=items, failed={}, failed_unresolvable=rejected
         )
 
+    def _filter_names(self, names: list[str], pod: Mapping[str, Any]) -> bytes:
+        """Each distinct taint list among ``names`` judged once; the names carrying a
+        failing list found by array comparison. A name the view does not know has no
+        taints, and passes."""
+        codes, lists = self.view.taint_lists(names)
+        tolerations = _tolerations(pod)
+        failing = {
+            code: pressure
+            for code, taints in lists.items()
+            if (pressure := self._rejection(f"the nodes tainted {taints}", taints, tolerations))
+        }
+        if not failing:
+            self.metrics.count_rejections(())
+            return wire.filter_result(
+                node_names=names, node_items=None, failed={}, failed_unresolvable={}
+            )
+        at = np.flatnonzero(np.isin(codes, list(failing)))
+        rejected = {
+            names[i]: failing[code] for i, code in zip(at.tolist(), codes[at].tolist(), strict=True)
+        }
+        self.metrics.count_rejections(rejected.values())
+        kept = np.ones(len(names), dtype=bool)
+        kept[at] = False
+        return wire.filter_result(
+            node_names=list(compress(names, kept.tolist())),
+            node_items=None,
+            failed={},
+            failed_unresolvable={name: _REASONS_BY_PRESSURE[p] for name, p in rejected.items()},
+        )
+
     def prioritize(self, args: wire.ExtenderArgs[list[wire.NodeFields]]) -> bytes:
         now = self._clock()
         neutral = extender_score(self.judge.neutral)
-        entry = wire.HostPriority
         if args.node_names is not None:
-            lookup = self.view.nodes.get
-            scores = []
-            for name in args.node_names:  # the hot loop: one lookup, one comparison
-                watched = lookup(name)
-                standing = None if watched is None else watched.standing
-                if standing is not None:
-                    score = standing.fresh if now <= standing.fresh_until else standing.stale
-                else:
-                    score = neutral if watched is None else self._score(watched, now)
-                scores.append(entry(name, score))
-            return wire.host_priority_list(scores)
+            scores = self.view.scores(args.node_names, now, neutral)
+            return wire.host_priorities(args.node_names, scores)
         return wire.host_priority_list(
             [
-                entry(name, neutral if known is None else self._score(known, now))
+                wire.HostPriority(name, neutral if known is None else self._score(known, now))
                 for name, known in self._sent_nodes(args)
             ]
         )
@@ -448,6 +466,27 @@ def _tolerations(pod: Mapping[str, Any]) -> tuple[api.Toleration, ...]:
         )
     except ConfigError as exc:
         raise wire.ProtocolError(str(exc)) from exc
+
+
+FREEZE_EVERY_S = 5.0
+"""How often the extender moves what its heap holds out of the collector's reach."""
+
+
+def freeze_until(stop: threading.Event, every: float = FREEZE_EVERY_S) -> None:
+    """Freezes the heap (:func:`gc.freeze`) every ``every`` seconds until ``stop``.
+
+    The node informer keeps every Node as decoded (about a hundred containers each), and
+    the watch replaces a few of them every second. Unfrozen, those objects pile up in
+    the oldest generation and each full collection walks them all: with 5000 nodes
+    republished every 5 minutes, full collections of 75-340 ms (benchmarks/
+    bench_extender.py), in whichever thread allocates at that moment, a request's
+    included. Frozen every few seconds, a full
+    collection walks only the last seconds' objects. A frozen object is still freed when
+    its last reference goes (a replaced Node is); only a reference cycle that becomes
+    garbage after being frozen is never collected, and the extender's long-lived data
+    (decoded JSON, the view's values) has none."""
+    while not stop.wait(every):
+        gc.freeze()
 
 
 def make_server(

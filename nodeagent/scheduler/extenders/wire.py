@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import msgspec
+import numpy as np
+import numpy.typing as npt
 
 from nodeagent.scheduler import api
 
@@ -367,3 +369,32 @@ _ENCODER = msgspec.json.Encoder()
 
 def host_priority_list(scores: Iterable[HostPriority]) -> bytes:
     return _ENCODER.encode(list(scores))
+
+
+_HEAD = b'[{"Host":"'
+_BETWEEN = np.array(
+    [b'","Score":%d},{"Host":"' % score for score in range(MAX_EXTENDER_PRIORITY + 1)],
+    dtype=object,
+)
+_LAST = [b'","Score":%d}]' % score for score in range(MAX_EXTENDER_PRIORITY + 1)]
+
+
+def host_priorities(hosts: Sequence[str], scores: npt.NDArray[np.integer[Any]]) -> bytes:
+    """The ``HostPriorityList`` of ``hosts[i]`` scored ``scores[i]``: the bytes
+    :func:`host_priority_list` writes, without building an entry per host.
+
+    The hosts are JSON-encoded in one go; unless one of them needed an escape, every
+    quote in that text delimits a host, so splitting it at ``","`` gives each host's
+    encoded text, which is joined with each score's text (one of eleven constants)."""
+    if len(hosts) != len(scores):
+        raise ValueError(f"{len(hosts)} hosts but {len(scores)} scores")
+    if not hosts:
+        return b"[]"
+    encoded = _ENCODER.encode(hosts)
+    if b"\\" in encoded or scores.min() < 0 or scores.max() > MAX_EXTENDER_PRIORITY:
+        return host_priority_list(map(HostPriority, hosts, scores.tolist()))
+    parts: list[bytes] = [b""] * (2 * len(hosts))
+    parts[0::2] = encoded[2:-2].split(b'","')
+    parts[1::2] = _BETWEEN[scores].tolist()
+    parts[-1] = _LAST[int(scores[-1])]
+    return _HEAD + b"".join(parts)
