@@ -49,6 +49,7 @@ gap included; handler CPU at most 3 ms per 5000-name call.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import http.client
 import json
@@ -393,7 +394,14 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
     gc.freeze()  # as `nodeagent extender` does once its node view has listed
     stop = threading.Event()
     # ... and then every few seconds (a tree without it: the one freeze above)
-    freezing = getattr(server, "freeze_until", None)
+    try:
+        from nodeagent import heap
+
+        freezing: Callable[[threading.Event], None] | None = functools.partial(
+            heap.freeze_until, every=server.FREEZE_EVERY_S
+        )
+    except ImportError:
+        freezing = None
     with endpoint:
         running = Extender(endpoint.port, view, objects, cpu)
         threads = [threading.Thread(target=running.feed, args=(updates_per_second, stop))]

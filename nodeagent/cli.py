@@ -13,7 +13,6 @@ pydantic, the Kubernetes client, grpc, numpy and the scheduler, and ``nodeagent
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -21,7 +20,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from nodeagent import __version__
+from nodeagent import __version__, heap
 from nodeagent.errors import ConfigError
 
 EXIT_OK = 0
@@ -102,7 +101,7 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
 
 def _import(module: str) -> ModuleType:
     """``module``, imported with the garbage collector off, and what the import built
-    frozen (:func:`gc.freeze`).
+    frozen (:func:`nodeagent.heap.building`).
 
     A subcommand's imports build tens of thousands of objects (classes, schemas,
     descriptors) that live as long as the process; collecting while they are built is
@@ -111,14 +110,8 @@ def _import(module: str) -> ModuleType:
     collection of a long-running command. Only the first import of a module does this."""
     if module in sys.modules:
         return sys.modules[module]
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with heap.building():
         return importlib.import_module(module)
-    finally:
-        if collecting:
-            gc.freeze()
-            gc.enable()
 
 
 def build_parser() -> argparse.ArgumentParser:

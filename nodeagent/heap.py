@@ -1,7 +1,7 @@
 """The collector and a long-lived process's heap: what a process builds once and keeps
 (informers' listed objects, imported modules, a client) taken out of the cyclic
 collector's reach, for every command that keeps such a heap (the scheduler, its
-binding process, the extender).
+binding process, the extender, the command line's imports).
 
 CPython's full collection walks every container the process holds. A scheduler that
 has listed 5000 nodes and 10,000 pods holds millions of them, and each full collection
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Iterator
 
 
@@ -35,12 +36,22 @@ def building() -> Iterator[None]:
     (an informer's initial list: a collection in the middle walks everything listed so
     far and frees nothing; four of them cost the scheduler 0.33 s listing 5000 nodes and
     10,000 pods), then what it built frozen (:func:`freeze`), and the collector back
-    as it was, however the block ends."""
+    as it was, however the block ends. A collector that was off stays off, and then
+    nothing is frozen."""
     collecting = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        freeze()
-        if collecting:
+        if collecting:  # a collector someone turned off walks nothing: no need
+            freeze()
             gc.enable()
+
+
+def freeze_until(stop: threading.Event, every: float) -> None:
+    """:func:`freeze` every ``every`` seconds until ``stop``: for a process whose
+    long-lived data keeps arriving (a watch replacing stored objects), so a full
+    collection walks only the last few seconds' objects, never the whole store. A
+    replaced object is still freed when its last reference goes."""
+    while not stop.wait(every):
+        freeze()

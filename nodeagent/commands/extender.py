@@ -17,12 +17,12 @@ codes: 0 after a clean stop, 2 for a configuration that cannot work.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import threading
 from pathlib import Path
 from typing import Any
 
+from nodeagent import heap
 from nodeagent.agent import logs
 from nodeagent.agent.settings import LogFormat, LogLevel
 from nodeagent.commands.stopping import on_stop_signals
@@ -121,11 +121,11 @@ def run(args: argparse.Namespace) -> int:
             while not stop.is_set():
                 if nodes.wait_synced(0.5):
                     # The listed nodes, and from then on each few seconds' worth of
-                    # watched ones, out of the collector's reach (server.freeze_until).
-                    gc.freeze()
+                    # watched ones, out of the collector's reach.
+                    heap.freeze()
                     log.info("node view synced: %d nodes", len(view))
                     break
-            server.freeze_until(stop)
+            heap.freeze_until(stop, server.FREEZE_EVERY_S)
         finally:
             nodes.stop()
             endpoint.stop()

@@ -1,5 +1,5 @@
 """The extender keeps the watched Nodes out of the collector's reach: it freezes the heap
-every few seconds until it stops (``server.freeze_until``), so a full collection never
+every few seconds until it stops (:func:`nodeagent.heap.freeze_until`), so a full collection never
 walks thousands of stored Nodes in the middle of a call."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from nodeagent.scheduler.extenders import server
+from nodeagent import heap
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +40,7 @@ class TestFreezing:
 
         assert collectable() == len(nodes)
         stop = threading.Event()
-        freezer = threading.Thread(target=server.freeze_until, args=(stop, 0.01))
+        freezer = threading.Thread(target=heap.freeze_until, args=(stop, 0.01))
         freezer.start()
         try:
             assert wait_for(lambda: collectable() == 0)
@@ -53,5 +53,5 @@ class TestFreezing:
         stop = threading.Event()
         stop.set()
         started = time.monotonic()
-        server.freeze_until(stop, every=60.0)
+        heap.freeze_until(stop, every=60.0)
         assert time.monotonic() - started < 5.0

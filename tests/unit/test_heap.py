@@ -33,11 +33,13 @@ class TestBuilding:
             raise RuntimeError("list failed")
         assert gc.isenabled()
 
-    def test_a_collector_that_was_off_stays_off(self) -> None:
+    def test_a_collector_that_was_off_stays_off_and_nothing_is_frozen(self) -> None:
+        before = gc.get_freeze_count()
         gc.disable()
         try:
             with heap.building():
-                pass
+                built = [{"object": i} for i in range(1000)]
             assert not gc.isenabled()
+            assert gc.get_freeze_count() == before, len(built)
         finally:
             gc.enable()

@@ -40,7 +40,6 @@ kubernetes``.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import threading
@@ -469,24 +468,13 @@ def _tolerations(pod: Mapping[str, Any]) -> tuple[api.Toleration, ...]:
 
 
 FREEZE_EVERY_S = 5.0
-"""How often the extender moves what its heap holds out of the collector's reach."""
-
-
-def freeze_until(stop: threading.Event, every: float = FREEZE_EVERY_S) -> None:
-    """Freezes the heap (:func:`gc.freeze`) every ``every`` seconds until ``stop``.
-
-    The node informer keeps every Node as decoded (about a hundred containers each), and
-    the watch replaces a few of them every second. Unfrozen, those objects pile up in
-    the oldest generation and each full collection walks them all: with 5000 nodes
-    republished every 5 minutes, full collections of 75-340 ms (benchmarks/
-    bench_extender.py), in whichever thread allocates at that moment, a request's
-    included. Frozen every few seconds, a full
-    collection walks only the last seconds' objects. A frozen object is still freed when
-    its last reference goes (a replaced Node is); only a reference cycle that becomes
-    garbage after being frozen is never collected, and the extender's long-lived data
-    (decoded JSON, the view's values) has none."""
-    while not stop.wait(every):
-        gc.freeze()
+"""How often the extender moves what its heap holds out of the collector's reach
+(:func:`nodeagent.heap.freeze_until`). The node informer keeps every Node as decoded
+(about a hundred containers each) and the watch replaces some every second; left in the
+collected generations they pile up, and each full collection walks them all: with 5000
+nodes republished every 5 minutes, full collections of 75-340 ms
+(benchmarks/bench_extender.py), in whichever thread allocates at that moment, a
+request's included."""
 
 
 def make_server(
