@@ -393,14 +393,16 @@ class AgentLoop:
         """Keep one usage threshold per memory threshold on the node and kubepods memcgs
         (cgroup v1), placed from this collection.
 
-        The kernel watches usage; the threshold is on available. The usage at which
-        available reaches the threshold is ``capacity - threshold + inactive_file`` (the
-        kubelet's formula), so the usage handed to the placement rule is derived from
-        this collection's available rather than read again: a second read of a usage
-        that moves fast (a process allocating or freeing hundreds of MiB a second) would
-        place the threshold off by whatever moved in between, and a threshold placed
-        below the current usage stays silent until usage falls back under it. The page
-        cache's size, read from ``memory.stat``, moves slowly."""
+        The kernel watches usage; the threshold is on available. Available falls below
+        the threshold one byte past the usage ``capacity - threshold + inactive_file``
+        (the kubelet's formula; :mod:`~nodeagent.triggers.memcg`), so the usage handed
+        to the placement rule is derived from this collection's available rather than
+        read again: a second read of a usage that moves fast (a process allocating or
+        freeing hundreds of MiB a second) would place the threshold off by whatever
+        moved in between. The same usage tells the triggers whether the armed threshold
+        is spent (usage past it, the threshold not met) and whether usage passed the
+        new one while it was being registered. The page cache's size, read from
+        ``memory.stat``, moves slowly."""
         paths = self._trigger_paths
         if paths is None or paths.cgroup_version != 1:
             return

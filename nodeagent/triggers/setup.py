@@ -128,6 +128,7 @@ def rearm_memory_thresholds(
             name,
             directory,
             memcg.usage_threshold(usage=usage, available=available, threshold=threshold),
+            observed_usage=usage,
         )
         for name, threshold in wanted.items()
     }
