@@ -46,8 +46,15 @@ Configurations, side by side in the same run (runs interleaved, in random order)
   ``evictionMonitoringPeriod``), no kernel notification (no memcg threshold, the kubelet's
   ``kernelMemcgNotification`` default; no adaptive memory poll, no PSI, no
   ``memory.events``), one pod per cycle (``evictionStrategy: kubelet``). Its stats are
-  read fresh at each cycle, where the kubelet's summary can be 10-15 s old: this favours
-  the emulation, so its figures are an upper bound on the kubelet's;
+  read fresh at each cycle, as today's kubelet gets the node's: its eviction manager asks
+  the Summary API for updated stats (``updateStats``), which has cAdvisor re-sample the
+  root cgroup on demand. This is the baseline of the ratios;
+- ``kubelet-summary``: the same, deciding on stats up to 10 s old
+  (``statsHousekeepingInterval: 10s``: every signal from a sample a housekeeping thread
+  takes every 10 s at a random phase, as cAdvisor's housekeeping samples the per-pod
+  stats the kubelet also reads from the summary, and as the issue describes the node's).
+  A lower bound for a kubelet: today's kubelet is the ``kubelet`` row for *when* it
+  acts, and this one's staleness only for the per-pod stats it ranks by;
 - ``defaults``: nodeagent as shipped;
 - ``relief``: the defaults with ``evictionStrategy: relief``.
 
@@ -101,15 +108,24 @@ OOM_FREE_SHARE = 0.95
 """19 of 20 runs without a kernel OOM kill."""
 RUN_TIMEOUT = 60.0
 
+KUBELET_CADENCE = [
+    "--poll-interval=10s",
+    "--filesystem-poll-interval=10s",
+    "--kernel-memcg-notification=false",
+    "--adaptive-memory-poll=false",
+    "--memory-events-notification=false",
+    "--psi-triggers=",
+    "--eviction-strategy=kubelet",
+]
+KUBELET_HOUSEKEEPING = "10s"
+"""cAdvisor's housekeeping interval under the kubelet (15 s at most with dynamic
+housekeeping): how old the ``kubelet-summary`` configuration's stats get."""
+
 CONFIGURATIONS: dict[str, list[str]] = {
-    "kubelet": [
-        "--poll-interval=10s",
-        "--filesystem-poll-interval=10s",
-        "--kernel-memcg-notification=false",
-        "--adaptive-memory-poll=false",
-        "--memory-events-notification=false",
-        "--psi-triggers=",
-        "--eviction-strategy=kubelet",
+    "kubelet": KUBELET_CADENCE,
+    "kubelet-summary": [
+        *KUBELET_CADENCE,
+        f"--stats-housekeeping-interval={KUBELET_HOUSEKEEPING}",
     ],
     "defaults": [],
     "relief": ["--eviction-strategy=relief"],
@@ -598,7 +614,7 @@ def oom_free_rate(runs: Sequence[Run], rates: Sequence[str]) -> str | None:
 
 def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) -> None:
     header = (
-        f"{'threshold':<10}{'configuration':<14}{'rate':>7}{'achieved':>10}{'runs':>6}"
+        f"{'threshold':<10}{'configuration':<16}{'rate':>7}{'achieved':>10}{'runs':>6}"
         f"{'OOM':>5}{'prevented':>10}{'kill p50':>10}{'kill p99':>10}{'evict p50':>10}"
         f"{'evict p99':>10}"
     )
@@ -618,7 +634,7 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
                 early = sum(r.prevented and r.crossed_at_kill is False for r in these)
                 unseen = sum(r.prevented and not r.crossed for r in these) - early
                 print(
-                    f"{threshold:<10}{label:<14}{rate + '/s':>7}"
+                    f"{threshold:<10}{label:<16}{rate + '/s':>7}"
                     f"{(np.median(achieved) / Mi if achieved else 0):>7.0f}M/s"
                     f"{len(these):>6}{sum(r.oom_killed for r in these):>5}"
                     f"{sum(r.prevented for r in these):>10}"
@@ -639,7 +655,7 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
         for label in labels:
             found = free[label]
             ratio = ""
-            if label != BASELINE and found is not None:
+            if not label.startswith(BASELINE) and found is not None:
                 ratio = (
                     f" ({parse_quantity(found) / parse_quantity(base):.0f}x the kubelet emulation)"
                     if base is not None
@@ -655,7 +671,7 @@ def breakdown(results: Sequence[Run], labels: Sequence[str]) -> None:
     """Where the time from crossing to kill goes, over the runs that were prevented."""
     print()
     print(
-        f"{'threshold':<10}{'configuration':<14}{'runs':>6}  p50 / p99 (ms) from the crossing to: "
+        f"{'threshold':<10}{'configuration':<16}{'runs':>6}  p50 / p99 (ms) from the crossing to: "
         "the cycle's start, the decision, the Eviction's arrival, the kill; caught by"
     )
     for threshold in dict.fromkeys(r.threshold for r in results):
@@ -677,7 +693,7 @@ def breakdown(results: Sequence[Run], labels: Sequence[str]) -> None:
             ]
             caught = collections.Counter(r.trigger for r in these)
             print(
-                f"{threshold:<10}{label:<14}{len(these):>6}  "
+                f"{threshold:<10}{label:<16}{len(these):>6}  "
                 + "  ".join(f"{_ms(stage, 50)} / {_ms(stage, 99)}" for stage in stages)
                 + "  "
                 + ", ".join(f"{kind} {count}" for kind, count in caught.most_common())
@@ -706,7 +722,7 @@ def projection(results: Sequence[Run], rates: Sequence[str], labels: Sequence[st
                 parts.append(
                     f"{rate}/s ({budget * 1e3:.0f} ms) {sum(k <= budget for k in kills)}/{runs}"
                 )
-            print(f"  {threshold:<7}{label:<10}" + ", ".join(parts))
+            print(f"  {threshold:<7}{label:<16}" + ", ".join(parts))
 
 
 def results_to_json(results: Sequence[Run]) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ samples are taken, what the loop sees between them, how old it is, and the setti
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from collections.abc import Collection, Mapping
@@ -150,9 +151,9 @@ class TestHousekeptCollector:
         stopped = len(inner.reads)
         assert stopped >= 4
         assert "stats-housekeeping" in inner.threads
-        # each sample in its own interval: none taken early or twice
-        times = [now for now, _ in inner.reads[1:]]
-        assert all(later - earlier >= 0.015 for earlier, later in itertools.pairwise(times))
+        # each sample at or after its instant, in an interval of its own: none early or twice
+        slots = [math.floor(now / 0.02) for now, _ in inner.reads[1:]]
+        assert all(earlier < later for earlier, later in itertools.pairwise(slots))
         time.sleep(0.1)
         assert len(inner.reads) == stopped
 
