@@ -442,6 +442,10 @@ class Run:
     trigger: str = ""
     """What started that cycle (``memcg-threshold:...``, ``poll:node``)."""
     crossed_at_kill: bool | None = None
+    before_ramp: bool = False
+    """The stand-in killed the pod before its ramp began: evicted on stats from before
+    it started (a stale sample of the previous run's pressure). Neither prevented nor
+    OOM-killed, and left out of the OOM-free rate."""
     """Whether the node's usage was past the crossing when the stand-in killed the pod
     (None: not killed by it). A pod preempted between its step and its reading can be
     killed before it reports its crossing; one killed below the crossing was evicted
@@ -485,14 +489,15 @@ def one_run(
     report: dict[str, Any] = {}
     try:
         ready = pod.stdout.readline()
-        if not ready:
+        if not ready and name not in kubelet.killed:
             raise RuntimeError(f"pod {name} died before its ramp (status {pod.wait()})")
-        time.sleep(0.2)  # the agents' pod watches deliver the pod
-        pod.stdin.write("go\n")
-        pod.stdin.flush()
-        line = pod.stdout.readline()
-        if line:
-            report = json.loads(line)
+        if ready:
+            time.sleep(0.2)  # the agents' pod watches deliver the pod
+            pod.stdin.write("go\n")
+            pod.stdin.flush()
+            line = pod.stdout.readline()
+            if line:
+                report = json.loads(line)
         pod.wait(timeout=RUN_TIMEOUT)
     finally:
         if pod.poll() is None:
@@ -524,7 +529,8 @@ def one_run(
         threshold,
         rate,
         oom_killed=oom,
-        prevented=not oom and killed_at is not None,
+        prevented=bool(ready) and not oom and killed_at is not None,
+        before_ramp=not ready,
         crossed=crossed_at is not None,
         achieved_rate=float(report.get("rate", 0.0)),
         to_eviction=None if arrival is None or crossed_at is None else arrival - crossed_at,
@@ -605,7 +611,7 @@ def oom_free_rate(runs: Sequence[Run], rates: Sequence[str]) -> str | None:
     ended without a kernel OOM kill."""
     best = None
     for rate in sorted(rates, key=parse_quantity):
-        these = [r for r in runs if r.rate == rate]
+        these = [r for r in runs if r.rate == rate and not r.before_ramp]
         if not these or sum(not r.oom_killed for r in these) < OOM_FREE_SHARE * len(these):
             break
         best = rate
@@ -633,6 +639,7 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
                 achieved = [r.achieved_rate for r in these if r.crossed]
                 early = sum(r.prevented and r.crossed_at_kill is False for r in these)
                 unseen = sum(r.prevented and not r.crossed for r in these) - early
+                stale = sum(r.before_ramp for r in these)
                 print(
                     f"{threshold:<10}{label:<16}{rate + '/s':>7}"
                     f"{(np.median(achieved) / Mi if achieved else 0):>7.0f}M/s"
@@ -642,6 +649,7 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
                     f"{_ms(evictions, 50):>8}ms{_ms(evictions, 99):>8}ms"
                     + (f"  ({unseen} killed before reporting the crossing)" if unseen else "")
                     + (f"  ({early} EVICTED BEFORE THE CROSSING)" if early else "")
+                    + (f"  ({stale} evicted before the ramp, on stale stats)" if stale else "")
                 )
     print()
     for threshold in thresholds:
@@ -755,9 +763,11 @@ def main() -> None:
     if args.uml:
         results = in_uml(args, rates, labels)
     else:
-        results = race(
-            args.thresholds.split(","), rates, labels, args.runs, parse_quantity(args.node_limit)
-        )
+        results = []
+        for threshold in args.thresholds.split(","):
+            results += race([threshold], rates, labels, args.runs, parse_quantity(args.node_limit))
+            if args.json is not None:  # each threshold's runs kept as soon as they are done
+                args.json.write_text(json.dumps(results_to_json(results), indent=1))
     if args.json is not None:
         args.json.write_text(json.dumps(results_to_json(results), indent=1))
     report(results, rates, labels)

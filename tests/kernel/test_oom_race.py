@@ -24,10 +24,11 @@ RUNS = 3
 @pytest.fixture(scope="module")
 def runs() -> list[bench_oom_race.Run]:
     require_v1_memory_controller()
-    # Every run counts, the first after the agent's start too: its node cgroup holds no
-    # page cache, so its usage lands on the crossing exactly as often as not, which is
-    # where a memcg threshold armed at available == threshold used to be spent unheard
-    # (issue 22; tests/triggers/test_memcg_rules.py and test_memcg_kernel.py pin it).
+    # Every run counts, the first after the agent's start too. That one used to be lost
+    # now and then with no decision: the memcg threshold, armed where available *equals*
+    # the threshold, fired, the cycle read exactly that (not met), and the kernel stayed
+    # silent up to the OOM (issue 22; tests/triggers/test_memcg_rules.py and
+    # test_memcg_kernel.py pin the fix).
     return bench_oom_race.race(
         thresholds=["100Mi"], rates=["256Mi"], labels=["defaults"], runs=RUNS, node_limit=1 << 30
     )
