@@ -37,7 +37,10 @@ on v2, did not move) or **OOM-killed** (it did; the pod's exit status is SIGKILL
 way). Crossing-to-kill is the stand-in's CLOCK_MONOTONIC after its kill minus the pod's
 crossing; it is split at the start of the agent's cycle and its decision (from the
 agent's decision line, ``monotonic`` and ``decidedMonotonic``) and at the Eviction's
-arrival at the API server.
+arrival at the API server. A pod the stand-in kills before its ramp began was evicted on
+stats older than the pod (``kubelet-summary``: a sample of the previous run's pressure,
+the innocent-pod eviction of kubernetes#41032); such a run is counted apart, neither
+prevented nor OOM-killed, and left out of the OOM-free rate.
 
 Configurations, side by side in the same run (runs interleaved, in random order):
 
@@ -46,8 +49,15 @@ Configurations, side by side in the same run (runs interleaved, in random order)
   ``evictionMonitoringPeriod``), no kernel notification (no memcg threshold, the kubelet's
   ``kernelMemcgNotification`` default; no adaptive memory poll, no PSI, no
   ``memory.events``), one pod per cycle (``evictionStrategy: kubelet``). Its stats are
-  read fresh at each cycle, where the kubelet's summary can be 10-15 s old: this favours
-  the emulation, so its figures are an upper bound on the kubelet's;
+  read fresh at each cycle, as today's kubelet gets the node's: its eviction manager asks
+  the Summary API for updated stats (``updateStats``), which has cAdvisor re-sample the
+  root cgroup on demand. This is the baseline of the ratios;
+- ``kubelet-summary``: the same, deciding on stats up to 10 s old
+  (``statsHousekeepingInterval: 10s``: every signal from a sample a housekeeping thread
+  takes every 10 s at a random phase, as cAdvisor's housekeeping samples the per-pod
+  stats the kubelet also reads from the summary, and as the issue describes the node's).
+  A lower bound for a kubelet: today's kubelet is the ``kubelet`` row for *when* it
+  acts, and this one's staleness only for the per-pod stats it ranks by;
 - ``defaults``: nodeagent as shipped;
 - ``relief``: the defaults with ``evictionStrategy: relief``.
 
@@ -67,6 +77,7 @@ import json
 import mmap
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -101,15 +112,24 @@ OOM_FREE_SHARE = 0.95
 """19 of 20 runs without a kernel OOM kill."""
 RUN_TIMEOUT = 60.0
 
+KUBELET_CADENCE = [
+    "--poll-interval=10s",
+    "--filesystem-poll-interval=10s",
+    "--kernel-memcg-notification=false",
+    "--adaptive-memory-poll=false",
+    "--memory-events-notification=false",
+    "--psi-triggers=",
+    "--eviction-strategy=kubelet",
+]
+KUBELET_HOUSEKEEPING = "10s"
+"""cAdvisor's housekeeping interval under the kubelet (15 s at most with dynamic
+housekeeping): how old the ``kubelet-summary`` configuration's stats get."""
+
 CONFIGURATIONS: dict[str, list[str]] = {
-    "kubelet": [
-        "--poll-interval=10s",
-        "--filesystem-poll-interval=10s",
-        "--kernel-memcg-notification=false",
-        "--adaptive-memory-poll=false",
-        "--memory-events-notification=false",
-        "--psi-triggers=",
-        "--eviction-strategy=kubelet",
+    "kubelet": KUBELET_CADENCE,
+    "kubelet-summary": [
+        *KUBELET_CADENCE,
+        f"--stats-housekeeping-interval={KUBELET_HOUSEKEEPING}",
     ],
     "defaults": [],
     "relief": ["--eviction-strategy=relief"],
@@ -176,6 +196,11 @@ for offset in range(0, size, 64 << 20):
 print("held", flush=True)
 sys.stdin.read()
 """
+
+
+def slug(label: str) -> str:
+    """A configuration's label as a Node and cgroup name can carry it."""
+    return re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
 
 
 def parse_quantity(text: str) -> int:
@@ -339,8 +364,9 @@ class Agent:
         self, label: str, kubeconfig: Path, node: NodeCgroup, threshold: str, scratch: Path
     ) -> None:
         self.label = label
-        self.node_name = f"node-{label}"
-        self.log = scratch / f"agent-{label}.log"
+        configuration, _, checkout = label.partition("@")
+        self.node_name = f"node-{slug(label)}"
+        self.log = scratch / f"agent-{slug(label)}.log"
         args = [
             sys.executable,
             "-m",
@@ -357,10 +383,15 @@ class Agent:
             # runs follow each other within seconds: the cap would measure itself
             "--max-evictions-per-interval=1000",
             "--log-format=json",
-            *CONFIGURATIONS[label],
+            *CONFIGURATIONS[configuration],
         ]
+        # ``<configuration>@<checkout>``: the agent from another checkout (a before/after);
+        # ``-m`` puts the working directory first on the path, so it runs from there
+        env = {**os.environ, "PYTHONPATH": checkout} if checkout else None
         with self.log.open("w") as out:
-            self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=out)
+            self.process = subprocess.Popen(
+                args, stdout=subprocess.DEVNULL, stderr=out, env=env, cwd=checkout or None
+            )
         self._read = 0
         self._decisions: dict[str, dict[str, Any]] = {}
 
@@ -426,6 +457,10 @@ class Run:
     trigger: str = ""
     """What started that cycle (``memcg-threshold:...``, ``poll:node``)."""
     crossed_at_kill: bool | None = None
+    before_ramp: bool = False
+    """The stand-in killed the pod before its ramp began: evicted on stats from before
+    it started (a stale sample of the previous run's pressure). Neither prevented nor
+    OOM-killed, and left out of the OOM-free rate."""
     """Whether the node's usage was past the crossing when the stand-in killed the pod
     (None: not killed by it). A pod preempted between its step and its reading can be
     killed before it reports its crossing; one killed below the crossing was evicted
@@ -442,7 +477,7 @@ def one_run(
     rate: str,
     number: int,
 ) -> Run:
-    name = f"{agent.label}-{rate.lower()}-{number}"
+    name = f"{slug(agent.label)}-{rate.lower()}-{number}"
     uid = str(uuid.uuid4())
     cgroup = node.pod_cgroup(uid)
     kubelet.cgroups[name] = (cgroup, node.usage_file)
@@ -469,14 +504,15 @@ def one_run(
     report: dict[str, Any] = {}
     try:
         ready = pod.stdout.readline()
-        if not ready:
+        if not ready and name not in kubelet.killed:
             raise RuntimeError(f"pod {name} died before its ramp (status {pod.wait()})")
-        time.sleep(0.2)  # the agents' pod watches deliver the pod
-        pod.stdin.write("go\n")
-        pod.stdin.flush()
-        line = pod.stdout.readline()
-        if line:
-            report = json.loads(line)
+        if ready:
+            time.sleep(0.2)  # the agents' pod watches deliver the pod
+            pod.stdin.write("go\n")
+            pod.stdin.flush()
+            line = pod.stdout.readline()
+            if line:
+                report = json.loads(line)
         pod.wait(timeout=RUN_TIMEOUT)
     finally:
         if pod.poll() is None:
@@ -508,7 +544,8 @@ def one_run(
         threshold,
         rate,
         oom_killed=oom,
-        prevented=not oom and killed_at is not None,
+        prevented=bool(ready) and not oom and killed_at is not None,
+        before_ramp=not ready,
         crossed=crossed_at is not None,
         achieved_rate=float(report.get("rate", 0.0)),
         to_eviction=None if arrival is None or crossed_at is None else arrival - crossed_at,
@@ -534,7 +571,7 @@ def race(
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="oom-race-")))
             cluster = fake.FakeCluster(termination_delay=3600.0)
             for label in labels:
-                cluster.create("nodes", objects.node(f"node-{label}"))
+                cluster.create("nodes", objects.node(f"node-{slug(label)}"))
             api = StampingServer(cluster)
             api.start()
             stack.callback(api.close)
@@ -545,7 +582,7 @@ def race(
             stack.callback(kubelet.stop)
             nodes, agents = {}, {}
             for label in labels:
-                node = NodeCgroup(node_limit, version=version, label=label)
+                node = NodeCgroup(node_limit, version=version, label=slug(label))
                 stack.callback(node.remove)
                 node.hold(node_limit - parse_quantity(threshold) - LEAD - BALLAST_MARGIN)
                 nodes[label] = node
@@ -589,7 +626,7 @@ def oom_free_rate(runs: Sequence[Run], rates: Sequence[str]) -> str | None:
     ended without a kernel OOM kill."""
     best = None
     for rate in sorted(rates, key=parse_quantity):
-        these = [r for r in runs if r.rate == rate]
+        these = [r for r in runs if r.rate == rate and not r.before_ramp]
         if not these or sum(not r.oom_killed for r in these) < OOM_FREE_SHARE * len(these):
             break
         best = rate
@@ -598,7 +635,7 @@ def oom_free_rate(runs: Sequence[Run], rates: Sequence[str]) -> str | None:
 
 def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) -> None:
     header = (
-        f"{'threshold':<10}{'configuration':<14}{'rate':>7}{'achieved':>10}{'runs':>6}"
+        f"{'threshold':<10}{'configuration':<16}{'rate':>7}{'achieved':>10}{'runs':>6}"
         f"{'OOM':>5}{'prevented':>10}{'kill p50':>10}{'kill p99':>10}{'evict p50':>10}"
         f"{'evict p99':>10}"
     )
@@ -617,8 +654,9 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
                 achieved = [r.achieved_rate for r in these if r.crossed]
                 early = sum(r.prevented and r.crossed_at_kill is False for r in these)
                 unseen = sum(r.prevented and not r.crossed for r in these) - early
+                stale = sum(r.before_ramp for r in these)
                 print(
-                    f"{threshold:<10}{label:<14}{rate + '/s':>7}"
+                    f"{threshold:<10}{label:<16}{rate + '/s':>7}"
                     f"{(np.median(achieved) / Mi if achieved else 0):>7.0f}M/s"
                     f"{len(these):>6}{sum(r.oom_killed for r in these):>5}"
                     f"{sum(r.prevented for r in these):>10}"
@@ -626,6 +664,7 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
                     f"{_ms(evictions, 50):>8}ms{_ms(evictions, 99):>8}ms"
                     + (f"  ({unseen} killed before reporting the crossing)" if unseen else "")
                     + (f"  ({early} EVICTED BEFORE THE CROSSING)" if early else "")
+                    + (f"  ({stale} evicted before the ramp, on stale stats)" if stale else "")
                 )
     print()
     for threshold in thresholds:
@@ -639,7 +678,7 @@ def report(results: Sequence[Run], rates: Sequence[str], labels: Sequence[str]) 
         for label in labels:
             found = free[label]
             ratio = ""
-            if label != BASELINE and found is not None:
+            if not label.startswith(BASELINE) and found is not None:
                 ratio = (
                     f" ({parse_quantity(found) / parse_quantity(base):.0f}x the kubelet emulation)"
                     if base is not None
@@ -655,7 +694,7 @@ def breakdown(results: Sequence[Run], labels: Sequence[str]) -> None:
     """Where the time from crossing to kill goes, over the runs that were prevented."""
     print()
     print(
-        f"{'threshold':<10}{'configuration':<14}{'runs':>6}  p50 / p99 (ms) from the crossing to: "
+        f"{'threshold':<10}{'configuration':<16}{'runs':>6}  p50 / p99 (ms) from the crossing to: "
         "the cycle's start, the decision, the Eviction's arrival, the kill; caught by"
     )
     for threshold in dict.fromkeys(r.threshold for r in results):
@@ -677,7 +716,7 @@ def breakdown(results: Sequence[Run], labels: Sequence[str]) -> None:
             ]
             caught = collections.Counter(r.trigger for r in these)
             print(
-                f"{threshold:<10}{label:<14}{len(these):>6}  "
+                f"{threshold:<10}{label:<16}{len(these):>6}  "
                 + "  ".join(f"{_ms(stage, 50)} / {_ms(stage, 99)}" for stage in stages)
                 + "  "
                 + ", ".join(f"{kind} {count}" for kind, count in caught.most_common())
@@ -706,7 +745,7 @@ def projection(results: Sequence[Run], rates: Sequence[str], labels: Sequence[st
                 parts.append(
                     f"{rate}/s ({budget * 1e3:.0f} ms) {sum(k <= budget for k in kills)}/{runs}"
                 )
-            print(f"  {threshold:<7}{label:<10}" + ", ".join(parts))
+            print(f"  {threshold:<7}{label:<16}" + ", ".join(parts))
 
 
 def results_to_json(results: Sequence[Run]) -> list[dict[str, Any]]:
@@ -724,6 +763,11 @@ def main() -> None:
     parser.add_argument(
         "--report-from", type=Path, help="print the report of an earlier --json file, run nothing"
     )
+    parser.add_argument(
+        "--fresh-agents",
+        action="store_true",
+        help="start the agents anew for every run: each race is the first after a start",
+    )
     parser.add_argument("--uml", action="store_true", help="run inside user-mode-linux (v2)")
     parser.add_argument("--mem-mib", type=int, default=1536, help="the guest's mem= (--uml)")
     args = parser.parse_args()
@@ -739,9 +783,15 @@ def main() -> None:
     if args.uml:
         results = in_uml(args, rates, labels)
     else:
-        results = race(
-            args.thresholds.split(","), rates, labels, args.runs, parse_quantity(args.node_limit)
-        )
+        results = []
+        per_start, starts = (1, args.runs) if args.fresh_agents else (args.runs, 1)
+        for threshold in args.thresholds.split(","):
+            for _ in range(starts):
+                results += race(
+                    [threshold], rates, labels, per_start, parse_quantity(args.node_limit)
+                )
+            if args.json is not None:  # each threshold's runs kept as soon as they are done
+                args.json.write_text(json.dumps(results_to_json(results), indent=1))
     if args.json is not None:
         args.json.write_text(json.dumps(results_to_json(results), indent=1))
     report(results, rates, labels)

@@ -222,6 +222,10 @@ class AgentLoop:
         self._unarmed: dict[str, MechanismStatus] = {}
         """Static triggers that had nothing to arm on (the triggers object has no status
         for them)."""
+        self._unheard: set[str] = set()
+        """Memory scopes whose memcg threshold woke a cycle that found no threshold of
+        theirs met: watched by the memory poll until one is met or available is back
+        above them all (issue 22: the kernel stays silent after such a wake)."""
         self._last_shape: report.DecisionShape | None = None
         self._last_logged = float("-inf")
         self._ready = False
@@ -285,6 +289,7 @@ class AgentLoop:
         if read_pods:
             # The memory thresholds move with what was just read; a filesystem-only
             # cycle read no memory and leaves them where they are.
+            self._follow_unheard(kernel_wakes, observations)
             self._rearm(observations)
             self._arm_memory_polls(observations, read_at=now)
         self._update_degraded()
@@ -393,14 +398,16 @@ class AgentLoop:
         """Keep one usage threshold per memory threshold on the node and kubepods memcgs
         (cgroup v1), placed from this collection.
 
-        The kernel watches usage; the threshold is on available. The usage at which
-        available reaches the threshold is ``capacity - threshold + inactive_file`` (the
-        kubelet's formula), so the usage handed to the placement rule is derived from
-        this collection's available rather than read again: a second read of a usage
-        that moves fast (a process allocating or freeing hundreds of MiB a second) would
-        place the threshold off by whatever moved in between, and a threshold placed
-        below the current usage stays silent until usage falls back under it. The page
-        cache's size, read from ``memory.stat``, moves slowly."""
+        The kernel watches usage; the threshold is on available. Available falls below
+        the threshold one byte past the usage ``capacity - threshold + inactive_file``
+        (the kubelet's formula; :mod:`~nodeagent.triggers.memcg`), so the usage handed
+        to the placement rule is derived from this collection's available rather than
+        read again: a second read of a usage that moves fast (a process allocating or
+        freeing hundreds of MiB a second) would place the threshold off by whatever
+        moved in between. The same usage tells the triggers whether the armed threshold
+        is spent (usage past it, the threshold not met) and whether usage passed the
+        new one while it was being registered. The page cache's size, read from
+        ``memory.stat``, moves slowly."""
         paths = self._trigger_paths
         if paths is None or paths.cgroup_version != 1:
             return
@@ -436,6 +443,38 @@ class AgentLoop:
                 },
             )
 
+    def _follow_unheard(
+        self, kernel_wakes: Collection[Wake], observations: NodeObservations
+    ) -> None:
+        """Mark a scope whose memcg threshold woke this cycle with none of its thresholds
+        met; unmark one whose signal now meets a threshold (the engine acts) or is back
+        above them all by the hysteresis (usage fell back below the armed value)."""
+        woken = {
+            scope
+            for scope in _MEMORY_SCOPES
+            for wake in kernel_wakes
+            if wake.mechanism is Mechanism.MEMCG_THRESHOLD
+            and wake.trigger.startswith(setup.memory_threshold_name(scope, ""))
+        }
+        layout_thresholds = self.policy.thresholds_for(observations.fs_layout)
+        margin = self._trigger_settings.memory_threshold_hysteresis
+        for scope, signal in _MEMORY_SCOPES.items():
+            value = observations.value(signal)
+            if value is None:
+                self._unheard.discard(scope)
+                continue
+            bars = [
+                thr.threshold_quantity(t, value.capacity)
+                for t in layout_thresholds
+                if t.signal is signal
+            ]
+            met = any(value.available < bar for bar in bars)
+            near = bool(bars) and not met and value.available < max(bars) + margin
+            if near and scope in woken:
+                self._unheard.add(scope)
+            elif not near:
+                self._unheard.discard(scope)
+
     def _arm_memory_polls(self, observations: NodeObservations, read_at: float) -> None:
         """Keep the adaptive memory poll armed on each memory signal the kernel does not
         notify at (:func:`setup.arm_memory_poll`): its thresholds resolved against this
@@ -463,4 +502,5 @@ class AgentLoop:
                 thresholds=resolved,
                 observed=None if value is None else value.available,
                 observed_at=read_at,
+                unheard=scope in self._unheard,
             )

@@ -51,6 +51,7 @@ from nodeagent.serving import settings as serving_settings
 from nodeagent.serving.server import Protection
 from nodeagent.serving.settings import MetricsAuth
 from nodeagent.signals.collector import SignalCollector
+from nodeagent.signals.housekeeping import HousekeepingSchedule, HousekeptCollector
 from nodeagent.triggers.api import Triggers
 from nodeagent.triggers.triggerset import TriggerSet
 
@@ -213,6 +214,8 @@ class Agent:
     dry_run: bool
     loop: AgentLoop
     collector: SignalCollector
+    housekeeping: HousekeptCollector | None
+    """What the loop reads through with ``statsHousekeepingInterval`` set (else None)."""
     triggers: Triggers
     actuation: Actuation
     pods: PodSource
@@ -271,6 +274,15 @@ class Agent:
             config,
             logger=logging.getLogger("nodeagent.signals"),
             image_fs_info=container_runtime.image_fs_info,
+        )
+        housekeeping = (
+            HousekeptCollector(
+                collector,
+                schedule=HousekeepingSchedule.random_phase(config.stats_housekeeping_interval),
+                clock=clock,
+            )
+            if config.stats_housekeeping_interval > 0
+            else None
         )
         pod_cache: PodCache | None = None
         pods: PodSource
@@ -340,7 +352,7 @@ class Agent:
         )
         loop = AgentLoop(
             policy=policy,
-            collector=collector,
+            collector=housekeeping or collector,
             triggers=triggers,
             trigger_settings=config,
             pods=pods,
@@ -369,6 +381,7 @@ class Agent:
             dry_run=dry_run,
             loop=loop,
             collector=collector,
+            housekeeping=housekeeping,
             triggers=triggers,
             actuation=actuation,
             pods=pods,
@@ -395,6 +408,8 @@ class Agent:
             self.pod_cache.start()
         self.actuation.start()
         self.storage.start()
+        if self.housekeeping is not None:
+            self.housekeeping.start()
         if self.loop.reclaimer is not None:
             self.loop.reclaimer.start(self.config.image_inventory_interval)
         self._log_start()
@@ -416,6 +431,8 @@ class Agent:
             self.pod_cache.stop(SHUTDOWN_STEP_TIMEOUT)
         self.actuation.stop(SHUTDOWN_STEP_TIMEOUT)
         self.storage.stop(SHUTDOWN_STEP_TIMEOUT)
+        if self.housekeeping is not None:
+            self.housekeeping.stop(SHUTDOWN_STEP_TIMEOUT)
         if self.loop.reclaimer is not None:
             self.loop.reclaimer.stop(SHUTDOWN_STEP_TIMEOUT)
         if self.server is not None:
@@ -448,6 +465,9 @@ class Agent:
         }
         if self.server is not None:
             fields["metrics"] = self.server.url
+        if self.housekeeping is not None:
+            schedule = self.housekeeping.schedule
+            fields["statsHousekeeping"] = {"interval": schedule.interval, "phase": schedule.phase}
         reclaimer = self.loop.reclaimer
         if reclaimer is not None:
             fields["nodeReclaim"] = self.config.container_runtime_endpoint

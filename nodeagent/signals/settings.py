@@ -63,6 +63,16 @@ class SignalSourceSettings(BaseModel):
         " minute. ``0`` disables per-pod ephemeral-storage usage.",
     )
 
+    stats_housekeeping_interval: float = Field(
+        default=0.0,
+        description="Serve every signal from a sample that a housekeeping thread takes once per"
+        " this interval (at a random phase), as the kubelet's Summary API serves cAdvisor's:"
+        " each cycle then decides on stats up to this old. For comparing the agent with such"
+        " a reader (benchmarks); kernel notifications then wake the loop only to the latest"
+        " sample, and the adaptive memory poll is unavailable. ``0`` (default) reads every"
+        " signal at each cycle, as an agent should.",
+    )
+
     @field_validator("kubepods_cgroup", "containerfs_path", "imagefs_path", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
@@ -106,3 +116,14 @@ class SignalSourceSettings(BaseModel):
     @classmethod
     def _duration(cls, value: str | float) -> float:
         return durations.parse_seconds(value)
+
+    @field_validator("stats_housekeeping_interval", mode="before")
+    @classmethod
+    def _housekeeping_interval(cls, value: str | float) -> float:
+        seconds = durations.parse_seconds(value)
+        if seconds > MAX_HOUSEKEEPING_INTERVAL_S:
+            raise ValueError(f"expected 0 (off) or an interval up to 1h, got {value!r}")
+        return seconds
+
+
+MAX_HOUSEKEEPING_INTERVAL_S = 3600.0

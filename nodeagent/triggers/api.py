@@ -102,7 +102,7 @@ class Triggers(Protocol):
     """
 
     def arm_memory_threshold(
-        self, name: str, cgroup_dir: str, usage_bytes: int
+        self, name: str, cgroup_dir: str, usage_bytes: int, *, observed_usage: int | None = None
     ) -> MechanismStatus: ...
 
     def watch_memory_events(self, name: str, cgroup_dir: str) -> MechanismStatus: ...

@@ -27,10 +27,11 @@ class FakeTriggers:
         self.arm_calls: list[str] = []
         """Names in the order arming was requested (including no-op re-arms)."""
         self.probes: dict[str, MemoryProbe] = {}
-        self.observed: dict[str, int | None] = {}
-        self.observed_at: dict[str, float | None] = {}
-        """The value each memory poll was last handed by the loop."""
         """The probe of each armed memory poll (never called here: tests call it)."""
+        self.observed: dict[str, int | None] = {}
+        """What the loop last handed each memory poll (available bytes) or memcg
+        threshold (the usage its value was derived from)."""
+        self.observed_at: dict[str, float | None] = {}
         self.scripted: dict[str, MechanismStatus] = {}
         """Statuses to report instead of ACTIVE when these names are armed."""
         self.waits: list[float | None] = []
@@ -48,7 +49,10 @@ class FakeTriggers:
         self._statuses[name] = status
         return status
 
-    def arm_memory_threshold(self, name: str, cgroup_dir: str, usage_bytes: int) -> MechanismStatus:
+    def arm_memory_threshold(
+        self, name: str, cgroup_dir: str, usage_bytes: int, *, observed_usage: int | None = None
+    ) -> MechanismStatus:
+        self.observed[name] = observed_usage
         return self._arm(name, Mechanism.MEMCG_THRESHOLD, cgroup_dir, usage_bytes)
 
     def watch_memory_events(self, name: str, cgroup_dir: str) -> MechanismStatus:

@@ -1,19 +1,33 @@
 """Where to arm a cgroup v1 memory-usage threshold, and when to move it.
 
 The kernel can notify when a memcg's ``memory.usage_in_bytes`` crosses a value, in
-either direction. Eviction thresholds are on *available* memory, and the kernel counts
+either direction: upwards when a check finds usage at or above it (``threshold <=
+usage``). Eviction thresholds are on *available* memory, and the kernel counts
 reclaimable page cache (inactive_file) as usage, so the kubelet arms at
 ``capacity - threshold + inactive_file`` (kubelet-eviction.md §12). With
 ``inactive_file = usage - working_set`` and ``working_set = capacity - available`` that is
 ``usage + available - threshold``: the usage at which available would reach the
 threshold if the page cache stayed as it is now.
 
+*Reach* is not *cross*. A threshold is met when available is strictly below it, so a
+threshold armed at the kubelet's value notifies at a usage where the threshold is not
+yet met; usage moves in whole charge batches (64 pages), and when one lands exactly on
+that value the loop reads available equal to the threshold, decides nothing, and the
+kernel, which has counted the crossing, stays silent while usage climbs on to the limit.
+(The kubelet arms there too; its 10 s housekeeping hides the miss.) So the value is one
+byte higher, the least usage at which available is below the threshold.
+
 The page cache does not stay. Under pressure the kernel reclaims it, which lowers the
 right value while usage stays flat: an armed value that is now too high would notify
 late, or never. So the value is re-armed after each collection, by this policy: always
 when the armed value is above the wanted one by more than the kernel's own resolution
 (it checks thresholds every 128 page charges), and only past a hysteresis when below
-(notifying early costs one spare evaluation). The periodic poll covers the rest.
+(notifying early costs a spare evaluation). The periodic poll covers the rest.
+
+An early notification costs more than the evaluation: a threshold the kernel has
+counted as crossed stays silent for as long as usage stays above it, so it has used up
+the notification the real crossing needed. It is re-armed whenever the collection shows
+usage at or past it with the threshold not met (:meth:`RearmPolicy.needs_rearm`).
 
 Pure; :mod:`nodeagent.triggers.kernel` registers the thresholds.
 """
@@ -34,13 +48,14 @@ every small change of the page cache would stall the loop for nothing."""
 
 
 def usage_threshold(*, usage: int, available: int, threshold: int) -> int:
-    """The ``memory.usage_in_bytes`` value at which ``available`` reaches ``threshold``.
+    """The least ``memory.usage_in_bytes`` at which ``available`` is below ``threshold``.
 
-    ``usage`` and ``available`` must come from the same collection. Equals the kubelet's
-    ``capacity - threshold + inactive_file``: with available 3Gi, working set 1Gi,
-    usage 2Gi and threshold 1Gi, it is 4Gi. Never below 0.
+    ``usage`` and ``available`` must come from the same collection. One byte above the
+    kubelet's ``capacity - threshold + inactive_file`` (the usage at which available
+    *equals* the threshold, which does not meet it): with available 3Gi, working set
+    1Gi, usage 2Gi and threshold 1Gi, it is 4Gi + 1. Never below 0.
     """
-    return max(0, usage + available - threshold)
+    return max(0, usage + available - threshold + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +74,11 @@ class RearmPolicy:
             early_tolerance_bytes=max(hysteresis_bytes, KERNEL_CHECK_PAGES * page_size),
         )
 
-    def needs_rearm(self, armed: int, wanted: int) -> bool:
+    def needs_rearm(self, armed: int, wanted: int, *, usage: int | None = None) -> bool:
+        """Whether a threshold armed at ``armed`` should move to ``wanted``, given the
+        ``usage`` the wanted value was derived from (None: not known)."""
+        if usage is not None and armed <= usage < wanted:
+            return True  # spent: the kernel counted a crossing the threshold is still ahead of
         if armed > wanted:
             return armed - wanted > self.late_tolerance_bytes
         return wanted - armed > self.early_tolerance_bytes

@@ -128,6 +128,7 @@ def rearm_memory_thresholds(
             name,
             directory,
             memcg.usage_threshold(usage=usage, available=available, threshold=threshold),
+            observed_usage=usage,
         )
         for name, threshold in wanted.items()
     }
@@ -156,14 +157,18 @@ def arm_memory_poll(
     thresholds: Collection[int],
     observed: int | None = None,
     observed_at: float | None = None,
+    unheard: bool = False,
 ) -> MechanismStatus | None:
     """Keep the adaptive poll of ``scope``'s memory signal armed while it is needed.
 
     Needed when the signal has thresholds (bytes of available, resolved against its
     capacity), a ``probe`` can read it, the poll is enabled, and the kernel does not
-    already notify at each threshold (:func:`kernel_thresholds_active`). Otherwise
-    disarmed. ``observed`` is the signal's available bytes in the collection just made
-    (a read the poll need not repeat), read at ``observed_at`` (monotonic seconds).
+    already notify at each threshold (:func:`kernel_thresholds_active`), or cannot be
+    counted on to (``unheard``: a memcg threshold of the scope woke a cycle that found
+    none of its thresholds met, and the kernel, having counted that crossing, will not
+    notify again while usage stays above it). Otherwise disarmed. ``observed`` is the
+    signal's available bytes in the collection just made (a read the poll need not
+    repeat), read at ``observed_at`` (monotonic seconds).
     Returns the status, or ``None`` when disarmed.
     """
     name = memory_poll_name(scope)
@@ -172,7 +177,7 @@ def arm_memory_poll(
         settings.adaptive_memory_poll
         and probe is not None
         and bool(thresholds)
-        and not kernel_thresholds_active(statuses, scope)
+        and (unheard or not kernel_thresholds_active(statuses, scope))
     )
     if not wanted or probe is None:
         if name in statuses:

@@ -24,6 +24,7 @@ pressure file went away) is dropped at once, so a dead trigger cannot spin the l
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -168,19 +169,28 @@ class TriggerSet:
 
     # --- arming -----------------------------------------------------------------------
 
-    def arm_memory_threshold(self, name: str, cgroup_dir: str, usage_bytes: int) -> MechanismStatus:
+    def arm_memory_threshold(
+        self, name: str, cgroup_dir: str, usage_bytes: int, *, observed_usage: int | None = None
+    ) -> MechanismStatus:
         """Notify when the cgroup v1 memcg in ``cgroup_dir`` crosses ``usage_bytes`` of
         ``memory.usage_in_bytes``, in either direction.
 
+        ``observed_usage`` is the usage the caller's collection saw (None: not known).
         Re-arming the same name in the same cgroup is a no-op while the armed value is
-        within the :class:`~nodeagent.triggers.memcg.RearmPolicy` of ``usage_bytes``.
+        within the :class:`~nodeagent.triggers.memcg.RearmPolicy` of ``usage_bytes`` and
+        not spent. The kernel takes a threshold that usage is already past as crossed
+        and stays silent; if usage passed it between that collection and the
+        registration (which waits for an RCU grace period), the trigger notifies at
+        once, as the kernel would have.
         """
         current = self._named.get(name)
         if (
             current is not None
             and isinstance(current.entry, _MemcgThreshold)
             and current.entry.cgroup_dir == cgroup_dir
-            and not self._rearm.needs_rearm(current.entry.usage_bytes, usage_bytes)
+            and not self._rearm.needs_rearm(
+                current.entry.usage_bytes, usage_bytes, usage=observed_usage
+            )
         ):
             return self._statuses[name]
         path = os.path.join(cgroup_dir, "memory.usage_in_bytes")
@@ -197,6 +207,10 @@ class TriggerSet:
             )
         entry = _MemcgThreshold(cgroup_dir, usage_bytes, fd)
         self._replace(name, entry, fd=fd, events=select.EPOLLIN)
+        if observed_usage is not None and observed_usage < usage_bytes:
+            with contextlib.suppress(OSError, ValueError):
+                if int(kernel.read_small_file(path)) >= usage_bytes:
+                    os.eventfd_write(fd, 1)
         return self._set_status(
             name,
             MechanismStatus(

@@ -81,8 +81,9 @@ def test_memcg_thresholds_are_armed_where_available_would_reach_them(tmp_path: P
     mechanism, path, usage = rig.triggers.armed["memcg:node:memory.available<1Gi hard"]
     assert mechanism is Mechanism.MEMCG_THRESHOLD
     assert path == str(rig.host.memory_dir("/"))
-    # usage + available - threshold: the kubelet's capacity - threshold + inactive_file
-    assert usage == (4 * GIB + 256 * MIB) + 12 * GIB - 1 * GIB
+    # usage + available - threshold (the kubelet's capacity - threshold + inactive_file),
+    # plus one byte: there available equals the threshold, which does not meet it
+    assert usage == (4 * GIB + 256 * MIB) + 12 * GIB - 1 * GIB + 1
     allocatable = "memcg:kubepods:allocatableMemory.available<1Gi hard"
     assert rig.triggers.armed[allocatable][1] == str(rig.host.memory_dir("/kubepods"))
 
@@ -105,7 +106,7 @@ def test_memcg_thresholds_ignore_usage_that_moved_after_the_sample(tmp_path: Pat
     rig.collector.collect = collect_then_free  # type: ignore[method-assign]
     rig.cycle()
     _, _, usage = rig.triggers.armed["memcg:node:memory.available<1Gi hard"]
-    assert usage == 16 * GIB - 1 * GIB + 256 * MIB  # capacity - threshold + inactive_file
+    assert usage == 16 * GIB - 1 * GIB + 256 * MIB + 1  # capacity - threshold + inactive_file
 
 
 def test_psi_triggers_are_armed_once(tmp_path: Path) -> None:

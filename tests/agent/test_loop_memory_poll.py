@@ -64,3 +64,50 @@ def test_a_filesystem_poll_reads_no_file_and_re_arms_nothing(tmp_path: Path) -> 
     for name in ("memory.stat", "meminfo", "pid_max"):
         assert name in read
     assert rig.triggers.observed["memory-poll:node"] == 12 * GIB
+
+
+class TestAMemcgWakeThatMeetsNothing:
+    """Issue 22: a memcg threshold's wake whose cycle reads the signal at, not below, its
+    threshold leaves the kernel silent while usage stays above the armed value (it has
+    counted the crossing). The memory poll watches the signal until it meets a threshold
+    or is back above them all."""
+
+    NAME = "memcg:node:memory.available<1Gi hard"
+
+    def test_the_memory_poll_watches_until_the_threshold_is_met(self, tmp_path: Path) -> None:
+        rig = Rig(tmp_path)
+        rig.cycle()
+        rig.set_node_usage(15 * GIB)  # available exactly 1Gi: the threshold not met
+        rig.triggers.fire(self.NAME)
+        result = rig.cycle()
+        assert result is not None and not result.decision.thresholds_met
+        assert "memory-poll:node" in rig.triggers.armed  # beside the memcg threshold
+        assert self.NAME in rig.triggers.armed
+        probe = rig.triggers.probes["memory-poll:node"]
+        rig.set_node_usage(15 * GIB + 4096)
+        assert probe() == GIB - 4096  # it reads what the kernel will not tell
+        rig.triggers.fire("memory-poll:node")
+        met = rig.cycle()
+        assert met is not None and met.decision.thresholds_met
+        assert "memory-poll:node" not in rig.triggers.armed  # met: the engine acts
+
+    def test_usage_back_below_ends_the_watch(self, tmp_path: Path) -> None:
+        rig = Rig(tmp_path)
+        rig.cycle()
+        rig.set_node_usage(15 * GIB)
+        rig.triggers.fire(self.NAME)
+        rig.cycle()
+        assert "memory-poll:node" in rig.triggers.armed
+        rig.set_node_usage(4 * GIB)
+        rig.triggers.fire(self.NAME)  # the kernel notifies the way down too
+        rig.cycle()
+        assert "memory-poll:node" not in rig.triggers.armed
+
+    def test_a_wake_that_meets_the_threshold_needs_no_watch(self, tmp_path: Path) -> None:
+        rig = Rig(tmp_path)
+        rig.cycle()
+        rig.set_node_usage(15 * GIB + GIB // 2)
+        rig.triggers.fire(self.NAME)
+        result = rig.cycle()
+        assert result is not None and result.decision.thresholds_met
+        assert "memory-poll:node" not in rig.triggers.armed

@@ -1,5 +1,7 @@
 """cgroup v1 memcg usage thresholds on the real kernel: a process allocating past the
-threshold wakes the TriggerSet within milliseconds; re-arming, disarming, removal."""
+threshold wakes the TriggerSet within milliseconds; re-arming, disarming, removal; a
+threshold the kernel has counted as crossed (it then stays silent while usage stays
+above it) never costs a notification the loop needs."""
 
 from __future__ import annotations
 
@@ -87,6 +89,60 @@ def test_rearmed_threshold_fires_at_the_new_value(triggers: TriggerSet, memcg: P
     hog = loadgen.start_allocator(memcg, threshold)
     try:
         assert [wake.trigger for wake in triggers.wait(10.0)] == ["node"]
+    finally:
+        loadgen.stop(hog)
+
+
+def test_a_threshold_reached_before_its_signal_meets_it_is_rearmed(
+    triggers: TriggerSet, memcg: Path
+) -> None:
+    """Page cache that grew leaves an armed value below the wanted one, within the
+    hysteresis: usage reaches it early, and the kernel notifies once and counts it
+    crossed. Re-armed from a collection that shows usage past it with the threshold not
+    met, it notifies again at the real crossing."""
+    armed = loadgen.read_usage(str(memcg)) + 24 * Mi
+    triggers.arm_memory_threshold("node", str(memcg), armed)
+    early = loadgen.start_allocator(memcg, armed)
+    try:
+        assert [wake.trigger for wake in triggers.wait(10.0)] == ["node"]
+        loadgen.read_report(early)
+        usage = loadgen.read_usage(str(memcg))
+        wanted = armed + 12 * Mi  # within the 16 MiB hysteresis: early, not re-armed for that
+        assert armed <= usage < wanted
+        triggers.arm_memory_threshold("node", str(memcg), wanted, observed_usage=usage)
+        assert triggers.wait(0.2) == []
+        crossing = loadgen.start_allocator(memcg, wanted)
+        try:
+            assert [wake.trigger for wake in triggers.wait(10.0)] == ["node"]
+        finally:
+            loadgen.stop(crossing)
+    finally:
+        loadgen.stop(early)
+
+
+@pytest.mark.parametrize(
+    ("told", "wakes"),
+    [
+        pytest.param(True, ["node"], id="told-the-usage-it-was-placed-from"),
+        # the kernel's own behaviour, which the loop could not tell from no crossing
+        pytest.param(False, [], id="not-told"),
+    ],
+)
+def test_a_threshold_usage_passed_while_it_was_armed_notifies_at_once(
+    triggers: TriggerSet, memcg: Path, told: bool, wakes: list[str]
+) -> None:
+    """Usage can pass the value between the collection it was placed from and the
+    registration (an RCU grace period, ~20 ms): the kernel takes it as already crossed."""
+    observed = loadgen.read_usage(str(memcg))
+    threshold = observed + 24 * Mi
+    hog = loadgen.start_allocator(memcg, threshold)
+    try:
+        loadgen.read_report(hog)
+        triggers.arm_memory_threshold(
+            "node", str(memcg), threshold, observed_usage=observed if told else None
+        )
+        assert [wake.trigger for wake in triggers.wait(0.5)] == wakes
+        assert triggers.wait(0.2) == []  # once
     finally:
         loadgen.stop(hog)
 

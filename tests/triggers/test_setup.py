@@ -106,15 +106,17 @@ def test_rearm_memory_thresholds_arms_each_threshold_at_its_usage() -> None:
         "memcg:node:memory.available<100Mi hard": (
             Mechanism.MEMCG_THRESHOLD,
             "/host/sys/fs/cgroup/memory",
-            1000 * Mi,
+            1000 * Mi + 1,
         ),
         "memcg:node:memory.available<300Mi soft": (
             Mechanism.MEMCG_THRESHOLD,
             "/host/sys/fs/cgroup/memory",
-            800 * Mi,
+            800 * Mi + 1,
         ),
     }
     assert set(statuses) == set(triggers.armed)
+    # the usage the values came from goes with them (a threshold it is past is spent)
+    assert set(triggers.observed.values()) == {600 * Mi}
 
 
 def test_rearm_memory_thresholds_disarms_thresholds_no_longer_configured() -> None:
