@@ -115,7 +115,14 @@ def test_refused_trigger_is_emulated_by_polling(read_only_pressure_file: Path) -
 
 
 SENSITIVE = psi.TriggerSpec.parse("memory some 50ms 1s")
-"""5 % of a second: the staller below stalls a 2-core machine 10-20 % of the time."""
+"""5 % of a second, for the kernel's triggers: the staller below fires them loaded or
+quiet."""
+
+SENSITIVE_EMULATED = psi.TriggerSpec.parse("memory some 10ms 1s")
+"""1 % of a second, for the emulation: it sees the stall total as ``/proc/pressure``
+publishes it, and on a quiet machine the staller stalls about 30 ms a second there (40
+at most over any 1 s, measured), short of 50 ms, while the kernel's own triggers, which account stalls as
+they happen, still fire at 5 %."""
 
 
 @pytest.mark.slow
@@ -127,7 +134,7 @@ def test_real_memory_pressure_fires_system_cgroup2_and_emulated_triggers(
     with TriggerSet() as triggers, TriggerSet(poll_interval=0.1, psi_kernel_triggers=False) as em:
         triggers.arm_psi("system", str(proc_memory), SENSITIVE)
         triggers.arm_psi("cgroup", str(cgroup2 / "memory.pressure"), SENSITIVE)
-        em.arm_psi("emulated", str(proc_memory), SENSITIVE)
+        em.arm_psi("emulated", str(proc_memory), SENSITIVE_EMULATED)
         assert triggers.wait(0) == []
         staller = loadgen.spawn(
             "stall", f"--memcg={small_memcg}", f"--cgroup2={cgroup2}", f"--file={stall_file}"
