@@ -120,9 +120,9 @@ quiet."""
 
 SENSITIVE_EMULATED = psi.TriggerSpec.parse("memory some 10ms 1s")
 """1 % of a second, for the emulation: it sees the stall total as ``/proc/pressure``
-publishes it, and on a quiet machine the staller stalls about 30 ms a second there (40
-at most over any 1 s, measured), short of 50 ms, while the kernel's own triggers, which account stalls as
-they happen, still fire at 5 %."""
+publishes it, and on a quiet machine the staller stalls about 30 ms a second there
+(40 at most over any 1 s, measured), short of 50 ms, while the kernel's own triggers,
+which account stalls as they happen, still fire at 5 %."""
 
 
 @pytest.mark.slow
