@@ -97,13 +97,17 @@ class TestExtenderBehindKubeScheduler:
             plane, "kube-scheduler-extender", shipped_scheduler_config(plane, port)
         )
         with processes.stopped_after(scheduler, extender):
+            # kube-scheduler reaches a deployed extender through its Service, so only once
+            # it is ready (its view listed); here it is called directly: wait until the
+            # view holds the cluster's nodes, or the calls would see unknown nodes (pass)
+            cluster_nodes = len(plane.admin.get("/api/v1/nodes")["items"])
             o.eventually(
                 lambda: (
                     not extender.alive()
-                    or "nodeagent" in _safe(scrape.metrics, extender, metrics_token)
+                    or view_size(_safe(scrape.metrics, extender, metrics_token)) == cluster_nodes
                 ),
                 timeout=60,
-                what="the extender serves",
+                what=f"the extender's view of the {cluster_nodes} nodes",
             )
             assert extender.alive(), extender.tail()
             names = [f"ext-{i}" for i in range(6)]
@@ -132,6 +136,18 @@ class TestExtenderBehindKubeScheduler:
 def bound_node(plane: ControlPlane, namespace: str, name: str) -> str | None:
     node: str | None = o.get_pod(plane.admin, namespace, name)["spec"].get("nodeName")
     return node
+
+
+def view_size(metrics: str) -> int | None:
+    """The nodes in the extender's view once it has listed (None before, or unreadable)."""
+    found = dict(
+        re.findall(
+            r"^(nodeagent_extender_node_view_synced|nodeagent_extender_nodes) (\S+)$", metrics, re.M
+        )
+    )
+    if float(found.get("nodeagent_extender_node_view_synced", 0)) != 1:
+        return None
+    return int(float(found.get("nodeagent_extender_nodes", -1)))
 
 
 def answered(metrics: str) -> dict[tuple[str, str], float]:
