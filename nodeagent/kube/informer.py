@@ -25,7 +25,6 @@ build the usual ones from a client.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -122,7 +121,7 @@ class Informer:
         *,
         watch_timeout: int = 1800,
         backoff: retry.RetryPolicy = BACKOFF,
-        draw: Callable[[], float] = random.random,
+        draw: Callable[[], float] = retry.JITTER.random,
         name: str | None = None,
     ) -> None:
         self.list_watch = list_watch

@@ -13,7 +13,6 @@ but nobody evicts them twice.
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ class PodCache:
         initial_backoff: float = 0.5,
         max_backoff: float = 30.0,
         on_change: Callable[[PodSnapshot], None] | None = None,
-        draw: Callable[[], float] = random.random,
+        draw: Callable[[], float] = retry.JITTER.random,
     ) -> None:
         self.node_name = node_name
         self.field_selector = f"spec.nodeName={node_name}"

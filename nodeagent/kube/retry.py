@@ -19,6 +19,11 @@ import tenacity
 
 from nodeagent.kube import errors as kube_errors
 
+JITTER = random.Random()
+"""The jitter source of every backoff: an instance of its own, so drawing never moves the
+global ``random`` state, which a seeded simulation or a property test's generator may
+own while a background watch retries."""
+
 T = TypeVar("T")
 
 
@@ -54,7 +59,7 @@ def call(
     *,
     sleep: Callable[[float], None],
     on_retry: Callable[[BaseException, float], None] | None = None,
-    draw: Callable[[], float] = random.random,
+    draw: Callable[[], float] = JITTER.random,
 ) -> T:
     """Run ``fn`` under ``policy``; re-raise the last error when attempts run out.
     ``draw`` is the jitter source (uniform in [0, 1)), replaceable for tests.
