@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -118,18 +117,6 @@ def pod_condition(pod_object: dict[str, Any], kind: str) -> dict[str, Any] | Non
 def events(rest: Rest, namespace: str, *, reason: str | None = None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = rest.get(f"/api/v1/namespaces/{namespace}/events")["items"]
     return [e for e in items if reason is None or e.get("reason") == reason]
-
-
-def eventually(check: Callable[[], T | None], timeout: float = 30.0, what: str = "") -> T:
-    """``check()``'s first truthy value, polled until ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout} s: {what or check}")
-        time.sleep(0.05)
 
 
 def kustomize(directory: Path) -> list[dict[str, Any]]:

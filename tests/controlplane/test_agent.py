@@ -21,6 +21,7 @@ from tests.controlplane import objects as o
 from tests.controlplane import scrape
 from tests.controlplane.cluster import ApiError, ControlPlane, Nodes
 from tests.e2e import harness
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.kernel, pytest.mark.slow]
 
@@ -148,23 +149,23 @@ class TestAgentOnTheRealApiserver:
             status = admin.get(f"{budgets}/hog").get("status") or {}
             return status.get("disruptionsAllowed") if "currentHealthy" in status else None
 
-        assert o.eventually(lambda: allowed() is not None) and allowed() == 0
+        assert eventually(lambda: allowed() is not None) and allowed() == 0
         config = harness.e2e_config(nodefs, kubeconfig)
 
         with Kubelet(plane, namespace, nodefs) as kubelet:
             with harness.RunningAgent(config) as first:
                 first_registry = first.metrics.registry
-                o.eventually(lambda: node_condition(plane, DISK), what="the first condition")
+                eventually(lambda: node_condition(plane, DISK), what="the first condition")
                 assert node_condition(plane, DISK)["status"] == "False"  # type: ignore[index]
                 nodefs.write(nodefs.empty_dir(uids["hog"]), "fill", FILL)
                 # the hog's budget refuses (429): the next candidate goes instead
-                o.eventually(lambda: "spare" in kubelet.finished, what="spare evicted")
-                o.eventually(lambda: evictions(first_registry, "blocked_by_pdb") >= 1, what="a 429")
-                o.eventually(
+                eventually(lambda: "spare" in kubelet.finished, what="spare evicted")
+                eventually(lambda: evictions(first_registry, "blocked_by_pdb") >= 1, what="a 429")
+                eventually(
                     lambda: (node_condition(plane, DISK) or {}).get("status") == "True",
                     what="the condition",
                 )
-                o.eventually(lambda: DISK_TAINT in own_taints(plane), what="the taint")
+                eventually(lambda: DISK_TAINT in own_taints(plane), what="the taint")
                 raised = node_condition(plane, DISK)
                 assert refused(first_registry) == []
                 # its /metrics as Prometheus reads it: reviewed by the real apiserver
@@ -179,7 +180,7 @@ class TestAgentOnTheRealApiserver:
 
             # a restart under pressure adopts the condition and the taint as they are
             with harness.RunningAgent(config) as second:
-                o.eventually(lambda: second.loop.cycles >= 3, what="three cycles")
+                eventually(lambda: second.loop.cycles >= 3, what="three cycles")
                 again = node_condition(plane, DISK)
                 assert again is not None and raised is not None
                 assert again["status"] == "True"
@@ -190,24 +191,24 @@ class TestAgentOnTheRealApiserver:
                 # disruptionsAllowed 1 itself would race the agent: it evicts within a
                 # cycle, and the status falls back to 0 as the hog goes.)
                 admin.merge_patch(f"{budgets}/hog", {"spec": {"minAvailable": 0}})
-                o.eventually(lambda: "hog" in kubelet.finished, what="hog evicted")
-                o.eventually(
+                eventually(lambda: "hog" in kubelet.finished, what="hog evicted")
+                eventually(
                     lambda: (node_condition(plane, DISK) or {}).get("status") == "False",
                     timeout=TRANSITION + 15,
                     what="the condition to clear",
                 )
-                o.eventually(lambda: not own_taints(plane), what="the taint to go")
+                eventually(lambda: not own_taints(plane), what="the taint to go")
                 assert refused(second.metrics.registry) == []
 
         def evicted() -> list[dict[str, Any]]:
             return o.events(admin, namespace, reason="Evicted")
 
-        o.eventually(
+        eventually(
             lambda: sorted(e["involvedObject"]["name"] for e in evicted()) == ["hog", "spare"],
             what="Evicted events for hog and spare",
         )
         assert all("ephemeral-storage" in e["message"] for e in evicted())
-        o.eventually(
+        eventually(
             lambda: [
                 e
                 for e in o.events(admin, "default", reason="EvictionThresholdMet")

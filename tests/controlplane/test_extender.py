@@ -19,6 +19,7 @@ from nodeagent import model
 from tests.controlplane import objects as o
 from tests.controlplane import processes, scrape
 from tests.controlplane.cluster import ControlPlane, Nodes, free_port
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 
@@ -101,7 +102,7 @@ class TestExtenderBehindKubeScheduler:
             # it is ready (its view listed); here it is called directly: wait until the
             # view holds the cluster's nodes, or the calls would see unknown nodes (pass)
             cluster_nodes = len(plane.admin.get("/api/v1/nodes")["items"])
-            o.eventually(
+            eventually(
                 lambda: (
                     not extender.alive()
                     or view_size(_safe(scrape.metrics, extender, metrics_token)) == cluster_nodes
@@ -117,7 +118,7 @@ class TestExtenderBehindKubeScheduler:
                     o.pod(name, namespace, scheduler="default-scheduler"),
                 )
             placed = {
-                name: o.eventually(
+                name: eventually(
                     functools.partial(bound_node, plane, namespace, name),
                     timeout=60,
                     what=f"{name} bound by kube-scheduler",

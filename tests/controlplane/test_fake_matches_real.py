@@ -22,6 +22,7 @@ from nodeagent.kube import fake
 from tests.controlplane import objects as o
 from tests.controlplane.cluster import ControlPlane, Nodes, Rest
 from tests.fakeapi import server
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.controlplane
 
@@ -140,7 +141,7 @@ class RealBackend:
                 and status.get("disruptionsAllowed") == allowed
             )
 
-        o.eventually(settled, what=f"PDB {name}'s status from the disruption controller")
+        eventually(settled, what=f"PDB {name}'s status from the disruption controller")
 
 
 Case = Callable[[Backend], Any]

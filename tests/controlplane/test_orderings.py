@@ -30,6 +30,7 @@ from tests.controlplane import objects as o
 from tests.controlplane import processes, scrape
 from tests.controlplane.cluster import ApiError, ControlPlane, Nodes
 from tests.controlplane.test_scheduler import leads, scheduler_kubeconfig, shipped_config, start
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 
@@ -48,7 +49,7 @@ def scheduler(
         control_plane, "scheduler-orderings", scheduler_kubeconfig, shipped_config(tmp_path)
     )
     with processes.stopped_after(process):
-        o.eventually(lambda: leads(process, metrics_token), what="the scheduler leads")
+        eventually(lambda: leads(process, metrics_token), what="the scheduler leads")
         yield process
     assert process.popen.returncode == 0, process.tail()
 
@@ -98,7 +99,7 @@ def warm_up(plane: ControlPlane, namespace: str) -> str:
     plane.admin.create(
         f"/api/v1/namespaces/{namespace}/pods", o.pod("warm", namespace, cpu=f"{MILLICORES}m")
     )
-    o.eventually(lambda: placements(plane, namespace)["warm"], what="the warm-up pod bound")
+    eventually(lambda: placements(plane, namespace)["warm"], what="the warm-up pod bound")
     return "warm"
 
 
@@ -130,7 +131,7 @@ def bound_at_most_once(
     assert refused(process, namespace) <= doomed, process.tail()
     if not doomed:
         assert codes["409"] == 0, f"a binding of a bound pod: {codes}"
-    o.eventually(
+    eventually(
         lambda: survivors <= set(scheduled()) and sum(scheduled().values()) >= codes["201"],
         what="a Scheduled event per binding",
     )
@@ -149,7 +150,7 @@ def follow_up(plane: ControlPlane, namespace: str, name: str, millicores: int, n
     plane.admin.create(
         f"/api/v1/namespaces/{namespace}/pods", o.pod(name, namespace, cpu=f"{millicores}m")
     )
-    o.eventually(
+    eventually(
         lambda: placements(plane, namespace).get(name) == node,
         timeout=20,
         what=f"{name} ({millicores}m, all that is left) bound on {node}",
@@ -194,7 +195,7 @@ class TestOrderingsOnTheRealServer:
                 held["spec"]["schedulingGates"] = [{"name": "nodeagent.io/test-hold"}]
                 control_plane.admin.create(f"/api/v1/namespaces/{namespace}/pods", held)
                 created.append(name)
-            o.eventually(
+            eventually(
                 lambda: all(before[name] >= 1 for name in names), what="updates before binding"
             )
             for name in names:
@@ -202,10 +203,10 @@ class TestOrderingsOnTheRealServer:
                     f"/api/v1/namespaces/{namespace}/pods/{name}",
                     {"spec": {"schedulingGates": None}},
                 )
-            placed = o.eventually(
+            placed = eventually(
                 lambda: all_bound(control_plane, namespace, names), what="the burst bound"
             )
-            o.eventually(
+            eventually(
                 lambda: all(after[name] >= 2 for name in names), what="updates after the bindings"
             )
         finally:
@@ -244,7 +245,7 @@ class TestOrderingsOnTheRealServer:
         warm = warm_up(control_plane, namespace)
         names = [warm, *create_burst(control_plane, namespace, "del", delete)]
         survivors = [n for n in names if n not in doomed]
-        placed = o.eventually(
+        placed = eventually(
             lambda: all_bound(control_plane, namespace, survivors), what="the survivors bound"
         )
         assert set(placed) == set(survivors)
@@ -297,7 +298,7 @@ class TestOrderingsOnTheRealServer:
         nodes.create(o.node("order-other", cpu="2"))
         # bindings in flight to the deleted node succeed (the binding does not check the
         # node, as on the fake); the rest go to the new node
-        placed = o.eventually(
+        placed = eventually(
             lambda: all_bound(control_plane, namespace, names), what="the burst bound"
         )
         assert set(placed.values()) <= {"order-gone", "order-other"}, placed

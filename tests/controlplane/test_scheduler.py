@@ -21,6 +21,7 @@ import yaml
 from tests.controlplane import objects as o
 from tests.controlplane import processes, scrape
 from tests.controlplane.cluster import ControlPlane, Nodes
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 
@@ -87,7 +88,7 @@ def refused_requests(process: processes.Process, token: str) -> list[str]:
 
 def start(plane: ControlPlane, name: str, kubeconfig: Path, config: Path) -> processes.Process:
     process = processes.nodeagent_scheduler(plane, name, kubeconfig=kubeconfig, config=config)
-    o.eventually(
+    eventually(
         lambda: not process.alive() or scrape.ready(process), timeout=60, what=f"{name} ready"
     )
     assert process.alive(), process.tail()
@@ -121,15 +122,13 @@ class TestBinding:
         )
         with processes.stopped_after(scheduler):
             for name in fitting:
-                o.eventually(
-                    functools.partial(bound_node, control_plane, namespace, name), what=name
-                )
+                eventually(functools.partial(bound_node, control_plane, namespace, name), what=name)
             placed = {bound_node(control_plane, namespace, name) for name in fitting}
             assert placed == {"bind-a", "bind-b"}
             for name in fitting:
                 scheduled = o.pod_condition(o.get_pod(admin, namespace, name), "PodScheduled")
                 assert scheduled is not None and scheduled["status"] == "True"
-            misfit = o.eventually(
+            misfit = eventually(
                 lambda: o.pod_condition(o.get_pod(admin, namespace, "too-big"), "PodScheduled"),
                 what="too-big's PodScheduled condition",
             )
@@ -143,7 +142,7 @@ class TestBinding:
                     seen.setdefault(event["reason"], set()).add(event["involvedObject"]["name"])
                 return seen
 
-            o.eventually(
+            eventually(
                 lambda: (
                     reasons().get("Scheduled") == set(fitting)
                     and reasons().get("FailedScheduling") == {"too-big"}
@@ -171,7 +170,7 @@ class TestLeaderElection:
         first = start(control_plane, "scheduler-replica-1", scheduler_kubeconfig, config)
         second = start(control_plane, "scheduler-replica-2", scheduler_kubeconfig, config)
         with processes.stopped_after(first, second):
-            leader = o.eventually(
+            leader = eventually(
                 lambda: next((p for p in (first, second) if leads(p, metrics_token)), None),
                 what="a leader",
             )
@@ -184,7 +183,7 @@ class TestLeaderElection:
                 for name in names:
                     admin.create(f"/api/v1/namespaces/{namespace}/pods", o.pod(name, namespace))
                 for name in names:
-                    o.eventually(
+                    eventually(
                         functools.partial(bound_node, control_plane, namespace, name), what=name
                     )
 
@@ -192,9 +191,7 @@ class TestLeaderElection:
             create(before)
             leader.signal(signal.SIGKILL)
             leader.popen.wait(timeout=10)
-            o.eventually(
-                lambda: leads(standby, metrics_token), timeout=20, what="the standby leads"
-            )
+            eventually(lambda: leads(standby, metrics_token), timeout=20, what="the standby leads")
             after = [f"after-{i}" for i in range(6)]
             create(after)
 
@@ -209,7 +206,7 @@ class TestLeaderElection:
 
             # the new leader's events all arrive; the killed one's last few may not have
             # left it (as with kube-scheduler), but no pod is reported bound twice
-            o.eventually(lambda: set(after) <= set(scheduled()), what="the new leader's events")
+            eventually(lambda: set(after) <= set(scheduled()), what="the new leader's events")
             assert len(scheduled()) == len(set(scheduled()))
             assert set(scheduled()) <= set(before + after)
             # the new leader bound nothing twice: a second binding would be a 409
@@ -261,7 +258,7 @@ class TestPreemption:
             status: dict[str, Any] = admin.get(budget_path).get("status") or {}
             return status if status.get("currentHealthy") == 1 else None
 
-        status = o.eventually(budget_settled, what="the disruption controller's PDB status")
+        status = eventually(budget_settled, what="the disruption controller's PDB status")
         assert status["disruptionsAllowed"] == 0
 
         scheduler = start(
@@ -277,12 +274,12 @@ class TestPreemption:
                 pod = o.get_pod(admin, namespace, name)
                 return pod if pod["metadata"].get("deletionTimestamp") else None
 
-            victim = o.eventually(
+            victim = eventually(
                 functools.partial(deleted, "free"), what="the unprotected pod is deleted"
             )
             target = o.pod_condition(victim, "DisruptionTarget")
             assert target is not None and target["reason"] == "PreemptionByScheduler"
-            o.eventually(
+            eventually(
                 lambda: (
                     o.get_pod(admin, namespace, "urgent")["status"].get("nominatedNodeName")
                     == "preempt-a"
@@ -293,11 +290,11 @@ class TestPreemption:
             assert "deletionTimestamp" not in protected["metadata"]
             # no kubelet here: finish the victim's termination as its kubelet would
             admin.delete(f"{pods}/free", {"gracePeriodSeconds": 0})
-            o.eventually(
+            eventually(
                 lambda: bound_node(control_plane, namespace, "urgent") == "preempt-a",
                 what="the preemptor is bound",
             )
-            o.eventually(
+            eventually(
                 lambda: (
                     {
                         e["involvedObject"]["name"]

@@ -23,6 +23,7 @@ import pytest
 from tests.controlplane import objects as o
 from tests.controlplane import processes, scrape
 from tests.controlplane.cluster import ControlPlane, Nodes, Rest
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
 
@@ -49,7 +50,7 @@ def scheduler(control_plane: ControlPlane) -> Iterator[processes.Process]:
         config=o.MANIFESTS / "scheduler" / "config.yaml",
     )
     with processes.stopped_after(process):
-        o.eventually(lambda: not process.alive() or scrape.ready(process), timeout=60, what="ready")
+        eventually(lambda: not process.alive() or scrape.ready(process), timeout=60, what="ready")
         assert process.alive(), process.tail()
         yield process
 
@@ -143,9 +144,7 @@ class TestNodeConfinement:
         pod = f"nodeagent-{uuid.uuid4().hex[:8]}"
         token = o.agent_pod_token(control_plane, shipped, pod, "confine-a")
         client = Rest(control_plane.url, control_plane.ca.certificate, token=token)
-        o.eventually(
-            lambda: patch(client, *label("confine-b"))[0] == 403, what="the policy enforced"
-        )
+        eventually(lambda: patch(client, *label("confine-b"))[0] == 403, what="the policy enforced")
         yield client
         control_plane.admin.request(
             "DELETE", f"/api/v1/namespaces/nodeagent-system/pods/{pod}", {"gracePeriodSeconds": 0}

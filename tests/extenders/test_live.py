@@ -14,6 +14,7 @@ from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.extenders import stub
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.live import harness as h
+from tests.waiting import eventually
 
 
 @pytest.fixture
@@ -58,7 +59,7 @@ def test_filter_and_prioritize_extenders_steer_live_scheduling(
     )
     try:
         fake_api.cluster.create("pods", h.pod("web"))
-        assert h.eventually(lambda: h.node_of(fake_api, "web"), what="web bound") == "n3"
+        assert eventually(lambda: h.node_of(fake_api, "web"), what="web bound") == "n3"
         assert extender.verbs()[:2] == ["filter", "prioritize"]
     finally:
         scheduler.stop(bind_timeout=2)
@@ -79,7 +80,7 @@ def test_a_binder_extender_binds_live_pods(
     scheduler = start(fake_api, [{"urlPrefix": extender.url, "bindVerb": "bind"}])
     try:
         fake_api.cluster.create("pods", h.pod("web"))
-        assert h.eventually(lambda: h.node_of(fake_api, "web"), what="web bound") == "n1"
+        assert eventually(lambda: h.node_of(fake_api, "web"), what="web bound") == "n1"
         assert extender.verbs() == ["bind"]
         assert fake_api.requests_to("POST", r".*/binding$") == []  # not DefaultBinder
     finally:

@@ -22,6 +22,7 @@ from tests.fakeapi.fixtures import fake_api
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler import builders as b
 from tests.scheduler.live import harness as h
+from tests.waiting import eventually
 
 __all__ = ["fake_api"]
 
@@ -222,10 +223,10 @@ def test_the_live_cycle_fails_only_the_pod_a_plugin_raised_on(
     scheduler = h.start(fake_api, live=live, plugins=plugins)
     labels = {"plugin": "Faulty", "extension_point": "Filter"}
     try:
-        h.eventually(lambda: h.node_of(fake_api, "good") == "n1", what="good bound")
-        found = h.eventually(lambda: h.condition(fake_api, "bad"), what="bad's condition")
+        eventually(lambda: h.node_of(fake_api, "good") == "n1", what="good bound")
+        found = eventually(lambda: h.condition(fake_api, "bad"), what="bad's condition")
         assert found["reason"] == "SchedulerError" and "'Faulty'" in found["message"]
-        events = h.eventually(lambda: h.events_for(fake_api, "bad", "FailedScheduling"))
+        events = eventually(lambda: h.events_for(fake_api, "bad", "FailedScheduling"))
         assert "default/bad" in events[0]["message"]
         metrics = scheduler.metrics.registry
 
@@ -233,7 +234,7 @@ def test_the_live_cycle_fails_only_the_pod_a_plugin_raised_on(
             found = metrics.get_sample_value("nodeagent_scheduler_plugin_errors_total", labels)
             return found or 0.0
 
-        h.eventually(lambda: failures() >= 2, what="retried after backoff")
+        eventually(lambda: failures() >= 2, what="retried after backoff")
     finally:
         scheduler.stop(bind_timeout=2)
     assert not h.node_of(fake_api, "bad")

@@ -22,6 +22,7 @@ from nodeagent.scheduler.plugins import node_pressure
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.fuzz import strategies
 from tests.scheduler.live import harness as h
+from tests.waiting import eventually
 
 SEEDS = range(4)
 SHAPES = range(len(strategies.INVALID_POD_MUTATIONS))
@@ -80,7 +81,7 @@ def test_the_live_scheduler_answers_every_generated_pod(
 
     scheduler = h.start(fake_api)
     try:
-        h.eventually(lambda: all(answered(ns, n) for ns, n in valid), what="every pod answered")
+        eventually(lambda: all(answered(ns, n) for ns, n in valid), what="every pod answered")
     finally:
         scheduler.stop(bind_timeout=2)
 

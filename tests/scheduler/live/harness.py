@@ -4,9 +4,7 @@ server over HTTP (the real ``kubernetes`` client, real clock), and waiting."""
 from __future__ import annotations
 
 import dataclasses
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,19 +139,6 @@ def start(
     )
     assert scheduler.start(sync_timeout=10)
     return scheduler
-
-
-def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
-    """Poll ``check`` until it is truthy (its value is returned); the bound is generous:
-    a loaded machine is slow, and waiting on a condition costs nothing when it holds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout} s: {what or check}")
-        time.sleep(0.02)
 
 
 def node_of(api: FakeAPIServer, name: str) -> str:

@@ -28,6 +28,7 @@ from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.fakeapi.fixtures import write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.live import harness as h
+from tests.waiting import eventually
 
 Binder = tuple[ProcessBinder, client.RecordingObserver]
 
@@ -94,7 +95,7 @@ def test_the_child_records_one_scheduled_event_per_bound_pod(
         assert process_binder.bind(first, "n1").is_success
         with pytest.raises(FinalBindError):
             process_binder.bind(first, "n1")  # a 409 records nothing
-        [event] = h.eventually(lambda: h.events_for(fake_api, "p1", "Scheduled"))
+        [event] = eventually(lambda: h.events_for(fake_api, "p1", "Scheduled"))
         assert event["message"] == "Successfully assigned default/p1 to n1"
         assert event["type"] == "Normal"
         assert event["involvedObject"]["uid"] == first.uid
@@ -106,7 +107,7 @@ def test_the_child_records_one_scheduled_event_per_bound_pod(
             assert process_binder.bind(next(more), "n1").is_success
             return ("create", "events", "201") in recorder.requests
 
-        h.eventually(shipped, what="the event's request observed")
+        eventually(shipped, what="the event's request observed")
     finally:
         process_binder.close()
     # every bound pod's event is written before the child exits, and only those
@@ -131,7 +132,7 @@ def test_bindings_go_on_while_the_events_api_hangs_and_the_events_follow(
             for name in names:
                 assert process_binder.bind(pending(fake_api, name), "n1").is_success
             assert fake_api.cluster.list("events").items == ()
-        h.eventually(
+        eventually(
             lambda: len(fake_api.cluster.list("events").items) == len(names),
             what="every held event written once the API answers",
         )
@@ -194,7 +195,7 @@ def test_a_child_that_dies_fails_what_it_held_and_is_replaced(
     outcome: list[api.Status] = []
     waiter = threading.Thread(target=lambda: outcome.append(process_binder.bind(held, "n1")))
     waiter.start()
-    h.eventually(lambda: len(fake_api.requests_to("POST", "/binding$")) == 2, what="POST sent")
+    eventually(lambda: len(fake_api.requests_to("POST", "/binding$")) == 2, what="POST sent")
     child = process_binder._child
     assert child is not None
     assert child.process.pid is not None
@@ -215,7 +216,7 @@ def test_children_that_die_before_answering_are_not_restarted_in_a_loop(
     try:
         pod = pending(fake_api, "p1")
         assert "exited before answering" in process_binder.bind(pod, "n1").message
-        h.eventually(
+        eventually(
             lambda: process_binder._child is not None and process_binder._child.exited.is_set()
         )
         # the second start waits for the first delay; a binding meanwhile is refused
@@ -224,7 +225,7 @@ def test_children_that_die_before_answering_are_not_restarted_in_a_loop(
         now[0] = 1.0
         assert "exited before answering" in process_binder.bind(pod, "n1").message
         assert process_binder.starts == 2
-        h.eventually(
+        eventually(
             lambda: process_binder._child is not None and process_binder._child.exited.is_set()
         )
         now[0] = 2.5  # the delay doubled: 2 s from the second start
@@ -277,8 +278,8 @@ def test_the_live_scheduler_binds_every_pod_through_it(
     )
     assert scheduler.start(sync_timeout=10)
     try:
-        h.eventually(lambda: all(h.node_of(fake_api, f"p{i}") for i in range(30)), what="all bound")
-        h.eventually(lambda: scheduler.bound_count == 30, what="all confirmed")
+        eventually(lambda: all(h.node_of(fake_api, f"p{i}") for i in range(30)), what="all bound")
+        eventually(lambda: scheduler.bound_count == 30, what="all confirmed")
     finally:
         scheduler.stop()
     assert len(fake_api.requests_to("POST", "/binding$")) == 30

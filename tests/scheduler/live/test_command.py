@@ -23,6 +23,7 @@ from tests.fakeapi.fixtures import write_kubeconfig
 from tests.fakeapi.server import FakeAPIServer
 from tests.observability import tools
 from tests.scheduler.live import harness as h
+from tests.waiting import eventually
 
 
 @pytest.mark.parametrize(
@@ -93,7 +94,7 @@ def test_the_process_binds_serves_metrics_and_releases_its_lease_on_sigterm(
         env={**os.environ, "KUBERNETES_SERVICE_HOST": ""},
     )
     try:
-        h.eventually(lambda: h.node_of(fake_api, "p1") == "n1", timeout=20)
+        eventually(lambda: h.node_of(fake_api, "p1") == "n1", timeout=20)
         assert get(f"http://127.0.0.1:{port}/readyz")[0] == 200
         assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
         bound = (
@@ -101,8 +102,10 @@ def test_the_process_binds_serves_metrics_and_releases_its_lease_on_sigterm(
             'verb="create"} 1.0'
         )
         # the API shows the pod bound before the binding's answer is counted: wait for it
-        status, metrics = h.eventually(
-            lambda: (answer := get(f"http://127.0.0.1:{port}/metrics"))[1].count(bound) and answer,
+        status, metrics = eventually(
+            lambda: (
+                answer if bound in (answer := get(f"http://127.0.0.1:{port}/metrics"))[1] else None
+            ),
             what="the binding counted",
         )
         assert status == 200

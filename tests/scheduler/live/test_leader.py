@@ -13,7 +13,8 @@ from nodeagent.scheduler.live.leader import Action, LeaderElectionSettings, Leas
 from nodeagent.scheduler.live.queue import Where
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.live import harness as h
-from tests.scheduler.live.harness import eventually, node_of
+from tests.scheduler.live.harness import node_of
+from tests.waiting import eventually
 
 FAST = LeaderElectionSettings(
     leader_elect=True,

@@ -10,7 +10,8 @@ import pytest
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.live import harness as h
-from tests.scheduler.live.harness import condition, eventually, node_of
+from tests.scheduler.live.harness import condition, node_of
+from tests.waiting import eventually
 
 PRESSURE_TAINT = {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}
 

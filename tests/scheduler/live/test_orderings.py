@@ -17,7 +17,8 @@ import pytest
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.fakeapi.server import FakeAPIServer, Hold, Request
 from tests.scheduler.live import harness as h
-from tests.scheduler.live.harness import eventually, node_of
+from tests.scheduler.live.harness import node_of
+from tests.waiting import eventually
 
 POD_WATCH = r"^/api/v1/pods$"
 
@@ -42,6 +43,13 @@ def binding_held(api: FakeAPIServer, name: str, *, cpu: str) -> Hold:
 def bound_once(api: FakeAPIServer) -> None:
     pods = [b[1] for b in api.cluster.bindings]
     assert len(pods) == len(set(pods)), f"a pod bound twice: {pods}"
+
+
+def follow_up_binds(api: FakeAPIServer, *, cpu: str, node: str, what: str) -> None:
+    """A pod ``b`` asking exactly the room that should be left is bound to ``node``: the
+    proof that no phantom usage stayed behind."""
+    api.cluster.create("pods", h.pod("b", cpu=cpu))
+    eventually(lambda: node_of(api, "b") == node, what=what)
 
 
 def settled(scheduler: LiveScheduler) -> bool:
@@ -77,8 +85,9 @@ class TestOrderings:
         assert scheduler.queue.where(uid) is None, "an update of an assumed pod never queues it"
         watch.release()
         eventually(lambda: settled(scheduler), what="a confirmed")
-        cluster.create("pods", h.pod("b", cpu="500m"))  # exactly what is left
-        eventually(lambda: node_of(fake_api, "b") == "n1", what="b bound where a left room")
+        follow_up_binds(
+            fake_api, cpu="500m", node="n1", what="b bound where a left room"
+        )  # exactly what is left
         assert len(posts(fake_api, "a")) == 1, "a bound pod is never bound again"
         bound_once(fake_api)
 
@@ -103,8 +112,7 @@ class TestOrderings:
             what="the scheduler's Binding rejected status written after the outage",
         )
         eventually(lambda: scheduler.queue.where(self._uid(fake_api, "a")) is None)
-        cluster.create("pods", h.pod("b", cpu="500m"))
-        eventually(lambda: node_of(fake_api, "b") == "n1", what="b bound where a left room")
+        follow_up_binds(fake_api, cpu="500m", node="n1", what="b bound where a left room")
         assert scheduler.queue.where(self._uid(fake_api, "a")) is None
         bound_once(fake_api)
         assert node_of(fake_api, "a") == "n1"
@@ -117,8 +125,7 @@ class TestOrderings:
         fake_api.lose_responses(1, method="POST", path=binding_path("a"))
         cluster.create("pods", h.pod("a", cpu="1500m"))
         eventually(lambda: node_of(fake_api, "a") == "n1" and settled(scheduler))
-        cluster.create("pods", h.pod("b", cpu="500m"))
-        eventually(lambda: node_of(fake_api, "b") == "n1", what="b bound where a left room")
+        follow_up_binds(fake_api, cpu="500m", node="n1", what="b bound where a left room")
         bound_once(fake_api)
 
     def test_a_pod_deleted_while_its_binding_is_in_flight_leaves_no_usage(
@@ -130,8 +137,9 @@ class TestOrderings:
         cluster.delete("pods", "default", "a")
         binding.release()  # 404
         eventually(lambda: settled(scheduler), what="a forgotten")
-        cluster.create("pods", h.pod("b", cpu="2"))  # the whole node
-        eventually(lambda: node_of(fake_api, "b") == "n1", what="b bound on the freed node")
+        follow_up_binds(
+            fake_api, cpu="2", node="n1", what="b bound on the freed node"
+        )  # the whole node
         assert [b[1] for b in cluster.bindings] == ["b"]
 
     def test_a_node_deleted_while_a_binding_to_it_is_in_flight(
@@ -146,8 +154,9 @@ class TestOrderings:
         cluster.delete("nodes", "", target)
         binding.release()  # as kube-apiserver, the binding does not check the node
         eventually(lambda: settled(scheduler), what="a's binding finished")
-        cluster.create("pods", h.pod("b", cpu="2"))  # the whole surviving node
-        eventually(lambda: node_of(fake_api, "b") == other, what="b bound on the other node")
+        follow_up_binds(
+            fake_api, cpu="2", node=other, what="b bound on the other node"
+        )  # the whole surviving node
         bound_once(fake_api)
         cluster.delete("pods", "default", "a")  # the pod GC removes the orphan
         cluster.create("nodes", h.node(target, cpu="2"))  # the node comes back, empty

@@ -11,10 +11,11 @@ from nodeagent.kube import fake
 from nodeagent.scheduler import api
 from nodeagent.scheduler.live.reporter import Reporter
 from tests.scheduler.live import harness as h
+from tests.waiting import eventually
 
 
 def wait_idle(reporter: Reporter) -> None:
-    h.eventually(reporter.idle, timeout=10, what="everything queued written")
+    eventually(reporter.idle, timeout=10, what="everything queued written")
 
 
 def test_a_hundred_retries_write_one_condition_and_one_event() -> None:
