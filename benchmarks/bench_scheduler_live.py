@@ -44,16 +44,17 @@ import os
 import resource
 import statistics
 import tempfile
+import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from benchmarks import cpu_breakdown
-from nodeagent.actuators.events import NORMAL, InvolvedObject, UniqueEvents
 from nodeagent.kube import fake, http, retry
-from nodeagent.scheduler import registry
+from nodeagent.scheduler import objects, registry
+from nodeagent.scheduler.api import BindResult
 from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.scheduler import LiveScheduler
@@ -147,38 +148,58 @@ def client(url: str, pool: int) -> http.HTTPKubeClient:
     )
 
 
-def bind_ceiling(pods: int, workers: int) -> float:
-    """Pods per second the fake server takes the scheduler's per-pod writes for (the
-    binding POST, then the ``Scheduled`` event as the binding process writes it), with
-    ``workers`` pods in flight and nothing else running."""
-    proc = ServerProcess(0, pods)
-    kube = client(proc.url, workers + 4)
-    events = UniqueEvents(reason="Scheduled", event_type=NORMAL, component=PROFILE, host="ceiling")
-    node_name = "node-00000"
+def bind_target(url: str, directory: Path) -> http.ConnectionSpec:
+    """How the binding process reaches the fake server: no client-side rate limit."""
+    return http.ConnectionSpec(
+        write_kubeconfig(directory / "kubeconfig", url),
+        qps=100_000,
+        burst=100_000,
+        retry_policy=retry.RetryPolicy(attempts=3),
+        timeout=(5.0, 60.0),
+    )
 
-    def bind(target: tuple[str, str]) -> None:
-        name, uid = target
-        kube.bind_pod("default", name, uid=uid, node_name=node_name)
-        kube.post_event(
-            "default",
-            events.body(
-                InvolvedObject("Pod", name, "default", uid),
-                f"Successfully assigned default/{name} to {node_name}",
-            ),
-        )
+
+def bind_ceiling(pods: int, directory: Path) -> float:
+    """Pods per second the fake server takes the scheduler's per-pod writes for (the
+    binding POST and the ``Scheduled`` event), written by the binding process as the
+    scheduler hands it bindings, all handed over at once, nothing else running: the
+    server's pace, the end-to-end run's bound."""
+    proc = ServerProcess(0, pods)
+    kube = client(proc.url, 4)
+    binder = bind_process.ProcessBinder(
+        bind_target(proc.url, directory),
+        lambda: True,
+        reporting=bind_process.Reporting(PROFILE, "ceiling"),
+    )
+    answered = threading.Semaphore(0)
+    outcomes: list[BindResult] = []
+
+    def done(result: BindResult, why: str) -> None:
+        outcomes.append(result)
+        answered.release()
 
     try:
-        listed = kube.list_pods()
-        targets = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in listed.items]
+        listed = [objects.parse_pod(p) for p in kube.list_pods().items]
+        first, rest = listed[0], listed[1:]
+        binder.bind_async(first, "node-00000", done)
+        binder.flush()
+        answered.acquire()  # the child has started
         started = time.perf_counter()
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(bind, targets))
+        for pod in rest:
+            binder.bind_async(pod, "node-00000", done)
+            binder.flush(due_only=True)  # as the scheduling loop
+        binder.flush()
+        for _ in rest:
+            answered.acquire()
+        binder.close(60)  # the last events written
         elapsed = time.perf_counter() - started
     finally:
+        binder.close(60)
         kube.close()
         _, scheduled, _ = proc.stop()
-    assert scheduled == len(targets), f"{scheduled} events stored for {len(targets)} pods"
-    return len(targets) / elapsed
+    assert outcomes.count(BindResult.BOUND) == len(listed), f"bound: {Counter(outcomes)}"
+    assert scheduled == len(listed), f"{scheduled} events stored for {len(listed)} pods"
+    return len(rest) / elapsed
 
 
 def _peak_rss_mib(pid: int) -> float:
@@ -214,17 +235,8 @@ def end_to_end(
     settings = dataclasses.replace(settings, bind_workers=workers, qps=100_000, burst=100_000)
     proc = ServerProcess(nodes, pods)
     kube = client(proc.url, workers + 8)
-    connect = None
-    if binding_process:
-        connect = http.ConnectionSpec(
-            write_kubeconfig(directory / "kubeconfig", proc.url),
-            qps=100_000,
-            burst=100_000,
-            retry_policy=retry.RetryPolicy(attempts=3),
-            timeout=(5.0, 60.0),
-            pool_size=workers + 2,
-        ).connect
-    scheduler = LiveScheduler(kube, settings, seed=1, bind_connect=connect)
+    target = bind_target(proc.url, directory) if binding_process else None
+    scheduler = LiveScheduler(kube, settings, seed=1, bind_target=target)
     sampling = contextlib.ExitStack()
     raw = Path(os.environ.get("BENCH_PROFILE_RAW") or directory / "profile.raw")
     if profile:  # py-spy on this process and its children (server, binding process)
@@ -297,10 +309,8 @@ def end_to_end(
 
 
 def _repetition(conn: multiprocessing.connection.Connection, args: argparse.Namespace) -> None:
-    # as many bindings in flight as the scheduler keeps (its pool follows the child's)
-    in_flight = args.workers if args.in_process_binding else min(args.workers, bind_process.THREADS)
-    ceiling = bind_ceiling(min(args.pods, 5000), in_flight)
     with tempfile.TemporaryDirectory() as directory:
+        ceiling = bind_ceiling(min(args.pods, 5000), Path(directory))
         run = end_to_end(
             args.nodes,
             args.pods,

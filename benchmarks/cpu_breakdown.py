@@ -32,12 +32,19 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("server: HTTP and JSON", ("tests/fakeapi/server.py", "http/server.py", "socketserver.py")),
     # the scheduler's processes
     ("metrics", ("prometheus_client/",)),
-    ("Scheduled events", ("_ScheduledEvents", "nodeagent/actuators/events.py", "reporter.py")),
-    ("binding HTTP", ("_bind (nodeagent/scheduler/live/bind_process",)),
+    (
+        "Scheduled events",
+        ("_record_scheduled", "_event_recorded", "nodeagent/actuators/events.py", "reporter.py"),
+    ),
+    # the binding process: what its loop does with answers and requests (llhttp, the
+    # Poster), the socket to the scheduler, asyncio's own turn of the loop
+    ("binding process: HTTP", ("nodeagent/kube/pipeline.py", "httptools")),
+    ("binding process: from and to the scheduler", ("_Child._read", "_Child._flush", "Frames")),
+    ("binding process: event loop", ("asyncio/",)),
     ("scheduling cycle", ("schedule_one (",)),
     ("informer: JSON decoding", ("_HTTPWatch", "HTTPKubeClient._list", "msgspec")),
     ("informer: handlers", ("Informer.apply", "Informer.sync_once")),
-    ("binding hand-off (pipe)", ("ProcessBinder", "serve (nodeagent/scheduler/live/bind_process")),
+    ("binding hand-off (socket)", ("ProcessBinder",)),
     ("binding cycle", ("BindingPool", "_binding_done")),
     ("queue (pop, flush)", ("SchedulingQueue",)),
 )

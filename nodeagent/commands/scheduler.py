@@ -18,7 +18,7 @@ configuration error (nothing was started).
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -27,15 +27,17 @@ from nodeagent.agent import logs
 from nodeagent.agent.settings import LogFormat, LogLevel
 from nodeagent.commands import schedule
 from nodeagent.commands.stopping import on_stop_signals
+from nodeagent.errors import ConfigError
 from nodeagent.kube import http, retry
 from nodeagent.observability.server import ObservabilityServer
 from nodeagent.scheduler import config, registry
-from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.metrics import SchedulerMetrics
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from nodeagent.serving import settings as serving_settings
 from nodeagent.serving.server import Protection
+
+log = logging.getLogger("nodeagent.scheduler")
 
 
 def _bool(text: str) -> bool:
@@ -101,11 +103,15 @@ def build(args: argparse.Namespace) -> tuple[LiveScheduler, ObservabilityServer]
         pool_size=settings.bind_workers + 8,
     )
     kube = connection.connect(observer=metrics)
-    bind_connect = None
-    if args.bind_process:
-        # its own budget of qps/burst, as the bindings are its only requests
-        bind_connect = dataclasses.replace(connection, pool_size=bind_process.THREADS).connect
-    scheduler = LiveScheduler(kube, settings, metrics=metrics, bind_connect=bind_connect)
+    # the binding process has a budget of its own (the same qps/burst)
+    bind_target: http.ConnectionSpec | None = connection if args.bind_process else None
+    if bind_target is not None:
+        try:
+            bind_target.resolve()  # what it cannot reach (a proxy) is known now
+        except ConfigError as exc:
+            log.warning("binding from the scheduler's own process: %s", exc)
+            bind_target = None
+    scheduler = LiveScheduler(kube, settings, metrics=metrics, bind_target=bind_target)
     protection = Protection.connect(
         security,
         configuration=lambda: http.load_configuration(settings.kubeconfig),

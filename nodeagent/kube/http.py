@@ -51,12 +51,15 @@ from kubernetes.client.exceptions import ApiException
 
 from nodeagent import errors
 from nodeagent.clock import Clock, RealClock
-from nodeagent.kube import client, ratelimit, retry
+from nodeagent.kube import client, ratelimit, retry, writes
 from nodeagent.kube import errors as kube_errors
+from nodeagent.kube.address import Address
 
 T = TypeVar("T")
 
 DEFAULT_RETRY = retry.RetryPolicy()
+
+USER_AGENT = "nodeagent"
 
 DEFAULT_TIMEOUT = (5.0, 30.0)
 """(connect, read) seconds for ordinary requests."""
@@ -112,6 +115,13 @@ class ConnectionSpec:
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
     pool_size: int | None = None
 
+    def resolve(self) -> tuple[Address, Callable[[], dict[str, str]]]:
+        """The API server as plain values, and what reads the credentials' headers
+        (asked again from time to time: a token that rotates), for a process that
+        imports no ``kubernetes`` (the binding process)."""
+        configuration = load_configuration(self.kubeconfig)
+        return address(configuration), functools.partial(credentials, configuration)
+
     def connect(self, observer: client.ApiCallObserver | None = None) -> HTTPKubeClient:
         return HTTPKubeClient.connect(
             load_configuration(self.kubeconfig),
@@ -122,6 +132,55 @@ class ConnectionSpec:
             timeout=self.timeout,
             pool_size=self.pool_size,
         )
+
+
+def _address(configuration: kubernetes.client.Configuration) -> Address:
+    url = urllib.parse.urlsplit(configuration.host)
+    ca_data = configuration.ca_cert_data
+    https = url.scheme == "https"
+    return Address(
+        host=url.hostname or "localhost",
+        port=url.port or (443 if https else 80),
+        https=https,
+        prefix=url.path.rstrip("/"),
+        ca_file=configuration.ssl_ca_cert,
+        ca_data=ca_data.decode() if isinstance(ca_data, bytes) else ca_data,
+        cert_file=configuration.cert_file,
+        key_file=configuration.key_file,
+        verify=bool(configuration.verify_ssl),
+        check_hostname=configuration.assert_hostname is not False,
+        server_hostname=configuration.tls_server_name or None,
+        headers=(("User-Agent", USER_AGENT),),
+    )
+
+
+def address(configuration: kubernetes.client.Configuration) -> Address:
+    """``configuration``'s API server as plain values (for the binding process).
+    Raises ConfigError for what :mod:`~nodeagent.kube.pipeline` does not speak (an HTTP
+    proxy)."""
+    if configuration.proxy:
+        raise errors.ConfigError(
+            f"the binding process cannot reach the API server through a proxy "
+            f"({configuration.proxy}); bind from the scheduler's own process instead",
+            field="proxy",
+        )
+    if urllib.parse.urlsplit(configuration.host).scheme not in ("http", "https"):
+        raise errors.ConfigError(
+            f"API server URL {configuration.host!r}: the scheme must be http or https",
+            field="server",
+        )
+    return _address(configuration)
+
+
+def credentials(configuration: kubernetes.client.Configuration) -> dict[str, str]:
+    """The credentials' headers now: the library's own answer (a kubeconfig token, an
+    in-cluster token re-read when it rotates, an exec plugin's)."""
+    settings: Mapping[str, Any] = configuration.auth_settings()
+    return {
+        str(setting["key"]): str(setting["value"])
+        for setting in settings.values()
+        if setting["in"] == "header" and setting["value"]
+    }
 
 
 class Headers(Protocol):
@@ -203,21 +262,9 @@ class KeepAlive:
         if configuration.proxy or configuration.tls_server_name:
             return None
         scheme = urllib.parse.urlsplit(configuration.host).scheme
-        if scheme == "http":
-            return cls(api_client, timeout, None)
-        if scheme != "https":
+        if scheme not in ("http", "https"):
             return None
-        context = ssl.create_default_context(
-            cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data
-        )
-        if configuration.cert_file:
-            context.load_cert_chain(configuration.cert_file, configuration.key_file)
-        if not configuration.verify_ssl:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        elif configuration.assert_hostname is False:
-            context.check_hostname = False
-        return cls(api_client, timeout, context)
+        return cls(api_client, timeout, _address(configuration).tls())
 
     def _connection(self) -> http.client.HTTPConnection:
         while True:
@@ -245,15 +292,8 @@ class KeepAlive:
     def post(self, path: str, body: bytes) -> Answer:
         """POST ``body`` (JSON) to ``path`` and read the whole answer. Raises OSError or
         :class:`http.client.HTTPException` when no answer came."""
-        headers = self._headers
-        # the library's own answer (a kubeconfig token, an in-cluster token re-read
-        # when it rotates, an exec plugin's), asked per request as the ApiClient does
-        auth = self._configuration.auth_settings()
-        if auth:
-            headers = {**headers}
-            for setting in auth.values():
-                if setting["in"] == "header" and setting["value"]:
-                    headers[setting["key"]] = setting["value"]
+        # asked per request, as the ApiClient does
+        headers = {**self._headers, **credentials(self._configuration)}
         conn = self._connection()
         try:
             conn.request("POST", self._prefix + path, body, headers)
@@ -321,7 +361,7 @@ class HTTPKubeClient:
         # the library's own urllib3 retries would hide faults from our policy and metrics
         configuration.retries = False
         api_client = kubernetes.client.ApiClient(configuration)
-        api_client.user_agent = "nodeagent"
+        api_client.user_agent = USER_AGENT
         return cls(
             api_client,
             limiter=ratelimit.TokenBucket(qps, burst, clock=clock),
@@ -595,15 +635,13 @@ class HTTPKubeClient:
         )
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
-        body = binding_body(namespace, name, uid=uid, node_name=node_name)
+        body = writes.binding_body(namespace, name, uid=uid, node_name=node_name)
         # the answer (a Status) is not read; only faults with no answer are retried
         self._call(
             "create",
             "pods/binding",
             f"bind pod {namespace}/{name} to {node_name}",
-            self._post_json(
-                f"/api/v1/namespaces/{_path(namespace)}/pods/{_path(name)}/binding", body
-            ),
+            self._post_json(writes.binding_path(namespace, name), body),
             decode=False,
         )
 
@@ -715,7 +753,7 @@ class HTTPKubeClient:
             "events",
             f"create event in {namespace}",
             self._post_json(
-                f"/api/v1/namespaces/{_path(namespace)}/events",
+                writes.events_path(namespace),
                 msgspec.json.encode(event),
             ),
         )
@@ -725,7 +763,7 @@ class HTTPKubeClient:
             "create",
             "events",
             f"create event in {namespace}",
-            self._post_json(f"/api/v1/namespaces/{_path(namespace)}/events", body),
+            self._post_json(writes.events_path(namespace), body),
             decode=False,
         )
 
@@ -774,23 +812,6 @@ class HTTPKubeClient:
                 "/apis/authorization.k8s.io/v1/subjectaccessreviews", json.dumps(body).encode()
             ),
         )
-
-
-def binding_body(namespace: str, name: str, *, uid: str, node_name: str) -> bytes:
-    """The ``pods/NAME/binding`` request body: a v1 Binding with the pod's uid (the API
-    server refuses it for a namesake pod) and the target node."""
-    return msgspec.json.encode(
-        {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
-        }
-    )
-
-
-def _path(segment: str) -> str:
-    return urllib.parse.quote(segment, safe="")
 
 
 class _HTTPWatch:

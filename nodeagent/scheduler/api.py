@@ -499,3 +499,13 @@ def is_scalar_resource(name: str) -> bool:
 class FinalBindError(Exception):
     """The API answered a binding with 409 or 404: the pod changed under us. (Here, not
     in the binder, so that the binding process imports no framework.)"""
+
+
+class BindResult(StrEnum):
+    """How a binding cycle ended."""
+
+    BOUND = "bound"
+    FINAL = "final"
+    """409/404: an answer about the pod; backs off quietly, the watch tells the rest."""
+    FAILED = "failed"
+    """A fault: backs off, with ``PodScheduled=False`` (SchedulerError)."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from nodeagent import errors
-from nodeagent.kube import client, fake, http, informer, retry
+from nodeagent.kube import client, fake, http, informer, retry, writes
 from tests.fakeapi import fixtures, objects
 from tests.fakeapi.server import FakeAPIServer
 
@@ -161,7 +161,7 @@ def test_the_binding_request_is_exactly_a_v1_binding_with_the_client_s_auth(
         "metadata": {"name": "p", "namespace": "default", "uid": uid},
         "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"},
     }
-    assert http.binding_body("default", "p", uid=uid, node_name="n1") == (
+    assert writes.binding_body("default", "p", uid=uid, node_name="n1") == (
         b'{"apiVersion":"v1","kind":"Binding","metadata":{"name":"p","namespace":"default",'
         + f'"uid":"{uid}"}},"target":{{"apiVersion":"v1","kind":"Node","name":"n1"}}}}'.encode()
     )

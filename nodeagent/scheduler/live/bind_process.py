@@ -1,341 +1,117 @@
-"""Binding POSTs from a process of their own.
+"""Bindings and ``Scheduled`` events from a process of their own: the scheduler's side.
 
-Why a process: CPython runs one thread at a time. A binding's HTTP exchange (urllib3,
-http.client's header parsing, JSON) costs about half a millisecond of interpreter time,
-and at several hundred pods a second the binding threads held the interpreter more than
-half of the time. Worse, the scheduling thread (a cycle is about 0.3 ms of work on 5000
-nodes) spent five times its own work waiting for the interpreter, so the scheduling
-loop, which must stay serial, set the pace (docs/scheduler.md, "Throughput"). A child
-process has an interpreter of its own: it does the POSTs; the scheduler's binding
-threads hand each request over a pipe and wait for the answer, which costs them a few
-tens of microseconds.
+Why a process: CPython runs one thread at a time, and at a thousand pods a second the
+two writes per pod (the binding, the event: HTTP, JSON, system calls) are as much
+interpreter time as the scheduling cycles. A child process has an interpreter of its
+own (:mod:`~nodeagent.scheduler.live.bind_child`, which writes them pipelined from one
+thread); the scheduling loop pays a message over a socket pair per binding.
 
-What stays in the scheduler: the whole binding cycle (PreBind, Bind, PostBind,
-Unreserve) and the leader check right before a request is handed over. The child runs
-as many requests at once as the scheduler has binding threads (:data:`THREADS`, or
-fewer), so nothing waits in the child that the scheduler has not just allowed; and a
-replica that lost its lease kills the child (:meth:`ProcessBinder.abandon`) and hands
-over nothing new.
+What stays here: the binding cycle (PreBind, Bind, PostBind, Unreserve) and the leader
+check right before a binding is handed over. A binding whose cycle is DefaultBinder's
+alone is handed over by the scheduling thread itself (:meth:`ProcessBinder.bind_async`,
+:func:`~nodeagent.scheduler.live.binder.direct_binder`) and its cycle ends on the
+thread that reads the answers, so no thread waits per binding; any other waits in
+:meth:`ProcessBinder.bind`. A replica that lost its lease kills the child
+(:meth:`ProcessBinder.abandon`) and hands over nothing new.
 
-With :class:`Reporting` the child also records each bound pod's ``Scheduled`` event,
-right after the binding and off its binding threads: a bounded queue (dropped when
-full, as client-go's broadcaster drops) drained by :data:`EVENT_WRITERS` threads over a
-client of their own (a budget of their own, as kube-scheduler's event clientset). One
-event writer in the scheduler kept up with about 350 pods a second; here the events'
-requests cost the scheduler's interpreter nothing.
-
-The child connects with the scheduler's own client layer (:class:`~nodeagent.kube.http.
-ConnectionSpec`, the same retry policy and rate limit), reports each request and retry
-back for the scheduler's metrics, and exits when its pipe closes (the scheduler is gone)
-or when asked. A child that dies fails the bindings in flight (they back off and are
-retried; a binding that did reach the API server is then answered 409 and not retried)
-and is started again for the next binding.
+The child connects with the scheduler's own connection settings (a
+:class:`~nodeagent.kube.http.ConnectionSpec`: the kubeconfig, the same retry policy and
+rate limit), reports each request and retry back for the scheduler's metrics, and exits
+when its socket closes (the scheduler is gone) or when asked. A child that dies fails
+the bindings in flight (they back off and are retried; a binding that did reach the API
+server is then answered 409 and not retried) and is started again for the next binding.
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
-import multiprocessing
-import multiprocessing.connection
-import multiprocessing.process
-import queue
-import signal
+import os
+import select
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
+from typing import Protocol
 
-from nodeagent import errors, heap
-from nodeagent.actuators.events import NORMAL, InvolvedObject, UniqueEvents
-from nodeagent.kube import client
+from nodeagent import errors
+from nodeagent.kube import client, retry
+from nodeagent.kube.address import Address
 from nodeagent.scheduler import api
-from nodeagent.scheduler.api import FinalBindError
-from nodeagent.scheduler.live import reporter
+from nodeagent.scheduler.api import BindResult, FinalBindError
+from nodeagent.scheduler.live import bind_child
+from nodeagent.scheduler.live.bind_child import Reporting
+
+__all__ = ["ANSWER_TIMEOUT", "RESTART_BACKOFF", "ProcessBinder", "Reporting", "Target"]
 
 log = logging.getLogger(__name__)
-
-Connect = Callable[[client.ApiCallObserver], client.ClusterClient]
-"""Builds the child's client; must pickle (e.g. ``ConnectionSpec.connect``)."""
-
-THREADS = 8
-"""Requests the child has in flight at once. More is slower here, not faster: with 16,
-its threads and the API server's contend for the interpreter and the CPU (5000 nodes,
-10 000 pods on 2 cores: 651 pods/s with 16, 782-875 with 8, 811 with 4). At an API
-latency of 10 ms, 8 is 800 bindings a second, sixteen times the default qps of 50."""
 
 RESTART_BACKOFF = (1.0, 30.0)
 """Seconds between starts of a child while children keep dying before answering
 anything (a kubeconfig the child cannot read, say): initial, doubling to the cap."""
 
 ANSWER_TIMEOUT = 120.0
-"""Seconds a binding thread waits for the child's answer (the client's own timeouts
-and retries end well before)."""
+"""Seconds a binding waits for the child's answer (the client's own timeouts and
+retries end well before)."""
+
+HANDOFF_BATCH_AGE = 0.002
+"""Seconds a binding handed over may wait for others to go in the same write
+(:meth:`ProcessBinder.flush`): only while the scheduling loop keeps scheduling; at
+0.3 ms a cycle, about six bindings a write instead of one."""
+
+CREDENTIALS_CHECK = 10.0
+"""Seconds between readings of the credentials (the client library re-reads a rotated
+in-cluster token, or runs an exec plugin again); the child is sent what changed."""
+
+Done = Callable[[BindResult, str], None]
 
 
-EVENT_WRITERS = THREADS
-"""Threads writing the child's ``Scheduled`` events, one request at a time each: as
-many as bindings in flight, so that the events keep pace with the bindings (with 4, a
-loaded machine filled the queue and dropped 4 % of them)."""
+class Target(Protocol):
+    """How the child reaches the API server (:class:`~nodeagent.kube.http.ConnectionSpec`
+    is one)."""
+
+    @property
+    def qps(self) -> float: ...
+    @property
+    def burst(self) -> int: ...
+    @property
+    def retry_policy(self) -> retry.RetryPolicy: ...
+    @property
+    def timeout(self) -> tuple[float, float]: ...
+    def resolve(self) -> tuple[Address, Callable[[], dict[str, str]]]:
+        """The server as plain values, and what reads the credentials' headers now.
+        Raises ConfigError when it cannot be reached so."""
+        ...
 
 
-@dataclass(frozen=True, slots=True)
-class Reporting:
-    """Who the child's ``Scheduled`` events name as their source: the profile's
-    scheduler name and the replica's identity (the scheduler's own recorder's)."""
-
-    component: str
-    instance: str
-
-
-class Outcome(StrEnum):
-    BOUND = "bound"
-    FINAL = "final"
-    """409 or 404: never retried."""
-    FAILED = "failed"
-
-
-_Request = tuple[int, str, str, str, str]
-"""(id, namespace, name, uid, node): plain tuples pickle several times faster than
-dataclasses, and a few go over the pipe per pod."""
-
-Observed = tuple[tuple[str, str, str], ...]
-_Answer = tuple[int, Outcome, str, Observed, Observed, int]
-"""(id, outcome, message, requests, retries, events dropped): the requests and retries
-are the (verb, resource, code or reason) of each HTTP exchange, and the events the count
-of ``Scheduled`` events dropped since the last answer, for the scheduler's metrics."""
-
-
-# --- the child ------------------------------------------------------------------------
-
-
-class _Recorder(threading.local, client.RecordingObserver):
-    """The child's observer: what each thread's request did, sent with its answer."""
-
-    def take(self) -> tuple[Observed, Observed]:
-        taken = tuple(self.requests), tuple(self.retries)
-        self.requests.clear()
-        self.retries.clear()
-        return taken
-
-
-class _SharedRecorder(client.RecordingObserver):
-    """The event writers' observer: what they did, sent with the next answer."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._lock = threading.Lock()
-
-    def api_request(self, verb: str, resource: str, code: str) -> None:
-        with self._lock:
-            self.requests.append((verb, resource, code))
-
-    def api_retry(self, verb: str, resource: str, reason: str) -> None:
-        with self._lock:
-            self.retries.append((verb, resource, reason))
-
-    def take(self) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-        with self._lock:
-            taken = self.requests, self.retries
-            self.requests, self.retries = [], []
-        return taken
-
-
-class _ScheduledEvents:
-    """The child's ``Scheduled`` events: serialised by the binding thread that bound the
-    pod (:class:`~nodeagent.actuators.events.UniqueEvents`: a pod's event never
-    aggregates with another's), queued, and written by :data:`EVENT_WRITERS` threads,
-    each taking whatever is queued when it is free, so a writer is woken only when it
-    had nothing to do. At most ``reporter.EVENT_QUEUE`` wait; the rest are dropped
-    (counted, for :meth:`take_dropped`): a slow events API never delays a binding."""
-
-    def __init__(self, connect: Connect, reporting: Reporting) -> None:
-        self.observer = _SharedRecorder()
-        self._kube = connect(self.observer)
-        self._bodies = UniqueEvents(
-            reason=reporter.REASON_SCHEDULED,
-            event_type=NORMAL,
-            component=reporting.component,
-            host=reporting.instance,
-        )
-        self._queue: queue.SimpleQueue[tuple[str, str, bytes] | None] = queue.SimpleQueue()
-        self._waiting = 0
-        self._lock = threading.Lock()
-        self._dropped = 0
-        self._threads = [
-            threading.Thread(target=self._write, name=f"events_{i}", daemon=True)
-            for i in range(EVENT_WRITERS)
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def scheduled(self, request: _Request) -> None:
-        with self._lock:
-            if self._waiting >= reporter.EVENT_QUEUE:
-                self._dropped += 1
-                return
-            self._waiting += 1
-        _, namespace, name, uid, node = request
-        body = self._bodies.body(
-            InvolvedObject("Pod", name, namespace, uid),
-            reporter.scheduled_message(namespace, name, node),
-        )
-        self._queue.put((namespace, name, body))
-
-    def take_dropped(self) -> int:
-        """Events dropped since the last call."""
-        with self._lock:
-            dropped, self._dropped = self._dropped, 0
-        return dropped
-
-    def _write(self) -> None:
-        while (event := self._queue.get()) is not None:
-            with self._lock:
-                self._waiting -= 1
-            namespace, name, body = event
-            try:
-                self._kube.post_event(namespace, body)
-            except errors.KubeAPIError as exc:  # best effort, as the recorder's
-                log.warning("could not record event Scheduled on %s/%s: %s", namespace, name, exc)
-            except Exception:  # the writer lives on
-                log.exception("recording the Scheduled event of %s/%s failed", namespace, name)
-
-    def close(self, *, drop: bool) -> None:
-        """Write what is queued (or drop it), then stop the writers."""
-        if drop:
-            with self._lock:
-                self._waiting = 0
-            while True:
-                try:
-                    self._queue.get_nowait()
-                except queue.Empty:
-                    break
-        for _ in self._threads:
-            self._queue.put(None)
-        for thread in self._threads:
-            thread.join()
-        close = getattr(self._kube, "close", None)
-        if close is not None:
-            close()
-
-
-def _bind(kube: client.ClusterClient, request: _Request) -> tuple[Outcome, str]:
-    _, namespace, name, uid, node = request
-    try:
-        kube.bind_pod(namespace, name, uid=uid, node_name=node)
-    except (errors.Conflict, errors.NotFound) as exc:
-        return Outcome.FINAL, str(exc)
-    except errors.KubeAPIError as exc:
-        return Outcome.FAILED, f"binding rejected: {exc}"
-    except Exception as exc:  # the child answers whatever happens
-        return Outcome.FAILED, f"binding raised {exc!r}"
-    return Outcome.BOUND, ""
-
-
-def serve(
-    pipe: multiprocessing.connection.Connection,
-    connect: Connect,
-    threads: int,
-    reporting: Reporting | None = None,
-) -> None:
-    """The child's main: bind what arrives on ``pipe`` with ``threads`` threads, answer
-    on it, and with ``reporting`` record each bound pod's ``Scheduled`` event. ``None``
-    on the pipe: finish what was sent, then return. The pipe closing (the scheduler is
-    gone): drop what has not started, then return."""
-    # Signals are the scheduler's to handle: Ctrl-C reaches the whole process group,
-    # and the child must not die under bindings the scheduler is draining.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    recorder = _Recorder()
-    kube = connect(recorder)
-    sending = threading.Lock()
-    events = _ScheduledEvents(connect, reporting) if reporting is not None else None
-    heap.freeze()  # the imports and clients live as long as the child
-
-    def one(request: _Request) -> None:
-        outcome, message = _bind(kube, request)
-        requests, retries = recorder.take()
-        dropped = 0
-        if events is not None:
-            if outcome is Outcome.BOUND:
-                events.scheduled(request)
-            more_requests, more_retries = events.observer.take()
-            requests += tuple(more_requests)
-            retries += tuple(more_retries)
-            dropped = events.take_dropped()
-        with sending, contextlib.suppress(OSError, ValueError):  # orphaned: nobody to tell
-            pipe.send((request[0], outcome, message, requests, retries, dropped))
-
-    # plain threads on a queue: an executor's Future and bookkeeping per request cost
-    # more than the pipe itself
-    work: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
-
-    def worker() -> None:
-        while (request := work.get()) is not None:
-            one(request)
-
-    workers = [
-        threading.Thread(target=worker, name=f"bind_{i}", daemon=True) for i in range(threads)
-    ]
-    for thread in workers:
-        thread.start()
-    orphaned = False
-    while True:
-        try:
-            request = pipe.recv()
-        except (EOFError, OSError):
-            orphaned = True
-            break
-        if request is None:
-            break
-        work.put(request)
-    if orphaned:  # drop what has not started
-        with contextlib.suppress(queue.Empty):
-            while True:
-                work.get_nowait()
-    for _ in workers:
-        work.put(None)
-    for thread in workers:
-        thread.join()
-    if events is not None:
-        events.close(drop=orphaned)
-    close = getattr(kube, "close", None)
-    if close is not None:
-        close()
-
-
-# --- the scheduler's side -------------------------------------------------------------
-
-
-class _Waiting:
-    """One binding thread waiting for its answer: a lock taken at once and released by
-    the answer (cheaper than an Event, made once per pod)."""
-
-    __slots__ = ("answer", "done")
-
-    def __init__(self) -> None:
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.answer: _Answer | None = None
-
-    def give(self, answer: _Answer) -> None:
-        self.answer = answer
-        self.done.release()
+def _child_environment() -> dict[str, str]:
+    """The child's environment: ours, with our module path (an uninstalled checkout
+    run from its directory, a test run's tree) where it looks for ``nodeagent``."""
+    paths = [entry or os.getcwd() for entry in sys.path]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 class _Child:
-    """One child process, its pipe, and the requests it has not answered yet."""
+    """One child process, its socket, and the bindings it has not answered yet."""
 
     def __init__(
         self,
-        process: multiprocessing.process.BaseProcess,
-        pipe: multiprocessing.connection.Connection,
+        process: subprocess.Popen[bytes],
+        sock: socket.socket,
+        credentials: Callable[[], dict[str, str]],
+        sent: dict[str, str],
     ) -> None:
         self.process = process
-        self.pipe = pipe
-        self.waiting: dict[int, _Waiting] = {}
+        self.sock = sock
+        self.credentials = credentials
+        self.sent_credentials = sent
+        self.outbox: list[tuple[int, bytes]] = []
+        """Bindings handed over and not written yet: (id, frame)."""
+        self.outbox_since = 0.0
+        self.waiting: dict[int, tuple[Done, float]] = {}
+        """Per binding handed over: who is told the answer, and when it was handed."""
         self.alive = True
         self.answered = False
         self.exited = threading.Event()
@@ -344,21 +120,39 @@ class _Child:
 
 
 class _Restarting(Exception):
-    def __init__(self, wait: float) -> None:
-        super().__init__(f"binding process restarting in {wait:.1f} s")
+    """No child now: ``why``, or another starts in ``wait`` seconds."""
+
+    def __init__(self, wait: float, why: str = "") -> None:
+        super().__init__(why or f"binding process restarting in {wait:.1f} s")
+
+
+class _Answer:
+    """One blocking :meth:`ProcessBinder.bind`'s answer: a lock taken at once and
+    released by the answer."""
+
+    __slots__ = ("done", "result", "why")
+
+    def __init__(self) -> None:
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result = BindResult.FAILED
+        self.why = ""
+
+    def give(self, result: BindResult, why: str) -> None:
+        self.result, self.why = result, why
+        self.done.release()
 
 
 class ProcessBinder:
-    """The framework's :class:`~nodeagent.scheduler.framework.Binder`, binding through a
-    child process. Thread-safe; :meth:`bind` blocks its (binding) thread until the child
-    answers."""
+    """The framework's :class:`~nodeagent.scheduler.framework.Binder` (and
+    :class:`~nodeagent.scheduler.live.binder.AsyncBinder`), binding through a child
+    process. Thread-safe."""
 
     def __init__(
         self,
-        connect: Connect,
+        target: Target,
         may_bind: Callable[[], bool],
         *,
-        threads: int = THREADS,
         observer: client.ApiCallObserver | None = None,
         answer_timeout: float = ANSWER_TIMEOUT,
         on_start: Callable[[], None] = lambda: None,
@@ -366,20 +160,19 @@ class ProcessBinder:
         reporting: Reporting | None = None,
         on_events_dropped: Callable[[int], None] = lambda count: None,
     ) -> None:
-        """``on_start``: called each time a child is started (a metric). ``reporting``:
+        """``target``: how the child reaches the API server (it must pickle).
+        ``on_start``: called each time a child is started (a metric). ``reporting``:
         the child records each bound pod's ``Scheduled`` event as this source, and
         ``on_events_dropped`` counts those it had no room for."""
+        self._target = target
         self._on_events_dropped = on_events_dropped
-        self._connect = connect
         self.reporting = reporting
         self.may_bind = may_bind
-        self._threads = max(1, threads)
         self._on_start = on_start
         self._observer = observer or client.NullObserver()
         self._answer_timeout = answer_timeout
-        self._context = multiprocessing.get_context("spawn")  # never fork a threaded process
         self._lock = threading.Lock()
-        self._ids = itertools.count()
+        self._next_id = 0
         self._child: _Child | None = None
         self._closed = False
         self._clock = clock
@@ -396,7 +189,7 @@ class ProcessBinder:
 
     def start(self) -> None:
         """Start the child now (it takes the interpreter's start-up and the client's
-        imports, about a second) rather than on the first binding."""
+        imports, a few tenths of a second) rather than on the first binding."""
         with self._lock:
             self._running()
 
@@ -416,16 +209,29 @@ class ProcessBinder:
             else:
                 self._restart_delay = min(RESTART_BACKOFF[1], 2 * self._restart_delay)
         self._next_start = now + self._restart_delay
-        ours, theirs = self._context.Pipe()
-        process = self._context.Process(
-            target=serve,
-            args=(theirs, self._connect, self._threads, self.reporting),
-            name="nodeagent-binder",
-            daemon=True,
+        target = self._target
+        try:
+            address, credentials = target.resolve()
+        except errors.ConfigError as exc:
+            raise _Restarting(0.0, f"binding process not started: {exc}") from exc
+        settings = bind_child.Settings(
+            address=address,
+            credentials=credentials(),
+            qps=target.qps,
+            burst=target.burst,
+            retry_policy=target.retry_policy,
+            timeout=target.timeout,
         )
-        process.start()
-        theirs.close()
-        child = _Child(process, ours)
+        ours, theirs = socket.socketpair()
+        with theirs:
+            process = subprocess.Popen(
+                [sys.executable, "-m", bind_child.__name__, str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=_child_environment(),
+            )
+        ours.sendall(bind_child.frame(bind_child.Start(settings, self.reporting)))
+        child = _Child(process, ours, credentials, settings.credentials)
         self._child = child
         self.starts += 1
         self._on_start()
@@ -435,72 +241,151 @@ class ProcessBinder:
         log.info("binding process %s started", process.pid)
         return child
 
-    def bind(self, pod: api.Pod, node_name: str) -> api.Status:
+    def bind_async(self, pod: api.Pod, node_name: str, done: Done) -> None:
+        """Hand the binding over; ``done(result, why)`` is called with the child's
+        answer on the thread that reads the answers, or at once (on this thread) when
+        it cannot be handed over.
+
+        It is written by the next :meth:`flush`: the scheduling loop flushes after
+        each cycle what has waited :data:`HANDOFF_BATCH_AGE`, and everything before it
+        waits for the next pod (so a lone binding never waits), which puts the
+        bindings of consecutive cycles in one write."""
         if not self.may_bind():
-            return api.error("not the leader: binding withheld")
-        waiting = _Waiting()
+            done(BindResult.FAILED, "not the leader: binding withheld")
+            return
+        refused: list[tuple[Done, str]] = []
         with self._lock:
             if self._closed:
-                return api.error("the scheduler is stopping: binding withheld")
-            try:
-                child = self._running()
-            except _Restarting as exc:
-                return api.error(str(exc))
-            key = next(self._ids)
-            child.waiting[key] = waiting
-            try:
-                child.pipe.send((key, pod.namespace, pod.name, pod.uid, node_name))
-            except (OSError, ValueError) as exc:  # the child died under us
-                del child.waiting[key]
-                return api.error(f"binding process unreachable: {exc}")
-        if not waiting.done.acquire(timeout=self._answer_timeout):
-            with self._lock:
-                child.waiting.pop(key, None)
+                refused = [(done, "the scheduler is stopping: binding withheld")]
+            else:
+                try:
+                    child = self._running()
+                except _Restarting as exc:
+                    refused = [(done, str(exc))]
+                else:
+                    key = self._next_id
+                    self._next_id += 1
+                    now = self._clock()
+                    child.waiting[key] = (done, now)
+                    if not child.outbox:
+                        child.outbox_since = now
+                    child.outbox.append(
+                        (key, bind_child.frame((key, pod.namespace, pod.name, pod.uid, node_name)))
+                    )
+        self._refuse(refused)
+
+    def flush(self, *, due_only: bool = False) -> None:
+        """Send the bindings handed over and not sent yet; ``due_only``: only if the
+        first has waited :data:`HANDOFF_BATCH_AGE`."""
+        with self._lock:
+            child = self._child
+            if child is None or not child.outbox:
+                return
+            if due_only and self._clock() - child.outbox_since < HANDOFF_BATCH_AGE:
+                return
+            failed = self._send_outbox(child)
+        self._refuse(failed)
+
+    def _send_outbox(self, child: _Child) -> list[tuple[Done, str]]:
+        """Write what waits in ``child``'s outbox (lock held); what could not be
+        written, to be refused outside the lock."""
+        outbox, child.outbox = child.outbox, []
+        try:
+            child.sock.sendall(b"".join(frame for _, frame in outbox))
+        except OSError as exc:  # the child died under us
+            why = f"binding process unreachable: {exc}"
+            lost = [child.waiting.pop(key, None) for key, _ in outbox]
+            return [(entry[0], why) for entry in lost if entry is not None]
+        return []
+
+    @staticmethod
+    def _refuse(refused: list[tuple[Done, str]]) -> None:
+        for done, why in refused:
+            done(BindResult.FAILED, why)
+
+    def bind(self, pod: api.Pod, node_name: str) -> api.Status:
+        """The blocking form (for a binding cycle with more than DefaultBinder in it)."""
+        answer = _Answer()
+        self.bind_async(pod, node_name, answer.give)
+        self.flush()
+        if not answer.done.acquire(timeout=self._answer_timeout + 1.0):
             return api.error(f"binding process did not answer within {self._answer_timeout:g} s")
-        assert waiting.answer is not None
-        _, outcome, message, _, _, _ = waiting.answer
-        if outcome is Outcome.FINAL:
-            raise FinalBindError(message)
-        if outcome is Outcome.FAILED:
-            return api.error(message)
+        if answer.result is BindResult.FINAL:
+            raise FinalBindError(answer.why)
+        if answer.result is BindResult.FAILED:
+            return api.error(answer.why)
         return api.SUCCESS
 
     def _read(self, child: _Child) -> None:
-        """Hand each answer to its waiting thread; when the child is gone, fail what it
-        left unanswered."""
+        """Hand each answer to whoever waits for it; fail what waited too long; when the
+        child is gone, fail what it left unanswered."""
         observer = self._observer
-        try:
-            while True:
-                answer: _Answer = child.pipe.recv()
-                key, _, _, requests, retries, dropped = answer
+        frames = bind_child.Frames()
+        sock = child.sock  # blocking: bind_async's sendall shares it
+        checked = self._clock()
+        while True:
+            try:
+                if self._clock() - checked >= CREDENTIALS_CHECK:
+                    checked = self._clock()
+                    self._send_credentials(child)
+                if not select.select([sock], [], [], 1.0)[0]:
+                    self._expire(child)
+                    continue
+                data = sock.recv(1 << 16)
+            except (OSError, ValueError):  # ValueError: closed under us
+                break
+            if not data:
+                break
+            for answers, requests, retries, dropped in frames.feed(data):
                 for request in requests:
                     observer.api_request(*request)
-                for retry in retries:
-                    observer.api_retry(*retry)
+                for retried in retries:
+                    observer.api_retry(*retried)
                 if dropped:
                     self._on_events_dropped(dropped)
                 with self._lock:
-                    waiting = child.waiting.pop(key, None)
+                    waiting = [child.waiting.pop(key, None) for key, _, _ in answers]
                 child.answered = True
-                if waiting is not None:
-                    waiting.give(answer)
-        except (EOFError, OSError):
-            pass
+                for (_, result, why), entry in zip(answers, waiting, strict=True):
+                    if entry is not None:
+                        entry[0](BindResult(result), why)
         with self._lock:
             child.alive = False  # the next binding starts another
             left, child.waiting = child.waiting, {}
             closing = self._closed
-        for waiting in left.values():
-            waiting.give((-1, Outcome.FAILED, "binding process exited before answering", (), (), 0))
-        child.process.join()  # it closed its pipe: it is exiting (or being killed)
-        child.pipe.close()
+        for done, _ in left.values():
+            done(BindResult.FAILED, "binding process exited before answering")
+        child.process.wait()  # it closed its socket: it is exiting (or being killed)
+        child.sock.close()
         if not closing or left:
             log.warning(
                 "binding process exited (code %s) with %d binding(s) unanswered",
-                child.process.exitcode,
+                child.process.returncode,
                 len(left),
             )
         child.exited.set()
+
+    def _send_credentials(self, child: _Child) -> None:
+        try:
+            now = child.credentials()
+        except Exception as exc:  # an exec plugin failing: the child keeps what it has
+            log.warning("reading the API credentials failed: %s", exc)
+            return
+        if now != child.sent_credentials:
+            with self._lock:
+                child.sock.sendall(bind_child.frame(now))
+            child.sent_credentials = now
+
+    def _expire(self, child: _Child) -> None:
+        deadline = self._clock() - self._answer_timeout
+        with self._lock:
+            late = [key for key, (_, handed) in child.waiting.items() if handed < deadline]
+            expired = [child.waiting.pop(key) for key in late]
+        for done, _ in expired:
+            done(
+                BindResult.FAILED,
+                f"binding process did not answer within {self._answer_timeout:g} s",
+            )
 
     def abandon(self) -> None:
         """Kill the child now (the lease is lost): what it queued is never sent, and no
@@ -518,10 +403,12 @@ class ProcessBinder:
         with self._lock:
             self._closed = True
             child = self._child
+            refused = self._send_outbox(child) if child is not None and child.outbox else []
+        self._refuse(refused)
         if child is None:
             return
-        with contextlib.suppress(OSError, ValueError):
-            child.pipe.send(None)
+        with contextlib.suppress(OSError):
+            child.sock.sendall(bind_child.frame(None))
         if not child.exited.wait(timeout):
             log.warning("binding process still running after %.0f s: killed", timeout)
             child.process.kill()

@@ -24,18 +24,30 @@ binds, whatever was in flight.
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
+from typing import Protocol, runtime_checkable
 
 from nodeagent import errors
 from nodeagent.kube import client
 from nodeagent.scheduler import api
-from nodeagent.scheduler.api import FinalBindError
+from nodeagent.scheduler.api import BindResult, FinalBindError
 from nodeagent.scheduler.framework import CycleState, Framework
+from nodeagent.scheduler.plugins.default_binder import DefaultBinder
+
+__all__ = [
+    "APIBinder",
+    "AsyncBinder",
+    "BindResult",
+    "Binding",
+    "BindingPool",
+    "direct_binder",
+    "run_binding_cycle",
+]
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +71,6 @@ class APIBinder:
         return api.SUCCESS
 
 
-class BindResult(StrEnum):
-    BOUND = "bound"
-    FINAL = "final"
-    """409/404: an answer about the pod; backs off quietly, the watch tells the rest."""
-    FAILED = "failed"
-    """A fault: backs off, with ``PodScheduled=False`` (SchedulerError)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Binding:
     """One scheduling cycle's decision, ready to bind."""
@@ -79,6 +83,30 @@ class Binding:
     """Monotonic seconds when the scheduling cycle handed it over."""
 
 
+@runtime_checkable
+class AsyncBinder(Protocol):
+    """A binder that answers later instead of blocking its caller (the binding
+    process): ``done(result, why)`` is called once, on a thread of the binder's."""
+
+    def bind_async(
+        self, pod: api.Pod, node_name: str, done: Callable[[BindResult, str], None]
+    ) -> None: ...
+
+
+def direct_binder(fw: Framework) -> AsyncBinder | None:
+    """The binder ``fw``'s bindings go to without a worker thread: when the binding
+    cycle is DefaultBinder's alone (no PreBind plugin, no binder extender, DefaultBinder
+    the first Bind plugin) and the binder answers asynchronously. A worker thread would
+    only wait for its answer."""
+    if fw.pre_bind or not fw.bind or not isinstance(fw.bind[0], DefaultBinder):
+        return None
+    extenders = fw.handle.extenders
+    if extenders is not None and any(e.is_binder for e in extenders.items):
+        return None
+    binder = fw.handle.binder
+    return binder if isinstance(binder, AsyncBinder) else None
+
+
 def run_binding_cycle(binding: Binding) -> tuple[BindResult, str]:
     """PreBind, Bind, PostBind; Unreserve on failure. Returns the result and, for a
     failure, why."""
@@ -88,21 +116,30 @@ def run_binding_cycle(binding: Binding) -> tuple[BindResult, str]:
         if status.is_success:
             status = fw.run_bind(state, pod, node)
     except FinalBindError as exc:
-        fw.run_unreserve(state, pod, node)
-        return BindResult.FINAL, str(exc)
+        return conclude(binding, BindResult.FINAL, str(exc))
     except Exception as exc:  # a plugin bug: the pod backs off, the worker lives on
         log.exception("binding cycle of %s failed", pod.key)
         status = api.error(f"binding cycle raised {exc!r}")
     if not status.is_success:
-        fw.run_unreserve(state, pod, node)
-        return BindResult.FAILED, status.message
-    fw.run_post_bind(state, pod, node)
-    return BindResult.BOUND, ""
+        return conclude(binding, BindResult.FAILED, status.message)
+    return conclude(binding, BindResult.BOUND, "")
+
+
+def conclude(binding: Binding, result: BindResult, why: str) -> tuple[BindResult, str]:
+    """The binding cycle's end once Bind has answered: PostBind, or Unreserve."""
+    fw, state, pod, node = binding.framework, binding.state, binding.pod, binding.node
+    if result is BindResult.BOUND:
+        fw.run_post_bind(state, pod, node)
+        return result, ""
+    fw.run_unreserve(state, pod, node)
+    return result, why
 
 
 class BindingPool:
     """Runs binding cycles on ``workers`` threads; ``on_done(binding, result, why)`` is
-    called on the worker thread when one ends.
+    called on the worker thread when one ends. A binding whose cycle is a direct
+    binder's bind alone (:func:`direct_binder`: the binding process) takes no worker:
+    it is handed over at once and its cycle ends on the thread that reads the answer.
 
     A plain queue and threads rather than an executor: :meth:`submit` is on the
     scheduling thread's path once per pod, and an executor's submit (a Future, its
@@ -121,6 +158,9 @@ class BindingPool:
         self.stepped = workers == 0
         self.waiting: list[Binding] = []
         """Submitted and not yet run (stepped pools only)."""
+        self._direct: dict[Framework, AsyncBinder | None] = {}
+        """Per framework, the binder its bindings go to without a worker
+        (:func:`direct_binder`), once asked."""
         self._threads = [
             threading.Thread(target=self._work, name=f"binder_{i}", daemon=True)
             for i in range(workers)
@@ -134,7 +174,27 @@ class BindingPool:
             if self.stepped:
                 self.waiting.append(binding)
                 return
+        fw = binding.framework
+        if fw not in self._direct:
+            self._direct[fw] = direct_binder(fw)
+        direct = self._direct[fw]
+        if direct is not None:
+            direct.bind_async(binding.pod, binding.node, functools.partial(self._answered, binding))
+            return
         self._queue.put(binding)
+
+    def _answered(self, binding: Binding, result: BindResult, why: str) -> None:
+        """A direct binder's answer: the rest of the binding cycle, on its thread."""
+        try:
+            if not self._closed:
+                result, why = conclude(binding, result, why)
+                self._on_done(binding, result, why)
+        except Exception:
+            log.exception("binding of %s: completion failed", binding.pod.key)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._lock.notify_all()
 
     def _work(self) -> None:
         while (binding := self._queue.get()) is not None:

@@ -44,8 +44,9 @@ from nodeagent.clock import Clock, RealClock
 from nodeagent.kube import client, informer
 from nodeagent.observability.health import ProbeResult
 from nodeagent.scheduler import api, framework, objects, registry, scheduling
+from nodeagent.scheduler.api import BindResult
 from nodeagent.scheduler.live import bind_process
-from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool, BindResult
+from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool
 from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
 from nodeagent.scheduler.live.events import ClusterEvent
 from nodeagent.scheduler.live.leader import LeaderElector, default_identity
@@ -62,6 +63,10 @@ FLUSH_INTERVAL = 1.0
 STATIC_REFRESH_INTERVAL = 10.0
 """Seconds between refreshes of plugins' per-node caches (published pressure ages)."""
 SHUTDOWN_BIND_TIMEOUT = 10.0
+PROCESS_BINDING_THREADS = 8
+"""Binding threads beside a binding process, for profiles whose binding cycle runs
+more than DefaultBinder (PreBind plugins, a binder extender): each waits for its
+answer."""
 LIVENESS_TIMEOUT = 60.0
 
 
@@ -98,11 +103,11 @@ class LiveScheduler:
         plugins: framework.Registry | None = None,
         seed: int | None = None,
         watch_timeout: int = 300,
-        bind_connect: bind_process.Connect | None = None,
+        bind_target: bind_process.Target | None = None,
         stepped: bool = False,
     ) -> None:
-        """``bind_connect``: bind from a process of its own connected with it
-        (:mod:`~nodeagent.scheduler.live.bind_process`); None: bind over ``kube``.
+        """``bind_target``: bind from a process of its own that reaches the API server
+        so (:mod:`~nodeagent.scheduler.live.bind_process`); None: bind over ``kube``.
 
         ``stepped``: no binding threads; a driver runs the loops' steps itself on one
         thread (:meth:`schedule_next`, :meth:`flush_once`, the informers'
@@ -130,14 +135,13 @@ class LiveScheduler:
         self.metrics.registry.register(self.handle.failures)  # plugin_errors_total
         self.process_binder: bind_process.ProcessBinder | None = None
         binding_threads = settings.bind_workers
-        if bind_connect is not None:
-            # a binding thread only waits for the child's answer: more threads than the
-            # child's requests in flight would only queue there, and contend here
-            binding_threads = min(settings.bind_workers, bind_process.THREADS)
+        if bind_target is not None:
+            # bindings with DefaultBinder alone take no thread (binder.direct_binder);
+            # the threads are for a profile whose binding cycle waits for more
+            binding_threads = min(settings.bind_workers, PROCESS_BINDING_THREADS)
             self.process_binder = bind_process.ProcessBinder(
-                bind_connect,
+                bind_target,
                 self.may_bind,
-                threads=binding_threads,
                 observer=self.metrics,
                 on_start=self.metrics.binding_process_starts.inc,
                 # the Scheduled events go out from there too, off this interpreter
@@ -496,7 +500,11 @@ class LiveScheduler:
     def schedule_next(self, timeout: float | None) -> bool:
         """Pop the next pod (waiting up to ``timeout``) and run its scheduling cycle:
         the scheduling loop's step. False if there was none to schedule."""
-        info = self.queue.pop(timeout=timeout)
+        info = self.queue.pop(timeout=0)
+        if info is None:
+            if self.process_binder is not None:
+                self.process_binder.flush()  # what it batched goes before the loop waits
+            info = self.queue.pop(timeout=timeout)
         if info is None or self._stopping.is_set():
             return False
         if not self.may_schedule():
@@ -507,6 +515,8 @@ class LiveScheduler:
         except Exception:  # one pod must not stop the scheduler
             log.exception("scheduling %s failed", info.pod.key)
             self.queue.failed(info)
+        if self.process_binder is not None:
+            self.process_binder.flush(due_only=True)
         return True
 
     def _flush_loop(self) -> None:
@@ -586,6 +596,8 @@ class LiveScheduler:
         self.queue.close()
         for thread in self._threads:
             thread.join(5)
+        if self.process_binder is not None:
+            self.process_binder.flush()
         if not self.binder.drain(bind_timeout):
             log.warning("%d binding(s) still in flight at shutdown", self.binder.in_flight)
         self.binder.shutdown()

@@ -119,15 +119,15 @@ def start(
 ) -> LiveScheduler:
     """A running scheduler; with ``bind_process_kubeconfig`` (a path to write it to) it
     binds from a binding process connected by that kubeconfig, as the command does."""
-    bind_connect = None
+    bind_target = None
     if bind_process_kubeconfig is not None:
-        bind_connect = http.ConnectionSpec(
+        bind_target = http.ConnectionSpec(
             write_kubeconfig(bind_process_kubeconfig, api.url),
             qps=5000.0,
             burst=5000,
             retry_policy=retry_policy,
             timeout=(2.0, 5.0),
-        ).connect
+        )
     scheduler = LiveScheduler(
         connect(api, retry_policy=retry_policy),
         live or settings(),
@@ -135,7 +135,7 @@ def start(
         plugins=plugins,
         seed=1,
         watch_timeout=30,
-        bind_connect=bind_connect,
+        bind_target=bind_target,
     )
     assert scheduler.start(sync_timeout=10)
     return scheduler

@@ -13,16 +13,18 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nodeagent import errors
-from nodeagent.kube import client, http
+from nodeagent.kube import client, http, retry
+from nodeagent.kube.address import Address
 from nodeagent.scheduler import api, objects
 from nodeagent.scheduler.api import FinalBindError
+from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live.bind_process import ProcessBinder, Reporting
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.fakeapi.fixtures import write_kubeconfig
@@ -43,9 +45,34 @@ def spec(api_server: FakeAPIServer, tmp_path: Path) -> http.ConnectionSpec:
     )
 
 
-def broken_connect(observer: client.ApiCallObserver) -> client.ClusterClient:
-    """A child that cannot connect: it dies before answering anything."""
-    raise errors.ConfigError("no cluster here", field="kubeconfig")
+@dataclass(frozen=True)
+class UnreadableCA:
+    """A server whose CA file the child cannot read: it dies before answering anything."""
+
+    ca_file: Path
+    qps: float = 10.0
+    burst: int = 10
+    retry_policy: retry.RetryPolicy = h.FAST_RETRY
+    timeout: tuple[float, float] = (1.0, 1.0)
+
+    def resolve(self) -> tuple[Address, Callable[[], dict[str, str]]]:
+        return Address("127.0.0.1", 6443, https=True, ca_file=str(self.ca_file)), dict
+
+
+@dataclass(frozen=True)
+class Rotating:
+    """A server reached with a token that changes when ``token[0]`` does."""
+
+    spec: http.ConnectionSpec
+    token: list[str]
+    qps: float = 1000.0
+    burst: int = 1000
+    retry_policy: retry.RetryPolicy = h.FAST_RETRY
+    timeout: tuple[float, float] = (2.0, 5.0)
+
+    def resolve(self) -> tuple[Address, Callable[[], dict[str, str]]]:
+        address, _ = self.spec.resolve()
+        return address, lambda: {"Authorization": f"Bearer {self.token[0]}"}
 
 
 def pending(api_server: FakeAPIServer, name: str) -> api.Pod:
@@ -55,7 +82,7 @@ def pending(api_server: FakeAPIServer, name: str) -> api.Pod:
 @pytest.fixture
 def binder(fake_api: FakeAPIServer, tmp_path: Path) -> Iterator[Binder]:
     recorder = client.RecordingObserver()
-    binder = ProcessBinder(spec(fake_api, tmp_path).connect, lambda: True, observer=recorder)
+    binder = ProcessBinder(spec(fake_api, tmp_path), lambda: True, observer=recorder)
     binder.start()
     try:
         yield binder, recorder
@@ -84,7 +111,7 @@ def test_the_child_records_one_scheduled_event_per_bound_pod(
 ) -> None:
     recorder = client.RecordingObserver()
     process_binder = ProcessBinder(
-        spec(fake_api, tmp_path).connect,
+        spec(fake_api, tmp_path),
         lambda: True,
         observer=recorder,
         reporting=Reporting("my-scheduler", "replica-1"),
@@ -121,7 +148,7 @@ def test_bindings_go_on_while_the_events_api_hangs_and_the_events_follow(
     fake_api: FakeAPIServer, tmp_path: Path
 ) -> None:
     process_binder = ProcessBinder(
-        spec(fake_api, tmp_path).connect,
+        spec(fake_api, tmp_path),
         lambda: True,
         reporting=Reporting("my-scheduler", "replica-1"),
     )
@@ -172,7 +199,7 @@ def test_an_error_that_outlasts_the_retries_fails_the_binding_for_a_later_try(
 
 def test_the_leader_check_stays_in_the_scheduler(fake_api: FakeAPIServer, tmp_path: Path) -> None:
     leading = threading.Event()
-    process_binder = ProcessBinder(spec(fake_api, tmp_path).connect, leading.is_set)
+    process_binder = ProcessBinder(spec(fake_api, tmp_path), leading.is_set)
     try:
         pod = pending(fake_api, "p1")
         status = process_binder.bind(pod, "n1")
@@ -209,10 +236,11 @@ def test_a_child_that_dies_fails_what_it_held_and_is_replaced(
 
 
 def test_children_that_die_before_answering_are_not_restarted_in_a_loop(
-    fake_api: FakeAPIServer,
+    fake_api: FakeAPIServer, tmp_path: Path
 ) -> None:
     now = [0.0]
-    process_binder = ProcessBinder(broken_connect, lambda: True, clock=lambda: now[0])
+    target = UnreadableCA(tmp_path / "missing-ca.crt")
+    process_binder = ProcessBinder(target, lambda: True, clock=lambda: now[0])
     try:
         pod = pending(fake_api, "p1")
         assert "exited before answering" in process_binder.bind(pod, "n1").message
@@ -234,6 +262,45 @@ def test_children_that_die_before_answering_are_not_restarted_in_a_loop(
     finally:
         process_binder.close()
     assert fake_api.requests_to("POST", "/binding$") == []
+
+
+def test_a_kubeconfig_the_scheduler_cannot_read_starts_nothing(
+    fake_api: FakeAPIServer, tmp_path: Path
+) -> None:
+    process_binder = ProcessBinder(http.ConnectionSpec(tmp_path / "no-kubeconfig"), lambda: True)
+    try:
+        status = process_binder.bind(pending(fake_api, "p1"), "n1")
+        assert status.code is api.Code.ERROR
+        assert "binding process not started" in status.message
+        assert "no-kubeconfig" in status.message
+        assert process_binder.starts == 0
+    finally:
+        process_binder.close()
+
+
+def test_rotated_credentials_reach_the_child(
+    fake_api: FakeAPIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bind_process, "CREDENTIALS_CHECK", 0.05)
+    token = ["first"]
+    process_binder = ProcessBinder(Rotating(spec(fake_api, tmp_path), token), lambda: True)
+    more = (pending(fake_api, f"p{i}") for i in itertools.count())
+    try:
+        assert process_binder.bind(next(more), "n1").is_success
+        token[0] = "second"
+
+        def sent_with_the_new_token() -> bool:
+            assert process_binder.bind(next(more), "n1").is_success
+            return fake_api.requests_to("POST", "/binding$")[-1].authorization == "Bearer second"
+
+        eventually(sent_with_the_new_token, what="a binding with the rotated token")
+    finally:
+        process_binder.close()
+    tokens = [r.authorization for r in fake_api.requests_to("POST", "/binding$")]
+    assert tokens[0] == "Bearer first"
+    # once rotated, never the old one again
+    assert "Bearer first" not in tokens[tokens.index("Bearer second") :]
+    assert process_binder.starts == 1
 
 
 def test_a_lost_lease_kills_the_child_and_nothing_it_held_goes_out(
@@ -258,7 +325,7 @@ def test_close_lets_the_child_finish_and_exit(fake_api: FakeAPIServer, binder: B
     process_binder.close()
     child = process_binder._child
     assert child is not None and child.exited.is_set()
-    assert child.process.exitcode == 0
+    assert child.process.returncode == 0
     assert time.monotonic() - started < 10  # finished, not killed by a timeout
 
 
@@ -274,7 +341,7 @@ def test_the_live_scheduler_binds_every_pod_through_it(
         h.settings(),
         seed=1,
         watch_timeout=30,
-        bind_connect=spec(fake_api, tmp_path).connect,
+        bind_target=spec(fake_api, tmp_path),
     )
     assert scheduler.start(sync_timeout=10)
     try:

@@ -15,6 +15,9 @@ from tests.scheduler import builders
 class StubFramework:
     """PreBind/Bind/PostBind/Unreserve, recording binds; ``gate`` holds every Bind."""
 
+    pre_bind: list[Any] = []  # noqa: RUF012  (run_* stand in for the plugins)
+    bind: list[Any] = []  # noqa: RUF012
+
     def __init__(self, gate: threading.Event | None = None) -> None:
         self.bound: list[str] = []
         self.gate = gate
