@@ -23,7 +23,7 @@ import pytest
 from nodeagent.kube import client, http, retry
 from nodeagent.kube.address import Address
 from nodeagent.scheduler import api, objects
-from nodeagent.scheduler.api import FinalBindError
+from nodeagent.scheduler.api import BindResult, FinalBindError
 from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live.bind_process import ProcessBinder, Reporting
 from nodeagent.scheduler.live.scheduler import LiveScheduler
@@ -262,6 +262,28 @@ def test_children_that_die_before_answering_are_not_restarted_in_a_loop(
     finally:
         process_binder.close()
     assert fake_api.requests_to("POST", "/binding$") == []
+
+
+def test_a_binding_the_child_never_answers_fails_after_the_answer_timeout(
+    fake_api: FakeAPIServer, tmp_path: Path
+) -> None:
+    process_binder = ProcessBinder(spec(fake_api, tmp_path), lambda: True, answer_timeout=0.5)
+    answers: list[tuple[BindResult, str]] = []
+    try:
+        with fake_api.hold("/binding$"):
+            process_binder.bind_async(
+                pending(fake_api, "p1"), "n1", lambda *answer: answers.append(answer)
+            )
+            process_binder.flush()
+            [(result, why)] = eventually(lambda: answers, what="the timeout's answer")
+            assert result is BindResult.FAILED
+            assert "did not answer within 0.5 s" in why
+        # the child's late answer finds nobody waiting; the next binding is answered
+        assert process_binder.bind(pending(fake_api, "p2"), "n1").is_success
+    finally:
+        process_binder.close()
+    assert len(answers) == 1
+    assert process_binder.starts == 1
 
 
 def test_a_kubeconfig_the_scheduler_cannot_read_starts_nothing(
