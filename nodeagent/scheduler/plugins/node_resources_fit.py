@@ -118,6 +118,29 @@ class _Check:
     amount: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Checks:
+    """What PreFilter computes once per pod: the checks in report order, and for the
+    vectorized Filter their rows and amounts as arrays (``rows`` None: some requested
+    resource is on no node, so no node fits)."""
+
+    checks: tuple[_Check, ...]
+    rows: slice | NodeIndices | None
+    amounts: Int64s
+    """The requests, as a column: one per check."""
+
+    @classmethod
+    def of(cls, checks: tuple[_Check, ...]) -> _Checks:
+        amounts = np.array([check.amount for check in checks], dtype=np.int64)[:, None]
+        rows = [check.row for check in checks if check.row is not None]
+        if len(rows) < len(checks):
+            return cls(checks, None, amounts)
+        first = rows[0] if rows else 0
+        if rows == list(range(first, first + len(rows))):  # cpu, memory: a view
+            return cls(checks, slice(first, first + len(rows)), amounts)
+        return cls(checks, np.array(rows, dtype=np.intp), amounts)
+
+
 class NodeResourcesFit:
     name = NAME
     resource_local = True
@@ -157,25 +180,30 @@ class NodeResourcesFit:
     def pre_filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
     ) -> tuple[PreFilterResult | None, api.Status]:
-        state.write(_PRE_FILTER_KEY, self._checks(pod, snapshot))
+        state.write(_PRE_FILTER_KEY, _Checks.of(self._checks(pod, snapshot)))
         return None, api.SUCCESS
+
+    def _prepared(self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot) -> _Checks:
+        found = state.read(_PRE_FILTER_KEY, _Checks)
+        return found if found is not None else _Checks.of(self._checks(pod, snapshot))
 
     def _state(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
     ) -> tuple[_Check, ...]:
-        checks = state.read(_PRE_FILTER_KEY, tuple)
-        return checks if checks is not None else self._checks(pod, snapshot)
+        return self._prepared(state, pod, snapshot).checks
 
     def filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> Mask:
-        rejected: Mask = snapshot.pod_count[nodes] + 1 > snapshot.allowed_pods[nodes]
-        for check in self._state(state, pod, snapshot):
-            if check.row is None:  # no node has any of it
-                return np.zeros(len(nodes), dtype=bool)
-            free = snapshot.allocatable[check.row, nodes] - snapshot.requested[check.row, nodes]
-            rejected |= check.amount > free
-        return ~rejected
+        prepared = self._prepared(state, pod, snapshot)
+        if prepared.rows is None:  # no node has some requested resource
+            return np.zeros(len(nodes), dtype=bool)
+        fits: Mask = snapshot.pod_count.take(nodes) < snapshot.allowed_pods.take(nodes)
+        if prepared.checks:  # all the rows at once: free >= request for every one
+            allocatable = snapshot.allocatable[prepared.rows].take(nodes, axis=1)
+            free = allocatable - snapshot.requested[prepared.rows].take(nodes, axis=1)
+            fits &= (free >= prepared.amounts).all(axis=0)
+        return fits
 
     def filter_node(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, node: int
@@ -256,7 +284,7 @@ class NodeResourcesFit:
 
     def _inputs(
         self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
-    ) -> tuple[ra.Matrix, ra.Matrix, ra.Bools]:
+    ) -> ra.Inputs:
         names = [name for name, _ in self._resources]
         return ra.scoring_inputs(names, pod_requests, snapshot, nodes, nonzero=True)
 
