@@ -35,7 +35,7 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -471,9 +471,25 @@ class PluginScores:
 
 @dataclass(frozen=True, slots=True)
 class ScoreOutcome:
+    """The weighted totals over the scored nodes, and each scoring plugin's part (row
+    ``i`` of ``normalized`` is plugin ``names[i]``'s)."""
+
     totals: Int64s
-    plugins: tuple[PluginScores, ...]
+    names: tuple[str, ...] = ()
+    raw: tuple[Int64s, ...] = ()
+    normalized: Int64s = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    weights: tuple[int, ...] = ()
     status: api.Status = api.SUCCESS
+
+    @property
+    def plugins(self) -> tuple[PluginScores, ...]:
+        """Per plugin, built when asked (an explanation), not in every cycle."""
+        return tuple(
+            PluginScores(name, raw, self.normalized[row], weight)
+            for row, (name, raw, weight) in enumerate(
+                zip(self.names, self.raw, self.weights, strict=True)
+            )
+        )
 
 
 MAX_TOTAL_SCORE = 2**63 - 1
@@ -770,15 +786,11 @@ class Framework:
             )
         elif raised is not None:
             failure = api.error(str(self._failed(plugins[valid].name, "Score", pod, raised)))
-        weights = [self.weights[plugin.name] for plugin in plugins[:valid]]
-        details = tuple(
-            PluginScores(plugins[row].name, raws[row], normalized[row], weights[row])
-            for row in range(valid)
-        )
+        names = tuple(plugin.name for plugin in plugins[:valid])
+        weights = tuple(self.weights[name] for name in names)
         totals: Int64s = np.array(weights, dtype=np.int64) @ normalized[:valid]
-        if failure is not None:
-            return ScoreOutcome(totals, details, failure)
-        return ScoreOutcome(totals, details)
+        outcome = ScoreOutcome(totals, names, tuple(raws[:valid]), normalized, weights)
+        return outcome if failure is None else replace(outcome, status=failure)
 
     def has_score_plugins(self) -> bool:
         return bool(self.score)
