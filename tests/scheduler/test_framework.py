@@ -349,9 +349,12 @@ class TestScoreRunFailsAtTheFirstFailingPlugin:
         assert outcome.status.code is api.Code.ERROR
         assert f"plugin 'Bad' returns an invalid score {bad}" in outcome.status.message
         assert [s.plugin for s in outcome.plugins] == ["Fine"]
-        assert outcome.totals.tolist() == fine.score(
-            CycleState(), b.pod(), b.snapshot(SNAP_NODES), np.arange(len(SNAP_NODES))
-        ).tolist()
+        assert (
+            outcome.totals.tolist()
+            == fine.score(
+                CycleState(), b.pod(), b.snapshot(SNAP_NODES), np.arange(len(SNAP_NODES))
+            ).tolist()
+        )
         assert not fw.handle.failures.counts
 
     def test_raising_before_an_out_of_range_plugin(self) -> None:
