@@ -82,7 +82,7 @@ def select_host(totals: Int64s, rng: random.Random) -> int:
     """
     if totals.size == 0:
         raise ValueError("empty priority list")
-    ties = np.flatnonzero(totals == totals.max())
+    ties = (totals == totals.max()).nonzero()[0]
     chosen = replacement = 1
     while replacement <= len(ties):
         chosen = replacement
@@ -132,7 +132,7 @@ def find_feasible(
         end = min(total, processed + chunk)
         block = _rotated(candidates, start, processed, end)
         # Until a plugin rejects a node of the block, the survivors are the whole block
-        # (``alive`` None): a filter that passes every node then costs one ``all()``.
+        # (``alive`` None): a filter that passes every node then costs one count.
         nodes = block
         alive: NodeIndices | None = None
         verdict: npt.NDArray[np.intp] | None = None
@@ -143,7 +143,7 @@ def find_feasible(
                 raise
             except Exception as exc:
                 raise guards.record(plugin.name, "Filter", pod, exc) from exc
-            if passed.all():
+            if np.count_nonzero(passed) == len(passed):  # cheaper than all()
                 continue
             if alive is None or verdict is None:
                 alive = np.arange(len(block), dtype=np.intp)

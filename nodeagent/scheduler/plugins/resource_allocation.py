@@ -219,7 +219,7 @@ def first_column(inputs: Inputs) -> tuple[list[int], list[int], list[bool]]:
 def _counted(allocatable: Matrix, included: Bools | None) -> Bools | None:
     """Which resources count per node; ``None`` when all of them do (the usual case,
     which the formulas below then compute without masks)."""
-    if included is None and allocatable.all():
+    if included is None and np.count_nonzero(allocatable) == allocatable.size:
         return None
     nonzero: Bools = allocatable != 0
     return nonzero if included is None else included & nonzero
