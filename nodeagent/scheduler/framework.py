@@ -30,6 +30,7 @@ Contracts:
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -460,16 +461,10 @@ class PluginScores:
     plugin: str
     raw: Int64s
     normalized: Int64s
-    weight: int
-
-    @property
-    def weighted(self) -> Int64s:
-        """The normalized scores times the plugin's weight (what the totals add)."""
-        weighted: Int64s = self.normalized * self.weight
-        return weighted
+    weighted: Int64s
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ScoreOutcome:
     """The weighted totals over the scored nodes, and each scoring plugin's part (row
     ``i`` of ``normalized`` is plugin ``names[i]``'s)."""
@@ -481,11 +476,12 @@ class ScoreOutcome:
     weights: tuple[int, ...] = ()
     status: api.Status = api.SUCCESS
 
-    @property
+    @functools.cached_property
     def plugins(self) -> tuple[PluginScores, ...]:
-        """Per plugin, built when asked (an explanation), not in every cycle."""
+        """Per plugin, built the first time asked (to explain a decision), not in every
+        cycle."""
         return tuple(
-            PluginScores(name, raw, self.normalized[row], weight)
+            PluginScores(name, raw, self.normalized[row], self.normalized[row] * weight)
             for row, (name, raw, weight) in enumerate(
                 zip(self.names, self.raw, self.weights, strict=True)
             )
@@ -789,7 +785,7 @@ class Framework:
         names = tuple(plugin.name for plugin in plugins[:valid])
         weights = tuple(self.weights[name] for name in names)
         totals: Int64s = np.array(weights, dtype=np.int64) @ normalized[:valid]
-        outcome = ScoreOutcome(totals, names, tuple(raws[:valid]), normalized, weights)
+        outcome = ScoreOutcome(totals, names, tuple(raws[:valid]), normalized[:valid], weights)
         return outcome if failure is None else replace(outcome, status=failure)
 
     def has_score_plugins(self) -> bool:
