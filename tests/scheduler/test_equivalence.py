@@ -281,17 +281,19 @@ def test_resource_formulas_vector_equals_scalar_on_large_values(
         st.tuples(big, st.one_of(st.just(0), big), st.integers(1, 100)), min_size=1, max_size=4
     ),
     nodes=st.integers(1, 3),
+    equal_weights=st.booleans(),
 )
 def test_resource_formulas_when_every_resource_is_included(
-    rows: list[tuple[int, int, int]], nodes: int
+    rows: list[tuple[int, int, int]], nodes: int, equal_weights: bool
 ) -> None:
     """``included`` None (cpu and memory, gathered without masks) means all True: the
-    mask-free paths give the scalar formulas' results, zero allocatable included."""
+    mask-free paths give the scalar formulas' results, zero allocatable included, with
+    equal weights (the default) or not."""
     import numpy as np
 
     requested = [r for r, _, _ in rows]
     allocatable = [a for _, a, _ in rows]
-    weights = [w for _, _, w in rows]
+    weights = [rows[0][2] if equal_weights else w for _, _, w in rows]
     everything = [True] * len(rows)
     req = np.array([[r] * nodes for r in requested], dtype=np.int64)
     alloc = np.array([[a] * nodes for a in allocatable], dtype=np.int64)

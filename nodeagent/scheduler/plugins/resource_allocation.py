@@ -237,12 +237,19 @@ def _quotient(total: Int64s, weight_sum: Int64s) -> Int64s:
 
 
 def _plain_average(per: Matrix, weights: Int64s) -> Int64s:
-    """:func:`_quotient` of :func:`_average_vector` when every resource counts."""
-    weight_sum = int(weights.sum())
+    """:func:`_quotient` of :func:`_average_vector` when every resource counts. With
+    equal weights ``w`` (the default: 1 each), ``sum(w * s) // (w * k)`` is
+    ``sum(s) // k``: no multiplication."""
+    listed = weights.tolist()
+    weight_sum = sum(listed)
     if weight_sum == 0:
         return np.zeros(per.shape[1], dtype=np.int64)
+    if listed.count(listed[0]) == len(listed):
+        plain: Int64s = np.add.reduce(per, axis=0) // len(listed)
+        return plain
     total: Int64s = weights @ per
-    return total // weight_sum
+    average: Int64s = total // weight_sum
+    return average
 
 
 def least_allocated_vector(
