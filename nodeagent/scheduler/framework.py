@@ -30,12 +30,13 @@ Contracts:
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -463,11 +464,28 @@ class PluginScores:
     weighted: Int64s
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class ScoreOutcome:
+    """The weighted totals over the scored nodes, and each scoring plugin's part (row
+    ``i`` of ``normalized`` is plugin ``names[i]``'s)."""
+
     totals: Int64s
-    plugins: tuple[PluginScores, ...]
+    names: tuple[str, ...] = ()
+    raw: tuple[Int64s, ...] = ()
+    normalized: Int64s = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    weights: tuple[int, ...] = ()
     status: api.Status = api.SUCCESS
+
+    @functools.cached_property
+    def plugins(self) -> tuple[PluginScores, ...]:
+        """Per plugin, built the first time asked (to explain a decision), not in every
+        cycle."""
+        return tuple(
+            PluginScores(name, raw, self.normalized[row], self.normalized[row] * weight)
+            for row, (name, raw, weight) in enumerate(
+                zip(self.names, self.raw, self.weights, strict=True)
+            )
+        )
 
 
 MAX_TOTAL_SCORE = 2**63 - 1
@@ -728,34 +746,47 @@ class Framework:
     def run_score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> ScoreOutcome:
-        totals = np.zeros(len(nodes), dtype=np.int64)
-        details: list[PluginScores] = []
-        for plugin in self.score:
-            if plugin.name in state.skip_score:
-                continue
+        """Score, NormalizeScore and the weighted totals. The normalized scores go into
+        one matrix, range-checked and weighted with a few calls rather than a few per
+        plugin (a cycle's cost is mostly its number of numpy calls). The outcome is the
+        one of checking and adding each plugin in turn: the first plugin that raised or
+        returned a score out of range fails the run, and the totals and details are
+        those of the plugins before it."""
+        plugins = [p for p in self.score if p.name not in state.skip_score]
+        normalized = np.empty((len(plugins), len(nodes)), dtype=np.int64)
+        raws: list[Int64s] = []
+        raised: Exception | None = None
+        for row, plugin in enumerate(plugins):
             normalizer = self._normalizers.get(plugin.name)
             try:
                 raw = np.asarray(plugin.score(state, pod, snapshot, nodes), dtype=np.int64)
-                normalized = raw
-                if normalizer is not None:
-                    normalized = normalizer.normalize_score(state, pod, raw.copy())
+                if normalizer is None:
+                    normalized[row] = raw
+                else:
+                    normalized[row] = normalizer.normalize_score(state, pod, raw.copy())
             except Exception as exc:
-                error = self._failed(plugin.name, "Score", pod, exc)
-                return ScoreOutcome(totals, tuple(details), api.error(str(error)))
-            if normalized.size and (
-                normalized.min() < api.MIN_NODE_SCORE or normalized.max() > api.MAX_NODE_SCORE
-            ):
-                bad = normalized[(normalized < 0) | (normalized > api.MAX_NODE_SCORE)][0]
-                message = (
-                    f"plugin {plugin.name!r} returns an invalid score {bad}, it should be in"
-                    f" the range of [{api.MIN_NODE_SCORE}, {api.MAX_NODE_SCORE}] after"
-                    " normalizing"
-                )
-                return ScoreOutcome(totals, tuple(details), api.error(message))
-            weighted = normalized * self.weights[plugin.name]
-            totals += weighted
-            details.append(PluginScores(plugin.name, raw, normalized, weighted))
-        return ScoreOutcome(totals, tuple(details))
+                raised = exc
+                break
+            raws.append(raw)
+        valid = len(raws)
+        failure: api.Status | None = None
+        scored = normalized[:valid]
+        if scored.size and (scored.min() < api.MIN_NODE_SCORE or scored.max() > api.MAX_NODE_SCORE):
+            outside = (scored < api.MIN_NODE_SCORE) | (scored > api.MAX_NODE_SCORE)
+            valid = int(np.flatnonzero(outside.any(axis=1))[0])
+            bad = scored[valid][outside[valid]][0]
+            failure = api.error(
+                f"plugin {plugins[valid].name!r} returns an invalid score {bad}, it should be"
+                f" in the range of [{api.MIN_NODE_SCORE}, {api.MAX_NODE_SCORE}] after"
+                " normalizing"
+            )
+        elif raised is not None:
+            failure = api.error(str(self._failed(plugins[valid].name, "Score", pod, raised)))
+        names = tuple(plugin.name for plugin in plugins[:valid])
+        weights = tuple(self.weights[name] for name in names)
+        totals: Int64s = np.array(weights, dtype=np.int64) @ normalized[:valid]
+        outcome = ScoreOutcome(totals, names, tuple(raws[:valid]), normalized[:valid], weights)
+        return outcome if failure is None else replace(outcome, status=failure)
 
     def has_score_plugins(self) -> bool:
         return bool(self.score)

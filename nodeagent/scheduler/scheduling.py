@@ -82,7 +82,7 @@ def select_host(totals: Int64s, rng: random.Random) -> int:
     """
     if totals.size == 0:
         raise ValueError("empty priority list")
-    ties = np.flatnonzero(totals == totals.max())
+    ties = (totals == totals.max()).nonzero()[0]
     chosen = replacement = 1
     while replacement <= len(ties):
         chosen = replacement
@@ -131,40 +131,58 @@ def find_feasible(
     while processed < total and found < wanted:
         end = min(total, processed + chunk)
         block = _rotated(candidates, start, processed, end)
-        alive = np.arange(len(block), dtype=np.intp)
-        verdict = np.full(len(block), -1, dtype=np.intp)
+        # Until a plugin rejects a node of the block, the survivors are the whole block
+        # (``alive`` None): a filter that passes every node then costs one count.
+        nodes = block
+        alive: NodeIndices | None = None
+        verdict: npt.NDArray[np.intp] | None = None
         for position, plugin in enumerate(filters):
-            if alive.size == 0:
-                break
             try:  # free when nothing is raised, unlike a context manager per call
-                passed = plugin.filter(state, pod, snapshot, block[alive])
+                passed = plugin.filter(state, pod, snapshot, nodes)
             except PluginError:
                 raise
             except Exception as exc:
                 raise guards.record(plugin.name, "Filter", pod, exc) from exc
+            if np.count_nonzero(passed) == len(passed):  # cheaper than all()
+                continue
+            if alive is None or verdict is None:
+                alive = np.arange(len(block), dtype=np.intp)
+                verdict = np.full(len(block), -1, dtype=np.intp)
             verdict[alive[~passed]] = position
             alive = alive[passed]
+            if alive.size == 0:
+                break
+            nodes = block[alive]
         need = wanted - found
-        cut = len(block)
-        if alive.size >= need:
-            alive = alive[:need]
-            cut = int(alive[-1]) + 1
-        failed = np.flatnonzero(verdict[:cut] >= 0)
-        feasible.append(block[alive])
-        rejected.append(block[failed])
-        rejected_by.append(verdict[failed])
-        found += alive.size
-        processed += cut
+        if alive is None or verdict is None:  # every node of the block passed
+            taken = block[:need]
+            feasible.append(taken)
+            found += len(taken)
+            processed += len(taken)
+        else:
+            cut = len(block)
+            if alive.size >= need:
+                alive = alive[:need]
+                cut = int(alive[-1]) + 1
+            failed = np.flatnonzero(verdict[:cut] >= 0)
+            feasible.append(block[alive])
+            rejected.append(block[failed])
+            rejected_by.append(verdict[failed])
+            found += alive.size
+            processed += cut
         if found < wanted and processed < total:
             ratio = max(found / processed, 0.05)
             chunk = min(total, max(MIN_CHUNK, math.ceil((wanted - found) / ratio * 1.2)))
     empty = np.zeros(0, dtype=np.intp)
     return FilterOutcome(
-        np.concatenate(feasible) if feasible else empty,
-        np.concatenate(rejected) if rejected else empty,
-        np.concatenate(rejected_by) if rejected_by else empty,
-        processed,
+        _joined(feasible, empty), _joined(rejected, empty), _joined(rejected_by, empty), processed
     )
+
+
+def _joined(parts: list[npt.NDArray[np.intp]], empty: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else empty
 
 
 @dataclass(slots=True)

@@ -273,3 +273,41 @@ def test_resource_formulas_vector_equals_scalar_on_large_values(
     assert int(
         resource_allocation.balanced_allocation_vector(req, alloc, inc)[0]
     ) == resource_allocation.balanced_allocation_score(requested, allocatable, included)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(big, st.one_of(st.just(0), big), st.integers(1, 100)), min_size=1, max_size=4
+    ),
+    nodes=st.integers(1, 3),
+    equal_weights=st.booleans(),
+)
+def test_resource_formulas_when_every_resource_is_included(
+    rows: list[tuple[int, int, int]], nodes: int, equal_weights: bool
+) -> None:
+    """``included`` None (cpu and memory, gathered without masks) means all True: the
+    mask-free paths give the scalar formulas' results, zero allocatable included, with
+    equal weights (the default) or not."""
+    import numpy as np
+
+    requested = [r for r, _, _ in rows]
+    allocatable = [a for _, a, _ in rows]
+    weights = [rows[0][2] if equal_weights else w for _, _, w in rows]
+    everything = [True] * len(rows)
+    req = np.array([[r] * nodes for r in requested], dtype=np.int64)
+    alloc = np.array([[a] * nodes for a in allocatable], dtype=np.int64)
+    w = np.array(weights, dtype=np.int64)
+    ra = resource_allocation
+    expected = {
+        "least": ra.least_allocated_score(requested, allocatable, weights, everything),
+        "most": ra.most_allocated_score(requested, allocatable, weights, everything),
+        "balanced": ra.balanced_allocation_score(requested, allocatable, everything),
+    }
+    got = {
+        "least": ra.least_allocated_vector(req, alloc, w, None),
+        "most": ra.most_allocated_vector(req, alloc, w, None),
+        "balanced": ra.balanced_allocation_vector(req, alloc, None),
+    }
+    for formula, vector in got.items():
+        assert vector.tolist() == [expected[formula]] * nodes, formula

@@ -315,6 +315,77 @@ def test_score_outside_range_is_an_error() -> None:
     assert "invalid score 101" in result.status.message
 
 
+class RaisingScore(FakeScore):
+    def score(
+        self, state: CycleState, pod: api.Pod, snap: ClusterSnapshot, nodes: NodeIndices
+    ) -> Int64s:
+        raise RuntimeError("score bug")
+
+
+class TestScoreRunFailsAtTheFirstFailingPlugin:
+    """The score run checks and weighs all plugins' scores at once; what it reports must
+    be what checking each plugin in turn reports: the first failing plugin's error, the
+    totals and details of the plugins before it, an exception counted only if it was
+    the first failure."""
+
+    @staticmethod
+    def _scores(fw: framework.Framework) -> framework.ScoreOutcome:
+        snap = b.snapshot(SNAP_NODES)
+        state = CycleState()
+        return fw.run_score(state, b.pod(), snap, snap.all_nodes)
+
+    @staticmethod
+    def _make(*plugins: FakeScore) -> framework.Framework:
+        return make(
+            {p.name: p for p in plugins},
+            {"score": [{"name": p.name, "weight": i + 1} for i, p in enumerate(plugins)]},
+        )
+
+    @pytest.mark.parametrize("bad", [101, -1])
+    def test_out_of_range_before_a_raising_plugin(self, bad: int) -> None:
+        fine = FakeScore("Fine", {"n1": 7})
+        fw = self._make(fine, FakeScore("Bad", {"n2": bad}), RaisingScore("Raises", {}))
+        outcome = self._scores(fw)
+        assert outcome.status.code is api.Code.ERROR
+        assert f"plugin 'Bad' returns an invalid score {bad}" in outcome.status.message
+        assert [s.plugin for s in outcome.plugins] == ["Fine"]
+        assert (
+            outcome.totals.tolist()
+            == fine.score(
+                CycleState(), b.pod(), b.snapshot(SNAP_NODES), np.arange(len(SNAP_NODES))
+            ).tolist()
+        )
+        assert not fw.handle.failures.counts
+
+    def test_raising_before_an_out_of_range_plugin(self) -> None:
+        fine = FakeScore("Fine", {"n1": 7}, normalize=True)
+        fw = self._make(fine, RaisingScore("Raises", {}), FakeScore("Bad", {"n2": 101}))
+        outcome = self._scores(fw)
+        assert outcome.status.code is api.Code.ERROR
+        assert "score bug" in outcome.status.message
+        assert [s.plugin for s in outcome.plugins] == ["Fine"]
+        assert sorted(outcome.totals.tolist()) == [0, 0, 14]
+        assert fw.handle.failures.counts == {("Raises", "Score"): 1}
+
+    def test_details_are_each_stage_of_each_plugin(self) -> None:
+        low = FakeScore("Low", {"n1": 10, "n2": 40})
+        high = FakeScore("High", {"n3": 30}, normalize=True)
+        outcome = self._scores(self._make(low, high))
+        assert outcome.status.is_success
+        (first, second) = outcome.plugins
+        assert (first.plugin, first.raw.tolist(), first.weighted.tolist()) == (
+            "Low",
+            [10, 40, 0],
+            [10, 40, 0],
+        )
+        assert (second.raw.tolist(), second.normalized.tolist(), second.weighted.tolist()) == (
+            [0, 0, 30],
+            [0, 0, 60],
+            [0, 0, 120],
+        )
+        assert outcome.totals.tolist() == [10, 40, 120]
+
+
 def test_permit_rejection_unreserves_in_reverse_and_forgets_the_pod() -> None:
     rec = Recorder()
     r1, r2 = FakeReserve("R1", rec), FakeReserve("R2", rec)

@@ -157,6 +157,21 @@ def test_filter_table(
             assert status.code is api.Code.UNSCHEDULABLE
 
 
+def test_domains_follow_a_node_moving_zone() -> None:
+    """The domains holding eligible nodes are kept with the static node data: a node
+    that changes zone (the live scheduler's node update) changes them at once. Once
+    zone b has no node, the global minimum is zone a's count, so a second pod fits."""
+    snapshot = cluster({"a": ["n1"], "b": ["n2"]}, {"n1": 1})
+    spread = plugin()
+    pod = spread_pod("new", constraint())
+    assert {n for n, s in run_filter(spread, pod, snapshot).items() if s.is_success} == {"n2"}
+    snapshot.update_node(snapshot.index["n2"], b.node("n2", labels={ZONE: "a"}))
+    assert {n for n, s in run_filter(spread, pod, snapshot).items() if s.is_success} == {
+        "n1",
+        "n2",
+    }
+
+
 def test_node_without_the_key_is_unresolvable_with_the_missing_label_message() -> None:
     nodes = [b.node("n1", labels={ZONE: "a"}), b.node("bare")]
     snapshot = ClusterSnapshot(nodes, [])

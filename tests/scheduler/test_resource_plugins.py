@@ -108,6 +108,38 @@ def test_fit_filter(
     assert (status.code, status.reasons) == (expected.code, expected.reasons)
 
 
+class TestFitChecksFollowTheSnapshotsRows:
+    """The Filter's checks are remembered per request shape; the rows they read are the
+    snapshot's, which differ between snapshots and grow when a node first lists a
+    resource. One plugin instance must judge each snapshot by its own rows."""
+
+    GPU = "example.com/gpu"
+
+    def verdicts(
+        self, plugin: node_resources_fit.NodeResourcesFit, snap: ClusterSnapshot
+    ) -> list[bool]:
+        pod = b.pod("new", requests={"cpu": "1", self.GPU: "2"})
+        return [filter_status(plugin, pod, snap, i).is_success for i in range(snap.size)]
+
+    def test_a_resource_no_node_has_then_nodes_that_have_it(self) -> None:
+        plugin = fit()
+        without = b.snapshot([b.node("n1"), b.node("n2")])
+        assert self.verdicts(plugin, without) == [False, False]
+        gpus = [b.node("n1", extra={self.GPU: "1"}), b.node("n2", extra={self.GPU: "4"})]
+        assert self.verdicts(plugin, b.snapshot(gpus)) == [False, True]
+        assert self.verdicts(plugin, without) == [False, False]
+
+    def test_rows_in_another_order(self) -> None:
+        plugin = fit()
+        other = "example.com/aaa"  # sorts before the gpu: its row comes first
+        first = b.snapshot([b.node("n1", extra={self.GPU: "4"})])
+        second = b.snapshot([b.node("n1", extra={other: "8", self.GPU: "1"})])
+        assert first.row[self.GPU] != second.row[self.GPU]
+        assert self.verdicts(plugin, first) == [True]
+        assert self.verdicts(plugin, second) == [False]
+        assert self.verdicts(plugin, first) == [True]
+
+
 @pytest.mark.parametrize(
     "args",
     [

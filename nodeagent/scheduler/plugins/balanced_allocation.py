@@ -79,7 +79,7 @@ class BalancedAllocation:
 
     def _inputs(
         self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
-    ) -> tuple[ra.Matrix, ra.Matrix, ra.Bools]:
+    ) -> ra.Inputs:
         return ra.scoring_inputs(self._resources, pod_requests, snapshot, nodes, nonzero=False)
 
 

@@ -70,7 +70,7 @@ class ImageLocality:
             return priority_vector(image_sums(pod, snapshot), pod.container_count)
 
         scores = self._scores.get(snapshot, (pod.images, pod.container_count), all_nodes)
-        result: Int64s = scores[nodes]
+        result: Int64s = scores.take(nodes)
         return result
 
     def score_node(self, pod: api.Pod, snapshot: ClusterSnapshot, node: int) -> int:

@@ -283,7 +283,7 @@ class InterPodAffinity:
         scores = state.read(_PRE_SCORE_KEY, np.ndarray)
         if scores is None:
             return np.zeros(len(nodes), dtype=np.int64)
-        result: Int64s = scores[nodes]
+        result: Int64s = scores.take(nodes)
         return result
 
     def normalize_score(self, state: CycleState, pod: api.Pod, scores: Int64s) -> Int64s:

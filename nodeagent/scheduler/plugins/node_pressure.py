@@ -177,9 +177,8 @@ class NodePressure:
                 dtype=bool,
             )
 
-        result: Mask = self._tolerated.get(snapshot, pod.tolerations, per_taint_set)[
-            snapshot.taint_set[nodes]
-        ]
+        by_set = self._tolerated.get(snapshot, pod.tolerations, per_taint_set)
+        result: Mask = by_set.take(snapshot.taint_set.take(nodes))
         return result
 
     def filter_node(
@@ -229,9 +228,8 @@ class NodePressure:
     def score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> Int64s:
-        result: Int64s = self._scores.get(snapshot, "all", lambda: self._all_scores(snapshot))[
-            nodes
-        ]
+        scores = self._scores.get(snapshot, "all", lambda: self._all_scores(snapshot))
+        result: Int64s = scores.take(nodes)
         return result
 
     def preemption_may_help(

@@ -33,6 +33,8 @@ LEAST_ALLOCATED = "LeastAllocated"
 MOST_ALLOCATED = "MostAllocated"
 REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 MAX_CUSTOM_PRIORITY_SCORE = 10
+_SHAPES_KEPT = 1024
+"""Distinct request shapes whose checks are remembered (then forgotten all at once)."""
 
 
 def insufficient(resource: str) -> str:
@@ -118,6 +120,30 @@ class _Check:
     amount: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Checks:
+    """What PreFilter computes once per pod: the checks in report order, and for the
+    vectorized Filter their rows and amounts as arrays (``rows`` None: some requested
+    resource is on no node, so no node fits)."""
+
+    checks: tuple[_Check, ...]
+    rows: slice | NodeIndices | None
+    amounts: Int64s
+    """The requests, as a column: one per check."""
+
+    @classmethod
+    def of(cls, checks: tuple[_Check, ...]) -> _Checks:
+        amounts = np.array([check.amount for check in checks], dtype=np.int64)[:, None]
+        amounts.setflags(write=False)  # shared by every pod of the same requests
+        rows = [check.row for check in checks if check.row is not None]
+        if len(rows) < len(checks):
+            return cls(checks, None, amounts)
+        first = rows[0] if rows else 0
+        if rows == list(range(first, first + len(rows))):  # cpu, memory: a view
+            return cls(checks, slice(first, first + len(rows)), amounts)
+        return cls(checks, np.array(rows, dtype=np.intp), amounts)
+
+
 class NodeResourcesFit:
     name = NAME
     resource_local = True
@@ -130,6 +156,9 @@ class NodeResourcesFit:
         self._strategy = args.scoring_strategy.type
         self._resources = args.scoring_resources()
         self._weights = np.array([w for _, w in self._resources], dtype=np.int64)
+        self._checked_by_requests: dict[tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]]
+        self._checked_by_requests = {}
+        self._checks_by_rows: dict[tuple[object, ...], _Checks] = {}
         ratio = args.scoring_strategy.requested_to_capacity_ratio
         self._shape: list[tuple[int, int]] = [
             (p.utilization, p.score * (api.MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE))
@@ -143,16 +172,38 @@ class NodeResourcesFit:
             return False
         return name in self._ignored or name.split("/", 1)[0] in self._ignored_groups
 
-    def _checks(self, pod: api.Pod, snapshot: ClusterSnapshot) -> tuple[_Check, ...]:
-        ordered = sorted(
-            pod.requests.items(),
-            key=lambda item: (_report_order(item[0]), item[0]),
-        )
-        return tuple(
-            _Check(name, snapshot.resource_row(name), amount)
-            for name, amount in ordered
-            if amount > 0 and name != api.PODS and not self._ignored_resource(name)
-        )
+    def _checked(self, pod: api.Pod) -> tuple[tuple[str, int], ...]:
+        """The requests Filter checks, in report order. Pods share a few request
+        shapes, so this is remembered per shape (a pure function of the requests)."""
+        key = tuple(pod.requests.items())
+        found = self._checked_by_requests.get(key)
+        if found is None:
+            ordered = sorted(key, key=lambda item: (_report_order(item[0]), item[0]))
+            found = tuple(
+                (name, amount)
+                for name, amount in ordered
+                if amount > 0 and name != api.PODS and not self._ignored_resource(name)
+            )
+            if len(self._checked_by_requests) >= _SHAPES_KEPT:
+                self._checked_by_requests.clear()
+            self._checked_by_requests[key] = found
+        return found
+
+    def _checks(self, pod: api.Pod, snapshot: ClusterSnapshot) -> _Checks:
+        """The checks against ``snapshot``'s rows (remembered per request shape and
+        rows: a row appears when a node first lists a resource)."""
+        checked = self._checked(pod)
+        rows = tuple(snapshot.row.get(name) for name, _ in checked)
+        found = self._checks_by_rows.get((checked, rows))
+        if found is None:
+            checks = tuple(
+                _Check(name, row, amount) for (name, amount), row in zip(checked, rows, strict=True)
+            )
+            found = _Checks.of(checks)
+            if len(self._checks_by_rows) >= _SHAPES_KEPT:
+                self._checks_by_rows.clear()
+            self._checks_by_rows[(checked, rows)] = found
+        return found
 
     def pre_filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
@@ -160,22 +211,27 @@ class NodeResourcesFit:
         state.write(_PRE_FILTER_KEY, self._checks(pod, snapshot))
         return None, api.SUCCESS
 
+    def _prepared(self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot) -> _Checks:
+        found = state.read(_PRE_FILTER_KEY, _Checks)
+        return found if found is not None else self._checks(pod, snapshot)
+
     def _state(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
     ) -> tuple[_Check, ...]:
-        checks = state.read(_PRE_FILTER_KEY, tuple)
-        return checks if checks is not None else self._checks(pod, snapshot)
+        return self._prepared(state, pod, snapshot).checks
 
     def filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> Mask:
-        rejected: Mask = snapshot.pod_count[nodes] + 1 > snapshot.allowed_pods[nodes]
-        for check in self._state(state, pod, snapshot):
-            if check.row is None:  # no node has any of it
-                return np.zeros(len(nodes), dtype=bool)
-            free = snapshot.allocatable[check.row, nodes] - snapshot.requested[check.row, nodes]
-            rejected |= check.amount > free
-        return ~rejected
+        prepared = self._prepared(state, pod, snapshot)
+        if prepared.rows is None:  # no node has some requested resource
+            return np.zeros(len(nodes), dtype=bool)
+        fits: Mask = snapshot.pod_count.take(nodes) < snapshot.allowed_pods.take(nodes)
+        if prepared.checks:  # all the rows at once: free >= request for every one
+            allocatable = snapshot.allocatable[prepared.rows].take(nodes, axis=1)
+            free = allocatable - snapshot.requested[prepared.rows].take(nodes, axis=1)
+            fits &= (free >= prepared.amounts).all(axis=0)
+        return fits
 
     def filter_node(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, node: int
@@ -256,7 +312,7 @@ class NodeResourcesFit:
 
     def _inputs(
         self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
-    ) -> tuple[ra.Matrix, ra.Matrix, ra.Bools]:
+    ) -> ra.Inputs:
         names = [name for name, _ in self._resources]
         return ra.scoring_inputs(names, pod_requests, snapshot, nodes, nonzero=True)
 

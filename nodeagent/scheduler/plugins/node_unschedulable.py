@@ -27,7 +27,7 @@ class NodeUnschedulable:
     ) -> Mask:
         if api.tolerates(pod.tolerations, UNSCHEDULABLE_TAINT):
             return np.ones(len(nodes), dtype=bool)
-        return ~snapshot.unschedulable[nodes]
+        return ~snapshot.unschedulable.take(nodes)
 
     def filter_node(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, node: int

@@ -18,6 +18,7 @@ node come from the snapshot's pod-group index (no pod is looked at), domain coun
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -30,7 +31,14 @@ from nodeagent.errors import ConfigError
 from nodeagent.scheduler import api, config, objects
 from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
 from nodeagent.scheduler.plugins import helpers, node_affinity, taint_toleration
-from nodeagent.scheduler.snapshot import ZONE_LABEL, ClusterSnapshot, Int64s, Mask, NodeIndices
+from nodeagent.scheduler.snapshot import (
+    ZONE_LABEL,
+    ClusterSnapshot,
+    Int64s,
+    LabelColumn,
+    Mask,
+    NodeIndices,
+)
 
 NAME = "PodTopologySpread"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -116,6 +124,9 @@ class _Counted:
     """Matching pods per domain code."""
     self_match: int
     global_min: int
+    passes: Mask
+    """Per domain code: the skew of placing the pod there is within ``maxSkew``; one
+    more entry, False, which code -1 (a node without the key) reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +142,13 @@ class _ScoreState:
     """Over all nodes: the raw score."""
 
 
+def _present_domains(column: LabelColumn, eligible: Mask) -> tuple[Mask, int]:
+    """Per domain code: some eligible node is in it; and how many domains are."""
+    present = np.zeros(len(column.values), dtype=bool)
+    present[column.codes[eligible]] = True
+    return present, int(present.sum())
+
+
 class PodTopologySpread:
     name = NAME
 
@@ -140,6 +158,7 @@ class PodTopologySpread:
         self._handle = handle
         self._untainted = helpers.StaticNodeCache[Mask]()
         self._keyed = helpers.StaticNodeCache[Mask]()
+        self._domains = helpers.StaticNodeCache[tuple[Mask, int]]()
 
     # --- shared ----------------------------------------------------------------------
 
@@ -254,20 +273,23 @@ class PodTopologySpread:
             column = snapshot.labels.column(c.topology_key)
             included = self._included(pod, snapshot, c)
             eligible = has_keys if included is None else has_keys & included
-            domains = len(column.values)
-            present = np.zeros(domains, dtype=bool)
-            present[column.codes[eligible]] = True
+            if included is None:  # static: the same for every pod with these keys
+                key = (c.topology_key, *(k.topology_key for k in constraints))
+                compute = functools.partial(_present_domains, column, eligible)
+                present, found = self._domains.get(snapshot, key, compute)
+            else:
+                present, found = _present_domains(column, eligible)
             nodes, counts = self._placements(pod, snapshot, c)
             keep = eligible[nodes]
-            per_domain = np.zeros(domains, dtype=np.int64)
+            per_domain = np.zeros(len(column.values), dtype=np.int64)
             np.add.at(per_domain, column.codes[nodes[keep]], counts[keep])
-            found = int(present.sum())
             global_min = int(per_domain[present].min()) if found else 0
             if found < c.min_domains:
                 global_min = 0
-            counted.append(
-                _Counted(c, column.codes, per_domain, int(c.selects(pod.labels)), global_min)
-            )
+            self_match = int(c.selects(pod.labels))
+            skew = per_domain + self_match - global_min
+            passes = np.append(skew <= c.max_skew, False)
+            counted.append(_Counted(c, column.codes, per_domain, self_match, global_min, passes))
         state.write(_PRE_FILTER_KEY, _FilterState(tuple(counted)))
         return None, api.SUCCESS
 
@@ -285,12 +307,7 @@ class PodTopologySpread:
     ) -> Mask:
         mask = np.ones(len(nodes), dtype=bool)
         for counted in self._filter_state(state, pod, snapshot).constraints:
-            codes = counted.codes[nodes]
-            labelled = codes >= 0
-            # code -1 (no label) reads a trailing 0; no domain at all leaves only that
-            count = np.append(counted.domain_counts, 0)[codes]
-            skew = count + counted.self_match - counted.global_min
-            mask &= labelled & (skew <= counted.constraint.max_skew)
+            mask &= counted.passes.take(counted.codes.take(nodes))  # code -1: the last
         return mask
 
     def filter_node(

@@ -32,6 +32,8 @@ from nodeagent.scheduler.snapshot import (
 
 Matrix = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
+Inputs = tuple[Matrix, Matrix, Bools | None]
+""":func:`scoring_inputs`: requested, allocatable, included (``None``: everywhere)."""
 Shape = Sequence[tuple[int, int]]
 """(utilization 0..100, score 0..100) points, scores already scaled by 10."""
 
@@ -164,21 +166,30 @@ def scoring_inputs(
     nodes: NodeIndices,
     *,
     nonzero: bool,
-) -> tuple[Matrix, Matrix, Bools]:
+) -> Inputs:
     """Per resource (row) and node (column): the node's requests plus the pod's, the
-    allocatable amount, and whether the resource counts. A scalar resource the pod does
-    not request does not count (kube-scheduler returns (0, 0) for it); a resource no
-    node has gets allocatable 0 and is skipped by the formulas. ``nonzero``: cpu and
-    memory use the "non-zero" requests (the scoring strategies), otherwise plain
-    requests (BalancedAllocation)."""
+    allocatable amount, and whether the resource counts (``None``: every one does). A
+    scalar resource the pod does not request does not count (kube-scheduler returns
+    (0, 0) for it); a resource no node has gets allocatable 0 and is skipped by the
+    formulas. ``nonzero``: cpu and memory use the "non-zero" requests (the scoring
+    strategies), otherwise plain requests (BalancedAllocation).
+
+    The usual resources, cpu and memory, are gathered with one ``take`` per matrix
+    (several times faster than fancy indexing): at a few hundred nodes, a scoring
+    cycle's cost is its number of numpy calls more than its number of nodes."""
+    rows = [snapshot.resource_row(name) for name in resources]
+    if rows == [CPU_ROW, MEMORY_ROW]:  # both always count (not scalar resources)
+        source = snapshot.nonzero_requested if nonzero else snapshot.requested[:2]
+        amounts = np.array(pod_requests, dtype=np.int64)[:, None]
+        allocatable = snapshot.allocatable[:2].take(nodes, axis=1)
+        return source.take(nodes, axis=1) + amounts, allocatable, None
     requested = np.zeros((len(resources), len(nodes)), dtype=np.int64)
     allocatable = np.zeros((len(resources), len(nodes)), dtype=np.int64)
     included = np.ones((len(resources), len(nodes)), dtype=bool)
-    for i, (name, amount) in enumerate(zip(resources, pod_requests, strict=True)):
+    for i, (name, amount, row) in enumerate(zip(resources, pod_requests, rows, strict=True)):
         if api.is_scalar_resource(name) and amount == 0:
             included[i] = False
             continue
-        row = snapshot.resource_row(name)
         if row is None:
             continue
         allocatable[i] = snapshot.allocatable[row, nodes]
@@ -191,18 +202,27 @@ def scoring_inputs(
     return requested, allocatable, included
 
 
-def first_column(inputs: tuple[Matrix, Matrix, Bools]) -> tuple[list[int], list[int], list[bool]]:
+def first_column(inputs: Inputs) -> tuple[list[int], list[int], list[bool]]:
     """The one node of single-node :func:`scoring_inputs`, as plain lists for the scalar
     formulas."""
     requested, allocatable, included = inputs
     return (
         [int(v) for v in requested[:, 0]],
         [int(v) for v in allocatable[:, 0]],
-        [bool(v) for v in included[:, 0]],
+        [True] * len(requested) if included is None else [bool(v) for v in included[:, 0]],
     )
 
 
 # --- vectorized forms -------------------------------------------------------------------
+
+
+def _counted(allocatable: Matrix, included: Bools | None) -> Bools | None:
+    """Which resources count per node; ``None`` when all of them do (the usual case,
+    which the formulas below then compute without masks)."""
+    if included is None and np.count_nonzero(allocatable) == allocatable.size:
+        return None
+    nonzero: Bools = allocatable != 0
+    return nonzero if included is None else included & nonzero
 
 
 def _average_vector(per: Matrix, counted: Bools, weights: Int64s) -> tuple[Int64s, Int64s]:
@@ -216,10 +236,29 @@ def _quotient(total: Int64s, weight_sum: Int64s) -> Int64s:
     return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
 
 
+def _plain_average(per: Matrix, weights: Int64s) -> Int64s:
+    """:func:`_quotient` of :func:`_average_vector` when every resource counts. With
+    equal weights ``w`` (the default: 1 each), ``sum(w * s) // (w * k)`` is
+    ``sum(s) // k``: no multiplication."""
+    listed = weights.tolist()
+    weight_sum = sum(listed)
+    if weight_sum == 0:
+        return np.zeros(per.shape[1], dtype=np.int64)
+    if listed.count(listed[0]) == len(listed):
+        plain: Int64s = np.add.reduce(per, axis=0) // len(listed)
+        return plain
+    total: Int64s = weights @ per
+    average: Int64s = total // weight_sum
+    return average
+
+
 def least_allocated_vector(
-    requested: Matrix, allocatable: Matrix, weights: Int64s, included: Bools
+    requested: Matrix, allocatable: Matrix, weights: Int64s, included: Bools | None
 ) -> Int64s:
-    counted = included & (allocatable != 0)
+    counted = _counted(allocatable, included)
+    if counted is None:  # allocatable > 0 everywhere; free < 0 scores 0 as below
+        free = np.maximum(allocatable - requested, 0)
+        return _plain_average(free * api.MAX_NODE_SCORE // allocatable, weights)
     safe = np.maximum(allocatable, 1)
     per = np.where(
         requested > allocatable, 0, (allocatable - requested) * api.MAX_NODE_SCORE // safe
@@ -228,9 +267,12 @@ def least_allocated_vector(
 
 
 def most_allocated_vector(
-    requested: Matrix, allocatable: Matrix, weights: Int64s, included: Bools
+    requested: Matrix, allocatable: Matrix, weights: Int64s, included: Bools | None
 ) -> Int64s:
-    counted = included & (allocatable != 0)
+    counted = _counted(allocatable, included)
+    if counted is None:
+        used = np.minimum(requested, allocatable)
+        return _plain_average(used * api.MAX_NODE_SCORE // allocatable, weights)
     safe = np.maximum(allocatable, 1)
     per = np.minimum(requested, allocatable) * api.MAX_NODE_SCORE // safe
     return _quotient(*_average_vector(per, counted, weights))
@@ -254,14 +296,16 @@ def broken_linear_vector(shape: Shape, utilization: Matrix) -> Matrix:
 
 
 def requested_to_capacity_ratio_vector(
-    shape: Shape, requested: Matrix, allocatable: Matrix, weights: Int64s, included: Bools
+    shape: Shape, requested: Matrix, allocatable: Matrix, weights: Int64s, included: Bools | None
 ) -> Int64s:
     safe = np.maximum(allocatable, 1)
     utilization = np.where(
         requested > allocatable, MAX_UTILIZATION, requested * MAX_UTILIZATION // safe
     )
     per = broken_linear_vector(shape, utilization)
-    counted = included & (allocatable != 0) & (per > 0)
+    counted = (allocatable != 0) & (per > 0)
+    if included is not None:
+        counted &= included
     total, weight_sum = _average_vector(per, counted, weights)
     # Go rounds total/weight_sum (a float) half away from zero; for non-negative
     # integers that is exactly floor((2*total + weight_sum) / (2*weight_sum)).
@@ -269,8 +313,21 @@ def requested_to_capacity_ratio_vector(
     return np.where(weight_sum > 0, rounded, 0)
 
 
-def balanced_allocation_vector(requested: Matrix, allocatable: Matrix, included: Bools) -> Int64s:
-    counted = included & (allocatable != 0)
+def balanced_allocation_vector(
+    requested: Matrix, allocatable: Matrix, included: Bools | None
+) -> Int64s:
+    counted = _counted(allocatable, included)
+    if requested.shape[0] == 2:  # the usual cpu and memory: std is half the difference
+        if counted is None:
+            fractions = np.minimum(requested / allocatable, 1.0)
+            std = np.abs((fractions[0] - fractions[1]) / 2)
+        else:
+            fractions = np.minimum(requested / np.maximum(allocatable, 1), 1.0)
+            std = np.where(counted.all(axis=0), np.abs((fractions[0] - fractions[1]) / 2), 0.0)
+        two: Int64s = ((1 - std) * api.MAX_NODE_SCORE).astype(np.int64)
+        return two
+    if counted is None:
+        counted = np.ones(requested.shape, dtype=bool)
     fractions = np.minimum(
         requested.astype(np.float64) / np.maximum(allocatable, 1).astype(np.float64), 1.0
     )

@@ -87,7 +87,7 @@ class TaintToleration:
             )
 
         by_set = self._tolerated.get(snapshot, pod.tolerations, per_taint_set)
-        result: Mask = by_set[snapshot.taint_set[nodes]]
+        result: Mask = by_set.take(snapshot.taint_set.take(nodes))
         return result
 
     def filter_node(
@@ -129,7 +129,7 @@ class TaintToleration:
             )
 
         by_set = self._counts.get(snapshot, tolerations, per_taint_set)
-        result: Int64s = by_set[snapshot.taint_set[nodes]]
+        result: Int64s = by_set.take(snapshot.taint_set.take(nodes))
         return result
 
     def normalize_score(self, state: CycleState, pod: api.Pod, scores: Int64s) -> Int64s:
