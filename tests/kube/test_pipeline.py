@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -182,7 +183,7 @@ def run(
                 what=f"post {path}",
                 path=path,
                 body=b"{}",
-                done=lambda error, path=path: done(path, error),
+                done=functools.partial(done, path),
             )
         try:
             await asyncio.wait_for(finished.wait(), timeout)
