@@ -36,26 +36,26 @@ printed). The three processes share the machine's cores. Printed per run:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
+import functools
 import multiprocessing
 import multiprocessing.connection
 import os
 import resource
 import statistics
 import tempfile
-import threading
 import time
 import uuid
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from benchmarks import cpu_breakdown
-from nodeagent.kube import fake, http, retry
-from nodeagent.scheduler import objects, registry
-from nodeagent.scheduler.api import BindResult
-from nodeagent.scheduler.live import bind_process
+from nodeagent.actuators.events import NORMAL, InvolvedObject, UniqueEvents
+from nodeagent.kube import fake, http, pipeline, retry, writes
+from nodeagent.scheduler import registry
+from nodeagent.scheduler.live import bind_child
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.fakeapi import server
@@ -161,45 +161,71 @@ def bind_target(url: str, directory: Path) -> http.ConnectionSpec:
 
 def bind_ceiling(pods: int, directory: Path) -> float:
     """Pods per second the fake server takes the scheduler's per-pod writes for (the
-    binding POST and the ``Scheduled`` event), written by the binding process as the
-    scheduler hands it bindings, all handed over at once, nothing else running: the
-    server's pace, the end-to-end run's bound."""
+    binding POST and the ``Scheduled`` event), written as the binding process writes
+    them (its pipelined posters, their limits, the event from its template), every pod
+    at once, nothing else running: the server's pace, the end-to-end run's bound."""
     proc = ServerProcess(0, pods)
     kube = client(proc.url, 4)
-    binder = bind_process.ProcessBinder(
-        bind_target(proc.url, directory),
-        lambda: True,
-        reporting=bind_process.Reporting(PROFILE, "ceiling"),
-    )
-    answered = threading.Semaphore(0)
-    outcomes: list[BindResult] = []
+    address, credentials = bind_target(proc.url, directory).resolve()
+    events = UniqueEvents(reason="Scheduled", event_type=NORMAL, component=PROFILE, host="ceiling")
+    node_name = "node-00000"
+    failures: list[BaseException] = []
 
-    def done(result: BindResult, why: str) -> None:
-        outcomes.append(result)
-        answered.release()
+    async def write_all(targets: list[tuple[str, str]]) -> float:
+        bindings = pipeline.Poster(address, credentials, limits=bind_child.BINDING_LIMITS)
+        recorder = pipeline.Poster(address, credentials, limits=bind_child.EVENT_LIMITS)
+        finished = asyncio.Event()
+        left = 2 * len(targets)
+
+        def done(error: BaseException | None) -> None:
+            nonlocal left
+            if error is not None:
+                failures.append(error)
+            left -= 1
+            if left == 0:
+                finished.set()
+
+        def bound(name: str, uid: str, error: BaseException | None) -> None:
+            done(error)
+            body = events.body(
+                InvolvedObject("Pod", name, "default", uid),
+                f"Successfully assigned default/{name} to {node_name}",
+            )
+            recorder.post(
+                "create",
+                "events",
+                what=name,
+                path=writes.events_path("default"),
+                body=body,
+                done=done,
+            )
+
+        started = time.perf_counter()
+        for name, uid in targets:
+            bindings.post(
+                "create",
+                "pods/binding",
+                what=name,
+                path=writes.binding_path("default", name),
+                body=writes.binding_body("default", name, uid=uid, node_name=node_name),
+                done=functools.partial(bound, name, uid),
+            )
+        await finished.wait()
+        elapsed = time.perf_counter() - started
+        bindings.close()
+        recorder.close()
+        return elapsed
 
     try:
-        listed = [objects.parse_pod(p) for p in kube.list_pods().items]
-        first, rest = listed[0], listed[1:]
-        binder.bind_async(first, "node-00000", done)
-        binder.flush()
-        answered.acquire()  # the child has started
-        started = time.perf_counter()
-        for pod in rest:
-            binder.bind_async(pod, "node-00000", done)
-            binder.flush(due_only=True)  # as the scheduling loop
-        binder.flush()
-        for _ in rest:
-            answered.acquire()
-        binder.close(60)  # the last events written
-        elapsed = time.perf_counter() - started
+        listed = kube.list_pods()
+        targets = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in listed.items]
+        elapsed = asyncio.run(write_all(targets))
     finally:
-        binder.close(60)
         kube.close()
         _, scheduled, _ = proc.stop()
-    assert outcomes.count(BindResult.BOUND) == len(listed), f"bound: {Counter(outcomes)}"
-    assert scheduled == len(listed), f"{scheduled} events stored for {len(listed)} pods"
-    return len(rest) / elapsed
+    assert not failures, f"{len(failures)} writes failed, e.g. {failures[0]}"
+    assert scheduled == len(targets), f"{scheduled} events stored for {len(targets)} pods"
+    return len(targets) / elapsed
 
 
 def _peak_rss_mib(pid: int) -> float:
