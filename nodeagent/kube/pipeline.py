@@ -212,6 +212,7 @@ class Poster:
         self._auth_checked = -1.0
         self._auth = ""
         self._watchdog: asyncio.TimerHandle | None = None
+        self._closed = False
 
     @property
     def pending(self) -> int:
@@ -232,7 +233,10 @@ class Poster:
         return dropped
 
     def close(self) -> None:
-        """Close every connection now; calls owed an answer end as faults."""
+        """Close every connection now: calls owed an answer end as faults, without
+        retries; calls not written yet are dropped (their callbacks are not called)."""
+        self._closed = True
+        self._ready.clear()
         for connection in list(self._connections):
             connection.abort("closed")
         if self._watchdog is not None:
@@ -252,8 +256,9 @@ class Poster:
 
         def resume() -> None:
             self._delayed -= 1
-            self._ready.append(call)
-            self._dispatch()
+            if not self._closed:
+                self._ready.append(call)
+                self._dispatch()
 
         asyncio.get_running_loop().call_later(delay, resume)
 
@@ -261,7 +266,7 @@ class Poster:
         """Hand the ready calls to the connection with the fewest answers owed, opening
         another while all are busy and the limit allows."""
         depth = self._limits.depth
-        while self._ready:
+        while self._ready and not self._closed:
             best: _Connection | None = None
             for connection in self._connections:
                 owed = len(connection.written)
@@ -352,7 +357,11 @@ class Poster:
         self._dispatch()
 
     def _failed(self, call: _Call, error: errors.KubeAPIError) -> None:
-        if not kube_errors.is_retryable(error) or call.attempts >= self._retry.attempts:
+        if (
+            self._closed
+            or not kube_errors.is_retryable(error)
+            or call.attempts >= self._retry.attempts
+        ):
             _finish(call, error)
             return
         delay = self._retry.wait_seconds(call.attempts, error, retry.JITTER.random())

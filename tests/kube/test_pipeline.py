@@ -56,6 +56,7 @@ class Script:
     seen: list[Seen] = field(default_factory=list)
     max_owed: int = 0
     """The most requests one connection had received and not yet answered."""
+    received: int = 0
     connections: int = 0
 
     def act(self, path: str) -> Act:
@@ -90,6 +91,7 @@ class _ServerSide(asyncio.Protocol):
             self.buffer = rest[length:]
             path = lines[0].split(" ")[1]
             self.owed.append(Seen(path, headers.get("authorization", ""), self.number))
+            self.script.received += 1
             self.script.max_owed = max(self.script.max_owed, len(self.owed))
         if not self.answering:
             self.answering = True
@@ -342,3 +344,41 @@ def test_the_depth_bounds_what_one_connection_owes(depth: int) -> None:
     run(script, paths(20), limits=pipeline.Limits(connections=1, depth=depth))
     assert script.max_owed <= depth
     assert script.connections == 1
+
+
+def test_close_ends_what_is_owed_once_and_sends_nothing_more() -> None:
+    script = Script(delay=30.0)  # answers nothing while the test runs
+    ended: list[tuple[str, type[BaseException] | None]] = []
+    observer = client.RecordingObserver()
+
+    def end(path: str, error: errors.KubeAPIError | None) -> None:
+        ended.append((path, None if error is None else type(error)))
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: _ServerSide(script), "127.0.0.1", 0)
+        address = Address("127.0.0.1", server.sockets[0].getsockname()[1], https=False)
+        limits = pipeline.Limits(connections=1, depth=2)  # two owed, two not written
+        poster = pipeline.Poster(
+            address, dict, limits=limits, retry_policy=NO_WAIT, observer=observer
+        )
+        for path in paths(4):
+            poster.post(
+                "create",
+                "things",
+                what=path,
+                path=path,
+                body=b"{}",
+                done=functools.partial(end, path),
+            )
+        while script.received < 2:
+            await asyncio.sleep(0.01)
+        poster.close()
+        await asyncio.sleep(0.1)  # a retry, had one been scheduled, would run now
+        assert poster.pending == 0
+        server.close()
+
+    asyncio.run(main())
+    assert sorted(ended) == [("/p0", kube_errors.Unavailable), ("/p1", kube_errors.Unavailable)]
+    assert observer.retries == []
+    assert script.received == 2

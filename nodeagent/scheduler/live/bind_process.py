@@ -407,7 +407,7 @@ class ProcessBinder:
         self._refuse(refused)
         if child is None:
             return
-        with contextlib.suppress(OSError):
+        with self._lock, contextlib.suppress(OSError):
             child.sock.sendall(bind_child.frame(None))
         if not child.exited.wait(timeout):
             log.warning("binding process still running after %.0f s: killed", timeout)

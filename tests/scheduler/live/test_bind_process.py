@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -338,6 +339,18 @@ def test_a_lost_lease_kills_the_child_and_nothing_it_held_goes_out(
     assert status.code is api.Code.ERROR
     assert process_binder.starts == 1
     assert h.node_of(fake_api, "after") == ""
+
+
+def test_a_child_whose_scheduler_is_gone_finishes_what_it_sent_and_exits(
+    fake_api: FakeAPIServer, binder: Binder
+) -> None:
+    process_binder, _ = binder
+    assert process_binder.bind(pending(fake_api, "p1"), "n1").is_success
+    child = process_binder._child
+    assert child is not None
+    child.sock.shutdown(socket.SHUT_WR)  # as when the scheduler dies: end of stream
+    assert child.exited.wait(10)
+    assert child.process.returncode == 0
 
 
 def test_close_lets_the_child_finish_and_exit(fake_api: FakeAPIServer, binder: Binder) -> None:
