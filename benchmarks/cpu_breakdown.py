@@ -39,13 +39,15 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # the binding process: what its loop does with answers and requests (llhttp, the
     # Poster), the socket to the scheduler, asyncio's own turn of the loop
     ("binding process: HTTP", ("nodeagent/kube/pipeline.py", "httptools")),
-    ("binding process: from and to the scheduler", ("_Child._read", "_Child._flush", "Frames")),
+    ("socket pair: messages (framing, msgpack)", ("_Child._read", "_Child._flush", "Frames")),
     ("binding process: event loop", ("asyncio/",)),
     ("scheduling cycle", ("schedule_one (",)),
     ("informer: JSON decoding", ("_HTTPWatch", "HTTPKubeClient._list", "msgspec")),
     ("informer: handlers", ("Informer.apply", "Informer.sync_once")),
+    # the end of a binding cycle runs on the thread reading the child's answers: its
+    # own work first, the socket's after
+    ("binding cycle (completion)", ("BindingPool", "_binding_done")),
     ("binding hand-off (socket)", ("ProcessBinder",)),
-    ("binding cycle", ("BindingPool", "_binding_done")),
     ("queue (pop, flush)", ("SchedulingQueue",)),
 )
 OTHER = "other"
