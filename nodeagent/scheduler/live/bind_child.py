@@ -16,11 +16,13 @@ The wire: each message is a 4-byte length and a msgpack document. The scheduler 
 ``[id, namespace, name, uid, node]`` per binding, a map of headers when the
 credentials changed (a rotated token: the scheduler's client library reads them, this
 process imports no ``kubernetes``), or nil for "finish what was sent, then exit". This
-side answers ``[answers, requests, retries, dropped]``: the outcome of
+side answers ``[answers, requests, retries, dropped, logs]``: the outcome of
 each binding as ``[id, outcome, message]`` (outcome a :class:`~nodeagent.scheduler.
 api.BindResult` value), the (verb, resource, code) of each HTTP exchange and the (verb,
 resource, reason) of each retry since the last message (for the scheduler's metrics),
-and the events dropped meanwhile. Answers go out once per turn of the loop, so what was
+the events dropped meanwhile, and its log records as ``[level, logger, message]`` (the
+scheduler logs them with its own handlers, so the child's lines come out in the
+scheduler's format and at its level). Answers go out once per turn of the loop, so what was
 answered together is one message.
 
 The socket closing (the scheduler is gone) drops what was not sent and ends the process
@@ -49,7 +51,7 @@ from nodeagent.kube.address import Address
 from nodeagent.scheduler.api import BindResult
 from nodeagent.scheduler.live import reporter
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("nodeagent.scheduler.live.bind_child")  # __main__ when it runs
 
 BINDING_LIMITS = pipeline.Limits(connections=2, depth=32)
 EVENT_LIMITS = pipeline.Limits(connections=2, depth=32)
@@ -166,6 +168,18 @@ def _limits(limits: pipeline.Limits, timeout: tuple[float, float]) -> pipeline.L
     )
 
 
+class _ToScheduler(logging.Handler):
+    """The child's log records go to the scheduler, which logs them with its own
+    handlers (one stream, one format, the scheduler's level)."""
+
+    def __init__(self, child: _Child) -> None:
+        super().__init__()
+        self._child = child
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._child.forward(record)
+
+
 class _Child:
     def __init__(
         self, sock: socket.socket, settings: Settings, reporting: Reporting | None, frames: Frames
@@ -177,6 +191,7 @@ class _Child:
         self._frames = frames
         self._observed = client.RecordingObserver()
         self._answers: list[tuple[int, str, str]] = []
+        self._logs: list[tuple[int, str, str]] = []
         self._dropped = 0
         self._flush_due = False
         self._finishing = False
@@ -213,6 +228,7 @@ class _Child:
                 component=self._reporting.component,
                 host=self._reporting.instance,
             )
+        logging.basicConfig(level=logging.INFO, handlers=[_ToScheduler(self)], force=True)
         loop.add_reader(self._sock.fileno(), self._read)
         heap.freeze()  # the imports and the clients live as long as the child
         self._handle(self._frames.feed(b""))  # what came with the start
@@ -303,19 +319,36 @@ class _Child:
 
     def _answer(self, key: int, outcome: BindResult, message: str) -> None:
         self._answers.append((key, outcome.value, message))
-        if not self._flush_due:
-            self._flush_due = True
-            asyncio.get_running_loop().call_soon(self._flush)
+        self._flush_soon()
+
+    def forward(self, record: logging.LogRecord) -> None:
+        """A log record, for the scheduler to log."""
+        self._logs.append((record.levelno, record.name, record.getMessage()))
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        if self._flush_due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # the loop has ended (a record from its shutdown)
+            self._flush()
+            return
+        self._flush_due = True
+        loop.call_soon(self._flush)
 
     def _flush(self) -> None:
-        """Everything answered and observed since the last message, as one message."""
+        """Everything answered, observed and logged since the last message, as one
+        message."""
         self._flush_due = False
         observed = self._observed
-        if not (self._answers or observed.requests or observed.retries or self._dropped):
+        logs = self._logs
+        if not (self._answers or observed.requests or observed.retries or self._dropped or logs):
             return
-        message = (self._answers, observed.requests, observed.retries, self._dropped)
+        message = (self._answers, observed.requests, observed.retries, self._dropped, logs)
         self._answers, observed.requests, observed.retries = [], [], []
         self._dropped = 0
+        self._logs = []
         if self._orphaned:
             return  # nobody to tell
         try:

@@ -336,7 +336,9 @@ class ProcessBinder:
                 break
             if not data:
                 break
-            for answers, requests, retries, dropped in frames.feed(data):
+            for answers, requests, retries, dropped, logs in frames.feed(data):
+                for level, name, message in logs:
+                    logging.getLogger(name).log(level, "binding process: %s", message)
                 for request in requests:
                     observer.api_request(*request)
                 for retried in retries:

@@ -9,6 +9,7 @@ through it."""
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import signal
 import socket
@@ -169,6 +170,30 @@ def test_bindings_go_on_while_the_events_api_hangs_and_the_events_follow(
     events = fake_api.cluster.list("events").items
     assert sorted(e["involvedObject"]["name"] for e in events) == sorted(names)
     assert {e["reason"] for e in events} == {"Scheduled"}
+
+
+def test_what_the_child_logs_the_scheduler_logs(
+    fake_api: FakeAPIServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    process_binder = ProcessBinder(
+        spec(fake_api, tmp_path),
+        lambda: True,
+        reporting=Reporting("my-scheduler", "replica-1"),
+    )
+    fake_api.fail_next(10, status=403, method="POST", path="/events$")  # not retried
+    try:
+        with caplog.at_level(logging.WARNING):
+            assert process_binder.bind(pending(fake_api, "p1"), "n1").is_success
+            [record] = eventually(
+                lambda: [r for r in caplog.records if "binding process" in r.getMessage()],
+                what="the child's warning, logged here",
+            )
+    finally:
+        process_binder.close()
+    assert record.name == "nodeagent.scheduler.live.bind_child"
+    assert record.levelno == logging.WARNING
+    assert "record event Scheduled on default/p1" in record.getMessage()
+    assert "403" in record.getMessage()
 
 
 def test_a_5xx_is_retried_in_the_child_and_the_retry_reaches_the_metrics(
