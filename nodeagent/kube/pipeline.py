@@ -102,6 +102,8 @@ class _Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._body: list[bytes] = []
         self._retry_after: str | None = None
+        self._aborted = ""
+        """Why this side gave the connection up, if it did."""
 
     # --- writing ------------------------------------------------------------------------
     def write(self, call: _Call, request: bytes) -> None:
@@ -136,7 +138,8 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
-        self._poster._lost(self, f"connection lost: {exc}" if exc else "connection closed")
+        why = self._aborted or (f"connection lost: {exc}" if exc else "connection closed")
+        self._poster._lost(self, why)
 
     # --- httptools callbacks ------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -167,6 +170,7 @@ class _Connection(asyncio.Protocol):
 
     def abort(self, why: str) -> None:
         self.open = False
+        self._aborted = why
         if self.transport is not None:
             self.transport.abort()  # connection_lost follows, with the calls owed
         else:

@@ -140,6 +140,7 @@ class Outcome:
         default_factory=lambda: collections.defaultdict(list)
     )
     observer: client.RecordingObserver = field(default_factory=client.RecordingObserver)
+    messages: dict[str, list[str]] = field(default_factory=lambda: collections.defaultdict(list))
 
 
 def run(
@@ -174,6 +175,8 @@ def run(
         def done(path: str, error: errors.KubeAPIError | None) -> None:
             nonlocal left
             outcome.errors[path].append(None if error is None else type(error))
+            if error is not None:
+                outcome.messages[path].append(str(error))
             left -= 1
             if left == 0:
                 finished.set()
@@ -280,6 +283,13 @@ class TestFaults:
         assert outcome.errors["/p0"] == [None]  # the retry, on a new connection, answered
         assert ("create", "things", "error") in outcome.observer.requests
         assert time.monotonic() - started >= 0.3
+
+    def test_the_error_says_why_the_connection_was_given_up(self) -> None:
+        silent = run(Script(acts={"/p0": [Act.SILENT]}), ["/p0"], policy=retry.NO_RETRY)
+        garbage = run(Script(acts={"/p0": [Act.GARBAGE]}), ["/p0"], policy=retry.NO_RETRY)
+        assert silent.messages["/p0"] == ["post /p0: no answer: no answer within 0.3 s"]
+        [message] = garbage.messages["/p0"]
+        assert message.startswith("post /p0: no answer: unreadable answer:")
 
     def test_nobody_listening_ends_every_call_as_unavailable(self) -> None:
         outcome = run(Script(), paths(3), port=1)
