@@ -451,8 +451,7 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
         )
     except ImportError:
         freezing = None
-    gc.callbacks.append(cpu.collecting)
-    with endpoint:
+    with endpoint, _collecting(cpu):
         running = Extender(endpoint.port, view, objects, cpu)
         threads = [threading.Thread(target=running.feed, args=(updates_per_second, stop))]
         if freezing is not None:
@@ -465,7 +464,16 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
             stop.set()
             for thread in threads:
                 thread.join()
-            gc.callbacks.remove(cpu.collecting)
+
+
+@contextmanager
+def _collecting(cpu: ServerCPU) -> Iterator[None]:
+    """``cpu`` told of every collection while the block runs."""
+    gc.callbacks.append(cpu.collecting)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(cpu.collecting)
 
 
 @dataclass
