@@ -40,7 +40,11 @@ count some of it twice). That is an upper bound of the wall time on a machine wi
 core to spare (waits for the GIL behind another thread that waits for a core stay in
 it): on a busy 2-core machine the wall time is mostly waiting. ``cli p99``: the client
 thread's CPU time per call (Python's ``http.client`` and ``ssl``; with a new
-connection, the client's side of the handshake).
+connection, the client's side of the handshake). ``gc max``: the most CPU time the
+garbage collector took inside one call's handler (collections run in whichever thread
+allocates when a threshold is crossed). Under each pattern, the call whose handler took
+the most CPU, with what was in it (the collector's share, the serving thread's page
+faults and preemptions), so that an outlier names its cause.
 
 Targets (issue 20): p99 under 10 ms for every call at 5000 names, the first after an idle
 gap included; handler CPU at most 3 ms per 5000-name call.
@@ -55,6 +59,7 @@ import http.client
 import json
 import multiprocessing
 import random
+import resource
 import socket
 import ssl
 import statistics
@@ -209,33 +214,77 @@ def run_queue_wait() -> float:
         return 0.0
 
 
+@dataclass(frozen=True)
+class Handled:
+    """What the server spent on one call, measured in the connection's thread:
+    ``handler``, the CPU time in the extender's WSGI app (body read, decode, verdicts,
+    encode); ``call``, all the CPU time the thread spent since its previous answer (on
+    a new connection: the thread start and the TLS handshake; then reading and parsing
+    the request, the handler, writing the previous answer); ``waited``, the thread's
+    wait for a core over the same span. What is inside ``handler``, to tell an outlier's
+    cause: ``collector``, the CPU the garbage collector took in this thread during the
+    handler; ``faults``, the thread's minor page faults; ``switches``, how often it was
+    preempted (involuntary context switches)."""
+
+    handler: float
+    call: float
+    waited: float
+    collector: float
+    faults: int
+    switches: int
+
+    def why(self) -> str:
+        return (
+            f"{self.handler * 1e3:.2f} ms: collector {self.collector * 1e3:.2f} ms,"
+            f" {self.faults} page faults, preempted {self.switches}x"
+        )
+
+
 @dataclass
 class ServerCPU:
-    """CPU time of the server's connection threads, per call: ``handler`` around the
-    extender's WSGI app (body read, decode, verdicts, encode), ``call`` everything the
-    connection's thread spent since its previous answer (on a new connection: the thread
-    start and the TLS handshake; then reading and parsing the request, the handler,
-    writing the previous answer). ``waited``: the time that thread spent waiting for a
-    core over the same span."""
+    """Per call (in the order of the answers), what the server's connection threads
+    spent on it (:class:`Handled`). Install :meth:`collecting` in ``gc.callbacks`` for
+    the collector's share."""
 
-    handler: list[float] = field(default_factory=list)
-    call: list[float] = field(default_factory=list)
-    waited: list[float] = field(default_factory=list)
+    calls: list[Handled] = field(default_factory=list)
     _marks: threading.local = field(default_factory=threading.local)
 
+    def collecting(self, phase: str, info: dict[str, int]) -> None:
+        """A ``gc.callbacks`` entry: the collector's CPU time, per thread."""
+        marks, now = self._marks, time.thread_time()
+        if phase == "start":
+            marks.collection_started = now
+        else:
+            marks.collector = getattr(marks, "collector", 0.0) + now - marks.collection_started
+
     def timed(self, app: WSGIApp) -> WSGIApp:
+        marks = self._marks
+
         def timed(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+            collector, usage = getattr(marks, "collector", 0.0), _thread_usage()
             started = time.thread_time()
             try:
                 return app(environ, start_response)
             finally:
                 now, waited = time.thread_time(), run_queue_wait()
-                self.handler.append(now - started)
-                self.call.append(now - getattr(self._marks, "last", 0.0))
-                self.waited.append(waited - getattr(self._marks, "waited", 0.0))
-                self._marks.last, self._marks.waited = now, waited
+                after = _thread_usage()
+                self.calls.append(
+                    Handled(
+                        handler=now - started,
+                        call=now - getattr(marks, "last", 0.0),
+                        waited=waited - getattr(marks, "waited", 0.0),
+                        collector=getattr(marks, "collector", 0.0) - collector,
+                        faults=after.ru_minflt - usage.ru_minflt,
+                        switches=after.ru_nivcsw - usage.ru_nivcsw,
+                    )
+                )
+                marks.last, marks.waited = now, waited
 
         return timed
+
+
+def _thread_usage() -> resource.struct_rusage:
+    return resource.getrusage(resource.RUSAGE_THREAD)
 
 
 class Pauses:
@@ -402,7 +451,7 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
         )
     except ImportError:
         freezing = None
-    with endpoint:
+    with endpoint, _collecting(cpu):
         running = Extender(endpoint.port, view, objects, cpu)
         threads = [threading.Thread(target=running.feed, args=(updates_per_second, stop))]
         if freezing is not None:
@@ -417,19 +466,23 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
                 thread.join()
 
 
+@contextmanager
+def _collecting(cpu: ServerCPU) -> Iterator[None]:
+    """``cpu`` told of every collection while the block runs."""
+    gc.callbacks.append(cpu.collecting)
+    try:
+        yield
+    finally:
+        gc.callbacks.remove(cpu.collecting)
+
+
 @dataclass
 class Served:
-    """What the server measured over a pattern: per call (in the order of the calls)
-    the handler's CPU, the call's CPU and its thread's wait for a core, and the
-    collector's pauses."""
+    """What the server measured over a pattern: per call, in the order of the calls
+    (:class:`Handled`), and the collector's pauses."""
 
-    handler: list[float]
-    call: list[float]
-    waited: list[float]
+    calls: list[Handled]
     collections: Pauses
-
-    def of(self, i: int) -> tuple[float, float, float]:
-        return self.handler[i], self.call[i], self.waited[i]
 
 
 @contextmanager
@@ -442,7 +495,7 @@ def served_here(
         extender(nodes, tls=tls, updates_per_second=updates_per_second) as ext,
         Pauses() as collections,
     ):
-        yield ext.port, lambda: Served(ext.cpu.handler, ext.cpu.call, ext.cpu.waited, collections)
+        yield ext.port, lambda: Served(ext.cpu.calls, collections)
 
 
 def _serve(connection: Connection, nodes: int, tls: bool, updates_per_second: float) -> None:
@@ -525,20 +578,24 @@ class Row:
     a core (both may wait at once): at least what the call takes with a core to spare."""
     client_cpu: list[float] = field(default_factory=list)
     base: list[float] = field(default_factory=list)
+    handled: list[Handled] = field(default_factory=list)
 
     def add(self, wall: float, cpu: ServerCPU, caller: Caller) -> None:
         """The call just made by ``caller``, served by a server measured by ``cpu``."""
-        served = cpu.handler[-1], cpu.call[-1], cpu.waited[-1]
-        self.record(Call.made("", 0.0, wall, caller), served)
+        self.record(Call.made("", 0.0, wall, caller), cpu.calls[-1])
 
-    def record(self, call: Call, served: tuple[float, float, float]) -> None:
-        """``call`` and the server's handler CPU, call CPU and wait for it."""
-        handler, call_cpu, waited = served
+    def record(self, call: Call, served: Handled) -> None:
+        """``call`` and what the server spent on it."""
         self.wall.append(call.wall)
-        self.cpu.append(handler)
-        self.call_cpu.append(call_cpu)
-        self.running.append(call.wall - max(call.waited, waited))
+        self.cpu.append(served.handler)
+        self.call_cpu.append(served.call)
+        self.running.append(call.wall - max(call.waited, served.waited))
         self.client_cpu.append(call.cpu)
+        self.handled.append(served)
+
+    def costliest(self) -> Handled:
+        """The call whose handler took the most CPU."""
+        return max(self.handled, key=lambda served: served.handler)
 
     def line(self) -> str:
         ms = 1e3
@@ -552,16 +609,18 @@ class Row:
         verdict = "yes" if _quantile(self.wall, 0.99) < 0.010 else "NO"
         running = f"{_quantile(self.running, 0.99) * ms:>7.2f}" if self.running else f"{'':>7}"
         client = f"{_quantile(self.client_cpu, 0.99) * ms:>7.2f}" if self.client_cpu else f"{'':>7}"
+        collector = max((served.collector for served in self.handled), default=0.0)
         return (
             f"{self.case:<44} {len(self.wall):>5} {spread(self.wall)} {max(self.wall) * ms:>7.2f}"
-            f" {spread(self.cpu)} {spread(self.call_cpu)} {running} {client} {base}"
-            f" {verdict:>6}"
+            f" {spread(self.cpu)} {spread(self.call_cpu)} {running} {client}"
+            f" {collector * ms:>7.2f} {base} {verdict:>6}"
         )
 
 
 HEADER = (
     f"{'case':<44} {'calls':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'cpu p50':>7}"
-    f" {'cpu p99':>7} {'srv p50':>7} {'srv p99':>7} {'run p99':>7} {'cli p99':>7} {'base':>7}"
+    f" {'cpu p99':>7} {'srv p50':>7} {'srv p99':>7} {'run p99':>7} {'cli p99':>7} {'gc max':>7}"
+    f" {'base':>7}"
     f" {'p99<10':>6}"
 )
 
@@ -639,11 +698,11 @@ def sporadic(
         caller.close()
         served = results()
     for i, call in enumerate(calls):
-        rows[call.verb].record(call, served.of(i))
+        rows[call.verb].record(call, served.calls[i])
         if call.verb == server.FILTER and call.connected and call.gap > idle_timeout:
-            reconnected.record(call, served.of(i))
+            reconnected.record(call, served.calls[i])
         elif call.verb == server.FILTER and call.gap >= long_gap:
-            after_gap.record(call, served.of(i))
+            after_gap.record(call, served.calls[i])
     table = [*rows.values(), after_gap, *([reconnected] if idle_gaps else [])]
     return table, pauses, served.collections
 
@@ -698,6 +757,12 @@ def tls_calls(calls: int, nodes: int) -> list[Row]:
             reused.add(kept.post("/filter", body), ext.cpu, kept)
         kept.close()
     return [fresh, reused]
+
+
+def costliest(rows: list[Row]) -> str:
+    """The call whose handler took the most CPU among ``rows``, and what was in it."""
+    row = max(rows, key=lambda row: row.costliest().handler)
+    return f"  costliest handler: {row.case.strip()}, {row.costliest().why()}"
 
 
 def main() -> None:
@@ -758,6 +823,7 @@ def main() -> None:
             f" {sum(g >= LONG_GAP * args.gaps[1] for g in gaps)} long)"
         )
         print(collections.line())
+        print(costliest(rows))
     if args.calls > 0:
         rows, collections = back_to_back(
             args.calls, args.nodes, args.full_nodes, args.updates_per_second
@@ -765,9 +831,12 @@ def main() -> None:
         for row in rows:
             print(row.line())
         print(collections.line())
+        print(costliest(rows))
     if args.tls_calls > 0:
-        for row in tls_calls(args.tls_calls, args.nodes):
+        rows = tls_calls(args.tls_calls, args.nodes)
+        for row in rows:
             print(row.line())
+        print(costliest(rows))
 
 
 if __name__ == "__main__":

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import gc
 import random
+import threading
 from collections.abc import Iterator
 
 import pytest
 
 from benchmarks import bench_extender
+from nodeagent.observability.server import WSGIApp
 
 
 @pytest.fixture(autouse=True)
@@ -67,3 +69,41 @@ def test_the_sporadic_pattern_against_a_server_process_of_its_own() -> None:
     assert len(rows[3].wall) == 1
     assert all(cpu > 0 for row in rows for cpu in [*row.cpu, *row.call_cpu, *row.client_cpu])
     assert collections.line().startswith("  gc:")
+
+
+class TestServerCPU:
+    """Each call's handler CPU says how much of it the collector took, in that thread
+    only, so that an outlier names its cause."""
+
+    @staticmethod
+    def served(app: WSGIApp, cpu: bench_extender.ServerCPU) -> None:
+        gc.callbacks.append(cpu.collecting)
+        try:
+            cpu.timed(app)({}, lambda status, headers: lambda data: None)
+        finally:
+            gc.callbacks.remove(cpu.collecting)
+
+    def test_a_collection_inside_the_handler_is_its_collector_share(self) -> None:
+        garbage: list[list[list[int]]] = [[[] for _ in range(50)] for _ in range(2000)]
+
+        def collecting(environ: object, start_response: object) -> list[bytes]:
+            garbage.clear()
+            gc.collect()
+            return [b"{}"]
+
+        cpu = bench_extender.ServerCPU()
+        self.served(collecting, cpu)
+        (call,) = cpu.calls
+        assert 0 < call.collector <= call.handler
+        assert "collector" in call.why()
+
+    def test_a_collection_in_another_thread_is_not_counted(self) -> None:
+        def answering(environ: object, start_response: object) -> list[bytes]:
+            other = threading.Thread(target=gc.collect)
+            other.start()
+            other.join()
+            return [b"{}"]
+
+        cpu = bench_extender.ServerCPU()
+        self.served(answering, cpu)
+        assert cpu.calls[0].collector == 0.0
