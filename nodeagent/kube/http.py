@@ -57,8 +57,6 @@ from nodeagent.kube.address import Address
 
 T = TypeVar("T")
 
-DEFAULT_RETRY = retry.RetryPolicy()
-
 USER_AGENT = "nodeagent"
 
 DEFAULT_TIMEOUT = (5.0, 30.0)
@@ -111,7 +109,7 @@ class ConnectionSpec:
     """None: in-cluster, else ``$KUBECONFIG`` / ``~/.kube/config`` (:func:`load_configuration`)."""
     qps: float = 5.0
     burst: int = 10
-    retry_policy: retry.RetryPolicy = DEFAULT_RETRY
+    retry_policy: retry.RetryPolicy = retry.DEFAULT
     timeout: tuple[float, float] = DEFAULT_TIMEOUT
     pool_size: int | None = None
 
@@ -327,7 +325,7 @@ class HTTPKubeClient:
         api_client: kubernetes.client.ApiClient,
         *,
         limiter: ratelimit.TokenBucket | None = None,
-        retry_policy: retry.RetryPolicy = DEFAULT_RETRY,
+        retry_policy: retry.RetryPolicy = retry.DEFAULT,
         observer: client.ApiCallObserver | None = None,
         clock: Clock | None = None,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
@@ -347,7 +345,7 @@ class HTTPKubeClient:
         *,
         qps: float = 5.0,
         burst: int = 10,
-        retry_policy: retry.RetryPolicy = DEFAULT_RETRY,
+        retry_policy: retry.RetryPolicy = retry.DEFAULT,
         observer: client.ApiCallObserver | None = None,
         clock: Clock | None = None,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,

@@ -64,9 +64,6 @@ class Limits:
     """Seconds an answer may be owed with nothing read from the connection."""
 
 
-DEFAULT_RETRY = retry.RetryPolicy()
-
-
 class _Call:
     __slots__ = ("attempts", "body", "done", "path", "resource", "verb", "what")
 
@@ -188,7 +185,7 @@ class Poster:
         credentials: Callable[[], Mapping[str, str]],
         *,
         limits: Limits = Limits(),
-        retry_policy: retry.RetryPolicy = DEFAULT_RETRY,
+        retry_policy: retry.RetryPolicy = retry.DEFAULT,
         limiter: ratelimit.TokenBucket | None = None,
         observer: client.ApiCallObserver | None = None,
     ) -> None:

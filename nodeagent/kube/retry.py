@@ -50,6 +50,9 @@ class RetryPolicy:
         return float(wait)
 
 
+DEFAULT = RetryPolicy()
+"""The policy of every client that is not given one."""
+
 NO_RETRY = RetryPolicy(attempts=1)
 
 

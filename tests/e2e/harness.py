@@ -24,6 +24,7 @@ from nodeagent.config import NodeAgentConfiguration, load_config
 from nodeagent.kube import fake
 from tests.fakeapi import fixtures, objects
 from tests.processes import LoggedProcess, logged_process
+from tests.waiting import eventually
 
 NODE = "node-e2e"
 MIB = 1 << 20
@@ -161,14 +162,8 @@ class RunningAgent:
 
 
 def wait_for(what: str, condition: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+    """:func:`tests.waiting.eventually`, with the argument order the e2e tests use."""
+    return eventually(condition, timeout, what)
 
 
 def seed_pods(cluster: fake.FakeCluster, node: Node) -> dict[str, dict[str, Any]]:

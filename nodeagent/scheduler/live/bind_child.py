@@ -33,6 +33,7 @@ process starts fresh (spawn) and its start-up is paid again on every restart.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import signal
@@ -166,12 +167,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _limits(limits: pipeline.Limits, timeout: tuple[float, float]) -> pipeline.Limits:
-    return pipeline.Limits(
-        connections=limits.connections,
-        depth=limits.depth,
-        connect_timeout=timeout[0],
-        read_timeout=timeout[1],
-    )
+    connect, read = timeout
+    return dataclasses.replace(limits, connect_timeout=connect, read_timeout=read)
 
 
 class _ToScheduler(logging.Handler):
