@@ -115,13 +115,14 @@ class ExtenderMetrics:
         for verb in VERBS:  # every series exists from the start, at 0
             self.duration.labels(verb)
             self.requests.labels(verb, "200")
-        for pressure in model.Pressure:
-            self.nodes_rejected.labels(pressure.value)
+        self.rejected = {  # every series exists from the start, at 0
+            pressure: self.nodes_rejected.labels(pressure.value) for pressure in model.Pressure
+        }
 
     def count_rejections(self, pressures: Iterable[model.Pressure]) -> None:
         """One increment per pressure for a call's rejected nodes (not one per node)."""
         for pressure, count in Counter(pressures).items():
-            self.nodes_rejected.labels(pressure.value).inc(count)
+            self.rejected[pressure].inc(count)
 
 
 class ExtenderHealth:
@@ -316,8 +317,8 @@ class ExtenderService:
 
     def _filter_names(self, names: list[str], pod: Mapping[str, Any]) -> bytes:
         """Each distinct taint list among ``names`` judged once; the names carrying a
-        failing list found by array comparison. A name the view does not know has no
-        taints, and passes."""
+        failing list found by array comparison, and answered a list at a time. A name
+        the view does not know has no taints, and passes."""
         codes, lists = self.view.taint_lists(names)
         tolerations = _tolerations(pod)
         failing = {
@@ -326,22 +327,22 @@ class ExtenderService:
             if (pressure := self._rejection(f"the nodes tainted {taints}", taints, tolerations))
         }
         if not failing:
-            self.metrics.count_rejections(())
             return wire.filter_result(
                 node_names=names, node_items=None, failed={}, failed_unresolvable={}
             )
-        at = np.flatnonzero(np.isin(codes, list(failing)))
-        rejected = {
-            names[i]: failing[code] for i, code in zip(at.tolist(), codes[at].tolist(), strict=True)
-        }
-        self.metrics.count_rejections(rejected.values())
+        rejected: dict[str, str] = {}
         kept = np.ones(len(names), dtype=bool)
-        kept[at] = False
+        for code, pressure in failing.items():
+            at = np.flatnonzero(codes == code)
+            kept[at] = False
+            self.metrics.rejected[pressure].inc(len(at))
+            reason = _REASONS_BY_PRESSURE[pressure]
+            rejected.update(dict.fromkeys([names[i] for i in at.tolist()], reason))
         return wire.filter_result(
             node_names=list(compress(names, kept.tolist())),
             node_items=None,
             failed={},
-            failed_unresolvable={name: _REASONS_BY_PRESSURE[p] for name, p in rejected.items()},
+            failed_unresolvable=rejected,
         )
 
     def prioritize(self, args: wire.ExtenderArgs[list[wire.NodeFields]]) -> bytes:
