@@ -218,7 +218,12 @@ class _Body:
 
 class _Exchange(simple_server.ServerHandler):
     """One request and its answer, as HTTP/1.1, always with a Content-Length, and
-    ``Connection: close`` when the connection ends after it (:attr:`keeps_alive`)."""
+    ``Connection: close`` when the connection ends after it (:attr:`keeps_alive`).
+
+    The answer goes out in one write: wsgiref writes the status line, two headers, the
+    rest of the headers and the body apart, and over TLS each write is a record and a
+    system call of its own on both sides (and a partial answer the client may wake up
+    for)."""
 
     http_version = "1.1"
 
@@ -237,6 +242,7 @@ class _Exchange(simple_server.ServerHandler):
         self._may_keep_alive = may_keep_alive
         self.keeps_alive = False
         """Decided with the headers; stays False when the answer did not go out whole."""
+        self._unsent: list[bytes] = []
 
     # wsgiref's handler sets these attributes outside __init__ (typeshed leaves them out)
     result: Any
@@ -255,6 +261,17 @@ class _Exchange(simple_server.ServerHandler):
                     result.close()
             self.result = joined
         super().finish_response()
+        self._flush()  # headers alone (no body) are not flushed by wsgiref
+
+    def _write(self, data: bytes) -> None:
+        self._unsent.append(data)
+
+    def _flush(self) -> None:
+        if self._unsent:
+            unsent = b"".join(self._unsent)
+            self._unsent.clear()
+            super()._write(unsent)
+        self.stdout.flush()  # not wsgiref's _flush: it replaces itself with this
 
     def cleanup_headers(self) -> None:
         super().cleanup_headers()  # the Content-Length of the one chunk

@@ -10,6 +10,7 @@ import http.client
 import io
 import select
 import socket
+import socketserver
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -117,6 +118,48 @@ class TestKeptAlive:
             assert response.body == b"one two"  # type: ignore[attr-defined]
             assert response.getheader("Connection") is None  # and the connection stays
             assert exchange(raw, post("/echo", b"again")).status == 200
+
+
+class TestOneWritePerAnswer:
+    """Status line, headers and body leave in one write (over TLS, one system call and
+    no partial answer for the client to wake up for), whatever the app returned."""
+
+    @pytest.mark.parametrize(
+        ("request_bytes", "status", "body"),
+        [
+            (post("/echo", b"hello"), b"200", b"got:hello"),
+            (b"GET /chunks HTTP/1.1\r\nHost: t\r\n\r\n", b"200", b"one two"),
+            (post("/status/404"), b"404", b"got:x"),
+            (post("/raise"), b"500", None),
+        ],
+        ids=["one chunk", "a generator", "an error status", "the app raised"],
+    )
+    def test_each_answer_is_one_write(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        port: int,
+        request_bytes: bytes,
+        status: bytes,
+        body: bytes | None,
+    ) -> None:
+        writes: list[bytes] = []
+        writer_type: Any = socketserver._SocketWriter  # type: ignore[attr-defined]
+        write = writer_type.write
+
+        def recorded(writer: Any, data: Any) -> int:
+            writes.append(bytes(data))
+            result: int = write(writer, data)
+            return result
+
+        monkeypatch.setattr(writer_type, "write", recorded)
+        with connect(port) as raw:
+            response = exchange(raw, request_bytes)
+        assert str(response.status).encode() == status
+        assert len(writes) == 1
+        assert writes[0].startswith(b"HTTP/1.1 " + status)
+        assert writes[0].endswith(response.body)  # type: ignore[attr-defined]
+        if body is not None:
+            assert response.body == body  # type: ignore[attr-defined]
 
 
 class TestTheServerEndsTheConnection:
