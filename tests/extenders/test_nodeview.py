@@ -1,10 +1,11 @@
 """The node view does the per-node work when the watch delivers a node, once per
 version: each node is assessed (its :class:`Standing`) as it arrives, the nodes held
-before an assessor was installed included, and equal taint lists are one shared tuple
-and one code. A request's names are then looked up into columns in one consistent read
-(:meth:`NodeView.scores`, :meth:`NodeView.taint_lists`); the view answers like a plain
-mapping of name to node through any sequence of additions, updates and deletions (slots
-and taint-list codes reused)."""
+before an assessor was installed included, and nodes are grouped by the taints their
+filter reads. A request's names are then answered in one consistent read: scores looked
+up into columns (:meth:`NodeView.scores`), and each distinct list of filter taints judged
+once, with the names carrying a failing one (:meth:`NodeView.failing`). The view answers
+like a plain mapping of name to node through any sequence of additions, updates and
+deletions (slots and taint-list codes reused)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodeagent.scheduler import api
-from nodeagent.scheduler.extenders.nodeview import NO_TAINTS, NodeView, Standing
+from nodeagent.scheduler.extenders.nodeview import NodeView, Standing, Taints
 from tests.scheduler.builders import node_dict
 
 TAINT = {"key": "nodeagent.io/memory-pressure", "effect": "NoSchedule"}
@@ -38,6 +39,21 @@ class Assessor:
         score = int(node.annotations.get("score", "0"))
         until = float(node.annotations.get("until", "inf"))
         return Standing(score, max(score - 1, 0), until)
+
+
+class Verdicts:
+    """A filter verdict that fails every list of taints (its verdict: the list itself),
+    or only those with a taint of ``key``; counts the lists it judged."""
+
+    def __init__(self, key: str | None = None) -> None:
+        self.key = key
+        self.judged: list[Taints] = []
+
+    def __call__(self, taints: Taints) -> Taints | None:
+        self.judged.append(taints)
+        if self.key is None or any(taint.key == self.key for taint in taints):
+            return taints
+        return None
 
 
 class TestAssessment:
@@ -78,36 +94,63 @@ class TestAssessment:
         view = NodeView(assess=Assessor())
         view.upsert(versioned("a", "1", annotations={"score": "2"}, taints=[TAINT]))
         assert view.scores(["nobody", "a", ""], 0.0, neutral=5).tolist() == [5, 2, 5]
-        codes, lists = view.taint_lists(["nobody", "a", ""])
-        assert codes[0] == codes[2] == NO_TAINTS
-        assert lists[int(codes[1])] == view.nodes["a"].node.taints
+        taints = view.nodes["a"].node.taints
+        assert view.failing(["nobody", "a", ""], Verdicts()) == {taints: ["a"]}
 
 
-class TestTaintLists:
-    def test_equal_lists_are_one_tuple_and_one_code(self) -> None:
+class TestFailing:
+    def test_each_distinct_list_is_judged_once_per_call(self) -> None:
         view = NodeView()
         for name in ("a", "b"):
             view.upsert(versioned(name, "1", taints=[TAINT]))
         view.upsert(versioned("c", "1", taints=[{**TAINT, "effect": "NoExecute"}]))
         view.upsert(versioned("d", "1"))
-        a, b, c = (view.nodes[n].node.taints for n in "abc")
-        assert a is b and a == b
-        assert c is not a
-        found, lists = view.taint_lists(["a", "b", "c", "d"])
-        codes = found.tolist()
-        assert codes[0] == codes[1] != codes[2] and codes[3] == NO_TAINTS
-        assert lists[codes[0]] is a and lists[codes[2]] is c and len(lists) == 2
+        a, c = view.nodes["a"].node.taints, view.nodes["c"].node.taints
+        verdicts = Verdicts()
+        assert view.failing(["d", "c", "b", "a", "nobody"], verdicts) == {a: ["b", "a"], c: ["c"]}
+        assert len(verdicts.judged) == 2 and set(verdicts.judged) == {a, c}
+
+    def test_only_failing_lists_and_the_names_asked(self) -> None:
+        view = NodeView()
+        view.upsert(versioned("a", "1", taints=[TAINT]))
+        view.upsert(versioned("b", "1", taints=[{"key": "other", "effect": "NoSchedule"}]))
+        assert view.failing(["a", "b"], Verdicts(key=TAINT["key"])) == {
+            view.nodes["a"].node.taints: ["a"]
+        }
+        assert view.failing(["b"], Verdicts(key=TAINT["key"])) == {}
+        assert view.failing(["a", "b"], Verdicts(key="absent")) == {}
+
+    def test_a_deleted_node_fails_no_more(self) -> None:
+        view = NodeView()
+        view.upsert(versioned("a", "1", taints=[TAINT]))
         view.delete({"metadata": {"name": "a"}})
-        assert "a" not in view.nodes
-        assert view.taint_lists(["a"])[0].tolist() == [NO_TAINTS]
+        verdicts = Verdicts()
+        assert view.failing(["a"], verdicts) == {}
+        assert verdicts.judged == []  # the list went with its last node
 
     def test_a_list_no_node_carries_is_forgotten(self) -> None:
         view = NodeView()
         for i in range(50):  # a churn of unique taint lists, one node at a time
             view.upsert(versioned("a", str(i), taints=[{**TAINT, "value": str(i)}]))
-        codes, lists = view.taint_lists(["a"])
-        assert len(lists) == 1
-        assert codes.tolist() == [NO_TAINTS + 1]  # the one code, reused
+        verdicts = Verdicts()
+        view.failing(["a"], verdicts)
+        assert verdicts.judged == [(api.Taint(TAINT["key"], TAINT["effect"], "49"),)]
+
+    def test_nodes_are_grouped_by_the_taints_their_filter_reads(self) -> None:
+        def pressure_taints(taints: Taints) -> Taints:
+            return tuple(taint for taint in taints if taint.key == TAINT["key"])
+
+        view = NodeView(filter_taints=pressure_taints)
+        for i in range(20):  # a taint of its own on each node, as an autoscaler's
+            unique = {"key": "ToBeDeleted", "value": str(i), "effect": "NoSchedule"}
+            view.upsert(versioned(f"n{i}", "1", taints=[unique, TAINT]))
+        view.upsert(
+            versioned("plain", "1", taints=[{"key": "ToBeDeleted", "effect": "NoSchedule"}])
+        )
+        verdicts = Verdicts()
+        failing = view.failing([f"n{i}" for i in range(20)] + ["plain"], verdicts)
+        assert verdicts.judged == [(api.Taint(TAINT["key"], TAINT["effect"]),)]
+        assert list(failing.values()) == [[f"n{i}" for i in range(20)]]
 
 
 NAMES = st.sampled_from([f"n{i}" for i in range(6)])
@@ -142,10 +185,10 @@ class TestAgainstAMapping:
         assert view.scores(asked, 0.0, neutral=-7).tolist() == [
             expected[n][0] if n in expected else -7 for n in asked
         ]
-        codes, lists = view.taint_lists(asked)
-        assert [() if code == NO_TAINTS else lists[code] for code in codes.tolist()] == [
-            expected[n][1] if n in expected else () for n in asked
-        ]
+        carried = [(n, expected[n][1]) for n in asked if n in expected and expected[n][1]]
+        assert view.failing(asked, Verdicts()) == {
+            taints: [n for n, t in carried if t == taints] for _, taints in carried
+        }
         assert len(view) == len(expected)
 
     def test_the_columns_grow_past_their_first_capacity(self) -> None:

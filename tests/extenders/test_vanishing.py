@@ -1,7 +1,7 @@
 """A node the watch deletes while a call is being answered is a node the extender does
 not know: it passes the filter and gets the neutral score, never a 500.
 
-A call reads the view once (:meth:`NodeView.scores` or :meth:`NodeView.taint_lists`,
+A call reads the view once (:meth:`NodeView.scores` or :meth:`NodeView.failing`,
 under the view's lock), so a
 deletion lands either before that read (the node is unknown) or after it (the call
 answers from what it read). The first class puts the deletion exactly between the
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from io import BytesIO
 from typing import Any
 
@@ -20,9 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import server
-from nodeagent.scheduler.extenders.nodeview import NodeView
+from nodeagent.scheduler.extenders.nodeview import NodeView, Taints, V
 from nodeagent.scheduler.plugins import node_pressure
 from tests.scheduler.builders import node_dict, pod_dict
 
@@ -39,11 +38,11 @@ class DeletedBeforeTheRead(NodeView):
         self.delete({"metadata": {"name": self.gone}})
         return super().scores(names, now, neutral)
 
-    def taint_lists(
-        self, names: Sequence[str]
-    ) -> tuple[npt.NDArray[np.int32], dict[int, tuple[api.Taint, ...]]]:
+    def failing(
+        self, names: Sequence[str], verdict: Callable[[Taints], V | None]
+    ) -> dict[V, list[str]]:
         self.delete({"metadata": {"name": self.gone}})
-        return super().taint_lists(names)
+        return super().failing(names, verdict)
 
 
 def call(app: Any, body: dict[str, Any]) -> tuple[str, Any]:

@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nodeagent import model
 from nodeagent.scheduler import api
@@ -87,6 +89,33 @@ def test_filter(
         assert status.is_success
     else:
         assert status == api.unschedulable(reason, unresolvable=True)
+
+
+TAINT_KEYS = [*model.DEFAULT_TAINT_KEYS.values(), *node_pressure.KUBELET_TAINT_KEYS.values()]
+TAINTS = st.builds(
+    api.Taint,
+    st.sampled_from([*TAINT_KEYS, "dedicated", "ToBeDeletedByClusterAutoscaler"]),
+    st.sampled_from(list(api.TaintEffect)),
+    st.sampled_from(["", "1", "x"]),
+)
+TOLERATIONS = st.builds(
+    api.Toleration,
+    key=st.sampled_from(["", *TAINT_KEYS, "dedicated"]),
+    operator=st.sampled_from(["Exists", "Equal"]),
+    value=st.sampled_from(["", "1"]),
+    effect=st.sampled_from(["", *api.TaintEffect]),
+)
+
+
+@given(st.lists(TAINTS, max_size=6).map(tuple), st.lists(TOLERATIONS, max_size=3).map(tuple))
+def test_the_filtered_taints_decide_as_all_taints_do(
+    taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
+) -> None:
+    p = plugin()
+    filtered = p.filtered_taints(taints)
+    assert set(filtered) <= set(taints)
+    assert p.first_pressure(filtered, tolerations) == p.first_pressure(taints, tolerations)
+    assert p.filtered_taints(filtered) == filtered
 
 
 @pytest.mark.parametrize(

@@ -9,14 +9,17 @@ watch, relist on 410) through :meth:`NodeView.handlers`, or directly
 (:meth:`NodeView.upsert`) in tests.
 
 Each node is also *assessed* once when it arrives (once per resourceVersion), by the
-function the extender's judge installs (:meth:`NodeView.assess_with`): its score either
-side of the moment its pressure annotation goes stale (:class:`Standing`), and which
-distinct taint list it carries. Both go into columns indexed by a slot per node (numpy
-arrays: fresh score, stale score, the time the annotation goes stale, taint-list code),
-so a call with 5000 names is one dictionary lookup per name for its slot, then array
-gathers and a vectorised time comparison (:meth:`NodeView.scores`,
-:meth:`NodeView.taint_lists`): no per-node Python object touched, no cache to expire, no
-annotation parsed inside a request, however long the extender was idle before.
+functions the extender's judge installs (:meth:`NodeView.assess_with`): its score either
+side of the moment its pressure annotation goes stale (:class:`Standing`), and which of
+its taints the filter reads. The scores go into columns indexed by a slot per node (numpy
+arrays: fresh score, stale score, the time the annotation goes stale), so a prioritize
+call with 5000 names is one dictionary lookup per name for its slot, then array gathers
+and a vectorised time comparison (:meth:`NodeView.scores`). A filter call judges each
+distinct list of the taints it reads once, and looks its names up only among the nodes
+that carry a failing one (:meth:`NodeView.failing`): most names miss a small dictionary,
+and with no failing list, none is looked up. No per-node Python object is touched, no
+cache expires, no annotation is parsed inside a request, however long the extender was
+idle before.
 
 A Node that cannot be parsed is left out with a logged reason: the extender passes nodes
 it does not know, so a malformed object never blocks scheduling.
@@ -24,14 +27,13 @@ it does not know, so a malformed object never blocks scheduling.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -47,10 +49,10 @@ NO_SCORE = -1
 not know): the caller substitutes its neutral score."""
 
 NO_TAINTS = 0
-"""The taint-list code of a node without taints (and of a name the view does not know)."""
+"""The code of an empty list of filter taints."""
 
 UNKNOWN = 0
-"""The slot a name the view does not know looks up to: no score, no taints."""
+"""The slot a name the view does not know looks up to: no score."""
 
 REPACK_SHARE = 32
 """The slot dictionary is rebuilt once names added since its last rebuild exceed
@@ -76,6 +78,16 @@ class Standing:
 Assess = Callable[[api.Node], Standing]
 """Works out a node's :class:`Standing`; must not raise (the judge logs and falls back)."""
 
+Taints = tuple[api.Taint, ...]
+FilterTaints = Callable[[Taints], Taints]
+"""The taints of a node that its filter verdict depends on; must not raise."""
+
+V = TypeVar("V")
+
+
+def every_taint(taints: Taints) -> Taints:
+    return taints
+
 
 @dataclass(frozen=True, slots=True)
 class KnownNode:
@@ -98,7 +110,6 @@ class _Columns:
         self.fresh = np.full(capacity, NO_SCORE, dtype=np.int8)
         self.stale = np.full(capacity, NO_SCORE, dtype=np.int8)
         self.fresh_until = np.full(capacity, math.inf, dtype=np.float64)
-        self.taint_list = np.full(capacity, NO_TAINTS, dtype=np.int32)
         self.numbers = list(range(capacity))
 
     def renumber(self) -> list[int]:
@@ -116,30 +127,28 @@ class _Columns:
             ("fresh", NO_SCORE),
             ("stale", NO_SCORE),
             ("fresh_until", math.inf),
-            ("taint_list", NO_TAINTS),
         ):
             old = getattr(self, name)
             new = np.full(grown, fill, dtype=old.dtype)
             new[:capacity] = old
             setattr(self, name, new)
 
-    def set(self, slot: int, standing: Standing | None, taint_list: int) -> None:
+    def set(self, slot: int, standing: Standing | None) -> None:
         if standing is None:
             self.fresh[slot] = self.stale[slot] = NO_SCORE
             self.fresh_until[slot] = math.inf
         else:
             self.fresh[slot], self.stale[slot] = standing.fresh, standing.stale
             self.fresh_until[slot] = standing.fresh_until
-        self.taint_list[slot] = taint_list
 
     def clear(self, slot: int) -> None:
-        self.set(slot, None, NO_TAINTS)
+        self.set(slot, None)
 
 
 class _TaintLists:
-    """One code (and one shared tuple) per distinct taint list among the nodes held,
-    counted so that a list no node carries any more is forgotten: clusters have a
-    handful, a churn of unique lists does not grow the table."""
+    """One code per distinct list of filter taints among the nodes held, counted so
+    that a list no node carries any more is forgotten: clusters have a handful, a churn
+    of unique lists does not grow the table."""
 
     def __init__(self) -> None:
         self._codes: dict[tuple[api.Taint, ...], int] = {}
@@ -148,10 +157,10 @@ class _TaintLists:
         self._next = NO_TAINTS + 1
         self._free: list[int] = []
 
-    def acquire(self, taints: tuple[api.Taint, ...]) -> tuple[int, tuple[api.Taint, ...]]:
-        """The code and shared tuple for ``taints``, counted as used once more."""
+    def acquire(self, taints: Taints) -> int:
+        """The code for ``taints``, counted as used once more."""
         if not taints:
-            return NO_TAINTS, ()
+            return NO_TAINTS
         code = self._codes.get(taints)
         if code is None:
             code = self._free.pop() if self._free else self._take_next()
@@ -159,7 +168,7 @@ class _TaintLists:
             self.lists[code] = taints
             self._uses[code] = 0
         self._uses[code] += 1
-        return code, self.lists[code]
+        return code
 
     def release(self, code: int) -> None:
         if code == NO_TAINTS:
@@ -176,14 +185,18 @@ class _TaintLists:
 
 class NodeView:
     """Nodes by name. One writer (the informer thread), any number of readers: a write
-    and a reader's :meth:`scores` or :meth:`taint_lists` take turns on one lock (the
-    reader holds it for the lookups and array gathers only, well under a millisecond at
-    5000 names); the per-node work of a write (parsing, assessing) happens before the
-    writer takes it. Readers of :attr:`nodes` must look a name up once (``nodes.get``):
-    the node may be deleted between two lookups."""
+    and a reader's :meth:`scores` or :meth:`failing` take turns on one lock (the reader
+    holds it for the lookups and array gathers only, well under a millisecond at 5000
+    names); the per-node work of a write (parsing, assessing) happens before the writer
+    takes it. Readers of :attr:`nodes` must look a name up once (``nodes.get``): the
+    node may be deleted between two lookups."""
 
     def __init__(
-        self, synced: Callable[[], bool] | None = None, *, assess: Assess | None = None
+        self,
+        synced: Callable[[], bool] | None = None,
+        *,
+        assess: Assess | None = None,
+        filter_taints: FilterTaints = every_taint,
     ) -> None:
         self._nodes: dict[str, KnownNode] = {}
         self._slots: dict[str, int] = {}
@@ -192,16 +205,20 @@ class NodeView:
         self._next_slot = UNKNOWN + 1
         self._columns = _Columns()
         self._taint_lists = _TaintLists()
+        self._tainted: dict[str, int] = {}
+        """Name -> the code of the taints its filter reads, for the nodes that have any."""
         self._lock = threading.Lock()
         self._synced = synced
         self._assess = assess
+        self._filter_taints = filter_taints
         self.on_change: Callable[[], None] | None = None
 
-    def assess_with(self, assess: Assess) -> None:
-        """Assess every node with ``assess`` from now on, the nodes already held
-        included."""
+    def assess_with(self, assess: Assess, filter_taints: FilterTaints = every_taint) -> None:
+        """Assess every node with ``assess``, and group nodes by ``filter_taints`` of
+        their taints, from now on, the nodes already held included."""
         with self._lock:
             self._assess = assess
+            self._filter_taints = filter_taints
             for known in list(self._nodes.values()):
                 self._store(KnownNode(known.node, known.resource_version, assess(known.node)))
 
@@ -233,16 +250,31 @@ class NodeView:
         scores[scores == NO_SCORE] = neutral
         return scores
 
-    def taint_lists(
-        self, names: Sequence[str]
-    ) -> tuple[npt.NDArray[np.int32], dict[int, tuple[api.Taint, ...]]]:
-        """Each name's taint-list code, in order (:data:`NO_TAINTS` for a name the view
-        does not know), and the list of each code among them, from one consistent read."""
+    def failing(
+        self, names: Sequence[str], verdict: Callable[[Taints], V | None]
+    ) -> dict[V, list[str]]:
+        """The names among ``names`` (in their order) whose node's filter taints get a
+        verdict (``verdict`` not None), by verdict, from one consistent read. Each
+        distinct list of filter taints the view holds is judged once; a name the view
+        does not know, or whose node has no filter taints, has no verdict.
+
+        Only the names of nodes carrying a failing list are looked up for more than a
+        miss in a dictionary of the tainted nodes; with no failing list, none is."""
         with self._lock:
-            codes = self._columns.taint_list[self._slots_of(names)]
-            present = np.flatnonzero(np.bincount(codes)).tolist()
-            lists = self._taint_lists.lists
-            return codes, {code: lists[code] for code in present if code != NO_TAINTS}
+            failing = {
+                code: found
+                for code, taints in self._taint_lists.lists.items()
+                if (found := verdict(taints)) is not None
+            }
+            if not failing:
+                return {}
+            tainted = self._tainted
+            out: dict[V, list[str]] = {}
+            for name in filter(tainted.__contains__, names):
+                found = failing.get(tainted[name])
+                if found is not None:
+                    out.setdefault(found, []).append(name)
+            return out
 
     def _slots_of(self, names: Sequence[str]) -> npt.NDArray[np.intp]:
         """Holds the lock."""
@@ -276,13 +308,12 @@ class NodeView:
             self._added += 1
             if self._added > max(64, len(self._slots) // REPACK_SHARE):
                 self._repack()
-        else:
-            self._taint_lists.release(int(self._columns.taint_list[slot]))
-        code, taints = self._taint_lists.acquire(node.taints)
-        if taints is not node.taints:  # one tuple per distinct taint list
-            known = dataclasses.replace(known, node=dataclasses.replace(node, taints=taints))
+        self._taint_lists.release(self._tainted.pop(node.name, NO_TAINTS))
+        code = self._taint_lists.acquire(self._filter_taints(node.taints))
+        if code != NO_TAINTS:
+            self._tainted[node.name] = code
         self._nodes[node.name] = known
-        self._columns.set(slot, known.standing, code)
+        self._columns.set(slot, known.standing)
 
     def _repack(self) -> None:
         """Holds the lock. Rebuilds the slot dictionary with keys copied, and values
@@ -311,7 +342,7 @@ class NodeView:
             if self._nodes.pop(name, None) is None:
                 return
             slot = self._slots.pop(name)
-            self._taint_lists.release(int(self._columns.taint_list[slot]))
+            self._taint_lists.release(self._tainted.pop(name, NO_TAINTS))
             self._columns.clear(slot)
             self._free_slots.append(slot)
         self._changed()

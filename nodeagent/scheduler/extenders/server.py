@@ -46,10 +46,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from itertools import compress
+from itertools import filterfalse
 from typing import Any
 
-import numpy as np
 import prometheus_client
 
 from nodeagent import model
@@ -161,6 +160,10 @@ class PressureJudge:
         tolerate, if any (the plugin's Filter: unresolvable)."""
         return self.plugin.first_pressure(taints, tolerations)
 
+    def filtered_taints(self, taints: tuple[api.Taint, ...]) -> tuple[api.Taint, ...]:
+        """The taints among a node's ``taints`` that :meth:`rejection` reads."""
+        return self.plugin.filtered_taints(taints)
+
     def score(self, node: api.Node, now: float) -> int:
         """The plugin's 0..100 score for ``node`` at ``now``."""
         with self._lock:  # the plugin reads the handle's clock
@@ -233,7 +236,8 @@ class ExtenderService:
         self.metrics = metrics
         self.max_request_bytes = max_request_bytes
         self._clock = clock
-        view.assess_with(judge.standing)  # each node once, as the watch delivers it
+        # each node once, as the watch delivers it
+        view.assess_with(judge.standing, judge.filtered_taints)
 
     # --- the verdicts ---------------------------------------------------------------------
 
@@ -316,33 +320,23 @@ class ExtenderService:
         )
 
     def _filter_names(self, names: list[str], pod: Mapping[str, Any]) -> bytes:
-        """Each distinct taint list among ``names`` judged once; the names carrying a
-        failing list found by array comparison, and answered a list at a time. A name
-        the view does not know has no taints, and passes."""
-        codes, lists = self.view.taint_lists(names)
+        """Each distinct list of the taints the filter reads judged once; only the names
+        of nodes carrying a failing one looked up further. A name the view does not know
+        has no taints, and passes."""
         tolerations = _tolerations(pod)
-        failing = {
-            code: pressure
-            for code, taints in lists.items()
-            if (pressure := self._rejection(f"the nodes tainted {taints}", taints, tolerations))
-        }
-        if not failing:
-            return wire.filter_result(
-                node_names=names, node_items=None, failed={}, failed_unresolvable={}
-            )
-        rejected: dict[str, str] = {}
-        kept = np.ones(len(names), dtype=bool)
-        for code, pressure in failing.items():
-            at = np.flatnonzero(codes == code)
-            kept[at] = False
-            self.metrics.rejected[pressure].inc(len(at))
-            reason = _REASONS_BY_PRESSURE[pressure]
-            rejected.update(dict.fromkeys([names[i] for i in at.tolist()], reason))
+        rejected = self.view.failing(
+            names,
+            lambda taints: self._rejection(f"the nodes tainted {taints}", taints, tolerations),
+        )
+        failed: dict[str, str] = {}
+        for pressure, failing in rejected.items():
+            self.metrics.rejected[pressure].inc(len(failing))
+            failed.update(dict.fromkeys(failing, _REASONS_BY_PRESSURE[pressure]))
         return wire.filter_result(
-            node_names=list(compress(names, kept.tolist())),
+            node_names=[*filterfalse(failed.__contains__, names)] if failed else names,
             node_items=None,
             failed={},
-            failed_unresolvable=rejected,
+            failed_unresolvable=failed,
         )
 
     def prioritize(self, args: wire.ExtenderArgs[list[wire.NodeFields]]) -> bytes:

@@ -155,6 +155,17 @@ class NodePressure:
         self._tolerated = helpers.StaticNodeCache[Mask]()
         self._scores = helpers.StaticNodeCache[Int64s]()
 
+    def filtered_taints(self, taints: tuple[api.Taint, ...]) -> tuple[api.Taint, ...]:
+        """The taints among ``taints`` that Filter reads (a pressure key with a filtered
+        effect), in order: :meth:`first_pressure` of them and of all ``taints`` is the
+        same for every pod. Nodes whose taint lists differ elsewhere (a node-specific
+        value of some other taint, as the cluster autoscaler's) share these."""
+        return tuple(
+            taint
+            for taint in taints
+            if taint.key in self._pressure_of_key and taint.effect in FILTERED_EFFECTS
+        )
+
     def first_pressure(
         self, taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
     ) -> model.Pressure | None:
