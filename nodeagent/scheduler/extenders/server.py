@@ -16,11 +16,12 @@ as names. The answers come from the NodePressure plugin itself
 
 Nodes sent by name are judged from the watched view, where each node was assessed once
 when the watch delivered it (:class:`~nodeagent.scheduler.extenders.nodeview.Standing`:
-its score before and after its annotation goes stale, 15 minutes by default) into
-columns indexed by node: a call looks its names up into those columns once, then
-compares arrays (a filter judges each distinct taint list among the names once; a
-prioritize picks the fresh or stale score by a time comparison) and writes the answer
-without an object per node; no work waits for the first call after an idle hour. Nodes
+its score before and after its annotation goes stale, 15 minutes by default, and which
+of its taints the filter reads): a prioritize looks its names up into columns of scores
+once and picks the fresh or stale score by a time comparison; a filter judges each
+distinct list of filter taints once and looks up only the names of nodes that carry a
+failing one. Answers are written without an object per node; no work waits for the
+first call after an idle hour. Nodes
 sent whole are judged as sent: a filter reads only their names and taints; a prioritize
 call takes a node whose name and resourceVersion match the view from the view, and
 parses the others.
