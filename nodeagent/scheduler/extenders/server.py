@@ -21,10 +21,9 @@ of its taints the filter reads): a prioritize looks its names up into columns of
 once and picks the fresh or stale score by a time comparison; a filter judges each
 distinct list of filter taints once and looks up only the names of nodes that carry a
 failing one. Answers are written without an object per node; no work waits for the
-first call after an idle hour. Nodes
-sent whole are judged as sent: a filter reads only their names and taints; a prioritize
-call takes a node whose name and resourceVersion match the view from the view, and
-parses the others.
+first call after an idle hour. Nodes sent whole are judged as sent: a filter reads only
+their names and taints; a prioritize call takes a node whose name and resourceVersion
+match the view from the view, and parses the others.
 
 One node whose judging raises does not fail the call: it passes the filter, or gets the
 neutral score, and the failure is logged. Metrics are counted once per call.
