@@ -845,14 +845,13 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20)
     parser.add_argument(
         "--client",
-        type=ClientKind,
-        choices=list(ClientKind),
-        default=ClientKind.GO,
+        choices=[kind.value for kind in ClientKind],
+        default=ClientKind.GO.value,
         help="kube-scheduler's own extender client, built from tests/controlplane (default;"
         " Python's when there is no Go toolchain), or Python's http.client",
     )
     args = parser.parse_args()
-    clients = Clients.choose(args.client)
+    clients = Clients.choose(ClientKind(args.client))
     print(clients.describe())
     print(HEADER)
     if args.sporadic_seconds > 0:

@@ -205,14 +205,14 @@ class GoClientError(RuntimeError):
 
 class GoClient:
     """kube-scheduler's ``HTTPExtender`` in a process of its own (``binary``, from
-    :func:`go_client`), configured as nodeagent documents it: ``urlPrefix`` the
-    server, ``filterVerb``/``prioritizeVerb``, weight 1, ``nodeCacheCapable`` unless
-    the payload is whole nodes, ``enableHTTPS`` with ``tlsConfig.insecure`` for the
-    benchmark's self-signed certificate. ``fresh``: the transport's idle connection is
-    closed after every call (``CloseIdleConnections``), so each call dials and
-    handshakes anew with the same transport. ``idle_timeout`` replaces the transport's
-    ``IdleConnTimeout`` (90 s) when it differs. ``baseline`` is a ``Filter`` through an
-    HTTPExtender whose filterVerb is ``baseline``, sharing the same transport."""
+    :func:`go_client`), configured as manifests/extender/kube-scheduler-config.yaml's
+    entry (``nodeCacheCapable`` unless the payload is whole nodes), ``urlPrefix`` the
+    benchmark's server and ``tlsConfig.insecure`` for its self-signed certificate.
+    ``fresh``: the transport's idle connection is closed after every call
+    (``CloseIdleConnections``), so each call dials and handshakes anew with the same
+    transport. ``idle_timeout`` replaces the transport's ``IdleConnTimeout`` (90 s) when
+    it differs. ``baseline`` is a ``Filter`` through an HTTPExtender whose filterVerb is
+    ``baseline``, sharing the same transport."""
 
     def __init__(
         self,
@@ -238,12 +238,10 @@ class GoClient:
         ]
         if idle_timeout != GO_IDLE_CONN_TIMEOUT_S:
             command.append(f"-idle-conn-timeout={idle_timeout}s")
+        # its standard error to a file, never to a pipe that could fill; closed in close()
+        self._log = tempfile.TemporaryFile("w+")  # noqa: SIM115
         self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True
         )
         try:
             self._expect("ready")
@@ -258,9 +256,8 @@ class GoClient:
             raise GoClientError(f"extenderclient said {got!r}, not {line!r}: {self._stderr()}")
 
     def _stderr(self) -> str:
-        if self._process.poll() is None or self._process.stderr is None:
-            return "(still running)"
-        return self._process.stderr.read().strip()[-2000:]
+        self._log.seek(0)
+        return self._log.read().strip()[-2000:] or "(nothing on its standard error)"
 
     def call(self, verbs: Sequence[str], gap: float = 0.0) -> list[Call]:
         assert self._process.stdin is not None and self._process.stdout is not None
@@ -294,9 +291,9 @@ class GoClient:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
-        for pipe in (self._process.stdout, self._process.stderr):
-            if pipe is not None:
-                pipe.close()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+        self._log.close()
         self._payload.unlink(missing_ok=True)
 
     def __enter__(self) -> GoClient:

@@ -40,6 +40,7 @@ import (
 	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -151,13 +152,17 @@ func main() {
 		nodes[i] = info
 	}
 
+	// manifests/extender/kube-scheduler-config.yaml's entry, but for the TLS config: the
+	// benchmark's certificate is a throwaway self-signed one.
 	config := &schedulerapi.Extender{
 		URLPrefix:        *url,
 		FilterVerb:       *filterVerb,
 		PrioritizeVerb:   *prioritizeVerb,
-		Weight:           1,
-		EnableHTTPS:      *https,
+		Weight:           2,
 		NodeCacheCapable: *nodeCacheCapable,
+		Ignorable:        true,
+		HTTPTimeout:      metav1.Duration{Duration: 2 * time.Second},
+		EnableHTTPS:      *https,
 	}
 	if *https {
 		config.TLSConfig = &schedulerapi.ExtenderTLSConfig{Insecure: true}
