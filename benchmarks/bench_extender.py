@@ -48,11 +48,11 @@ the connection's thread spent for the call (with a new connection: the thread's 
 and the server's side of the TLS handshake; HTTP parsing; the answer); ``run p99``, the
 wall time less the longer of the client's and the server's waits for a core during the
 call (schedstat; the two may wait at the same time, so their sum would count some of it
-twice). With the Python client that is an upper bound of the wall time on a machine
-with a core to spare (waits for the GIL behind another thread that waits for a core
-stay in it); kube-scheduler's client counts the waits of all its threads, some of which
-(the Go runtime's spinning ones) are off the call's path, so there it is an estimate.
-On a busy 2-core machine the wall time is mostly waiting. ``cli``: the client's CPU
+twice; kube-scheduler's client counts the longest wait of any one of its threads, since
+its goroutines hop between them and some wait off the call's path). That is an upper
+bound of the wall time on a machine with a core to spare (waits for the GIL behind
+another thread that waits for a core stay in it): on a busy 2-core machine the wall
+time is mostly waiting. ``cli``: the client's CPU
 time per call: kube-scheduler's client process's (``getrusage``; the JSON both ways,
 the transport, with a new connection the client's side of the handshake, its garbage
 collector; the process does nothing else), or the Python client thread's. ``gc max``:

@@ -5,8 +5,10 @@ kube-scheduler is a Go program: what it sees of an extender call is its ``HTTPEx
 ``http.Transport`` exchanging them, and the answer decoded. :class:`GoClient` is that
 code itself, at the release tests/controlplane/go.mod pins, in a long-lived process of
 its own (``tests/controlplane/extenderclient``) that the benchmark tells when to call;
-it answers, per call, the wall time it measured, its own CPU time, its threads' waits
-for a core and whether the call opened a connection (httptrace's ``GotConn``). It is
+it answers, per call, the wall time it measured, its own CPU time, the longest wait for
+a core of any of its threads and whether the call opened a connection (httptrace's
+``GotConn``). Its NodeInfos hold whole Nodes, so that its heap, and its garbage
+collector's work, are a scheduler's. It is
 built on first use into the control plane's cache directory, beside kube-scheduler, from
 the module cache and build cache ``tests/controlplane/build.sh`` fills (seconds when
 they are warm), and again only when its source or go.mod changes.
