@@ -3,11 +3,20 @@ kube-scheduler calls them.
 
     python -m benchmarks.bench_extender [--sporadic-seconds 150] [--calls 200]
         [--nodes 5000] [--full-nodes 500] [--tls-calls 100] [--updates-per-second 20]
+        [--client go|python]
 
 kube-scheduler calls an extender once per pod being scheduled (``/filter``, then
-``/prioritize``, one after the other), through Go's ``http.Transport``: one connection
-kept alive between calls and closed after 90 s idle, Nagle off (``TCP_NODELAY``), over
-HTTPS in the documented deployment. The client here does the same (:class:`Caller`).
+``/prioritize``, one after the other), through its ``HTTPExtender``: the arguments
+marshalled to JSON, Go's ``http.Transport`` (one connection kept alive between calls and
+closed after 90 s idle, over HTTPS in the documented deployment), the answer decoded.
+The client here is that code (``--client go``, the default): kube-scheduler's own
+extender client at the release tests/controlplane/go.mod pins, in a Go process of its
+own that idles between pods as kube-scheduler's does, built on first use
+(:mod:`benchmarks.extender_clients`). Without a Go toolchain, or with ``--client
+python``, Python's ``http.client`` and ``ssl`` behave as Go's transport does; after an
+idle gap that client spends milliseconds of its own CPU per call, which kube-scheduler
+does not. Either way each 5000-name call sends all 5000 names (kube-scheduler sends the
+nodes its filters passed, by default at most 10% of 5000: ``percentageOfNodesToScore``).
 Patterns:
 
 * **sporadic**: pods arrive one per 1-15 s (uniformly random, seeded), over
@@ -22,7 +31,9 @@ Patterns:
   parses every node from the request); ``base`` is a route on the same server that reads
   the same body and answers ``{}`` (HTTP and body transfer alone).
 * **TLS**: /filter with 5000 names over HTTPS, a fresh connection (and handshake) per
-  call against calls on one kept-alive connection, interleaved call by call.
+  call against calls on one kept-alive connection, interleaved call by call
+  (kube-scheduler's client: the same transport, its idle connection closed after every
+  call).
 
 Throughout, a stand-in for the node watch updates ``--updates-per-second`` nodes (a new
 resourceVersion and a freshly published pressure annotation; the agent republishes every
@@ -30,21 +41,26 @@ resourceVersion and a freshly published pressure annotation; the agent republish
 does, so the server does its per-node work, and its garbage collector walks what a real
 one would, while it serves. The garbage collector's pauses are printed per pattern.
 
-Columns: ``cpu``, the CPU time of the serving thread in the handler (body read, decode,
-verdicts, encode; ``time.thread_time``); ``srv``, all the CPU time the connection's
-thread spent for the call (with a new connection: the thread's start and the server's
-side of the TLS handshake; HTTP parsing; the answer); ``run p99``, the wall time less
-the longer of the client's and the server's thread's waits for a core during the call
-(``/proc/thread-self/schedstat``; the two may wait at the same time, so their sum would
-count some of it twice). That is an upper bound of the wall time on a machine with a
-core to spare (waits for the GIL behind another thread that waits for a core stay in
-it): on a busy 2-core machine the wall time is mostly waiting. ``cli p99``: the client
-thread's CPU time per call (Python's ``http.client`` and ``ssl``; with a new
-connection, the client's side of the handshake). ``gc max``: the most CPU time the
-garbage collector took inside one call's handler (collections run in whichever thread
-allocates when a threshold is crossed). Under each pattern, the call whose handler took
-the most CPU, with what was in it (the collector's share, the serving thread's page
-faults and preemptions), so that an outlier names its cause.
+Columns: ``new``, how many of the calls opened a connection (kube-scheduler's client:
+httptrace's ``GotConn``); ``cpu``, the CPU time of the serving thread in the handler
+(body read, decode, verdicts, encode; ``time.thread_time``); ``srv``, all the CPU time
+the connection's thread spent for the call (with a new connection: the thread's start
+and the server's side of the TLS handshake; HTTP parsing; the answer); ``run p99``, the
+wall time less the longer of the client's and the server's waits for a core during the
+call (schedstat; the two may wait at the same time, so their sum would count some of it
+twice; kube-scheduler's client counts the longest wait of any one of its threads, since
+its goroutines hop between them and some wait off the call's path). That is an upper
+bound of the wall time on a machine with a core to spare (waits for the GIL behind
+another thread that waits for a core stay in it): on a busy 2-core machine the wall
+time is mostly waiting. ``cli``: the client's CPU
+time per call: kube-scheduler's client process's (``getrusage``; the JSON both ways,
+the transport, with a new connection the client's side of the handshake, its garbage
+collector; the process does nothing else), or the Python client thread's. ``gc max``:
+the most CPU time the server's garbage collector took inside one call's handler
+(collections run in whichever thread allocates when a threshold is crossed). Under each
+pattern, the call whose handler took the most CPU, with what was in it (the collector's
+share, the serving thread's page faults and preemptions), so that an outlier names its
+cause.
 
 Targets (issue 20): p99 under 10 ms for every call at 5000 names, the first after an idle
 gap included; handler CPU at most 3 ms per 5000-name call.
@@ -55,13 +71,10 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import http.client
 import json
 import multiprocessing
 import random
 import resource
-import socket
-import ssl
 import statistics
 import threading
 import time
@@ -71,6 +84,16 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from benchmarks.extender_clients import (
+    BASELINE,
+    GO_IDLE_CONN_TIMEOUT_S,
+    PYTHON_CLIENTS,
+    Call,
+    ClientKind,
+    Clients,
+    Payload,
+    run_queue_wait,
+)
 from nodeagent import model
 from nodeagent.kube.client import api_time
 from nodeagent.observability.server import ObservabilityServer, StartResponse, WSGIApp
@@ -177,41 +200,123 @@ def node(i: int, now: float, version: str) -> dict[str, Any]:
     }
 
 
-POD = {
-    "metadata": {"name": "web-0", "namespace": "default", "uid": "u-web-0"},
-    "spec": {
-        "containers": [{"name": "app", "image": "app:1", "resources": {"requests": {"cpu": "1"}}}],
-        "tolerations": [
-            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}
-        ],
-    },
-}
+def pod() -> dict[str, Any]:
+    """A Deployment's pod as kube-scheduler holds it when it calls the extender: as the
+    API server stored it after admission (defaults, the service account's token volume,
+    the default not-ready/unreachable tolerations), pending, unscheduled."""
+    token = "kube-api-access-7xk2p"
+    tolerations = [
+        {
+            "key": f"node.kubernetes.io/{taint}",
+            "operator": "Exists",
+            "effect": "NoExecute",
+            "tolerationSeconds": 300,
+        }
+        for taint in ("not-ready", "unreachable")
+    ]
+    return {
+        "metadata": {
+            "name": "web-7d4b9c6f8d-x2k9p",
+            "generateName": "web-7d4b9c6f8d-",
+            "namespace": "default",
+            "uid": "3f6c1e2a-9b7d-4c1e-8a2f-5d6e7f809a1b",
+            "resourceVersion": "1234567",
+            "creationTimestamp": "2026-11-27T04:00:00Z",
+            "labels": {"app": "web", "pod-template-hash": "7d4b9c6f8d"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": "web-7d4b9c6f8d",
+                    "uid": "0b1c2d3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "volumes": [
+                {
+                    "name": token,
+                    "projected": {
+                        "sources": [
+                            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                            {
+                                "configMap": {
+                                    "name": "kube-root-ca.crt",
+                                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                                }
+                            },
+                            {
+                                "downwardAPI": {
+                                    "items": [
+                                        {
+                                            "path": "namespace",
+                                            "fieldRef": {
+                                                "apiVersion": "v1",
+                                                "fieldPath": "metadata.namespace",
+                                            },
+                                        }
+                                    ]
+                                }
+                            },
+                        ],
+                        "defaultMode": 420,
+                    },
+                }
+            ],
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.example.com/team1/web:v1.4.2",
+                    "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                    "env": [{"name": "LOG_LEVEL", "value": "info"}],
+                    "resources": {
+                        "limits": {"memory": "512Mi"},
+                        "requests": {"cpu": "1", "memory": "512Mi"},
+                    },
+                    "volumeMounts": [
+                        {
+                            "name": token,
+                            "readOnly": True,
+                            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+                        }
+                    ],
+                    "readinessProbe": {
+                        "httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+                        "timeoutSeconds": 1,
+                        "periodSeconds": 10,
+                        "successThreshold": 1,
+                        "failureThreshold": 3,
+                    },
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "imagePullPolicy": "IfNotPresent",
+                }
+            ],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "serviceAccount": "default",
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "tolerations": tolerations,
+            "priority": 0,
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+        },
+        "status": {"phase": "Pending", "qosClass": "Burstable"},
+    }
 
 
-def _go_json(message: Any) -> bytes:
-    return json.dumps(message, separators=(",", ":")).encode()
-
-
-def message(node_names: list[str] | None, items: list[dict[str, Any]] | None) -> bytes:
-    """ExtenderArgs as kube-scheduler marshals them."""
-    nodes_field = None if items is None else {"metadata": {}, "items": items}
-    return _go_json({"Pod": POD, "Nodes": nodes_field, "NodeNames": node_names})
+POD = pod()
 
 
 def _echo(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
     environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", "2")])
     return [b"{}"]
-
-
-def run_queue_wait() -> float:
-    """Seconds the calling thread has spent runnable but waiting for a core (the
-    scheduler's ``/proc/thread-self/schedstat``); 0 where the kernel does not say."""
-    try:
-        with open("/proc/thread-self/schedstat") as stats:
-            return int(stats.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 @dataclass(frozen=True)
@@ -316,77 +421,6 @@ class Pauses:
         )
 
 
-GO_IDLE_CONN_TIMEOUT_S = 90.0
-"""Go's ``http.Transport`` closes a connection idle this long (``IdleConnTimeout`` in
-kube-scheduler's transport defaults): the next call opens a new one, TLS included."""
-
-
-class Caller:
-    """POSTs over one connection kept alive between calls, as Go's http.Transport does:
-    Nagle off (Go sets ``TCP_NODELAY`` on every connection), a new connection when the
-    server closed it or it idled :data:`GO_IDLE_CONN_TIMEOUT_S`; ``fresh`` opens one per
-    call instead. ``connected`` says whether the last call opened a connection,
-    ``waited`` how long this thread waited for a core during it, ``cpu`` the CPU time
-    it spent on it (with a new connection, the client's side of the handshake)."""
-
-    def __init__(
-        self,
-        port: int,
-        context: ssl.SSLContext | None,
-        *,
-        fresh: bool,
-        idle_timeout: float = GO_IDLE_CONN_TIMEOUT_S,
-    ) -> None:
-        self._port, self._context, self._fresh = port, context, fresh
-        self._idle_timeout = idle_timeout
-        self._connection: http.client.HTTPConnection | None = None
-        self._last_used = 0.0
-        self.connected = False
-        self.waited = 0.0
-        self.cpu = 0.0
-
-    def _connect(self) -> http.client.HTTPConnection:
-        connection = (
-            http.client.HTTPConnection("127.0.0.1", self._port, timeout=30)
-            if self._context is None
-            else http.client.HTTPSConnection(
-                "127.0.0.1", self._port, timeout=30, context=self._context
-            )
-        )
-        connection.connect()
-        assert connection.sock is not None
-        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return connection
-
-    def post(self, path: str, body: bytes) -> float:
-        """The call's wall time, connecting included."""
-        started, waited, cpu = time.perf_counter(), run_queue_wait(), time.thread_time()
-        idle = started - self._last_used > self._idle_timeout
-        if self._connection is not None and idle:
-            self._connection.close()
-            self._connection = None
-        self.connected = self._connection is None or self._fresh
-        if self.connected:
-            self._connection = self._connect()
-        assert self._connection is not None
-        self._connection.request("POST", path, body, {"Content-Type": "application/json"})
-        response = self._connection.getresponse()
-        response.read()
-        if self._fresh or response.will_close:
-            self._connection.close()
-            self._connection = None
-        self._last_used = time.perf_counter()
-        self.waited = run_queue_wait() - waited
-        self.cpu = time.thread_time() - cpu
-        elapsed = self._last_used - started
-        assert response.status == 200, (path, response.status)
-        return elapsed
-
-    def close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-
-
 @dataclass
 class Extender:
     """The extender on a real socket, with its node view fed as a watch would."""
@@ -436,7 +470,7 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
         health=server.ExtenderHealth(view),
         routes={
             **{path: cpu.timed(app) for path, app in service.routes().items()},
-            "/baseline": _echo,
+            f"/{BASELINE}": _echo,
         },
         protection=protection,
     )
@@ -538,33 +572,9 @@ def node_name(i: int) -> str:
     return f"node-{i:05d}"
 
 
-def _client_context() -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # a throwaway self-signed certificate
-    return context
-
-
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-@dataclass(frozen=True)
-class Call:
-    """One call as the client saw it."""
-
-    verb: str
-    gap: float
-    wall: float
-    connected: bool
-    waited: float
-    cpu: float
-
-    @classmethod
-    def made(cls, verb: str, gap: float, wall: float, caller: Caller) -> Call:
-        """The call ``caller`` just made."""
-        return cls(verb, gap, wall, caller.connected, caller.waited, caller.cpu)
 
 
 @dataclass
@@ -579,10 +589,12 @@ class Row:
     client_cpu: list[float] = field(default_factory=list)
     base: list[float] = field(default_factory=list)
     handled: list[Handled] = field(default_factory=list)
+    connections: int = 0
+    """How many of the calls opened a connection."""
 
-    def add(self, wall: float, cpu: ServerCPU, caller: Caller) -> None:
-        """The call just made by ``caller``, served by a server measured by ``cpu``."""
-        self.record(Call.made("", 0.0, wall, caller), cpu.calls[-1])
+    def add(self, call: Call, cpu: ServerCPU) -> None:
+        """``call``, just made, served by a server measured by ``cpu``."""
+        self.record(call, cpu.calls[-1])
 
     def record(self, call: Call, served: Handled) -> None:
         """``call`` and what the server spent on it."""
@@ -592,6 +604,7 @@ class Row:
         self.running.append(call.wall - max(call.waited, served.waited))
         self.client_cpu.append(call.cpu)
         self.handled.append(served)
+        self.connections += call.connected
 
     def costliest(self) -> Handled:
         """The call whose handler took the most CPU."""
@@ -608,18 +621,19 @@ class Row:
         base = f"{statistics.median(self.base) * ms:>7.2f}" if self.base else f"{'':>7}"
         verdict = "yes" if _quantile(self.wall, 0.99) < 0.010 else "NO"
         running = f"{_quantile(self.running, 0.99) * ms:>7.2f}" if self.running else f"{'':>7}"
-        client = f"{_quantile(self.client_cpu, 0.99) * ms:>7.2f}" if self.client_cpu else f"{'':>7}"
         collector = max((served.collector for served in self.handled), default=0.0)
         return (
-            f"{self.case:<44} {len(self.wall):>5} {spread(self.wall)} {max(self.wall) * ms:>7.2f}"
-            f" {spread(self.cpu)} {spread(self.call_cpu)} {running} {client}"
+            f"{self.case:<44} {len(self.wall):>5} {self.connections:>4}"
+            f" {spread(self.wall)} {max(self.wall) * ms:>7.2f}"
+            f" {spread(self.cpu)} {spread(self.call_cpu)} {running} {spread(self.client_cpu)}"
             f" {collector * ms:>7.2f} {base} {verdict:>6}"
         )
 
 
 HEADER = (
-    f"{'case':<44} {'calls':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'cpu p50':>7}"
-    f" {'cpu p99':>7} {'srv p50':>7} {'srv p99':>7} {'run p99':>7} {'cli p99':>7} {'gc max':>7}"
+    f"{'case':<44} {'calls':>5} {'new':>4} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}"
+    f" {'cpu p50':>7} {'cpu p99':>7} {'srv p50':>7} {'srv p99':>7} {'run p99':>7}"
+    f" {'cli p50':>7} {'cli p99':>7} {'gc max':>7}"
     f" {'base':>7}"
     f" {'p99<10':>6}"
 )
@@ -661,6 +675,26 @@ IDLE_GAP = 1.06
 closed its idle connection (95 s of 90)."""
 
 
+def scheduled(nodes: int) -> Payload:
+    """The pod and kube-scheduler's NodeInfos: ``nodes`` Nodes as the extender has them."""
+    now = time.time()
+    return Payload(POD, [node(i, now, str(1000 + i)) for i in range(nodes)])
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """No garbage collection while the block builds a client's payload and lets go of it
+    (reference counting frees it): when the server runs in this process, the collections
+    its thousands of Node dicts would cause are not the server's."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def sporadic(
     seconds: float,
     nodes: int,
@@ -672,6 +706,7 @@ def sporadic(
     idle_gaps: int = 1,
     idle_timeout: float = GO_IDLE_CONN_TIMEOUT_S,
     apart: bool = False,
+    clients: Clients = PYTHON_CLIENTS,
 ) -> tuple[list[Row], list[float], Pauses]:
     pauses = sporadic_gaps(
         seconds,
@@ -688,14 +723,12 @@ def sporadic(
     serving = served_apart if apart else served_here
     calls: list[Call] = []
     with serving(nodes, tls=tls, updates_per_second=updates_per_second) as (port, results):
-        body = message([node_name(i) for i in range(nodes)], None)
-        context = _client_context() if tls else None
-        caller = Caller(port, context, fresh=False, idle_timeout=idle_timeout)
-        for gap in pauses:
-            time.sleep(gap)
-            for verb in server.VERBS:  # kube-scheduler: filter, then prioritize
-                calls.append(Call.made(verb, gap, caller.post(f"/{verb}", body), caller))
-        caller.close()
+        with collector_paused():
+            client = clients.open(port, scheduled(nodes), tls=tls, idle_timeout=idle_timeout)
+        with client:
+            for gap in pauses:
+                time.sleep(gap)
+                calls += client.call(server.VERBS, gap)  # kube-scheduler: filter, prioritize
         served = results()
     for i, call in enumerate(calls):
         rows[call.verb].record(call, served.calls[i])
@@ -708,54 +741,61 @@ def sporadic(
 
 
 def back_to_back(
-    calls: int, nodes: int, full_nodes: int, updates_per_second: float
+    calls: int,
+    nodes: int,
+    full_nodes: int,
+    updates_per_second: float,
+    clients: Clients = PYTHON_CLIENTS,
 ) -> tuple[list[Row], Pauses]:
     rows = []
     with (
         extender(nodes, tls=False, updates_per_second=updates_per_second) as ext,
         Pauses() as collections,
     ):
-        now = time.time()
-        cases = [
-            (f"{nodes} names", message([o["metadata"]["name"] for o in ext.objects], None)),
-            (f"{full_nodes} whole nodes, warm", message(None, ext.objects[:full_nodes])),
+        now, objects = time.time(), ext.objects
+        cases: list[tuple[str, Callable[[], Payload]]] = [
+            (f"{nodes} names", lambda: Payload(POD, objects)),
+            (f"{full_nodes} whole nodes, warm", lambda: Payload(POD, objects[:full_nodes], False)),
             (
                 f"{full_nodes} whole nodes, cold",
-                message(None, [node(i, now, f"cold-{i}") for i in range(full_nodes)]),
+                lambda: Payload(POD, [node(i, now, f"cold-{i}") for i in range(full_nodes)], False),
             ),
         ]
-        caller = Caller(ext.port, None, fresh=False)
-        for label, body in cases:
-            for _ in range(3):  # warm-up
-                caller.post("/baseline", body)
-            base = [caller.post("/baseline", body) for _ in range(calls)]
-            for verb in server.VERBS:
-                for _ in range(3):
-                    caller.post(f"/{verb}", body)
-                row = Row(f"/{verb} {label}", base=base)
-                for _ in range(calls):
-                    row.add(caller.post(f"/{verb}", body), ext.cpu, caller)
-                rows.append(row)
-        caller.close()
+        for label, payload in cases:
+            with collector_paused():
+                client = clients.open(ext.port, payload(), tls=False)
+            with client:
+                for _ in range(3):  # warm-up
+                    client.call([BASELINE])
+                base = [client.call([BASELINE])[0].wall for _ in range(calls)]
+                for verb in server.VERBS:
+                    for _ in range(3):
+                        client.call([verb])
+                    row = Row(f"/{verb} {label}", base=base)
+                    for _ in range(calls):
+                        row.add(client.call([verb])[0], ext.cpu)
+                    rows.append(row)
     return rows, collections
 
 
-def tls_calls(calls: int, nodes: int) -> list[Row]:
+def tls_calls(calls: int, nodes: int, clients: Clients = PYTHON_CLIENTS) -> list[Row]:
     """/filter over HTTPS, a new connection (handshake) per call against one kept-alive
-    connection, interleaved call by call; ``srv`` includes the server's handshake CPU."""
+    connection, interleaved call by call; ``srv`` includes the server's handshake CPU.
+    kube-scheduler's client gets its new connections from the same transport, its idle
+    connection closed after every call (``fresh``)."""
     fresh = Row(f"/filter {nodes} names, fresh TLS")
     reused = Row(f"/filter {nodes} names, reused TLS")
     with extender(nodes, tls=True, updates_per_second=0) as ext:
-        body = message([obj["metadata"]["name"] for obj in ext.objects], None)
-        context = _client_context()
-        kept = Caller(ext.port, context, fresh=False)
-        new = Caller(ext.port, context, fresh=True)
-        for _ in range(3):
-            kept.post("/filter", body), new.post("/filter", body)
-        for _ in range(calls):  # interleaved, call by call
-            fresh.add(new.post("/filter", body), ext.cpu, new)
-            reused.add(kept.post("/filter", body), ext.cpu, kept)
-        kept.close()
+        payload = Payload(POD, ext.objects)
+        with (
+            clients.open(ext.port, payload, tls=True) as kept,
+            clients.open(ext.port, payload, tls=True, fresh=True) as new,
+        ):
+            for _ in range(3):
+                kept.call([server.FILTER]), new.call([server.FILTER])
+            for _ in range(calls):  # interleaved, call by call
+                fresh.add(new.call([server.FILTER])[0], ext.cpu)
+                reused.add(kept.call([server.FILTER])[0], ext.cpu)
     return [fresh, reused]
 
 
@@ -803,7 +843,16 @@ def main() -> None:
         help="seconds between sporadic pods",
     )
     parser.add_argument("--seed", type=int, default=20)
+    parser.add_argument(
+        "--client",
+        choices=[kind.value for kind in ClientKind],
+        default=ClientKind.GO.value,
+        help="kube-scheduler's own extender client, built from tests/controlplane (default;"
+        " Python's when there is no Go toolchain), or Python's http.client",
+    )
     args = parser.parse_args()
+    clients = Clients.choose(ClientKind(args.client))
+    print(clients.describe())
     print(HEADER)
     if args.sporadic_seconds > 0:
         rows, gaps, collections = sporadic(
@@ -815,6 +864,7 @@ def main() -> None:
             tls=args.sporadic_tls,
             idle_gaps=args.idle_gaps,
             apart=args.server_process,
+            clients=clients,
         )
         for row in rows:
             print(row.line())
@@ -826,14 +876,14 @@ def main() -> None:
         print(costliest(rows))
     if args.calls > 0:
         rows, collections = back_to_back(
-            args.calls, args.nodes, args.full_nodes, args.updates_per_second
+            args.calls, args.nodes, args.full_nodes, args.updates_per_second, clients
         )
         for row in rows:
             print(row.line())
         print(collections.line())
         print(costliest(rows))
     if args.tls_calls > 0:
-        rows = tls_calls(args.tls_calls, args.nodes)
+        rows = tls_calls(args.tls_calls, args.nodes, clients)
         for row in rows:
             print(row.line())
         print(costliest(rows))
