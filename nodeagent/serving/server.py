@@ -425,6 +425,11 @@ class _Connections:
             self._idle[connection] = None
             return True
 
+    def idle_count(self) -> int:
+        """How many open connections wait for a next request."""
+        with self._changed:
+            return len(self._idle)
+
     def busy(self, connection: socket.socket) -> bool:
         """Whether the connection is still served (it was not closed while idle)."""
         with self._changed:
@@ -589,6 +594,14 @@ class Server:
         if self._server is None:
             raise RuntimeError("server not started")
         return int(self._server.server_address[1])
+
+    @property
+    def idle_connections(self) -> int:
+        """How many open connections wait for a next request: the ones a new
+        connection at the limit may take the place of, longest idle first."""
+        if self._server is None:
+            raise RuntimeError("server not started")
+        return self._server.connections.idle_count()
 
     @property
     def url(self) -> str:

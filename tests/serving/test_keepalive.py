@@ -24,6 +24,7 @@ from nodeagent.observability.settings import ListenAddress
 from nodeagent.serving import server as serving
 from nodeagent.serving.server import Server
 from nodeagent.serving.wsgi import StartResponse
+from tests.waiting import eventually
 
 
 def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -242,7 +243,11 @@ class TestConnectionBound:
             connect(server.port) as newer,
         ):
             assert exchange(oldest, post("/echo")).status == 200
+            eventually(lambda: server.idle_connections == 1, what="the first connection idle")
             assert exchange(newer, post("/echo")).status == 200
+            # The client has its answer before the server's thread marks the connection
+            # idle: which one idles longest is the server's order, not the client's.
+            eventually(lambda: server.idle_connections == 2, what="both connections idle")
             with connect(server.port) as third:
                 assert exchange(third, post("/echo", b"3")).status == 200
                 assert closed_by_server(oldest)
