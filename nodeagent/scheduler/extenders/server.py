@@ -269,15 +269,12 @@ class ExtenderService:
         tolerations = _tolerations(pod)
         by_taints: dict[tuple[api.Taint, ...], model.Pressure | None] = {}
         rejected: dict[str, model.Pressure] = {}
-        last: tuple[api.Taint, ...] = ()
-        pressure: model.Pressure | None = None
         for name, taints in nodes:
-            if taints is not last:  # the view shares one tuple per distinct taint list
-                if not taints:
-                    continue
-                if taints not in by_taints:
-                    by_taints[taints] = self._rejection(f"node {name}", taints, tolerations)
-                last, pressure = taints, by_taints[taints]
+            if not taints:
+                continue
+            if taints not in by_taints:
+                by_taints[taints] = self._rejection(f"node {name}", taints, tolerations)
+            pressure = by_taints[taints]
             if pressure is not None:
                 rejected[name] = pressure
         self.metrics.count_rejections(rejected.values())
