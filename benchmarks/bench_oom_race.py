@@ -3,14 +3,16 @@ before the kernel's OOM killer kills it?
 
     sudo python -m benchmarks.bench_oom_race                       # cgroup v1 here; 20 runs
     sudo python -m benchmarks.bench_oom_race --runs 5 --thresholds 100Mi --rates 256Mi,1Gi
-    sudo python -m benchmarks.bench_oom_race --uml --mem-mib 1536  # cgroup v2 (user-mode-linux)
+    sudo python -m benchmarks.bench_oom_race --guest kvm --mem-mib 3072 --node-limit 1Gi \
+        --configurations defaults,kubelet --thresholds 100Mi     # cgroup v2, in a guest
 
 Issue 22's measurement (root needed). The node is a real memory cgroup with a limit
-(``--node-limit``: 2 GiB on the host's cgroup v1; in user-mode-linux a cgroup v2
-``memory.max``, sized to the guest's ``mem=``). Under it, as the kubelet lays them out:
-``system`` (a ballast process holding the node's base usage, as a system daemon would; its
-``oom_score_adj`` is left as it is, the pod's 1000 makes the pod the OOM killer's victim
-whatever their sizes) and
+(``--node-limit``: 2 GiB on the host's cgroup v1; in a cgroup v2 guest, ``--guest``
+``uml``, ``kvm`` or ``tcg`` of tests/uml/machine.py, a ``memory.max``; each
+configuration has its own node, so the guest's ``--mem-mib`` must hold them all). Under
+it, as the kubelet lays them out: ``system`` (a ballast process holding the node's base
+usage, as a system daemon would; its ``oom_score_adj`` is left as it is, the pod's 1000
+makes the pod the OOM killer's victim whatever their sizes) and
 ``kubepods/besteffort/pod<uid>`` for each run's pod. ``memory.available`` of the node
 cgroup is guarded with a hard threshold (``--thresholds``: 500Mi, 100Mi, 1Gi).
 
@@ -768,8 +770,10 @@ def main() -> None:
         action="store_true",
         help="start the agents anew for every run: each race is the first after a start",
     )
-    parser.add_argument("--uml", action="store_true", help="run inside user-mode-linux (v2)")
-    parser.add_argument("--mem-mib", type=int, default=1536, help="the guest's mem= (--uml)")
+    parser.add_argument(
+        "--guest", choices=("uml", "kvm", "tcg"), help="run in a cgroup v2 guest of this kernel"
+    )
+    parser.add_argument("--mem-mib", type=int, default=3072, help="the guest's RAM (--guest)")
     args = parser.parse_args()
     rates, labels = args.rates.split(","), args.configurations.split(",")
     if args.report_from is not None:
@@ -780,8 +784,8 @@ def main() -> None:
         return
     if os.geteuid() != 0:
         raise SystemExit("needs root: it creates memory cgroups")
-    if args.uml:
-        results = in_uml(args, rates, labels)
+    if args.guest is not None:
+        results = in_guest(args)
     else:
         results = []
         per_start, starts = (1, args.runs) if args.fresh_agents else (args.runs, 1)
@@ -799,13 +803,14 @@ def main() -> None:
     projection(results, rates, labels)
 
 
-def in_uml(args: argparse.Namespace, rates: list[str], labels: list[str]) -> list[Run]:
-    """The same race inside user-mode-linux (a cgroup v2 kernel), results back as JSON."""
+def in_guest(args: argparse.Namespace) -> list[Run]:
+    """The same race inside a cgroup v2 guest (tests/uml/machine.py), results back as JSON."""
     from tests.uml import machine
 
-    reason = machine.available()
+    kernel = machine.Kernel(args.guest)
+    reason = machine.missing(kernel)
     if reason is not None:
-        raise SystemExit(reason)
+        raise SystemExit(f"{kernel} cannot be tried: {reason}")
     inside = [
         sys.executable,
         "-m",
@@ -815,15 +820,21 @@ def in_uml(args: argparse.Namespace, rates: list[str], labels: list[str]) -> lis
         f"--thresholds={args.thresholds}",
         f"--configurations={args.configurations}",
         f"--node-limit={args.node_limit}",
-        "--json=$UML_RESULTS/oom-race.json",
+        "--json=$GUEST_RESULTS/oom-race.json",
+        *(["--fresh-agents"] if args.fresh_agents else []),
     ]
-    command = ["sh", "-c", "ip link set lo up 2>/dev/null; " + " ".join(inside)]
-    boot = machine.boot(command, mem_mib=args.mem_mib, timeout_s=4 * 3600)
-    path = boot.results / "oom-race.json"
+    try:
+        guest = machine.start(kernel, mem_mib=args.mem_mib)
+    except machine.BootFailed as failure:
+        raise SystemExit(str(failure)) from None
+    with guest:
+        print(f"{guest}: booted in {guest.boot_s:.1f} s", file=sys.stderr)
+        run = guest.run(["sh", "-c", " ".join(inside)], timeout_s=4 * 3600)
+    path = run.results / "oom-race.json"
     if not path.is_file():
-        print(boot.output[-6000:], file=sys.stderr)
-        raise SystemExit(f"the guest did not finish (status {boot.status})")
-    print(boot.output.split("--- command output ---")[-1][-3000:], file=sys.stderr)
+        print(run.output[-6000:], guest.console()[-2000:], sep="\n", file=sys.stderr)
+        raise SystemExit(f"the guest did not finish (status {run.status})")
+    print(run.output[-3000:], file=sys.stderr)
     return [Run(**run) for run in json.loads(path.read_text())]
 
 

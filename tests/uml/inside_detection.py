@@ -1,15 +1,15 @@
-"""Inside user-mode-linux: ``nodeagent run --standalone`` under a real memory hog.
+"""Inside a cgroup v2 guest: ``nodeagent run --standalone`` under a real memory hog.
 
     python -m tests.uml.inside_detection --scope root --runs 20 [--agent-arg=...]
 
 Run by tests/uml/test_v2_detection.py and benchmarks/bench_detection_v2.py; writes
-``detection-<scope>-<label>.json`` to the results directory the boot gave.
+``detection-<scope>-<label>.json`` to the command's results directory.
 
 For a scope (``root``: ``memory.available`` of the v2 root, capacity MemTotal;
 ``node``: a node cgroup with ``memory.max`` as capacity) the agent guards a hard
 ``memory.available`` threshold. A ballast process first takes memory down to
 :data:`BALLAST_HEADROOM` above the threshold and holds it (allocation runs at about
-20 MiB/s here, so each run cannot start from afar). Then for each run a hog joins the
+20 MiB/s in user-mode-linux, so each run cannot start from afar). Then for each run a hog joins the
 scope's cgroup before it allocates, approaches the threshold, waits a random part of a
 second, and allocates on in 64 KiB steps, reading ``available`` the agent's way after
 each; it records the CLOCK_MONOTONIC instant of its first reading below the threshold.

@@ -1,5 +1,5 @@
-"""Inside user-mode-linux: the signals on real cgroup v2 hierarchies, beside the kernel's
-own numbers. Run by tests/uml/test_v2_signals.py (one boot); writes ``signals.json``.
+"""Inside a cgroup v2 guest: the signals on real cgroup v2 hierarchies, beside the kernel's
+own numbers. Run by tests/uml/test_v2_signals.py (one command); writes ``signals.json``.
 
 Every figure the agent reports is recorded together with what the kernel's files say
 right after, so the test on the host compares them:
@@ -13,13 +13,13 @@ right after, so the test on the host compares them:
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from nodeagent.model import Signal, SignalValue
 from nodeagent.signals.collector import SignalCollector
-from tests.uml.machine import DISK_MOUNT
 from tests.uml.workload import (
     CGROUP2,
     Workload,
@@ -34,6 +34,8 @@ from tests.uml.workload import (
     write_results,
 )
 
+DISK_MOUNT = os.environ.get("GUEST_DISK", "")
+"""An ext4 filesystem inside the guest: the page cache that hostfs and 9p shares lack."""
 MiB = 1 << 20
 KUBEPODS_LIMIT = 256 * MiB
 CONTAINER = "0123456789abcdef" * 4

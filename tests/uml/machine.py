@@ -1,194 +1,491 @@
-"""Boot user-mode-linux (a real cgroup v2 kernel run as an ordinary process) with a script.
+"""Boot a real cgroup v2 kernel once and run commands in it with the checkout's Python.
 
-Debian's ``user-mode-linux`` package ships ``/usr/bin/linux.uml``, a Linux 6.1 kernel
-built to run as a user process: no VM and no KVM. Booted with the host's ``/`` as its
-root filesystem (hostfs), it runs a script of ours as PID 1, with the project's Python
-and virtualenv reachable at the same paths, and mounts ``cgroup2`` with the memory,
-cpu, io and pids controllers: the hierarchy most nodes run, which this machine's hybrid
-cgroup v1 host cannot give (machine-and-test-infra.md §7).
+This machine's host is cgroup v1 (hybrid); most nodes run cgroup v2, whose memory
+files only a v2 kernel has. Three ways to boot one, behind one interface (:class:`Guest`):
 
-:func:`boot` writes an init wrapper that mounts /proc, /sys and the cgroup2 hierarchy,
-runs the command, records its exit status in a results directory on the host (hostfs
-writes land on the host at once) and powers the machine off; the host side bounds the
-whole boot with a timeout and kills the machine's process group if it runs out, so a
-hung guest never outlives its test.
+- ``uml``: Debian's ``user-mode-linux`` (``/usr/bin/linux.uml``, Linux 6.1 built to run
+  as an ordinary process: no VM), the host's ``/`` its root through hostfs. One CPU,
+  emulated system calls (allocation about 20 MiB/s, a ``pread`` of a cgroup file about
+  40 µs), no PSI. It does not boot on every CPU: Debian's build panics at init where
+  the CPU's extended register state is larger than it was built for (seen with AMX:
+  ``ptrace set fp regs failed, errno = 14``).
+- ``kvm``: Debian's own kernel (``linux-image-amd64``) under ``qemu-system-x86_64
+  -accel kvm``, the host's ``/`` shared over 9p (:mod:`tests.uml.qemu`): a real machine's
+  kernel, PSI included, two CPUs.
+- ``tcg``: the same kernel under qemu's own emulation, where neither of the others
+  boots: slower, but it runs on any x86-64 machine with qemu.
 
-What the kernel is like inside, measured: single CPU; allocation about 20 MiB/s;
-``pread`` of a cgroup file about 100 µs; importing nodeagent about 6 s; no PSI
-(``/proc/pressure`` is absent); hostfs keeps no page cache, so page cache needs the
-ext4 disk :func:`boot` can attach (``disk_mib``, mounted at :data:`DISK_MOUNT`).
+Every guest sees the host's files read-only at their own paths, so the checkout and its
+Python (``sys.executable``, its site-packages) run inside as on the host, over a tmpfs
+on ``/tmp``, ``/var/tmp``, ``/run`` and ``/dev/shm``, with cgroup2 at
+``/sys/fs/cgroup`` and the loopback interface up. One directory, the guest's work
+directory, is shared read-write at its host path: each command's results directory
+(``$GUEST_RESULTS`` inside) is there, and ``disk``, where an ext4 disk image is mounted
+when :func:`start` is given ``disk_mib`` (``$GUEST_DISK``): the filesystem inside for a
+test's page cache.
+
+A guest boots once and serves commands one at a time over a serial line
+(:mod:`tests.uml.guest`): a test run pays one boot per kernel, not one per test. A
+command past its timeout is killed inside and the guest serves on; a guest that does
+not answer within the timeout plus :data:`ANSWER_GRACE_S` is killed whole, with every
+process it had on the host.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import enum
+import json
 import os
+import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tests.uml import qemu
 
 LINUX_UML = Path("/usr/bin/linux.uml")
-DISK_MOUNT = "/mnt/ubd"
-"""Where the ext4 disk is mounted inside (``/dev/ubdb``), when one is attached."""
 REPO_ROOT = Path(__file__).resolve().parents[2]
+CONTROL_LINE = "/dev/ttyS1"
+"""The guest's end of the control line: its second serial line on every kernel."""
+ANSWER_GRACE_S = 30.0
+"""How long past a command's timeout the host waits for the guest to say it killed it."""
+
+
+class Kernel(enum.StrEnum):
+    UML = "uml"
+    KVM = "kvm"
+    TCG = "tcg"
+
+    @property
+    def description(self) -> str:
+        return {
+            Kernel.UML: "user-mode-linux",
+            Kernel.KVM: "Debian's kernel under qemu -accel kvm",
+            Kernel.TCG: "Debian's kernel under qemu's emulation (TCG)",
+        }[self]
+
+
+BOOT_TIMEOUT_S = {Kernel.UML: 60.0, Kernel.KVM: 60.0, Kernel.TCG: 240.0}
 
 
 @dataclass(frozen=True)
-class Boot:
-    """What one boot produced."""
+class Run:
+    """What one command produced."""
 
     output: str
-    """The guest's console: the kernel's messages and the command's stdout/stderr."""
+    """The command's stdout and stderr."""
     status: int | None
-    """The command's exit status; ``None`` if it never finished (killed by the timeout,
-    or the guest crashed)."""
+    """Its exit status (negative: killed by that signal); ``None`` if it was killed at
+    its timeout or the guest died under it."""
     timed_out: bool
     results: Path
-    """A host directory the command could write to (``$UML_RESULTS`` inside)."""
+    """The host directory the command could write to (``$GUEST_RESULTS`` inside)."""
+    seconds: float
 
 
-@functools.cache
-def available() -> str | None:
-    """Why user-mode-linux cannot be booted here, or ``None`` when it can.
+class BootFailed(RuntimeError):
+    """The kernel did not come up; the message ends with its own words."""
 
-    Installed is not enough: Debian's 6.1 build panics at init on hosts whose CPUs
-    have a larger extended register state than it was built for (seen on CPUs with
-    AMX: ``ptrace set fp regs failed, errno = 14``). One small probe boot per session
-    tells, and its console says why."""
-    if not LINUX_UML.is_file():
-        return f"{LINUX_UML} is missing (apt-get install user-mode-linux)"
-    probe = _boot(["true"], mem_mib=64, timeout_s=60.0)
-    if probe.status == 0:
+
+def missing(kernel: Kernel) -> str | None:
+    """Why ``kernel`` cannot even be tried here, or ``None``: nothing is booted."""
+    if kernel is Kernel.UML:
+        if not LINUX_UML.is_file():
+            return f"{LINUX_UML} is missing (apt-get install user-mode-linux)"
+        if os.geteuid() != 0:
+            return "user-mode-linux's guest writes its results to the host as root"
         return None
-    lines = [line.strip() for line in probe.output.splitlines() if line.strip()]
-    # The kernel's own words before its stack dump: the failing call, then the panic.
-    telling = [line for line in lines if "ptrace" in line or line.startswith("Kernel panic")]
-    why = "; ".join(telling or lines[-1:] or ["no console output"])
-    state = "timed out" if probe.timed_out else f"status {probe.status}"
-    return f"{LINUX_UML} cannot boot on this host ({state}): {why}"
+    reason = qemu.missing()
+    if reason is None and kernel is Kernel.KVM:
+        reason = qemu.kvm_problem()
+    return reason
 
 
-def _init_script(command: Sequence[str], results: Path, env: Mapping[str, str]) -> str:
-    exports = "\n".join(f"export {key}={shlex.quote(value)}" for key, value in env.items())
-    disk = f"[ -b /dev/ubdb ] && mkdir -p {DISK_MOUNT} && mount -t ext4 /dev/ubdb {DISK_MOUNT}\n"
-    return f"""#!/bin/sh
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-export HOME=/root PYTHONDONTWRITEBYTECODE=1 UML_RESULTS={shlex.quote(str(results))}
-{exports}
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t cgroup2 cgroup2 /sys/fs/cgroup
-{disk}cd {shlex.quote(str(REPO_ROOT))}
-{shlex.join(command)} > {shlex.quote(str(results / "output"))} 2>&1
-echo $? > {shlex.quote(str(results / "status"))}
+class _Line:
+    """The host's end of the control line: one JSON message a line."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.pending = b""
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        self.sock.settimeout(None)
+        self.sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def receive(self, deadline: float) -> dict[str, Any] | None:
+        """The next message; ``None`` when the guest has gone; TimeoutError at
+        ``deadline``."""
+        while b"\n" not in self.pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            self.sock.settimeout(remaining)
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+
+class Guest:
+    """A booted kernel serving commands. Made by :func:`start`; a context manager that
+    powers it off."""
+
+    def __init__(self, kernel: Kernel, work: Path, *, mem_mib: int, answer_grace_s: float) -> None:
+        self.kernel = kernel
+        self.work = work
+        self.mem_mib = mem_mib
+        self.answer_grace_s = answer_grace_s
+        self.release = ""
+        """``uname -r`` inside."""
+        self.boot_s = 0.0
+        """From starting the kernel's process to the guest's hello."""
+        self.runs = 0
+        self.gone: str | None = None
+        """Why the guest can serve no more, once it cannot."""
+        self._process: subprocess.Popen[bytes] | None = None
+        self._line: _Line | None = None
+        self._sockets: list[socket.socket] = []
+        self._cleanup: list[Path] = []
+        self._lock = threading.Lock()
+
+    @property
+    def console_path(self) -> Path:
+        return self.work / "console.log"
+
+    def console(self) -> str:
+        """The kernel's console so far (and qemu's own messages)."""
+        try:
+            return self.console_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def __str__(self) -> str:
+        return f"{self.kernel} (Linux {self.release}, {self.kernel.description})"
+
+    def run(
+        self,
+        command: Sequence[str],
+        *,
+        timeout_s: float = 120.0,
+        env: Mapping[str, str] | None = None,
+    ) -> Run:
+        """Run ``command`` as root inside (cwd: the repository), killed past
+        ``timeout_s``."""
+        with self._lock:
+            if self.gone is not None or self._line is None:
+                raise RuntimeError(f"the {self} guest is gone: {self.gone}")
+            self.runs += 1
+            results = self.work / "runs" / str(self.runs)
+            results.mkdir(parents=True)
+            request = {
+                "id": self.runs,
+                "command": list(command),
+                "env": dict(env or {}),
+                "timeout_s": timeout_s,
+                "results": str(results),
+            }
+            started = time.monotonic()
+            answer: dict[str, Any] | None = None
+            timed_out = False
+            try:
+                self._line.send(request)
+                answer = self._line.receive(started + timeout_s + self.answer_grace_s)
+            except TimeoutError:
+                timed_out = True
+                self.gone = f"no answer {timeout_s + self.answer_grace_s:.0f} s after a command"
+            except OSError as error:
+                self.gone = f"the control line failed: {error}"
+            if answer is None:
+                self.gone = self.gone or "the guest went away: " + telling(self.console())
+                self._kill()
+            output_file = results / "output"
+            output = output_file.read_text(errors="replace") if output_file.is_file() else ""
+            return Run(
+                output=output,
+                status=None if answer is None else answer["status"],
+                timed_out=timed_out or (answer is not None and answer["timed_out"]),
+                results=results,
+                seconds=time.monotonic() - started,
+            )
+
+    def stop(self) -> None:
+        """Ask the guest to power off; kill it if it does not within 30 s."""
+        with self._lock:
+            if self._process is None:
+                return
+            if self.gone is None and self._line is not None:
+                try:
+                    self._line.send({"stop": True})
+                    self._process.wait(timeout=30)
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+                self.gone = "stopped"
+            self._kill()
+
+    def __enter__(self) -> Guest:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _kill(self) -> None:
+        process = self._process
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        for sock in self._sockets:
+            sock.close()
+        for path in self._cleanup:
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    def _boot(
+        self,
+        args: list[str],
+        pass_fds: Sequence[int],
+        env: Mapping[str, str],
+        host_end: socket.socket,
+        timeout_s: float,
+    ) -> None:
+        """Start the kernel's process and wait for the guest's hello on ``host_end``
+        (a connected socket, or the listening one qemu connects to)."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        with self.console_path.open("wb") as console:
+            self._process = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                pass_fds=pass_fds,
+                env={**os.environ, **env},
+                start_new_session=True,
+            )
+        self._sockets.append(host_end)
+        threading.Thread(target=self._watch, args=(self._process,), daemon=True).start()
+        hello: dict[str, Any] | None = None
+        state = ""
+        try:
+            if host_end.type == socket.SOCK_STREAM and _is_listening(host_end):
+                host_end.settimeout(max(deadline - time.monotonic(), 0.001))
+                connection, _ = host_end.accept()
+                self._sockets.append(connection)
+                host_end = connection
+            self._line = _Line(host_end)
+            hello = self._line.receive(deadline)
+        except TimeoutError:
+            state = f"no hello within {timeout_s:.0f} s"
+        except OSError:
+            hello = None
+        if hello is None:
+            if not state:
+                code = self._process.wait()
+                state = f"its process exited ({code}) after {time.monotonic() - started:.1f} s"
+            self.gone = state
+            self._kill()
+            raise BootFailed(
+                f"{self.kernel} ({self.kernel.description}) did not boot: {state}: "
+                + telling(self.console() + self._guest_log())
+            )
+        self.release = str(hello["release"])
+        self.boot_s = time.monotonic() - started
+
+    def _watch(self, process: subprocess.Popen[bytes]) -> None:
+        """When the kernel's process ends, unblock whoever waits on the control line."""
+        process.wait()
+        for sock in list(self._sockets):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _guest_log(self) -> str:
+        path = self.work / "guest.log"
+        return "\n" + path.read_text(errors="replace") if path.is_file() else ""
+
+
+def _is_listening(sock: socket.socket) -> bool:
+    return bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN))
+
+
+TELLING = re.compile(r"panic|fail|error|cannot|could not|unable|denied|initramfs:|traceback", re.I)
+
+
+def telling(console: str) -> str:
+    """The lines of a console that say why a kernel did not come up: its own words
+    (the failing call, the panic, qemu's or our init's complaint; not a warning), else
+    its last lines."""
+    lines = [line.strip() for line in console.splitlines() if line.strip()]
+    chosen = [line for line in lines if TELLING.search(line) and "warning" not in line]
+    return "; ".join(dict.fromkeys(chosen[-4:] or lines[-3:])) or "no console output"
+
+
+def start(
+    kernel: Kernel,
+    *,
+    mem_mib: int = 768,
+    disk_mib: int | None = None,
+    workdir: Path | None = None,
+    boot_timeout_s: float | None = None,
+    answer_grace_s: float = ANSWER_GRACE_S,
+) -> Guest:
+    """Boot ``kernel`` with ``mem_mib`` of RAM (and an ext4 disk of ``disk_mib``); raises
+    :class:`BootFailed` with the kernel's own words if it does not come up, RuntimeError
+    if it cannot be tried (:func:`missing`). ``workdir`` (a fresh temporary directory by
+    default) is the guest's work directory."""
+    reason = missing(kernel)
+    if reason is not None:
+        raise RuntimeError(f"{kernel} cannot be tried: {reason}")
+    work = workdir or Path(tempfile.mkdtemp(prefix=f"nodeagent-{kernel}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "disk").mkdir(exist_ok=True)
+    guest = Guest(kernel, work, mem_mib=mem_mib, answer_grace_s=answer_grace_s)
+    disk = _disk(work, disk_mib) if disk_mib is not None else None
+    if disk is not None:
+        guest._cleanup.append(disk)
+    timeout_s = boot_timeout_s or BOOT_TIMEOUT_S[kernel]
+    if kernel is Kernel.UML:
+        _boot_uml(guest, disk, timeout_s)
+    else:
+        _boot_qemu(guest, disk, timeout_s)
+    return guest
+
+
+def _disk(work: Path, size_mib: int) -> Path:
+    image = work / "disk.img"
+    with image.open("wb") as file:
+        file.truncate(size_mib << 20)
+    subprocess.run(
+        ["mkfs.ext4", "-q", "-F", str(image)],
+        check=True,
+        env={**os.environ, "PATH": os.environ.get("PATH", "") + ":/usr/sbin:/sbin"},
+    )
+    return image
+
+
+def _serve(work: Path, *, disk: bool) -> str:
+    """The shell lines every guest's init ends with: run :mod:`tests.uml.guest` from the
+    checkout, then power off."""
+    exports = [
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME=/root",
+        "PYTHONDONTWRITEBYTECODE=1",
+    ]
+    if disk:
+        exports.append(f"GUEST_DISK={shlex.quote(str(work / 'disk'))}")
+    log = shlex.quote(str(work / "guest.log"))
+    return f"""export {" ".join(exports)}
+cd {shlex.quote(str(REPO_ROOT))}
+{shlex.quote(sys.executable)} -m tests.uml.guest {CONTROL_LINE} > {log} 2>&1
 sync
 echo o > /proc/sysrq-trigger
 sleep 60
 """
 
 
-def boot(
-    command: Sequence[str],
-    *,
-    mem_mib: int = 384,
-    timeout_s: float = 120.0,
-    disk_mib: int | None = None,
-    env: Mapping[str, str] | None = None,
-    workdir: Path | None = None,
-) -> Boot:
-    """Boot, run ``command`` as root inside (cwd: the repository), power off.
-
-    ``mem_mib`` is the guest's RAM (``mem=``; MemTotal comes out about 30 MiB lower).
-    ``disk_mib`` attaches a sparse ext4 image as ``/dev/ubdb``, mounted at
-    :data:`DISK_MOUNT`: the only filesystem inside with a page cache. The machine is
-    killed after ``timeout_s``. ``workdir`` (a fresh temporary directory by default,
-    kept) holds the init script, the disk image and the results directory.
-    """
-    reason = available()
-    if reason is not None:
-        raise RuntimeError(reason)
-    return _boot(
-        command, mem_mib=mem_mib, timeout_s=timeout_s, disk_mib=disk_mib, env=env, workdir=workdir
+def _boot_uml(guest: Guest, disk: Path | None, timeout_s: float) -> None:
+    work = shlex.quote(str(guest.work))
+    tmpfs = [f"mount -t tmpfs -o mode=1777 tmpfs {where}" for where in ("/tmp", "/var/tmp", "/run")]
+    init = guest.work / "init.sh"
+    init.write_text(
+        "\n".join(
+            [
+                "#!/bin/sh",
+                "mount -t proc proc /proc",
+                "mount -t sysfs sysfs /sys",
+                "mount -t cgroup2 cgroup2 /sys/fs/cgroup",
+                *tmpfs,
+                "mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm",
+                # The work directory is usually under /tmp, now a tmpfs: its mount point is
+                # made there, and the host's directory mounted on it read-write.
+                f"mkdir -p {work} && mount -t hostfs -o {work} hostfs {work}",
+                f"[ -b /dev/ubdb ] && mount -t ext4 /dev/ubdb {work}/disk",
+                _serve(guest.work, disk=disk is not None),
+            ]
+        )
     )
-
-
-def _boot(
-    command: Sequence[str],
-    *,
-    mem_mib: int,
-    timeout_s: float,
-    disk_mib: int | None = None,
-    env: Mapping[str, str] | None = None,
-    workdir: Path | None = None,
-) -> Boot:
-    work = workdir or Path(tempfile.mkdtemp(prefix="nodeagent-uml-"))
-    results = work / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    init = work / "init.sh"
-    init.write_text(_init_script(command, results, env or {}))
     init.chmod(0o755)
+    host_end, guest_end = socket.socketpair()
+    fd = guest_end.fileno()
     args = [
         str(LINUX_UML),
-        f"mem={mem_mib}M",
+        f"mem={guest.mem_mib}M",
         "root=/dev/root",
         "rootfstype=hostfs",
         "rootflags=/",
-        "rw",
+        "ro",
         "quiet",
         f"init={init}",
         "con=null",
         "con0=fd:0,fd:1",
+        "ssl=null",
+        f"ssl1=fd:{fd},fd:{fd}",
     ]
-    if disk_mib is not None:
-        image = work / "disk.img"
-        with image.open("wb") as file:
-            file.truncate(disk_mib << 20)
-        subprocess.run(
-            ["mkfs.ext4", "-q", "-F", str(image)],
-            check=True,
-            env={**os.environ, "PATH": os.environ.get("PATH", "") + ":/usr/sbin:/sbin"},
-        )
-        args.append(f"ubd1={image}")
+    if disk is not None:
+        args.append(f"ubd1={disk}")
     # UML keeps its guest RAM in a file under TMPDIR, which it wants on tmpfs (it warns
-    # and runs slower on a disk); give it its own directory, removed afterwards.
+    # and runs slower on a disk); its own directory, removed afterwards.
     shm = Path("/dev/shm")
-    guest_tmp = Path(
-        tempfile.mkdtemp(prefix="nodeagent-uml-ram-", dir=shm if shm.is_dir() else work)
+    ram = Path(
+        tempfile.mkdtemp(prefix="nodeagent-uml-ram-", dir=shm if shm.is_dir() else guest.work)
     )
-    process = subprocess.Popen(
-        args,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "TMPDIR": str(guest_tmp)},
-        start_new_session=True,
-    )
-    timed_out = False
+    guest._cleanup.append(ram)
     try:
-        console, _ = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(process.pid, signal.SIGKILL)
-        console, _ = process.communicate()
+        guest._boot(args, [fd], {"TMPDIR": str(ram)}, host_end, timeout_s)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        shutil.rmtree(guest_tmp, ignore_errors=True)
-        (work / "disk.img").unlink(missing_ok=True)
-    status_file = results / "status"
-    status = int(status_file.read_text()) if status_file.is_file() else None
-    output_file = results / "output"
-    output = console.decode(errors="replace")
-    if output_file.is_file():
-        output += "\n--- command output ---\n" + output_file.read_text(errors="replace")
-    return Boot(output=output, status=status, timed_out=timed_out, results=results)
+        guest_end.close()
+
+
+def _boot_qemu(guest: Guest, disk: Path | None, timeout_s: float) -> None:
+    kernel = qemu.debian_kernel()
+    assert not isinstance(kernel, str)  # missing() said it is there
+    init = guest.work / "init.sh"
+    init.write_text("#!/bin/sh\n" + _serve(guest.work, disk=disk is not None))
+    init.chmod(0o755)
+    initramfs = guest.work / "initramfs.cpio"
+    initramfs.write_bytes(
+        qemu.initramfs(
+            kernel, qemu.init_script(guest.work, disk=disk is not None, then=["/bin/sh", str(init)])
+        )
+    )
+    guest._cleanup.append(initramfs)
+    control = guest.work / "control.sock"
+    control.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(control))
+    listener.listen(1)
+    guest._cleanup.append(control)
+    args = qemu.argv(
+        accelerator="kvm" if guest.kernel is Kernel.KVM else "tcg",
+        kernel=kernel,
+        initramfs_path=initramfs,
+        work=guest.work,
+        mem_mib=guest.mem_mib,
+        control=control,
+        disk=disk,
+    )
+    guest._boot(args, [], {}, listener, timeout_s)
 
 
 def python_module(module: str, *args: str) -> list[str]:

@@ -1,8 +1,8 @@
-"""``nodeagent run --standalone`` on a real cgroup v2 kernel (user-mode-linux) under a real
+"""``nodeagent run --standalone`` on a real cgroup v2 kernel under a real
 memory hog: it decides the memory eviction as on the v1 host, caught by the adaptive
 memory poll rather than the 1 s poll, and says honestly which triggers are armed.
 
-One boot runs :mod:`tests.uml.inside_detection` for the v2 root and for a node cgroup
+One command runs :mod:`tests.uml.inside_detection` for the v2 root and for a node cgroup
 with ``memory.max``, two crossings each. The latency figures over many runs are the
 benchmark's (benchmarks/bench_detection_v2.py); here the bound is loose, the machine
 shared.
@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.uml.conftest import Boot, results
+from tests.uml import machine
+from tests.uml.conftest import results
 
 pytestmark = [pytest.mark.uml, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -23,14 +24,13 @@ SCOPES = ("root", "node")
 
 
 @pytest.fixture(scope="module")
-def detection(uml: Boot) -> dict[str, Any]:
+def detection(guest: machine.Guest) -> dict[str, Any]:
     inside = f"{sys.executable} -m tests.uml.inside_detection --runs 2"
-    boot = uml(
+    run = guest.run(
         ["sh", "-c", " && ".join(f"{inside} --scope {scope}" for scope in SCOPES)],
-        mem_mib=768,
-        timeout_s=300,
+        timeout_s=400,
     )
-    return {scope: results(boot, f"detection-{scope}-adaptive") for scope in SCOPES}
+    return {scope: results(guest, run, f"detection-{scope}-adaptive") for scope in SCOPES}
 
 
 @pytest.mark.parametrize("scope", SCOPES)

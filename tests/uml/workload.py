@@ -1,4 +1,4 @@
-"""Real processes in real cgroups, for the checks that run inside user-mode-linux.
+"""Real processes in real cgroups, for the checks that run inside a cgroup v2 guest.
 
 A :class:`Workload` is a child Python process that joins a cgroup *before* it allocates
 (cgroup v2 never moves charges: memory charged before a move stays where it was; the
@@ -149,6 +149,6 @@ def remove_tree(cgroup: Path) -> None:
 
 
 def write_results(name: str, results: object) -> None:
-    """Write ``results`` as JSON into the results directory the boot gave us."""
-    directory = Path(os.environ["UML_RESULTS"])
+    """Write ``results`` as JSON into the command's results directory."""
+    directory = Path(os.environ["GUEST_RESULTS"])
     (directory / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True))
