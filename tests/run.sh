@@ -6,14 +6,19 @@ cd "$(dirname "$0")/.."
 
 # Debian packages for real-component tests: Prometheus + promtool (metrics lint,
 # alert-rule unit tests, a real scrape), systemd-analyze (unit verification),
-# containerd + runc (node-level reclaim against a real CRI runtime), user-mode-linux (a
-# real cgroup v2 kernel run as a process: tests/uml).
+# containerd + runc (node-level reclaim against a real CRI runtime), and real cgroup v2
+# kernels for tests/uml: user-mode-linux (run as a process), and Debian's kernel with
+# qemu (under KVM, or emulated where neither boots) and busybox-static for its initramfs.
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 command -v containerd >/dev/null 2>&1 || need_apt+=(containerd)
 command -v runc >/dev/null 2>&1 || need_apt+=(runc)
 [ -x /usr/bin/linux.uml ] || need_apt+=(user-mode-linux)
+command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)
+compgen -G '/boot/vmlinuz-*' >/dev/null || need_apt+=(linux-image-amd64)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' ||
+  need_apt+=(busybox-static)
 if [ "${#need_apt[@]}" -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
