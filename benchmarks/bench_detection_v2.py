@@ -16,11 +16,13 @@ the hog's CLOCK_MONOTONIC reading of its crossing. CPU is ``utime + stime`` of t
 over ``--cpu-window`` seconds at rest (before the ballast) and near the threshold (with
 it).
 
-Two configurations per scope, side by side in the same boot: the defaults (the
-adaptive memory poll) and ``--adaptive-memory-poll=false`` (the 1 s node poll alone),
-the baseline of the ratios. ``--before DIR`` adds a third, ``before``: the defaults run
-from another checkout of the project (``git archive REF | tar -x -C DIR``), so a change
-is measured against the code it replaces in the same boot. Prints the guest's boot
+Configurations per scope, side by side in the same boot (``--configurations``): the
+defaults (``adaptive``: the adaptive memory poll), ``poll``: ``--adaptive-memory-poll=false``
+(the 1 s node poll alone), the baseline of the ratios, and ``floor-10ms``: the adaptive
+poll with ``--memory-poll-floor=10ms`` (its floor, 30 ms by default, bounds the p99: a
+crossing lands at a random phase of the poll). ``--before DIR`` adds ``before``: the
+defaults run from another checkout of the project (``git archive REF | tar -x -C DIR``),
+so a change is measured against the code it replaces in the same boot. Prints the guest's boot
 time, then p50/p99/max, what caught each crossing, and CPU.
 """
 
@@ -38,7 +40,13 @@ import numpy as np
 from tests.uml import machine
 
 SCOPES = ("root", "node")
-CONFIGURATIONS = {"adaptive": [], "poll": ["--adaptive-memory-poll=false"]}
+CONFIGURATIONS = {
+    "adaptive": [],
+    "poll": ["--adaptive-memory-poll=false"],
+    "floor-10ms": ["--memory-poll-floor=10ms"],
+}
+BASELINE = "poll"
+"""The configuration run ``--baseline-runs`` times; every other ``--runs`` times."""
 
 
 BEFORE = "before"
@@ -58,7 +66,7 @@ def inside_command(
     for scope in scopes:
         for label in labels:
             agent_args = CONFIGURATIONS.get(label, [])
-            count = runs if label in ("adaptive", BEFORE) else baseline_runs
+            count = baseline_runs if label == BASELINE else runs
             args = [
                 "-m",
                 "tests.uml.inside_detection",
@@ -80,6 +88,11 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
+def _ratio(numerator: dict[str, Any], denominator: dict[str, Any], q: float) -> float:
+    """Of two configurations' latency percentiles."""
+    return percentile(numerator["latencies_s"], q) / percentile(denominator["latencies_s"], q)
+
+
 def report(found: dict[tuple[str, str], dict[str, Any]]) -> None:
     print(
         f"{'scope':<6}{'configuration':<15}{'runs':>5}{'p50':>10}{'p99':>10}{'max':>10}"
@@ -98,12 +111,21 @@ def report(found: dict[tuple[str, str], dict[str, Any]]) -> None:
             + ", ".join(f"{kind} {count}" for kind, count in caught.most_common())
         )
     for scope in SCOPES:
-        adaptive, poll = found.get((scope, "adaptive")), found.get((scope, "poll"))
-        if adaptive is None or poll is None:
+        adaptive = found.get((scope, "adaptive"))
+        if adaptive is None:
             continue
-        p50 = percentile(poll["latencies_s"], 50) / percentile(adaptive["latencies_s"], 50)
-        p99 = percentile(poll["latencies_s"], 99) / percentile(adaptive["latencies_s"], 99)
-        print(f"{scope}: poll / adaptive latency p50 {p50:.0f}x, p99 {p99:.0f}x")
+        poll = found.get((scope, BASELINE))
+        if poll is not None:
+            p50, p99 = (_ratio(poll, adaptive, q) for q in (50, 99))
+            print(f"{scope}: poll / adaptive latency p50 {p50:.0f}x, p99 {p99:.0f}x")
+        floor = found.get((scope, "floor-10ms"))
+        if floor is not None:
+            p50, p99 = (_ratio(adaptive, floor, q) for q in (50, 99))
+            rest, near = (floor[key] / adaptive[key] for key in ("cpu_rest", "cpu_near"))
+            print(
+                f"{scope}: adaptive / floor-10ms latency p50 {p50:.2f}x, p99 {p99:.2f}x; "
+                f"CPU floor-10ms / adaptive at rest {rest:.2f}x, near {near:.2f}x"
+            )
         before = found.get((scope, BEFORE))
         if before is not None:
             now_latency, then_latency = adaptive["latencies_s"], before["latencies_s"]

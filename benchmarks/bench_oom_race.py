@@ -228,8 +228,9 @@ class NodeCgroup:
             (self.path / "memory.limit_in_bytes").write_text(str(limit))
         self.besteffort = self.path / "kubepods" / "besteffort"
         self.besteffort.mkdir(parents=True)
-        if version == 2:
+        if version == 2:  # down to the pods: each pod cgroup has its own memory.events
             _enable_memory(self.path / "kubepods")
+            _enable_memory(self.besteffort)
         (self.path / "system").mkdir()
         self.ballast: subprocess.Popen[str] | None = None
 
