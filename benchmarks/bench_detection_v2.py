@@ -101,6 +101,7 @@ def report(found: dict[tuple[str, str], dict[str, Any]]) -> None:
     for (scope, label), result in found.items():
         latencies = result["latencies_s"]
         caught = collections.Counter(result["caught_by"])
+        moved = result.get("moved_while_waiting", 0)
         print(
             f"{scope:<6}{label:<15}{len(latencies):>5}"
             f"{percentile(latencies, 50) * 1e3:>8.1f}ms"
@@ -109,6 +110,7 @@ def report(found: dict[tuple[str, str], dict[str, Any]]) -> None:
             f"{result['cpu_rest'] * 100:>9.2f}%"
             f"{result['cpu_near'] * 100:>9.2f}%  "
             + ", ".join(f"{kind} {count}" for kind, count in caught.most_common())
+            + (f" ({moved} runs again: crossed while the hog waited)" if moved else "")
         )
     for scope in SCOPES:
         adaptive = found.get((scope, "adaptive"))

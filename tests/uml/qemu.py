@@ -51,8 +51,8 @@ NEEDED_MODULES = (
 NEWROOT = "/newroot"
 ROOT_TAG = "host"
 WORK_TAG = "work"
-MSIZE = 512 * 1024
-"""9p's largest message: fewer round trips per read than the default 128 KiB."""
+MSIZE = 512000
+"""9p's largest message over virtio (its maximum): fewer round trips than the default 128 KiB."""
 
 KVM_GET_API_VERSION = 0xAE00
 KVM_CREATE_VM = 0xAE01

@@ -37,8 +37,9 @@ def detection(guest: machine.Guest) -> dict[str, Any]:
 def test_the_memory_poll_decides_the_crossing(detection: dict[str, Any], scope: str) -> None:
     found = detection[scope]
     assert found["caught_by"] == ["memory-poll"] * 2
-    # Well under the 1 s node poll that caught every crossing before (p50 ~400 ms).
-    assert max(found["latencies_s"]) < 0.5
+    # Well under the 1 s node poll that caught every crossing before (p50 ~400 ms); not
+    # before the crossing by more than a few charge batches.
+    assert -0.1 < min(found["latencies_s"]) <= max(found["latencies_s"]) < 0.5
 
 
 @pytest.mark.parametrize("scope", SCOPES)
