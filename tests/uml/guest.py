@@ -12,7 +12,7 @@ serial line raw, says hello (the kernel's release), then reads one JSON request 
   leaves running in its session is killed too, so one command's processes never
   disturb the next. The answer: ``{"id": n, "status": code or null, "timed_out": bool,
   "seconds": wall time}``.
-- ``{"stop": true}``: return; init then syncs and powers the machine off.
+- ``{"stop": true}``: sync and power the machine off.
 
 A serial line, rather than files polled on the shared directory, so that both sides
 block on a read and nothing in the guest wakes while a benchmark measures.
@@ -21,6 +21,7 @@ block on a read and nothing in the guest wakes while a benchmark measures.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import json
 import os
@@ -35,6 +36,7 @@ import tty
 from pathlib import Path
 from typing import Any
 
+RB_POWER_OFF = 0x4321FEDC
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
@@ -116,12 +118,23 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def power_off() -> None:
+    """``reboot(RB_POWER_OFF)``: at once, with nothing left to run (init's own fallback,
+    the sysrq trigger, powers off while its shell still runs, and a command it cannot
+    start then makes init exit: a kernel panic on the way down)."""
+    os.sync()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.reboot(RB_POWER_OFF)
+    raise OSError(ctypes.get_errno(), "reboot(RB_POWER_OFF) failed")
+
+
 def main() -> None:
     loopback_up()
     line = Line(open_line(sys.argv[1]))
     line.send({"release": os.uname().release})
     while (request := line.receive()) is not None and not request.get("stop"):
         line.send(run(request))
+    power_off()
 
 
 if __name__ == "__main__":
