@@ -7,14 +7,16 @@ Run by tests/uml/test_v2_detection.py and benchmarks/bench_detection_v2.py; writ
 
 For a scope (``root``: ``memory.available`` of the v2 root, capacity MemTotal;
 ``node``: a node cgroup with ``memory.max`` as capacity) the agent guards a hard
-``memory.available`` threshold. A ballast process first takes memory down to
-:data:`BALLAST_HEADROOM` above the threshold and holds it (allocation runs at about
-20 MiB/s in user-mode-linux, so each run cannot start from afar). Then for each run a hog joins the
-scope's cgroup before it allocates, approaches the threshold, waits a random part of a
-second, and allocates on in 64 KiB steps, reading ``available`` the agent's way after
-each; it records the CLOCK_MONOTONIC instant of its first reading below the threshold.
-A run in which memory crossed while the hog waited measures nothing: it is counted apart
-and run again. Transparent huge pages are set to ``madvise`` first (:func:`quiet_hugepages`).
+``memory.available`` threshold. Once the agent's own memory has stopped growing, a
+ballast process takes memory down to :data:`BALLAST_HEADROOM` above the threshold and
+holds it (allocation runs at about 20 MiB/s in user-mode-linux, so each run cannot start
+from afar; it is made again, smaller, if other processes grow into that headroom). Then
+for each run a hog joins the scope's cgroup before it allocates, approaches the
+threshold, waits a random part of a second, and allocates on in 64 KiB steps, reading
+``available`` the agent's way after each; it records the CLOCK_MONOTONIC instant of its
+first reading below the threshold. A run in which memory crossed while the hog waited
+measures nothing: it is counted apart and run again. Transparent huge pages are set to
+``madvise`` first (:func:`quiet_hugepages`).
 The latency is the agent's ``decidedMonotonic`` of the decision acting on the threshold
 minus that instant (memory.current moves in 256 KiB charge batches, so a decision can
 come slightly before the hog's own reading of its crossing: negative). The hog is then
@@ -180,6 +182,47 @@ def _mem_total() -> int:
     raise RuntimeError("no MemTotal in /proc/meminfo")
 
 
+def settled(scope: Scope, *, window_s: float = 2.0, timeout_s: float = 180.0) -> int:
+    """``available`` once it moved less than 1 MiB over ``window_s``: the agent is done
+    starting (under qemu's emulation it grows by some 60 MiB over its first minute, all
+    of it taken from the v2 root's ``available``)."""
+    deadline = time.monotonic() + timeout_s
+    last = scope.available()
+    while True:
+        time.sleep(window_s)
+        now = scope.available()
+        if abs(now - last) < MiB or time.monotonic() > deadline:
+            return now
+        last = now
+
+
+class Ballast:
+    """Memory held so that ``available`` sits :data:`BALLAST_HEADROOM` above the
+    threshold; made again, smaller, when the scope's other processes have grown into the
+    headroom, so that killing a hog always brings memory back above the threshold."""
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.size = 0
+        self.held: Workload | None = None
+
+    def hold(self, available: int) -> None:
+        """Hold what brings ``available`` (as it would be without the ballast) down."""
+        self.stop()
+        self.size = max(available - self.scope.threshold - BALLAST_HEADROOM, 0)
+        self.held = Workload(self.scope.leaf("ballast"), anon=self.size)
+
+    def keep_headroom(self) -> None:
+        available = self.scope.available()
+        if available < self.scope.threshold + BALLAST_HEADROOM // 2:
+            self.hold(available + self.size)
+
+    def stop(self) -> None:
+        if self.held is not None:
+            self.held.stop()
+            self.held = None
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -232,8 +275,8 @@ def run(
             time.sleep(SETTLE_S)
             results["available_at_rest"] = scope.available()
             results["cpu_rest"] = cpu_share(agent.process.pid, cpu_window)
-        ballast_size = scope.available() - scope.threshold - BALLAST_HEADROOM
-        ballast = Workload(scope.leaf("ballast"), anon=max(ballast_size, 0))
+        ballast = Ballast(scope)
+        ballast.hold(settled(scope))
         agent.drain(noting(is_decision))
         if cpu_window > 0:
             time.sleep(SETTLE_S)
@@ -245,6 +288,7 @@ def run(
         while len(latencies) < runs:
             if moved > runs:
                 raise RuntimeError(f"memory crossed the threshold without the hog {moved} times")
+            ballast.keep_headroom()
             agent.drain(noting(is_decision))
             hog = scope.hog(delay=random.uniform(0, 1.0))
             try:
