@@ -52,12 +52,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import cpu_breakdown
-from nodeagent.actuators.events import NORMAL, InvolvedObject, UniqueEvents
-from nodeagent.kube import fake, http, pipeline, retry, writes
+from nodeagent.kube import http, pipeline, retry, writes
+from nodeagent.kube.events import NORMAL, InvolvedObject, UniqueEvents
 from nodeagent.scheduler import registry
 from nodeagent.scheduler.live import bind_child
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.scheduler import LiveScheduler
+from tests.doubles import kube as fake
 from tests.fakeapi import server
 from tests.fakeapi.fixtures import configuration, write_kubeconfig
 

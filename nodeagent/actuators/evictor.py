@@ -38,9 +38,9 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-from nodeagent import errors
 from nodeagent.actuators import events, safety
-from nodeagent.clock import Clock
+from nodeagent.base import errors
+from nodeagent.base.clock import Clock
 from nodeagent.kube import client
 from nodeagent.kube import errors as kube_errors
 from nodeagent.model import (

@@ -27,27 +27,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodeagent import errors
-from nodeagent.actuators.events import EventQueue, EventRecorder
+from nodeagent.actuators.events import AgentEventRecorder, EventQueue
 from nodeagent.actuators.evictor import Evictor
 from nodeagent.actuators.node_status import NodeStatusActuator
 from nodeagent.actuators.safety import SafetyPolicy
 from nodeagent.agent.actuation import Actuation
-from nodeagent.agent.logs import FIELDS
+from nodeagent.agent.config import NodeAgentConfiguration
 from nodeagent.agent.loop import AgentLoop
+from nodeagent.agent.metrics import AgentMetrics
+from nodeagent.agent.podcache import PodCache
 from nodeagent.agent.pods import CachedPods, CgroupPods, PodSource
-from nodeagent.clock import Clock, RealClock
-from nodeagent.config import NodeAgentConfiguration
+from nodeagent.base import errors
+from nodeagent.base.clock import Clock, RealClock
+from nodeagent.base.logs import FIELDS
 from nodeagent.cri.client import ContainerRuntime, GrpcRuntime
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.kube import client, http, retry
-from nodeagent.kube.podcache import PodCache
-from nodeagent.observability.health import Health
-from nodeagent.observability.metrics import AgentMetrics
-from nodeagent.observability.sdnotify import SystemdNotifier
-from nodeagent.observability.server import ObservabilityServer
 from nodeagent.reclaim.reclaimer import NodeReclaimer
 from nodeagent.serving import settings as serving_settings
+from nodeagent.serving.endpoints import ObservabilityServer
+from nodeagent.serving.health import Health
+from nodeagent.serving.sdnotify import SystemdNotifier
 from nodeagent.serving.server import Protection
 from nodeagent.serving.settings import MetricsAuth
 from nodeagent.signals.collector import SignalCollector
@@ -293,7 +293,7 @@ class Agent:
         else:
             pod_cache = PodCache(kube, node_name, watch_timeout=config.pod_watch_timeout)
             pods = CachedPods(pod_cache)
-        recorder = EventRecorder(
+        recorder = AgentEventRecorder(
             kube,
             node_name=node_name,
             clock=clock,

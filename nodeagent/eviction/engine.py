@@ -51,13 +51,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nodeagent import durations
+from nodeagent.base import durations
 from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction import local_storage, messages, ranking
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.observations import observe, sampled_at
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.eviction.settings import EvictionStrategy
+from nodeagent.k8s.pressure import Pressure, Taint
 from nodeagent.model import (
     SIGNAL_PRESSURE,
     SIGNAL_RESOURCE,
@@ -66,10 +67,8 @@ from nodeagent.model import (
     NodeCondition,
     NodeObservations,
     PodInfo,
-    Pressure,
     Signal,
     SignalValue,
-    Taint,
     ThresholdMet,
 )
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 
 from nodeagent.eviction import messages
 from nodeagent.eviction.ranking import is_evictable
+from nodeagent.k8s.quantities import QuantityFormat
 from nodeagent.model import (
     Eviction,
     FsLayout,
@@ -37,7 +38,6 @@ from nodeagent.model import (
     PodInfo,
     PodUID,
     PodUsage,
-    QuantityFormat,
     Resource,
 )
 

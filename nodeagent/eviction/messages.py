@@ -20,18 +20,13 @@ alone; the message carries the figures.
 
 from __future__ import annotations
 
-from nodeagent import durations
-from nodeagent.eviction import units
+from nodeagent.base import durations
 from nodeagent.eviction.observations import stall_percent
 from nodeagent.eviction.thresholds import PSI_SIGNALS, Quantity, Threshold
-from nodeagent.model import (
-    SIGNAL_RESOURCE,
-    PodInfo,
-    Pressure,
-    QuantityFormat,
-    Resource,
-    SignalValue,
-)
+from nodeagent.k8s import quantities as units
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.k8s.quantities import QuantityFormat
+from nodeagent.model import SIGNAL_RESOURCE, PodInfo, Resource, SignalValue
 
 __all__ = [
     "condition_reason",

@@ -21,7 +21,8 @@ kubernetes.io docs give the Burstable floor as 2; the code's is 3, used here.
 
 from __future__ import annotations
 
-from nodeagent.model import PodInfo, QOSClass
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import PodInfo
 
 __all__ = [
     "BEST_EFFORT_OOM_SCORE_ADJ",

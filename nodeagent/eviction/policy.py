@@ -15,20 +15,14 @@ from typing import Any
 
 import numpy
 
-from nodeagent import durations
-from nodeagent.errors import ConfigError
+from nodeagent.base import durations
+from nodeagent.base.errors import ConfigError
 from nodeagent.eviction import observations as engine_observations
 from nodeagent.eviction import thresholds as thr
-from nodeagent.eviction import units
 from nodeagent.eviction.settings import EvictionSettings, EvictionStrategy
-from nodeagent.model import (
-    DEFAULT_CONDITION_TYPES,
-    DEFAULT_TAINT_KEYS,
-    FsLayout,
-    NodeObservations,
-    Pressure,
-    Signal,
-)
+from nodeagent.k8s import quantities as units
+from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure
+from nodeagent.model import FsLayout, NodeObservations, Signal
 
 __all__ = [
     "DEFAULT_PRESSURE_TRANSITION_PERIOD",

@@ -26,9 +26,9 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_va
 from pydantic_core import PydanticCustomError
 from pydantic_settings import NoDecode
 
-from nodeagent import durations
+from nodeagent.base import durations
 from nodeagent.eviction import thresholds
-from nodeagent.model import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure
+from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure
 
 __all__ = [
     "KUBELET_CONFIGURATION_FIELDS",

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 
-from nodeagent import durations
-from nodeagent.eviction import units
+from nodeagent.base import durations
+from nodeagent.k8s import quantities as units
 from nodeagent.model import FsLayout, Signal, SignalValue
 
 __all__ = [

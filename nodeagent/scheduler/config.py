@@ -13,7 +13,7 @@ MultiPoint expansion (which needs to know what each plugin implements) happens w
 :class:`~nodeagent.scheduler.framework.Framework` is built. ``pluginConfig`` args are
 validated by the plugin's own args model, with kube-scheduler's defaults.
 
-Every problem raises :class:`~nodeagent.errors.ConfigError` with the field path as the
+Every problem raises :class:`~nodeagent.base.errors.ConfigError` with the field path as the
 user wrote it (``profiles[0].plugins.score.enabled[1].weight``), the value and what is
 allowed; the CLI turns that into exit code 2.
 """
@@ -30,7 +30,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import settings as extender_settings
 

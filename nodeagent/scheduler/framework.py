@@ -43,7 +43,7 @@ import numpy as np
 from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import BaseModel
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config
 from nodeagent.scheduler.extenders.chain import Extenders
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices

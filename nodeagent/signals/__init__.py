@@ -11,7 +11,7 @@ The modules, from the entry point down:
   pods' cgroups are.
 * :mod:`~nodeagent.signals.parse` (pure) and :mod:`~nodeagent.signals.files`: the
   kernel's file formats, and reading them cheaply.
-* :mod:`~nodeagent.signals.fixtures`: fake hosts in the kernel's formats, for tests and
+* :mod:`~tests.doubles.host`: fake hosts in the kernel's formats, for tests and
   benchmarks.
 
 Every path is resolved below a host root, so the same code reads ``/`` on bare metal,

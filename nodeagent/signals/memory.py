@@ -33,7 +33,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TypeVar
 
-from nodeagent.errors import SignalReadError
+from nodeagent.base.errors import SignalReadError
 from nodeagent.model import Observation, SignalValue, Unavailable
 from nodeagent.signals import parse
 from nodeagent.signals.cgroups import (

@@ -29,7 +29,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-from nodeagent.errors import SignalReadError
+from nodeagent.base.errors import SignalReadError
 from nodeagent.model import SignalValue
 from nodeagent.signals import parse
 from nodeagent.signals.cgroups import CgroupVersion, PodCgroup

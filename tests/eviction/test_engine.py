@@ -12,12 +12,12 @@ import pytest
 from nodeagent.eviction import engine
 from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction.policy import EvictionPolicy
+from nodeagent.k8s.pressure import Pressure
 from nodeagent.model import (
     Decision,
     FsLayout,
     NodeObservations,
     PodInfo,
-    Pressure,
     PsiLine,
     PsiStats,
     Signal,

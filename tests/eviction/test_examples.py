@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from kubernetes.utils import parse_quantity
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
 from nodeagent.eviction import replay, trace
 from nodeagent.eviction.policy import EvictionPolicy
-from nodeagent.model import Decision, Pressure
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.model import Decision
 
 from .builders import Gi, Mi
 

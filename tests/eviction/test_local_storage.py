@@ -14,10 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.config import load_config
+from nodeagent.agent import podinfo as kube_pods
+from nodeagent.agent.config import load_config
 from nodeagent.eviction import engine, local_storage, replay, trace
 from nodeagent.eviction.policy import EvictionPolicy
-from nodeagent.kube import pods as kube_pods
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.k8s.quantities import QuantityFormat
 from nodeagent.model import (
     ContainerInfo,
     ContainerUsage,
@@ -26,8 +28,6 @@ from nodeagent.model import (
     FsLayout,
     LocalStorageLimit,
     PodInfo,
-    Pressure,
-    QuantityFormat,
     Signal,
 )
 

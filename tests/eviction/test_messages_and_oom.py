@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from nodeagent.eviction import engine, messages, oom
-from nodeagent.model import FsLayout, PodInfo, PodUsage, Pressure, QOSClass, Signal
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.model import FsLayout, PodInfo, PodUsage, Signal
 
 from .builders import Gi, Mi, observations, pod, policy, usage
 

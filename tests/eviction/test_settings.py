@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.config import load_config
-from nodeagent.errors import ConfigError
+from nodeagent.agent.config import load_config
+from nodeagent.base.errors import ConfigError
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.eviction.settings import EvictionStrategy
-from nodeagent.model import DEFAULT_CONDITION_TYPES, FsLayout, Pressure, Signal
+from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, Pressure
+from nodeagent.model import FsLayout, Signal
 
 from .builders import Gi, Mi, policy
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nodeagent.eviction import thresholds as thr
-from nodeagent.eviction.units import QuantityFormat
+from nodeagent.k8s.quantities import QuantityFormat
 from nodeagent.model import FsLayout, Signal, SignalValue
 
 from .builders import Gi, Mi

@@ -8,15 +8,15 @@ import time
 
 import pytest
 
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
 from nodeagent.cri.client import Container, ContainerState, Image
-from nodeagent.cri.fake import FakeRuntime
 from nodeagent.eviction import engine
 from nodeagent.eviction.layout import RECLAIM_CONTAINERS, RECLAIM_IMAGES
 from nodeagent.model import Decision, FsLayout, NodeObservations, Signal
 from nodeagent.reclaim import plan
 from nodeagent.reclaim.cycle import reclaim_before_evicting
 from nodeagent.reclaim.reclaimer import NodeReclaimer, reclaimed_bytes
+from tests.doubles.cri import FakeRuntime
 from tests.eviction.builders import Gi, Mi, observations, pod, policy, usage
 from tests.reclaim.test_plan import container, image, sandbox
 

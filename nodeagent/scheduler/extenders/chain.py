@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import wire
 from nodeagent.scheduler.extenders.client import ExtenderError, HTTPExtender

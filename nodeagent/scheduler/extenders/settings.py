@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from nodeagent import durations
-from nodeagent.errors import ConfigError
+from nodeagent.base import durations
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api
 
 DEFAULT_HTTP_TIMEOUT = 5.0

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import client
 from nodeagent.scheduler import api
 from nodeagent.scheduler.api import BindResult, FinalBindError

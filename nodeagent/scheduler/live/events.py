@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from nodeagent import model
+from nodeagent.k8s.pressure import PRESSURE_ANNOTATION
 from nodeagent.scheduler import api
 
 
@@ -84,8 +84,6 @@ def node_events(old: api.Node, new: api.Node) -> frozenset[ClusterEvent]:
         found.add(E.NODE_SPEC_UNSCHEDULABLE_CHANGE)
     if old.conditions != new.conditions:
         found.add(E.NODE_CONDITION_CHANGE)
-    if old.annotations.get(model.PRESSURE_ANNOTATION) != new.annotations.get(
-        model.PRESSURE_ANNOTATION
-    ):
+    if old.annotations.get(PRESSURE_ANNOTATION) != new.annotations.get(PRESSURE_ANNOTATION):
         found.add(E.NODE_ANNOTATION_CHANGE)
     return frozenset(found)

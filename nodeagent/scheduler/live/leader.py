@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import client
 
 log = logging.getLogger(__name__)

@@ -6,8 +6,8 @@
   matters) and a condition identical to the last one written is not written again, so
   a pod retried a hundred times costs one write.
 * **Events** (``FailedScheduling`` Warning, ``Scheduled`` Normal, ``Preempted`` on a
-  victim) through the agent's aggregating :class:`~nodeagent.actuators.events.
-  EventRecorder` (repeats bump ``count``; distinct pods' events are never merged), from
+  victim) through the shared aggregating :class:`~nodeagent.kube.events.EventRecorder`
+  (repeats bump ``count``; distinct pods' events are never merged), from
   a bounded queue that drops when full, as client-go's broadcaster does: events never
   slow scheduling down. Their requests have a budget of their own, the client
   connection's ``qps``/``burst`` (kube-scheduler gives its event client a clientset of
@@ -28,10 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nodeagent import errors
-from nodeagent.actuators.events import NORMAL, WARNING, EventRecorder, InvolvedObject
-from nodeagent.clock import Clock
+from nodeagent.base import errors
+from nodeagent.base.clock import Clock
 from nodeagent.kube import client, ratelimit
+from nodeagent.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from nodeagent.scheduler import api
 
 log = logging.getLogger(__name__)

@@ -37,12 +37,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from nodeagent import errors, heap
-from nodeagent.actuators.events import EventRecorder
-from nodeagent.agent.logs import FIELDS
-from nodeagent.clock import Clock, RealClock
+from nodeagent.base import errors, heap
+from nodeagent.base.clock import Clock, RealClock
+from nodeagent.base.logs import FIELDS
+from nodeagent.k8s.pods import NOT_TERMINAL_FIELD_SELECTOR
 from nodeagent.kube import client, informer
-from nodeagent.observability.health import ProbeResult
+from nodeagent.kube.events import EventRecorder
 from nodeagent.scheduler import api, framework, objects, registry, scheduling
 from nodeagent.scheduler.api import BindResult
 from nodeagent.scheduler.live import bind_process
@@ -55,10 +55,11 @@ from nodeagent.scheduler.live.queue import PodInfo, SchedulingQueue, Where
 from nodeagent.scheduler.live.reporter import Reporter
 from nodeagent.scheduler.live.settings import LiveSettings
 from nodeagent.scheduler.snapshot import ClusterSnapshot
+from nodeagent.serving.health import ProbeResult
 
 log = logging.getLogger("nodeagent.scheduler")
 
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+POD_FIELD_SELECTOR = NOT_TERMINAL_FIELD_SELECTOR
 FLUSH_INTERVAL = 1.0
 STATIC_REFRESH_INTERVAL = 10.0
 """Seconds between refreshes of plugins' per-node caches (published pressure ages)."""
@@ -553,7 +554,7 @@ class LiveScheduler:
         (or stand by). Returns False if the informers did not sync in time, or ``stop``
         was set meanwhile (SIGTERM while the API is unreachable). ``freeze_heap``: the
         informers list with the collector off and what they listed is then taken out of
-        its reach (:func:`nodeagent.heap.building`), for a process that is the scheduler
+        its reach (:func:`nodeagent.base.heap.building`), for a process that is the scheduler
         (not a test run, which starts many)."""
         if self.process_binder is not None:
             self.process_binder.start()  # its start-up overlaps the informers' lists

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from pydantic import model_validator
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config, objects
 from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
 from nodeagent.scheduler.plugins import helpers

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field, model_validator
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config, objects
 from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
 from nodeagent.scheduler.plugins import helpers, node_affinity, taint_toleration

@@ -16,11 +16,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api
 
 CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
 HOSTNAME = "kubernetes.io/hostname"
-UNSCHEDULABLE_TAINT = api.Taint("node.kubernetes.io/unschedulable", "NoSchedule", "")
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "NoSchedule", "")
 
 
 class Verdict:
@@ -44,7 +45,7 @@ class World:
 # --- matching helpers (§7.1, §9, §10) ------------------------------------------------------
 
 
-def tolerated(tolerations: Sequence[api.Toleration], taint: api.Taint) -> bool:
+def tolerated(tolerations: Sequence[api.Toleration], taint: Taint) -> bool:
     for t in tolerations:
         if t.effect and t.effect != taint.effect:
             continue

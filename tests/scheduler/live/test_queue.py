@@ -8,7 +8,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
 from nodeagent.scheduler import api
 from nodeagent.scheduler.live.events import ClusterEvent
 from nodeagent.scheduler.live.queue import SchedulingQueue, Where
