@@ -48,6 +48,20 @@ plugin scores nodes by headroom ``(available - threshold) / capacity``. The agen
 refreshes it with its condition heartbeat and at once when headroom changes materially."""
 
 
+KUBELET_TAINT_KEYS: Mapping[Pressure, str] = {
+    Pressure.MEMORY: "node.kubernetes.io/memory-pressure",
+    Pressure.DISK: "node.kubernetes.io/disk-pressure",
+    Pressure.PID: "node.kubernetes.io/pid-pressure",
+}
+"""The node lifecycle controller's taints for the kubelet's conditions (never the agent's)."""
+KUBELET_CONDITION_TYPES: Mapping[Pressure, str] = {
+    Pressure.MEMORY: "MemoryPressure",
+    Pressure.DISK: "DiskPressure",
+    Pressure.PID: "PIDPressure",
+}
+"""The kubelet's own condition types, rewritten on every status update (never the agent's)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Taint:
     key: str

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.k8s.pressure import DEFAULT_TAINT_KEYS, PRESSURE_ANNOTATION, Taint
+from nodeagent.k8s.pressure import (
+    DEFAULT_TAINT_KEYS,
+    KUBELET_TAINT_KEYS,
+    PRESSURE_ANNOTATION,
+    Taint,
+)
 from nodeagent.scheduler import api
 from nodeagent.scheduler.framework import CycleState, Handle
 from nodeagent.scheduler.plugins import node_pressure
@@ -91,7 +96,7 @@ def test_filter(
         assert status == api.unschedulable(reason, unresolvable=True)
 
 
-TAINT_KEYS = [*DEFAULT_TAINT_KEYS.values(), *node_pressure.KUBELET_TAINT_KEYS.values()]
+TAINT_KEYS = [*DEFAULT_TAINT_KEYS.values(), *KUBELET_TAINT_KEYS.values()]
 TAINTS = st.builds(
     Taint,
     st.sampled_from([*TAINT_KEYS, "dedicated", "ToBeDeletedByClusterAutoscaler"]),

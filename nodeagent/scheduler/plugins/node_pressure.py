@@ -41,6 +41,8 @@ from pydantic import Field
 from nodeagent.k8s.pressure import (
     DEFAULT_CONDITION_TYPES,
     DEFAULT_TAINT_KEYS,
+    KUBELET_CONDITION_TYPES,
+    KUBELET_TAINT_KEYS,
     PRESSURE_ANNOTATION,
     Pressure,
     Taint,
@@ -53,16 +55,6 @@ from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndi
 NAME = "NodePressure"
 log = logging.getLogger(__name__)
 
-KUBELET_TAINT_KEYS: Mapping[Pressure, str] = {
-    Pressure.MEMORY: "node.kubernetes.io/memory-pressure",
-    Pressure.DISK: "node.kubernetes.io/disk-pressure",
-    Pressure.PID: "node.kubernetes.io/pid-pressure",
-}
-KUBELET_CONDITION_TYPES: Mapping[Pressure, str] = {
-    Pressure.MEMORY: "MemoryPressure",
-    Pressure.DISK: "DiskPressure",
-    Pressure.PID: "PIDPressure",
-}
 FILTERED_EFFECTS = (api.TaintEffect.NO_SCHEDULE, api.TaintEffect.NO_EXECUTE)
 
 
