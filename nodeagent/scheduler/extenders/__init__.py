@@ -1,4 +1,4 @@
-"""Scheduler extenders, both ways (reference §14).
+"""Scheduler extenders, both ways (kube-scheduler's ``pkg/scheduler/extender.go``).
 
 * Calling them: the ``extenders:`` of a KubeSchedulerConfiguration (:mod:`.settings`),
   called over HTTP (:mod:`.client`) at their points of every scheduling cycle
