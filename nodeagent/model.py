@@ -125,7 +125,7 @@ SIGNAL_PRESSURE: Mapping[EvictionSignal, Pressure] = {
 
 
 class FsLayout(StrEnum):
-    """How the node's filesystems are arranged (kubelet reference §2.3)."""
+    """How the node's filesystems are arranged, as the kubelet's eviction manager detects it."""
 
     SINGLE = "single"
     """nodefs = imagefs = containerfs."""
@@ -375,7 +375,7 @@ class Eviction:
 @dataclass(frozen=True, slots=True)
 class NodeReclaimResult:
     """What node-level reclaim did before a disk eviction, measured by re-reading the
-    filesystems after it (kubelet-eviction.md §8)."""
+    filesystems after it (the kubelet's ``reclaimNodeLevelResources``)."""
 
     kinds: tuple[str, ...]
     """What was reclaimed, in order: ``containers`` (dead ones), ``images`` (unused)."""

@@ -54,7 +54,7 @@ from nodeagent.model import (
 
 BYPASS_GRACE_PERIOD_SECONDS = 1
 """Grace of a deletion that bypasses a PodDisruptionBudget: the kubelet's hard-eviction
-kill grace (kubelet-eviction.md §6)."""
+kill grace (``immediateEvictionGracePeriodSeconds``)."""
 
 MIN_API_GRACE_PERIOD_SECONDS = 1
 """The smallest grace the agent sends. Over the API, ``gracePeriodSeconds: 0`` is a force

@@ -1,10 +1,9 @@
 """The container runtime, as node-level reclaim sees it: a CRI v1 client over gRPC.
 
 The kubelet frees disk before it evicts pods by asking the runtime to remove dead
-containers and unused images (kubelet-eviction.md §8); the agent does the same through
-the same API, on the socket the kubelet uses (``containerRuntimeEndpoint``:
-containerd's ``/run/containerd/containerd.sock`` or CRI-O's
-``/var/run/crio/crio.sock``).
+containers and unused images (``buildSignalToNodeReclaimFuncs``); the agent does the
+same through the same API, on the socket the kubelet uses (``containerRuntimeEndpoint``:
+containerd's ``/run/containerd/containerd.sock`` or CRI-O's ``/var/run/crio/crio.sock``).
 
 :class:`ContainerRuntime` is the narrow interface the rest of the agent uses; it speaks
 in the frozen values below, never in protobuf messages, so the planning of what to remove

@@ -1,7 +1,8 @@
 """The decision core: one pure function from (policy, state, observations, pods, now) to a
 :class:`~nodeagent.model.Decision` and the next state.
 
-It follows the kubelet's synchronize cycle (kubelet-eviction.md §5) step for step:
+It follows the kubelet's ``synchronize`` (``pkg/kubelet/eviction/eviction_manager.go``) step
+for step:
 
 1. *met now*: thresholds with ``available < threshold`` (strict).
 2. *still reclaiming*: thresholds acted on last cycle that are still below
@@ -270,7 +271,7 @@ def _stamped(
 
 
 def kill_grace_period(threshold: thr.Threshold, pod: PodInfo, max_pod_grace_period: int) -> int:
-    """Seconds of termination grace an evicted pod gets (kubelet-eviction.md §6)."""
+    """Seconds of termination grace an evicted pod gets (``synchronize``'s grace override)."""
     if threshold.hard:
         return HARD_EVICTION_GRACE_PERIOD_SECONDS
     if max_pod_grace_period < 0:

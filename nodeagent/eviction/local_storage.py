@@ -2,7 +2,7 @@
 
 With ``localStorageCapacityIsolation`` (on by default) the kubelet's eviction manager
 checks every active pod on every cycle, whatever the thresholds say
-(kubelet-eviction.md §11), and evicts a pod at the first of these that it breaks:
+(``localStorageEviction``), and evicts a pod at the first of these that it breaks:
 
 1. an emptyDir volume with a positive ``sizeLimit`` uses more than it; memory-backed
    volumes are checked too (their tmpfs usage counts against the limit);

@@ -1,7 +1,7 @@
 """The words the agent publishes: eviction messages and condition reasons and messages.
 
-Eviction messages follow the kubelet's text (kubelet-eviction.md §10.3) so that tooling
-and people who grep for ``The node was low on resource`` keep working::
+Eviction messages follow the kubelet's text (``evictionMessage`` in its ``helpers.go``) so
+that tooling and people who grep for ``The node was low on resource`` keep working::
 
     The node was low on resource: memory. Threshold quantity: 500Mi, available: 480Mi.
     Pod web-1 was using 600Mi, request is 100Mi, has larger consumption of memory.

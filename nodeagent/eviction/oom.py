@@ -2,7 +2,7 @@
 
 When eviction is too slow the kernel kills by ``oom_score + oom_score_adj``; knowing the
 adjustment per QoS class tells an operator (and the agent's logs) who the kernel would
-take first (kubelet-eviction.md §13, ``pkg/kubelet/qos/policy.go``):
+take first (``GetContainerOOMScoreAdjust`` in ``pkg/kubelet/qos/policy.go``):
 
 ==================================  =========================================
 system-node-critical pod            -997

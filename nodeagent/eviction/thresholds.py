@@ -5,7 +5,7 @@ optionally with a grace period (a *soft* threshold; grace 0 means *hard*) and a 
 reclaim that keeps it active until the signal recovers past ``value + min_reclaim``.
 Parsing follows the kubelet's ``ParseThresholdConfig`` rule for rule, including its error
 texts, its defaults and its silent cases (``0%`` and ``100%`` drop a statement), so a
-kubelet configuration means the same thing here. See kubelet-eviction.md §3-§4 and
+kubelet configuration means the same thing here. See the kubelet's ``thresholdsMet`` and
 docs/eviction.md.
 
 Beyond the kubelet, PSI signals (``memory.pressure.some.avg10`` ...) take ``>``: they

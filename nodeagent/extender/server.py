@@ -1,6 +1,6 @@
 """``nodeagent extender``: the agent's pressure verdicts for a stock kube-scheduler.
 
-kube-scheduler calls ``POST /filter`` and ``POST /prioritize`` (reference §14) with the
+kube-scheduler's ``HTTPExtender`` calls ``POST /filter`` and ``POST /prioritize`` with the
 pod and the feasible nodes, as whole Node objects or, with ``nodeCacheCapable: true``,
 as names. The answers come from the NodePressure plugin itself
 (:mod:`nodeagent.scheduler.plugins.node_pressure`), not from a copy of its rules:

@@ -3,7 +3,8 @@ reads it.
 
 The document is validated into pydantic models (unknown fields are errors, so a typo
 never silently falls back to a default), then each profile's plugins are merged with
-the default plugin set exactly as kube-scheduler's v1 defaulting does (reference §2):
+the default plugin set exactly as kube-scheduler's v1 defaulting does (``getDefaultPlugins``
+and ``mergePlugins`` in ``pkg/scheduler/apis/config/v1/default_plugins.go``):
 
 * ``disabled`` removes default plugins at that extension point (``"*"`` removes all);
 * an ``enabled`` plugin that is also a default replaces the default *in place*
@@ -270,7 +271,7 @@ class Profile:
 class SchedulerConfiguration:
     profiles: tuple[Profile, ...]
     percentage_of_nodes_to_score: int = 0
-    """Global setting; 0 means adaptive (reference §4)."""
+    """Global setting; 0 means adaptive (``numFeasibleNodesToFind``)."""
     extenders: tuple[extender_settings.ExtenderConfig, ...] = ()
     """HTTP extenders, called in this order (:mod:`nodeagent.scheduler.extenders`)."""
 

@@ -1,8 +1,8 @@
 """The scheduling framework: extension points, cycle state, and the plugin runtime.
 
 One Protocol per extension point, in kube-scheduler's order and with its semantics
-(reference §1). A plugin implements only the points it needs; the framework finds them
-by structural checks when it builds a profile.
+(``pkg/scheduler/framework/interface.go``). A plugin implements only the points it needs;
+the framework finds them by structural checks when it builds a profile.
 
 The one departure from kube-scheduler's interfaces is for speed and changes no result:
 Filter and Score take an *array of node indices* into a

@@ -1,4 +1,4 @@
-"""One scheduling cycle, as kube-scheduler's ``schedule_one`` runs it (reference §1, §3, §4).
+"""One scheduling cycle, as kube-scheduler's ``schedulePod`` in ``schedule_one.go`` runs it.
 
 For a pod: PreFilter; the nominated node first if the pod has one; then Filter over the
 nodes in node-tree order starting where the previous cycle stopped, until
@@ -61,7 +61,7 @@ MIN_CHUNK = 64
 def num_feasible_nodes_to_find(
     profile_percentage: int | None, global_percentage: int, num_all_nodes: int
 ) -> int:
-    """How many feasible nodes to look for before scoring (reference §4)."""
+    """How many feasible nodes to look for before scoring (``numFeasibleNodesToFind``)."""
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
         return num_all_nodes
     percentage = profile_percentage if profile_percentage is not None else global_percentage

@@ -1,5 +1,6 @@
 """The words the agent publishes (eviction messages, condition reasons) and the
-oom_score_adj table (reference §7, §10.3, §13)."""
+oom_score_adj table (the kubelet's ``evictionMessage``, ``nodestatus/setters.go``,
+``GetContainerOOMScoreAdjust``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Threshold parsing and arithmetic, case by case from the kubelet reference (§3-§4)."""
+"""Threshold parsing and arithmetic, case by case as the kubelet's ``ParseThresholdConfig``
+and ``thresholdsMet`` have them."""
 
 from __future__ import annotations
 

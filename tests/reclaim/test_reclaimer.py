@@ -342,9 +342,9 @@ _RECHECK = policy(
 def test_the_recheck_is_every_threshold_with_min_reclaim_ignoring_grace(
     nodefs: int, memory: int | None, clear: bool
 ) -> None:
-    """kubelet-eviction.md §8: after reclaim, pod eviction is skipped only if no configured
-    threshold, of any signal, hard or soft, ignoring grace periods, is met counting its
-    minimum reclaim (the global check, quirk included)."""
+    """``reclaimNodeLevelResources``: after reclaim, pod eviction is skipped only if no
+    configured threshold, of any signal, hard or soft, ignoring grace periods, is met
+    counting its minimum reclaim (the global check, quirk included)."""
     signals = {Signal.NODEFS_AVAILABLE: (nodefs, 100 * Gi)}
     if memory is not None:
         signals[Signal.MEMORY_AVAILABLE] = (memory, 16 * Gi)

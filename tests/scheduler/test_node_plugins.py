@@ -1,5 +1,5 @@
 """TaintToleration, NodeAffinity, NodeUnschedulable, NodeName, NodePorts, PrioritySort,
-SchedulingGates: table-driven from the reference (§7-§9)."""
+SchedulingGates: table-driven from kube-scheduler's plugins of those names."""
 
 from __future__ import annotations
 

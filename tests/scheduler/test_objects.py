@@ -1,5 +1,5 @@
-"""Reading Kubernetes objects: effective requests (reference §5.1), quantities,
-defaulting, priorities, input formats, and errors that name the field."""
+"""Reading Kubernetes objects: effective requests (component-helpers' ``PodRequests``),
+quantities, defaulting, priorities, input formats, and errors that name the field."""
 
 from __future__ import annotations
 

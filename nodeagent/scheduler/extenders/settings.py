@@ -1,6 +1,6 @@
 """The ``extenders:`` list of a ``KubeSchedulerConfiguration``, read as kube-scheduler reads it.
 
-Field names, defaults and validation are kube-scheduler's (reference §14): ``urlPrefix``,
+Field names, defaults and validation are kube-scheduler's (``validateExtenders``): ``urlPrefix``,
 the four verbs (an empty verb means the extender does not offer that call), ``weight``
 (must be positive when ``prioritizeVerb`` is set), ``enableHTTPS`` and ``tlsConfig``,
 ``httpTimeout`` (0 means 5 s), ``nodeCacheCapable``, ``managedResources`` (valid extended

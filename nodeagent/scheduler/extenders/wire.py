@@ -1,4 +1,4 @@
-"""The extender protocol on the wire, both directions (reference §14).
+"""The extender protocol on the wire, both directions (kube-scheduler's ``HTTPExtender``).
 
 kube-scheduler's extender types (``k8s.io/kube-scheduler/extender/v1``) carry **no JSON
 tags**, so the field names on the wire are the Go field names, capitalized: ``Pod``,

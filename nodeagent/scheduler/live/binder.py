@@ -1,4 +1,4 @@
-"""The binding cycle, off the scheduling thread (reference §1 steps 9-11, §18).
+"""The binding cycle, off the scheduling thread (kube-scheduler's ``bindingCycle``).
 
 The scheduling cycle ends once the pod is assumed, reserved and permitted; the rest -
 PreBind, Bind (DefaultBinder: ``POST pods/NAME/binding``), PostBind - runs on a bounded

@@ -1,4 +1,4 @@
-"""Cluster events, and which plugins' rejections each one may undo (reference §12).
+"""Cluster events, and which plugins' rejections each one may undo (``EventsToRegister``).
 
 A pod rejected by plugins waits in unschedulablePods until something happens that one
 of its *rejecting* plugins registered for; anything else leaves it parked, so a busy

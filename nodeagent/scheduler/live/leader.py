@@ -1,5 +1,5 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection
-(reference §18): one active scheduler, the others standing by.
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's
+``tools/leaderelection``: one active scheduler, the others standing by.
 
 The decision is pure (:func:`decide`): given the Lease as last read, when its record
 last *changed* by this replica's own monotonic clock, the identity and ``now``, it says

@@ -1,5 +1,5 @@
 """The live scheduler's metrics, with kube-scheduler's names where one exists
-(reference §18), so its dashboards and alerts work unchanged.
+(``pkg/scheduler/metrics/metrics.go``), so its dashboards and alerts work unchanged.
 
 * ``scheduler_schedule_attempts_total{result,profile}``: scheduled, unschedulable, error;
 * ``scheduler_scheduling_attempt_duration_seconds{result,profile}``: the scheduling cycle;

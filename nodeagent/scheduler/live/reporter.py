@@ -1,4 +1,5 @@
-"""What the scheduler writes besides bindings, off the scheduling thread (reference §18).
+"""What the scheduler writes besides bindings, off the scheduling thread
+(kube-scheduler's ``handleSchedulingFailure``).
 
 * **Pod status** (``pods/status`` strategic merge patch): ``PodScheduled=False`` with
   reason ``Unschedulable`` (``SchedulerError`` for internal errors) and kube-scheduler's

@@ -6,7 +6,7 @@ binding workers, the queue flusher (backoff expiry every second, the 5-minute
 unschedulable flush, expired assumptions), the reporter, leader election and the
 metrics server.
 
-Which pods: kube-scheduler's choice (reference §18). Pods are listed and watched with
+Which pods: kube-scheduler's choice (``addAllEventHandlers``). Pods are listed and watched with
 ``status.phase!=Succeeded,status.phase!=Failed``; a pod with a node feeds the cache, a
 pod without one whose ``schedulerName`` is a profile and that is not being deleted feeds
 the queue. Nothing is fetched per pod: the informers carry everything.

@@ -1,5 +1,5 @@
 """NodeResourcesBalancedAllocation (PreScore, Score): prefer nodes whose resource
-fractions stay close together once the pod is placed (reference §6).
+fractions stay close together once the pod is placed (``noderesources/balanced_allocation.go``).
 
 Uses plain requests (no non-zero defaults). A pod that requests none of the configured
 resources is skipped (a best-effort pod would otherwise pile onto one node).

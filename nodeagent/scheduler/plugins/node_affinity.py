@@ -1,5 +1,5 @@
 """NodeAffinity (PreFilter, Filter, PreScore, Score): ``nodeSelector``, required and
-preferred node affinity, and the scheduler-enforced ``addedAffinity`` (reference §9).
+preferred node affinity, and the scheduler-enforced ``addedAffinity`` (``plugins/nodeaffinity``).
 
 Filter: the node must match the scheduler-enforced affinity (if configured), then the
 pod's ``nodeSelector`` AND one of its required terms (terms are ORed; inside a term all

@@ -1,13 +1,14 @@
 """NodeResourcesFit (PreFilter, Filter, PreScore, Score).
 
-Filter (reference §5.2): the node must have room for one more pod and, for every
-resource the pod requests (effective request: containers, init containers, sidecars,
-overhead), ``request <= allocatable - requested``; all shortfalls are reported, and the
-rejection is unresolvable when a request exceeds even the empty node.
+Filter (``fitsRequest`` in ``noderesources/fit.go``): the node must have room for one more
+pod and, for every resource the pod requests (effective request: containers, init
+containers, sidecars, overhead), ``request <= allocatable - requested``; all shortfalls are
+reported, and the rejection is unresolvable when a request exceeds even the empty node.
 
-Score (§5.3): LeastAllocated (default), MostAllocated or RequestedToCapacityRatio over
-the configured resources, using "non-zero" cpu/memory requests (100m / 200 MiB for a
-container that omits them). The arithmetic lives in :mod:`.resource_allocation`.
+Score (``noderesources/resource_allocation.go``): LeastAllocated (default), MostAllocated or
+RequestedToCapacityRatio over the configured resources, using "non-zero" cpu/memory
+requests (100m / 200 MiB for a container that omits them). The arithmetic lives in
+:mod:`.resource_allocation`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """PodTopologySpread (PreFilter, Filter, PreScore, Score): spread a workload's pods over
-topology domains (reference §11).
+topology domains (kube-scheduler's ``plugins/podtopologyspread``).
 
 Filter (``whenUnsatisfiable: DoNotSchedule``): for every hard constraint, a node
 without the topology key is rejected (unresolvable); otherwise its domain's count of

@@ -1,8 +1,8 @@
 """Resource scoring formulas, each in two forms that must agree exactly.
 
-The scalar functions transcribe kube-scheduler's per-node formulas (reference §5.3, §6)
-and are the specification; the ``*_vector`` functions evaluate the same formula over
-many nodes at once with numpy and are what the plugins run. Inputs are per configured
+The scalar functions transcribe kube-scheduler's per-node formulas (``noderesources``'
+scorers) and are the specification; the ``*_vector`` functions evaluate the same formula
+over many nodes at once with numpy and are what the plugins run. Inputs are per configured
 resource ``r`` (rows) and node (columns): ``requested`` (node's requests plus the
 pod's), ``allocatable``, and ``included``, false where kube-scheduler skips the
 resource for that node (no allocatable, or a scalar resource the pod does not request).

@@ -1,4 +1,4 @@
-"""The scheduling queue against kube-scheduler's rules (reference §12): QueueSort order,
+"""The scheduling queue against kube-scheduler's ``PriorityQueue``: QueueSort order,
 backoff 1, 2, 4, 8, 10, 10 s, unschedulable pods moved only by events their rejecting
 plugins registered for, the 5-minute flush, gates, events during a cycle, deletions."""
 
