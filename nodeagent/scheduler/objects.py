@@ -527,7 +527,9 @@ class _Containers:
     host_ports: tuple[api.HostPort, ...]
 
 
-def _read_containers(spec: Mapping[str, Any], swhere: FieldPath) -> _Containers:
+def _read_containers(
+    spec: Mapping[str, Any], swhere: FieldPath, status: Mapping[str, Any], stwhere: FieldPath
+) -> _Containers:
     images: list[str] = []
     ports: list[api.HostPort] = []
     for key in ("initContainers", "containers"):
@@ -536,7 +538,9 @@ def _read_containers(spec: Mapping[str, Any], swhere: FieldPath) -> _Containers:
             images.append(normalized_image_name(str(container.get("image") or "")))
             if key == "containers":
                 ports.extend(_host_ports(container, swhere / key / i))
-    return _Containers(read_pod_resources(STRICT, spec, swhere), tuple(images), tuple(ports))
+    return _Containers(
+        read_pod_resources(STRICT, spec, swhere, status, stwhere), tuple(images), tuple(ports)
+    )
 
 
 def _priority(
@@ -570,7 +574,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
     status = _mapping(obj.get("status"), where / "status")
     swhere = where / "spec"
 
-    containers = _read_containers(spec, swhere)
+    containers = _read_containers(spec, swhere, status, where / "status")
     requests = pod_requests(containers.resources)
     nonzero = pod_requests(containers.resources, non_zero_defaults=NON_ZERO_DEFAULTS)
     affinity = _mapping(spec.get("affinity"), swhere / "affinity")
