@@ -42,7 +42,10 @@ from nodeagent.k8s.resources import (
     read_pod_resources,
     resource_list,
 )
-from nodeagent.scheduler import api
+from nodeagent.scheduler import api, fieldpath, validation
+
+FieldPath = fieldpath.FieldPath
+"""Re-exported: plugins and the extender name fields through it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,45 +62,6 @@ class ClusterObjects:
 
     def bound_pods(self) -> Iterator[api.Pod]:
         return (pod for pod in self.pods if pod.node_name)
-
-
-class FieldPath:
-    """A field path for error messages: ``Pod default/web: spec.containers[0]...``
-    (``what`` may be empty when the path alone says where).
-
-    Every field read makes one (about 55 per pod), and almost none is ever printed, so
-    the text is only joined when asked for."""
-
-    __slots__ = ("_parent", "_part", "_path", "what")
-
-    def __init__(self, what: str, path: str = "") -> None:
-        self.what = what
-        self._path: str | None = path
-        self._parent: FieldPath | None = None
-        self._part: str | int = ""
-
-    def __truediv__(self, part: str | int) -> FieldPath:
-        child = FieldPath.__new__(FieldPath)
-        child.what = self.what
-        child._path = None
-        child._parent = self
-        child._part = part
-        return child
-
-    @property
-    def path(self) -> str:
-        if self._path is None:
-            assert self._parent is not None
-            parent, part = self._parent.path, self._part
-            if isinstance(part, int):
-                self._path = f"{parent}[{part}]"
-            else:
-                self._path = f"{parent}.{part}" if parent else part
-        return self._path
-
-    def fail(self, value: object, expected: str) -> ConfigError:
-        where = f"{self.what}: {self.path}" if self.what else self.path
-        return ConfigError(f"{where} = {value!r}: {expected}", field=self.path)
 
 
 def _mapping(value: Any, where: FieldPath) -> Mapping[str, Any]:
@@ -758,16 +722,22 @@ def _flatten(documents: Sequence[Any], source: str) -> Iterator[_Located]:
             yield _Located(here, item_kind, item)
 
 
-def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObjects:
+def read_cluster(
+    objects: Sequence[Any], source: str = "cluster", *, comparison_operators: bool = False
+) -> ClusterObjects:
     """Nodes, pods, PriorityClasses, PDBs, Namespaces and the workloads that select pods
     (Services, ReplicaSets, StatefulSets, ReplicationControllers) from decoded documents.
-    Other kinds are skipped; a file with neither Nodes nor Pods is an error."""
+    Other kinds are skipped; a file with neither Nodes nor Pods is an error. Nodes, pods
+    and PriorityClasses are refused where the API server would refuse them
+    (:mod:`~nodeagent.scheduler.validation`; ``comparison_operators``: the
+    TaintTolerationComparisonOperators gate is on)."""
     flat = list(_flatten(objects, source))
     classes: dict[str, int] = {}
     for located in flat:
         if located.kind == "PriorityClass":
             with _located(source, located):
                 obj = located.obj
+                validation.priority_class(obj)
                 meta = _mapping(obj.get("metadata"), FieldPath("PriorityClass", "metadata"))
                 name = _text(meta.get("name"), FieldPath("PriorityClass", "metadata.name"))
                 value = _int(obj.get("value"), FieldPath(f"PriorityClass {name}", "value"))
@@ -783,10 +753,12 @@ def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObje
         kind, obj = located.kind, located.obj
         with _located(source, located):
             if kind == "Node":
+                validation.node(obj)
                 nodes.append(parse_node(obj))
             elif kind == "Pod":
                 phase = _mapping(obj.get("status"), FieldPath("Pod", "status")).get("phase")
                 if not is_terminal(phase):  # the scheduler never sees finished pods
+                    validation.pod(obj, comparison=comparison_operators)
                     pods.append(parse_pod(obj, classes))
             elif kind == "PodDisruptionBudget":
                 budgets.append(parse_disruption_budget(obj))
@@ -827,7 +799,9 @@ def _reject_duplicates(kind: str, names: Sequence[str], source: str) -> None:
         raise ConfigError(f"{source}: {kind} {repeated[0]} appears more than once")
 
 
-def load_cluster(text: str, source: str = "cluster") -> ClusterObjects:
+def load_cluster(
+    text: str, source: str = "cluster", *, comparison_operators: bool = False
+) -> ClusterObjects:
     """Parse a cluster file's text (YAML, multi-document YAML or JSON).
 
     JSON (``kubectl get -o json``) is read with the json module first: for a large
@@ -839,10 +813,14 @@ def load_cluster(text: str, source: str = "cluster") -> ClusterObjects:
         except ValueError:
             pass  # YAML flow style, or broken JSON: the YAML parser says where
         else:
-            return read_cluster(decoded if isinstance(decoded, list) else [decoded], source)
+            return read_cluster(
+                decoded if isinstance(decoded, list) else [decoded],
+                source,
+                comparison_operators=comparison_operators,
+            )
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         documents = list(yaml.load_all(text, Loader=loader))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML or JSON: {exc}") from exc
-    return read_cluster(documents, source)
+    return read_cluster(documents, source, comparison_operators=comparison_operators)

@@ -279,12 +279,15 @@ def container(src: Source, index: int, init: bool = False) -> Obj:
     requests = resource_list(src)
     if requests:
         resources["requests"] = requests
+    limits: Obj = {}
     if src.number(0, 4) == 4:  # limits only: the API defaults requests to them
         limits = resource_list(src)
         for name in requests:
             limits.pop(name, None)  # never a limit below its request
-        if limits:
-            resources["limits"] = limits
+    if GPU in requests:  # an extended resource cannot be overcommitted: limit = request
+        limits[GPU] = requests[GPU]
+    if limits:
+        resources["limits"] = limits
     if resources:
         out["resources"] = resources
     if not init and src.number(0, 4) == 4:
@@ -452,9 +455,11 @@ def pod(src: Source, name: str, node_names: tuple[str, ...], bound_to: str = "")
     if affinity:
         spec["affinity"] = affinity
     if src.number(0, 2) == 2:
-        spec["topologySpreadConstraints"] = [
-            spread_constraint(src) for _ in range(src.number(1, 2))
-        ]
+        constraints: dict[tuple[str, str], Obj] = {}
+        for _ in range(src.number(1, 2)):  # the API server refuses a repeated pair
+            drawn = spread_constraint(src)
+            constraints.setdefault((drawn["topologyKey"], drawn["whenUnsatisfiable"]), drawn)
+        spec["topologySpreadConstraints"] = list(constraints.values())
     status: Obj = {"phase": "Pending"}
     if bound_to:
         spec["nodeName"] = bound_to

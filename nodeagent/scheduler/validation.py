@@ -1,0 +1,596 @@
+"""The API server's validation of the objects the planner reads, so that a cluster file
+holding an object no cluster could hold is refused instead of planned.
+
+A plan from ``nodeagent schedule`` is only worth having if the cluster it describes could
+exist. The parser (:mod:`nodeagent.scheduler.objects`) reads the fields the plugins use and
+refuses what it cannot read; this module refuses, in addition, whatever
+``kube-apiserver`` v1.36 refuses on create (``ValidatePodCreate``, ``ValidateNode``,
+``pkg/apis/core/validation``) among the fields of the kinds the planner reads, with the
+default feature gates: names, labels and annotations, node selectors and affinity
+(operators and how many values each takes), tolerations (operator, value and effect
+combinations), topology spread constraints, resource names, quantities and their
+request/limit rules, container names, images and ports, scheduling gates. The first
+error is raised as a :class:`~nodeagent.base.errors.ConfigError` naming the object, the
+field path, the value and what is allowed.
+
+The live scheduler does not call it: its objects come from the API server, which has
+validated them already.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from nodeagent.k8s import quantities
+from nodeagent.k8s.resources import CPU, EPHEMERAL_STORAGE, HUGEPAGES_PREFIX, MEMORY
+from nodeagent.scheduler import api
+from nodeagent.scheduler.fieldpath import FieldPath
+
+_DECIMAL_INTEGER = re.compile(r"^(0|-?[1-9][0-9]*)$")
+"""``content.IsDecimalInteger``: no sign but ``-``, no leading zeros, no ``-0``."""
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+MAX_ANNOTATIONS_BYTES = 256 * 1024
+"""``TotalAnnotationSizeLimitB``."""
+
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+"""``Gt``/``Lt`` need the TaintTolerationComparisonOperators gate, off by default."""
+TAINT_EFFECTS = tuple(api.TaintEffect)
+PROTOCOLS = ("TCP", "UDP", "SCTP")
+STANDARD_CONTAINER_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE)
+STANDARD_RESOURCES = (*STANDARD_CONTAINER_RESOURCES, "pods", "storage")
+"""``IsStandardResourceName`` for what nodes report (plus the quota names, never seen
+on a Node)."""
+
+_LABEL_KEY_RULE = (
+    "a label key: an optional DNS subdomain prefix and '/', then at most 63 alphanumerics,"
+    " '-', '_', '.', starting and ending alphanumeric"
+)
+_LABEL_VALUE_RULE = (
+    "a label value: at most 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric"
+)
+
+
+def _list(value: Any) -> Sequence[Any]:
+    return value if isinstance(value, list) else ()
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def dns_label(value: Any, where: FieldPath) -> None:
+    text = str(value)
+    if len(text) > 63 or not _DNS_LABEL.match(text):
+        raise where.fail(
+            value,
+            "a DNS label: at most 63 lowercase alphanumerics or '-', alphanumeric at both ends",
+        )
+
+
+def dns_subdomain(value: Any, where: FieldPath) -> None:
+    text = str(value)
+    if len(text) > 253 or not _DNS_SUBDOMAIN.match(text):
+        raise where.fail(
+            value,
+            "a DNS subdomain: at most 253 lowercase alphanumerics, '-' or '.', each part"
+            " alphanumeric at both ends",
+        )
+
+
+def label_key(value: Any, where: FieldPath) -> None:
+    if not isinstance(value, str) or not api.is_label_key(value):
+        raise where.fail(value, _LABEL_KEY_RULE)
+
+
+def label_value(value: Any, where: FieldPath) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not api.is_label_value(value):
+        raise where.fail(value, _LABEL_VALUE_RULE)
+
+
+def labels(value: Any, where: FieldPath) -> None:
+    for key, text in _map(value).items():
+        label_key(key, where / str(key))
+        label_value(text, where / str(key))
+
+
+def annotation_map(value: Any, where: FieldPath) -> None:
+    total = 0
+    for key, text in _map(value).items():
+        if not api.is_label_key(str(key).lower()):
+            raise (where / str(key)).fail(key, "an annotation key: " + _LABEL_KEY_RULE[13:])
+        total += len(str(key)) + len(str(text or ""))
+    if total > MAX_ANNOTATIONS_BYTES:
+        raise where.fail(
+            f"{total} bytes", f"annotations may take at most {MAX_ANNOTATIONS_BYTES} bytes"
+        )
+
+
+def metadata(meta: Mapping[str, Any], where: FieldPath, *, namespaced: bool) -> None:
+    name = meta.get("name")
+    if not name:
+        raise (where / "name").fail(name, "a name is required")
+    dns_subdomain(name, where / "name")
+    if namespaced and meta.get("namespace"):
+        dns_label(meta.get("namespace"), where / "namespace")
+    labels(meta.get("labels"), where / "labels")
+    annotation_map(meta.get("annotations"), where / "annotations")
+    for i, ref in enumerate(_list(meta.get("ownerReferences"))):
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if not _map(ref).get(key):
+                raise (where / "ownerReferences" / i / key).fail(
+                    _map(ref).get(key), "required in an owner reference"
+                )
+
+
+# --- resources ---------------------------------------------------------------------------
+
+
+def _qualified(name: str) -> bool:
+    return api.is_label_key(name)
+
+
+def _native(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
+
+
+def _hugepages(name: str) -> bool:
+    if not name.startswith(HUGEPAGES_PREFIX):
+        return False
+    try:
+        return quantities.quantity_value(name.removeprefix(HUGEPAGES_PREFIX)) > 0
+    except (ValueError, TypeError, ArithmeticError):
+        return False
+
+
+def _extended(name: str) -> bool:
+    """``IsExtendedResourceName``."""
+    return not _native(name) and not name.startswith("requests.") and _qualified("requests." + name)
+
+
+def _overcommit_allowed(name: str) -> bool:
+    return _native(name) and not name.startswith(HUGEPAGES_PREFIX)
+
+
+def resource_name(name: str, where: FieldPath, *, container: bool) -> None:
+    """``validateResourceName`` (and ``validateContainerResourceName``)."""
+    if not _qualified(name):
+        raise where.fail(name, "a resource name: a qualified name such as cpu or example.com/gpu")
+    if "/" not in name:
+        allowed = STANDARD_CONTAINER_RESOURCES if container else STANDARD_RESOURCES
+        if name not in allowed and not _hugepages(name):
+            raise where.fail(
+                name,
+                f"a standard resource ({', '.join(allowed)}, hugepages-<size>) or a fully"
+                " qualified name such as example.com/gpu",
+            )
+    elif container and not _native(name) and not _extended(name):
+        raise where.fail(name, "an extended resource name such as example.com/gpu")
+
+
+def _amount(value: Any, where: FieldPath) -> Decimal:
+    try:
+        amount = quantities.quantity_value(value)
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        raise where.fail(value, "a Kubernetes quantity such as 500m, 2, 1Gi") from exc
+    if amount < 0:
+        raise where.fail(value, "a non-negative quantity")
+    return amount
+
+
+def resource_quantity(name: str, value: Any, where: FieldPath) -> Decimal:
+    """``ValidateResourceQuantityValue``: non-negative; a whole number for extended
+    resources (``IsIntegerResourceName``)."""
+    amount = _amount(value, where)
+    if _extended(name) and amount != amount.to_integral_value():
+        raise where.fail(value, f"{name} takes whole numbers only")
+    return amount
+
+
+def requirements(value: Any, where: FieldPath, *, pod_level: bool = False) -> None:
+    """``validateResourceRequirements`` for a container's (or the pod's) ``resources``."""
+    res = _map(value)
+    limits: dict[str, Decimal] = {}
+    qos = huge = False
+    for name, amount in _map(res.get("limits")).items():
+        here = where / "limits" / str(name)
+        _name(str(name), here, pod_level)
+        limits[str(name)] = resource_quantity(str(name), amount, here)
+        qos = qos or name in (CPU, MEMORY)
+        huge = huge or str(name).startswith(HUGEPAGES_PREFIX)
+    for name, amount in _map(res.get("requests")).items():
+        here = where / "requests" / str(name)
+        _name(str(name), here, pod_level)
+        request = resource_quantity(str(name), amount, here)
+        qos = qos or name in (CPU, MEMORY)
+        huge = huge or str(name).startswith(HUGEPAGES_PREFIX)
+        limit = limits.get(str(name))
+        if limit is None:
+            if not _overcommit_allowed(str(name)):
+                raise (where / "limits").fail(
+                    None, f"a limit is required for {name}, which cannot be overcommitted"
+                )
+        elif request != limit and not _overcommit_allowed(str(name)):
+            raise (where / "requests").fail(amount, f"must equal the {name} limit {limit}")
+        elif request > limit:
+            raise (where / "requests").fail(amount, f"must be at most the {name} limit {limit}")
+    if huge and not qos:
+        raise where.fail(dict(res), "hugepages require a cpu or memory request or limit")
+
+
+def _name(name: str, where: FieldPath, pod_level: bool) -> None:
+    if pod_level:
+        resource_name(name, where, container=False)
+        if name not in (CPU, MEMORY) and not name.startswith(HUGEPAGES_PREFIX):
+            raise where.fail(name, "pod-level resources are cpu, memory and hugepages-<size>")
+    else:
+        resource_name(name, where, container=True)
+
+
+# --- selectors ---------------------------------------------------------------------------
+
+
+def node_selector_requirement(value: Any, where: FieldPath) -> None:
+    """``ValidateNodeSelectorRequirement`` (label values checked, as on create)."""
+    item = _map(value)
+    operator = item.get("operator")
+    values = _list(item.get("values"))
+    if operator in ("In", "NotIn") and not values:
+        raise (where / "values").fail(values, f"{operator} needs at least one value")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise (where / "values").fail(values, f"{operator} takes no values")
+    if operator in ("Gt", "Lt") and len(values) != 1:
+        raise (where / "values").fail(values, f"{operator} takes exactly one value")
+    if operator not in NODE_SELECTOR_OPERATORS:
+        raise (where / "operator").fail(
+            operator, f"expected one of {', '.join(NODE_SELECTOR_OPERATORS)} (case matters)"
+        )
+    label_key(item.get("key"), where / "key")
+    for i, text in enumerate(values):
+        label_value(text, where / "values" / i)
+
+
+def node_field_requirement(value: Any, where: FieldPath) -> None:
+    """``ValidateNodeFieldSelectorRequirement``: ``metadata.name`` In/NotIn one name."""
+    item = _map(value)
+    operator = item.get("operator")
+    values = _list(item.get("values"))
+    if operator not in ("In", "NotIn"):
+        raise (where / "operator").fail(operator, "expected In or NotIn for a field selector")
+    if len(values) != 1:
+        raise (where / "values").fail(values, f"{operator} on a field takes exactly one value")
+    if item.get("key") != "metadata.name":
+        raise (where / "key").fail(
+            item.get("key"), "the only field a node selector reads is metadata.name"
+        )
+    dns_subdomain(values[0], where / "values" / 0)
+
+
+def node_selector_term(value: Any, where: FieldPath) -> None:
+    term = _map(value)
+    for i, req in enumerate(_list(term.get("matchExpressions"))):
+        node_selector_requirement(req, where / "matchExpressions" / i)
+    for i, req in enumerate(_list(term.get("matchFields"))):
+        node_field_requirement(req, where / "matchFields" / i)
+
+
+def weight(value: Any, where: FieldPath) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise where.fail(value, "a weight in 1..100")
+
+
+def node_affinity(value: Any, where: FieldPath) -> None:
+    affinity = _map(value)
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if required is not None:
+        rwhere = where / "requiredDuringSchedulingIgnoredDuringExecution" / "nodeSelectorTerms"
+        terms = _list(_map(required).get("nodeSelectorTerms"))
+        if not terms:
+            raise rwhere.fail(terms, "at least one node selector term is required")
+        for i, term in enumerate(terms):
+            node_selector_term(term, rwhere / i)
+    pwhere = where / "preferredDuringSchedulingIgnoredDuringExecution"
+    for i, item in enumerate(
+        _list(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"))
+    ):
+        weight(_map(item).get("weight"), pwhere / i / "weight")
+        node_selector_term(_map(item).get("preference"), pwhere / i / "preference")
+
+
+def label_selector(value: Any, where: FieldPath) -> set[str]:
+    """``ValidateLabelSelector``; the keys it names."""
+    selector = _map(value)
+    labels(selector.get("matchLabels"), where / "matchLabels")
+    keys = set(_map(selector.get("matchLabels")))
+    for i, raw in enumerate(_list(selector.get("matchExpressions"))):
+        item = _map(raw)
+        here = where / "matchExpressions" / i
+        operator = item.get("operator")
+        values = _list(item.get("values"))
+        if operator not in LABEL_SELECTOR_OPERATORS:
+            raise (here / "operator").fail(
+                operator, f"expected one of {', '.join(LABEL_SELECTOR_OPERATORS)} (case matters)"
+            )
+        if operator in ("In", "NotIn") and not values:
+            raise (here / "values").fail(values, f"{operator} needs at least one value")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise (here / "values").fail(values, f"{operator} takes no values")
+        label_key(item.get("key"), here / "key")
+        for j, text in enumerate(values):
+            label_value(text, here / "values" / j)
+        keys.add(str(item.get("key")))
+    return keys
+
+
+def _match_label_keys(value: Any, where: FieldPath, selector: Any, selected: set[str]) -> None:
+    keys = _list(value)
+    if keys and selector is None:
+        raise where.fail(keys, "matchLabelKeys need a labelSelector")
+    for i, key in enumerate(keys):
+        label_key(key, where / i)
+
+
+def pod_affinity_term(value: Any, where: FieldPath) -> None:
+    term = _map(value)
+    selected = (
+        label_selector(term.get("labelSelector"), where / "labelSelector")
+        if term.get("labelSelector") is not None
+        else set()
+    )
+    if term.get("namespaceSelector") is not None:
+        label_selector(term.get("namespaceSelector"), where / "namespaceSelector")
+    for i, namespace in enumerate(_list(term.get("namespaces"))):
+        dns_label(namespace, where / "namespaces" / i)
+    topology = term.get("topologyKey")
+    if not topology:
+        raise (where / "topologyKey").fail(topology, "a topology key (a label key) is required")
+    label_key(topology, where / "topologyKey")
+    for key in ("matchLabelKeys", "mismatchLabelKeys"):
+        _match_label_keys(term.get(key), where / key, term.get("labelSelector"), selected)
+    overlap = set(map(str, _list(term.get("matchLabelKeys")))) & set(
+        map(str, _list(term.get("mismatchLabelKeys")))
+    )
+    if overlap:
+        raise (where / "mismatchLabelKeys").fail(
+            sorted(overlap), "a key may not be in both matchLabelKeys and mismatchLabelKeys"
+        )
+
+
+def pod_affinity(value: Any, where: FieldPath) -> None:
+    affinity = _map(value)
+    rwhere = where / "requiredDuringSchedulingIgnoredDuringExecution"
+    for i, term in enumerate(_list(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))):
+        pod_affinity_term(term, rwhere / i)
+    pwhere = where / "preferredDuringSchedulingIgnoredDuringExecution"
+    for i, item in enumerate(
+        _list(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"))
+    ):
+        weight(_map(item).get("weight"), pwhere / i / "weight")
+        pod_affinity_term(_map(item).get("podAffinityTerm"), pwhere / i / "podAffinityTerm")
+
+
+# --- the pod spec ------------------------------------------------------------------------
+
+
+def toleration(value: Any, where: FieldPath, *, comparison: bool = False) -> None:
+    """``ValidateTolerations``; ``comparison``: the TaintTolerationComparisonOperators
+    gate is on (``Gt``/``Lt`` with a decimal int64 value)."""
+    item = _map(value)
+    key = item.get("key") or ""
+    operator = item.get("operator") or ""
+    text = item.get("value") or ""
+    effect = item.get("effect") or ""
+    if key:
+        label_key(key, where / "key")
+    elif operator != "Exists":
+        raise (where / "operator").fail(
+            operator, "must be Exists when the key is empty (it tolerates every taint)"
+        )
+    if item.get("tolerationSeconds") is not None and effect != "NoExecute":
+        raise (where / "effect").fail(effect, "must be NoExecute when tolerationSeconds is set")
+    if operator in ("", "Equal"):
+        if not api.is_label_value(str(text)):
+            raise (where / "value").fail(text, _LABEL_VALUE_RULE)
+    elif operator == "Exists":
+        if text:
+            raise (where / "value").fail(text, "must be empty when the operator is Exists")
+    elif operator in ("Gt", "Lt") and comparison:
+        if not _DECIMAL_INTEGER.match(str(text)) or not -(2**63) <= int(text) < 2**63:
+            raise (where / "value").fail(text, f"{operator} compares with a decimal 64-bit integer")
+    else:
+        raise (where / "operator").fail(
+            operator,
+            f"expected one of {', '.join(TOLERATION_OPERATORS)} (Gt and Lt need the"
+            " TaintTolerationComparisonOperators feature gate, off in v1.36)",
+        )
+    if effect and effect not in TAINT_EFFECTS:
+        raise (where / "effect").fail(effect, f"expected one of {', '.join(TAINT_EFFECTS)}")
+
+
+def spread_constraints(value: Any, where: FieldPath) -> None:
+    """``validateTopologySpreadConstraints``."""
+    seen: set[tuple[str, str]] = set()
+    for i, raw in enumerate(_list(value)):
+        item = _map(raw)
+        here = where / i
+        skew = item.get("maxSkew")
+        if isinstance(skew, bool) or not isinstance(skew, int) or skew < 1:
+            raise (here / "maxSkew").fail(skew, "an integer greater than zero")
+        topology = item.get("topologyKey")
+        if not topology:
+            raise (here / "topologyKey").fail(topology, "a topology key (a label key) is required")
+        label_key(topology, here / "topologyKey")
+        when = item.get("whenUnsatisfiable")
+        if when not in ("DoNotSchedule", "ScheduleAnyway"):
+            raise (here / "whenUnsatisfiable").fail(
+                when, "expected DoNotSchedule or ScheduleAnyway"
+            )
+        min_domains = item.get("minDomains")
+        if min_domains is not None:
+            if isinstance(min_domains, bool) or not isinstance(min_domains, int) or min_domains < 1:
+                raise (here / "minDomains").fail(min_domains, "an integer greater than zero")
+            if when != "DoNotSchedule":
+                raise (here / "minDomains").fail(
+                    min_domains, "only with whenUnsatisfiable: DoNotSchedule"
+                )
+        pair = (str(topology), str(when))
+        if pair in seen:
+            raise (here / "{topologyKey, whenUnsatisfiable}").fail(
+                f"{topology}, {when}", "each pair may appear once"
+            )
+        seen.add(pair)
+        for policy in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+            if item.get(policy) is not None and item.get(policy) not in ("Honor", "Ignore"):
+                raise (here / policy).fail(item.get(policy), "expected Honor or Ignore")
+        selected = (
+            label_selector(item.get("labelSelector"), here / "labelSelector")
+            if item.get("labelSelector") is not None
+            else set()
+        )
+        _match_label_keys(
+            item.get("matchLabelKeys"), here / "matchLabelKeys", item.get("labelSelector"), selected
+        )
+
+
+def _port(value: Any, where: FieldPath, *, required: bool) -> None:
+    if value is None and not required:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not (0 if not required else 1) <= value <= 65535
+    ):
+        raise where.fail(
+            value, "a port number in 1..65535" if required else "a port number in 0..65535"
+        )
+
+
+def container(value: Any, where: FieldPath, *, init: bool) -> str:
+    item = _map(value)
+    name = item.get("name")
+    if not name:
+        raise (where / "name").fail(name, "a container name is required")
+    dns_label(name, where / "name")
+    if not item.get("image"):
+        raise (where / "image").fail(item.get("image"), "an image is required")
+    requirements(item.get("resources"), where / "resources")
+    policy = item.get("restartPolicy")
+    if init and policy is not None and policy != "Always":
+        raise (where / "restartPolicy").fail(
+            policy, "an init container's restartPolicy may only be Always"
+        )
+    for i, raw in enumerate(_list(item.get("ports"))):
+        port = _map(raw)
+        _port(port.get("containerPort"), where / "ports" / i / "containerPort", required=True)
+        _port(port.get("hostPort"), where / "ports" / i / "hostPort", required=False)
+        protocol = port.get("protocol")
+        if protocol is not None and protocol not in PROTOCOLS:
+            raise (where / "ports" / i / "protocol").fail(
+                protocol, f"expected one of {', '.join(PROTOCOLS)}"
+            )
+    return str(name)
+
+
+def pod_spec(spec: Mapping[str, Any], where: FieldPath, *, comparison: bool = False) -> None:
+    containers = _list(spec.get("containers"))
+    if not containers:
+        raise (where / "containers").fail(containers, "a pod needs at least one container")
+    names: set[str] = set()
+    for key, init in (("initContainers", True), ("containers", False)):
+        for i, raw in enumerate(_list(spec.get(key))):
+            name = container(raw, where / key / i, init=init)
+            if name in names:
+                raise (where / key / i / "name").fail(
+                    name, "container names must be unique in a pod"
+                )
+            names.add(name)
+    labels(spec.get("nodeSelector"), where / "nodeSelector")
+    for key in ("nodeName", "priorityClassName"):  # a schedulerName's form is not checked
+        if spec.get(key) and isinstance(spec.get(key), str):  # (the parser refuses the rest)
+            dns_subdomain(spec.get(key), where / key)
+    affinity = _map(spec.get("affinity"))
+    if affinity.get("nodeAffinity") is not None:
+        node_affinity(affinity.get("nodeAffinity"), where / "affinity" / "nodeAffinity")
+    for kind in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(kind) is not None:
+            pod_affinity(affinity.get(kind), where / "affinity" / kind)
+    for i, raw in enumerate(_list(spec.get("tolerations"))):
+        toleration(raw, where / "tolerations" / i, comparison=comparison)
+    spread_constraints(spec.get("topologySpreadConstraints"), where / "topologySpreadConstraints")
+    gates: set[str] = set()
+    for i, raw in enumerate(_list(spec.get("schedulingGates"))):
+        gate = _map(raw).get("name")
+        if not isinstance(gate, str) or not api.is_label_key(gate):
+            raise (where / "schedulingGates" / i / "name").fail(
+                gate, "a qualified name such as example.com/gate"
+            )
+        if gate in gates:
+            raise (where / "schedulingGates" / i / "name").fail(gate, "each gate may appear once")
+        gates.add(gate)
+    for name, amount in _map(spec.get("overhead")).items():
+        resource_name(str(name), where / "overhead" / str(name), container=False)
+        resource_quantity(str(name), amount, where / "overhead" / str(name))
+    if spec.get("resources") is not None:
+        requirements(spec.get("resources"), where / "resources", pod_level=True)
+    policy = spec.get("preemptionPolicy")
+    if policy is not None and policy not in (api.PREEMPT_LOWER_PRIORITY, api.PREEMPT_NEVER):
+        raise (where / "preemptionPolicy").fail(
+            policy, f"expected {api.PREEMPT_LOWER_PRIORITY} or {api.PREEMPT_NEVER}"
+        )
+
+
+def pod(obj: Mapping[str, Any], *, comparison: bool = False) -> None:
+    """Refuse a Pod the API server would not create (``comparison``: the
+    TaintTolerationComparisonOperators gate is on)."""
+    meta = _map(obj.get("metadata"))
+    where = FieldPath(f"Pod {meta.get('namespace') or 'default'}/{meta.get('name')}")
+    metadata(meta, where / "metadata", namespaced=True)
+    pod_spec(_map(obj.get("spec")), where / "spec", comparison=comparison)
+
+
+def node(obj: Mapping[str, Any]) -> None:
+    """Refuse a Node the API server would not create (``ValidateNode``)."""
+    meta = _map(obj.get("metadata"))
+    where = FieldPath(f"Node {meta.get('name')}")
+    metadata(meta, where / "metadata", namespaced=False)
+    seen: set[tuple[str, str]] = set()
+    twhere = where / "spec" / "taints"
+    for i, raw in enumerate(_list(_map(obj.get("spec")).get("taints"))):
+        taint = _map(raw)
+        label_key(taint.get("key"), twhere / i / "key")
+        label_value(taint.get("value"), twhere / i / "value")
+        effect = taint.get("effect")
+        if effect not in TAINT_EFFECTS:
+            raise (twhere / i / "effect").fail(
+                effect, f"expected one of {', '.join(TAINT_EFFECTS)}"
+            )
+        pair = (str(taint.get("key")), str(effect))
+        if pair in seen:
+            raise (twhere / i).fail(f"{pair[0]}:{pair[1]}", "a key and effect may appear once")
+        seen.add(pair)
+    status = _map(obj.get("status"))
+    for key in ("capacity", "allocatable"):
+        for name, amount in _map(status.get(key)).items():
+            resource_name(str(name), where / "status" / key / str(name), container=False)
+            resource_quantity(str(name), amount, where / "status" / key / str(name))
+
+
+def priority_class(obj: Mapping[str, Any]) -> None:
+    meta = _map(obj.get("metadata"))
+    where = FieldPath(f"PriorityClass {meta.get('name')}")
+    metadata(meta, where / "metadata", namespaced=False)
+    value = obj.get("value")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise (where / "value").fail(value, "an integer")
+    if value > 1_000_000_000 and not str(meta.get("name")).startswith("system-"):
+        raise (where / "value").fail(value, "at most 1000000000 (HighestUserDefinablePriority)")
+
+
+__all__ = ["node", "pod", "priority_class"]
