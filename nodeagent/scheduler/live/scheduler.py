@@ -35,7 +35,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from nodeagent.base import errors, heap
 from nodeagent.base.clock import Clock, RealClock
@@ -84,6 +84,22 @@ def _readable(
     except errors.ConfigError as exc:
         log.warning("ignoring a %s the scheduler cannot read: %s", kind, exc)
         return None
+
+
+_RESOURCE_STATUS = ("containerStatuses", "initContainerStatuses", "resources", "allocatedResources")
+_RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
+
+
+def _accounted(obj: client.KubeObject) -> tuple[Any, ...]:
+    """What the cache's accounting of a bound pod reads, but the binding itself."""
+    spec = {k: v for k, v in (obj.get("spec") or {}).items() if k != "nodeName"}
+    status = obj.get("status") or {}
+    return (
+        spec,
+        (obj.get("metadata") or {}).get("labels"),
+        [status.get(key) for key in _RESOURCE_STATUS],
+        [c for c in status.get("conditions") or () if c.get("type") in _RESIZE_CONDITIONS],
+    )
 
 
 def _spec_changed(old: client.KubeObject, new: client.KubeObject) -> bool:
@@ -292,7 +308,10 @@ class LiveScheduler:
         node_name = (obj.get("spec") or {}).get("nodeName")
         if node_name and not (old_obj.get("spec") or {}).get("nodeName"):
             uid = str((obj.get("metadata") or {}).get("uid") or "")
-            if self.cache.confirm(uid, node_name):
+            # the shortcut holds only if nothing else changed since: the watch may show the
+            # binding and a resize at once, as kube-scheduler's cache updates the assumed
+            # pod from the informer's (cache.AddPod)
+            if _accounted(old_obj) == _accounted(obj) and self.cache.confirm(uid, node_name):
                 # our own binding, seen bound: the assumed pod is the bound one
                 self.queue.delete(uid)
                 self._event(ClusterEvent.ASSIGNED_POD_ADD)
