@@ -19,6 +19,7 @@ validated them already.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
@@ -61,12 +62,23 @@ def _list(value: Any) -> Sequence[Any]:
 
 
 def _map(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the ABC's isinstance
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
-def dns_label(value: Any, where: FieldPath) -> None:
+def _dns_label_ok(value: Any) -> bool:
     text = str(value)
-    if len(text) > 63 or not _DNS_LABEL.match(text):
+    return len(text) <= 63 and bool(_DNS_LABEL.match(text))
+
+
+def _dns_subdomain_ok(value: Any) -> bool:
+    text = str(value)
+    return len(text) <= 253 and bool(_DNS_SUBDOMAIN.match(text))
+
+
+def dns_label(value: Any, where: FieldPath) -> None:
+    if not _dns_label_ok(value):
         raise where.fail(
             value,
             "a DNS label: at most 63 lowercase alphanumerics or '-', alphanumeric at both ends",
@@ -74,8 +86,7 @@ def dns_label(value: Any, where: FieldPath) -> None:
 
 
 def dns_subdomain(value: Any, where: FieldPath) -> None:
-    text = str(value)
-    if len(text) > 253 or not _DNS_SUBDOMAIN.match(text):
+    if not _dns_subdomain_ok(value):
         raise where.fail(
             value,
             "a DNS subdomain: at most 253 lowercase alphanumerics, '-' or '.', each part"
@@ -83,28 +94,43 @@ def dns_subdomain(value: Any, where: FieldPath) -> None:
         )
 
 
+@functools.lru_cache(maxsize=16384)
+def _is_key(value: str) -> bool:
+    """Memoised: a cluster repeats a few hundred keys, values and resource names over
+    thousands of objects."""
+    return api.is_label_key(value)
+
+
+@functools.lru_cache(maxsize=16384)
+def _is_value(value: str) -> bool:
+    return api.is_label_value(value)
+
+
 def label_key(value: Any, where: FieldPath) -> None:
-    if not isinstance(value, str) or not api.is_label_key(value):
+    if not isinstance(value, str) or not _is_key(value):
         raise where.fail(value, _LABEL_KEY_RULE)
 
 
 def label_value(value: Any, where: FieldPath) -> None:
     if value is None:
         return
-    if not isinstance(value, str) or not api.is_label_value(value):
+    if not isinstance(value, str) or not _is_value(value):
         raise where.fail(value, _LABEL_VALUE_RULE)
 
 
 def labels(value: Any, where: FieldPath) -> None:
     for key, text in _map(value).items():
-        label_key(key, where / str(key))
-        label_value(text, where / str(key))
+        # the path is made only for an error: most objects have none
+        if not (isinstance(key, str) and _is_key(key)):
+            label_key(key, where / str(key))
+        if text is not None and not (isinstance(text, str) and _is_value(text)):
+            label_value(text, where / str(key))
 
 
 def annotation_map(value: Any, where: FieldPath) -> None:
     total = 0
     for key, text in _map(value).items():
-        if not api.is_label_key(str(key).lower()):
+        if not _is_key(str(key).lower()):
             raise (where / str(key)).fail(key, "an annotation key: " + _LABEL_KEY_RULE[13:])
         total += len(str(key)) + len(str(text or ""))
     if total > MAX_ANNOTATIONS_BYTES:
@@ -117,9 +143,11 @@ def metadata(meta: Mapping[str, Any], where: FieldPath, *, namespaced: bool) -> 
     name = meta.get("name")
     if not name:
         raise (where / "name").fail(name, "a name is required")
-    dns_subdomain(name, where / "name")
-    if namespaced and meta.get("namespace"):
-        dns_label(meta.get("namespace"), where / "namespace")
+    if not _dns_subdomain_ok(name):
+        dns_subdomain(name, where / "name")
+    namespace = meta.get("namespace")
+    if namespaced and namespace and not _dns_label_ok(namespace):
+        dns_label(namespace, where / "namespace")
     labels(meta.get("labels"), where / "labels")
     annotation_map(meta.get("annotations"), where / "annotations")
     for i, ref in enumerate(_list(meta.get("ownerReferences"))):
@@ -131,10 +159,6 @@ def metadata(meta: Mapping[str, Any], where: FieldPath, *, namespaced: bool) -> 
 
 
 # --- resources ---------------------------------------------------------------------------
-
-
-def _qualified(name: str) -> bool:
-    return api.is_label_key(name)
 
 
 def _native(name: str) -> bool:
@@ -152,86 +176,120 @@ def _hugepages(name: str) -> bool:
 
 def _extended(name: str) -> bool:
     """``IsExtendedResourceName``."""
-    return not _native(name) and not name.startswith("requests.") and _qualified("requests." + name)
+    return (
+        not _native(name)
+        and not name.startswith("requests.")
+        and api.is_label_key("requests." + name)
+    )
 
 
 def _overcommit_allowed(name: str) -> bool:
     return _native(name) and not name.startswith(HUGEPAGES_PREFIX)
 
 
-def resource_name(name: str, where: FieldPath, *, container: bool) -> None:
-    """``validateResourceName`` (and ``validateContainerResourceName``)."""
-    if not _qualified(name):
-        raise where.fail(name, "a resource name: a qualified name such as cpu or example.com/gpu")
+class Kind:
+    """Where a resource list is: what its names may be."""
+
+    CONTAINER = "container"
+    POD = "pod"
+    OTHER = "other"
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_problem(name: str, kind: str) -> str | None:
+    """``validateResourceName`` (``validateContainerResourceName`` for a container,
+    ``validatePodResourceName`` for the pod level): what is wrong, or None."""
+    if not api.is_label_key(name):
+        return "a resource name: a qualified name such as cpu or example.com/gpu"
+    container = kind == Kind.CONTAINER
     if "/" not in name:
         allowed = STANDARD_CONTAINER_RESOURCES if container else STANDARD_RESOURCES
         if name not in allowed and not _hugepages(name):
-            raise where.fail(
-                name,
+            return (
                 f"a standard resource ({', '.join(allowed)}, hugepages-<size>) or a fully"
-                " qualified name such as example.com/gpu",
+                " qualified name such as example.com/gpu"
             )
     elif container and not _native(name) and not _extended(name):
-        raise where.fail(name, "an extended resource name such as example.com/gpu")
+        return "an extended resource name such as example.com/gpu"
+    if kind == Kind.POD and name not in (CPU, MEMORY) and not name.startswith(HUGEPAGES_PREFIX):
+        return "pod-level resources are cpu, memory and hugepages-<size>"
+    return None
 
 
-def _amount(value: Any, where: FieldPath) -> Decimal:
+def resource_name(name: str, where: FieldPath, *, kind: str) -> None:
+    problem = _name_problem(name, kind)
+    if problem is not None:
+        raise where.fail(name, problem)
+
+
+def _amount_or_problem(name: str, value: Any) -> Decimal | str:
+    """``ValidateResourceQuantityValue``: non-negative; a whole number for extended
+    resources (``IsIntegerResourceName``). The amount, or what is wrong."""
     try:
         amount = quantities.quantity_value(value)
-    except (ValueError, TypeError, ArithmeticError) as exc:
-        raise where.fail(value, "a Kubernetes quantity such as 500m, 2, 1Gi") from exc
+    except (ValueError, TypeError, ArithmeticError):
+        return "a Kubernetes quantity such as 500m, 2, 1Gi"
     if amount < 0:
-        raise where.fail(value, "a non-negative quantity")
+        return "a non-negative quantity"
+    if _extended(name) and amount != amount.to_integral_value():
+        return f"{name} takes whole numbers only"
     return amount
+
+
+_cached_amount = functools.lru_cache(maxsize=8192)(_amount_or_problem)
 
 
 def resource_quantity(name: str, value: Any, where: FieldPath) -> Decimal:
-    """``ValidateResourceQuantityValue``: non-negative; a whole number for extended
-    resources (``IsIntegerResourceName``)."""
-    amount = _amount(value, where)
-    if _extended(name) and amount != amount.to_integral_value():
-        raise where.fail(value, f"{name} takes whole numbers only")
-    return amount
+    try:
+        found = _cached_amount(name, value)
+    except TypeError:  # unhashable: a list or a mapping where a quantity belongs
+        found = _amount_or_problem(name, value)
+    if isinstance(found, str):
+        raise where.fail(value, found)
+    return found
+
+
+def resource_list(value: Any, where: FieldPath, *, kind: str) -> dict[str, Decimal]:
+    """Each name and amount checked; the path made only for an error."""
+    out: dict[str, Decimal] = {}
+    for name, amount in _map(value).items():
+        key = str(name)
+        if _name_problem(key, kind) is not None:
+            resource_name(key, where / key, kind=kind)
+        try:
+            found = _cached_amount(key, amount)
+        except TypeError:
+            found = _amount_or_problem(key, amount)
+        out[key] = (
+            found if not isinstance(found, str) else resource_quantity(key, amount, where / key)
+        )
+    return out
 
 
 def requirements(value: Any, where: FieldPath, *, pod_level: bool = False) -> None:
     """``validateResourceRequirements`` for a container's (or the pod's) ``resources``."""
     res = _map(value)
-    limits: dict[str, Decimal] = {}
-    qos = huge = False
-    for name, amount in _map(res.get("limits")).items():
-        here = where / "limits" / str(name)
-        _name(str(name), here, pod_level)
-        limits[str(name)] = resource_quantity(str(name), amount, here)
-        qos = qos or name in (CPU, MEMORY)
-        huge = huge or str(name).startswith(HUGEPAGES_PREFIX)
-    for name, amount in _map(res.get("requests")).items():
-        here = where / "requests" / str(name)
-        _name(str(name), here, pod_level)
-        request = resource_quantity(str(name), amount, here)
-        qos = qos or name in (CPU, MEMORY)
-        huge = huge or str(name).startswith(HUGEPAGES_PREFIX)
-        limit = limits.get(str(name))
+    kind = Kind.POD if pod_level else Kind.CONTAINER
+    limits = resource_list(res.get("limits"), where / "limits", kind=kind)
+    requests = resource_list(res.get("requests"), where / "requests", kind=kind)
+    names = limits.keys() | requests.keys()
+    if any(n.startswith(HUGEPAGES_PREFIX) for n in names) and not names & {CPU, MEMORY}:
+        raise where.fail(dict(res), "hugepages require a cpu or memory request or limit")
+    for name, request in requests.items():
+        limit = limits.get(name)
         if limit is None:
-            if not _overcommit_allowed(str(name)):
+            if not _overcommit_allowed(name):
                 raise (where / "limits").fail(
                     None, f"a limit is required for {name}, which cannot be overcommitted"
                 )
-        elif request != limit and not _overcommit_allowed(str(name)):
-            raise (where / "requests").fail(amount, f"must equal the {name} limit {limit}")
+        elif request != limit and not _overcommit_allowed(name):
+            raise (where / "requests").fail(
+                res["requests"][name], f"must equal the {name} limit {limit}"
+            )
         elif request > limit:
-            raise (where / "requests").fail(amount, f"must be at most the {name} limit {limit}")
-    if huge and not qos:
-        raise where.fail(dict(res), "hugepages require a cpu or memory request or limit")
-
-
-def _name(name: str, where: FieldPath, pod_level: bool) -> None:
-    if pod_level:
-        resource_name(name, where, container=False)
-        if name not in (CPU, MEMORY) and not name.startswith(HUGEPAGES_PREFIX):
-            raise where.fail(name, "pod-level resources are cpu, memory and hugepages-<size>")
-    else:
-        resource_name(name, where, container=True)
+            raise (where / "requests").fail(
+                res["requests"][name], f"must be at most the {name} limit {limit}"
+            )
 
 
 # --- selectors ---------------------------------------------------------------------------
@@ -477,10 +535,12 @@ def container(value: Any, where: FieldPath, *, init: bool) -> str:
     name = item.get("name")
     if not name:
         raise (where / "name").fail(name, "a container name is required")
-    dns_label(name, where / "name")
+    if not _dns_label_ok(name):
+        dns_label(name, where / "name")
     if not item.get("image"):
         raise (where / "image").fail(item.get("image"), "an image is required")
-    requirements(item.get("resources"), where / "resources")
+    if item.get("resources"):
+        requirements(item.get("resources"), where / "resources")
     policy = item.get("restartPolicy")
     if init and policy is not None and policy != "Always":
         raise (where / "restartPolicy").fail(
@@ -511,10 +571,13 @@ def pod_spec(spec: Mapping[str, Any], where: FieldPath, *, comparison: bool = Fa
                     name, "container names must be unique in a pod"
                 )
             names.add(name)
-    labels(spec.get("nodeSelector"), where / "nodeSelector")
+    if spec.get("nodeSelector"):
+        labels(spec.get("nodeSelector"), where / "nodeSelector")
     for key in ("nodeName", "priorityClassName"):  # a schedulerName's form is not checked
-        if spec.get(key) and isinstance(spec.get(key), str):  # (the parser refuses the rest)
-            dns_subdomain(spec.get(key), where / key)
+        value = spec.get(key)
+        # (the parser refuses what is not a string)
+        if value and isinstance(value, str) and not _dns_subdomain_ok(value):
+            dns_subdomain(value, where / key)
     affinity = _map(spec.get("affinity"))
     if affinity.get("nodeAffinity") is not None:
         node_affinity(affinity.get("nodeAffinity"), where / "affinity" / "nodeAffinity")
@@ -523,7 +586,10 @@ def pod_spec(spec: Mapping[str, Any], where: FieldPath, *, comparison: bool = Fa
             pod_affinity(affinity.get(kind), where / "affinity" / kind)
     for i, raw in enumerate(_list(spec.get("tolerations"))):
         toleration(raw, where / "tolerations" / i, comparison=comparison)
-    spread_constraints(spec.get("topologySpreadConstraints"), where / "topologySpreadConstraints")
+    if spec.get("topologySpreadConstraints"):
+        spread_constraints(
+            spec.get("topologySpreadConstraints"), where / "topologySpreadConstraints"
+        )
     gates: set[str] = set()
     for i, raw in enumerate(_list(spec.get("schedulingGates"))):
         gate = _map(raw).get("name")
@@ -534,9 +600,8 @@ def pod_spec(spec: Mapping[str, Any], where: FieldPath, *, comparison: bool = Fa
         if gate in gates:
             raise (where / "schedulingGates" / i / "name").fail(gate, "each gate may appear once")
         gates.add(gate)
-    for name, amount in _map(spec.get("overhead")).items():
-        resource_name(str(name), where / "overhead" / str(name), container=False)
-        resource_quantity(str(name), amount, where / "overhead" / str(name))
+    if spec.get("overhead"):
+        resource_list(spec.get("overhead"), where / "overhead", kind=Kind.OTHER)
     if spec.get("resources") is not None:
         requirements(spec.get("resources"), where / "resources", pod_level=True)
     policy = spec.get("preemptionPolicy")
@@ -577,9 +642,7 @@ def node(obj: Mapping[str, Any]) -> None:
         seen.add(pair)
     status = _map(obj.get("status"))
     for key in ("capacity", "allocatable"):
-        for name, amount in _map(status.get(key)).items():
-            resource_name(str(name), where / "status" / key / str(name), container=False)
-            resource_quantity(str(name), amount, where / "status" / key / str(name))
+        resource_list(status.get(key), where / "status" / key, kind=Kind.OTHER)
 
 
 def priority_class(obj: Mapping[str, Any]) -> None:
