@@ -322,8 +322,12 @@ def allocated(pod: PodResources) -> PodResources:
     def one(c: ContainerResources) -> ContainerResources:
         if c.allocated is None or c.allocated == c.requests:
             return c
-        limits = c.status.limits if c.status is not None else c.limits
-        return ContainerResources(dict(c.allocated), limits, c.sidecar, c.name)
+        # only cpu and memory are resizable: the rest is the spec's
+        limits = dict(c.limits)
+        if c.status is not None:
+            limits.update((n, v) for n, v in c.status.limits.items() if n in (CPU, MEMORY))
+        fixed = {n: v for n, v in c.requests.items() if n not in (CPU, MEMORY)}
+        return ContainerResources({**fixed, **c.allocated}, limits, c.sidecar, c.name)
 
     pod_requests_ = pod.pod_requests
     pod_limits_ = pod.pod_limits

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as hs
 
 from nodeagent.agent.podinfo import read_resources, requests_and_limits
 from nodeagent.k8s import resources
@@ -442,6 +444,16 @@ KUBELET = [
         {"memory": GI},
     ),
     (
+        "resize deferred: ephemeral-storage (not resizable) stays the spec's",
+        pod(
+            [ctr(C1, {"cpu": "2"}, {"cpu": "2", "ephemeral-storage": "1Gi"})],
+            statuses=[st(C1, {"cpu": "1"}, {"cpu": "1"}, allocated={"cpu": "1"})],
+            conditions=DEFERRED,
+        ),
+        {"cpu": 1000, "ephemeral-storage": GI},
+        {"cpu": 1000, "ephemeral-storage": GI},
+    ),
+    (
         "no status yet: the spec",
         pod([ctr(C1, {"memory": "1Gi", "ephemeral-storage": "1Gi"})]),
         {"memory": GI, "ephemeral-storage": GI},
@@ -488,3 +500,59 @@ def test_kubelet_view(
     got_requests, got_limits = requests_and_limits(read_resources(raw["spec"], raw["status"]))
     assert got_requests == requests
     assert got_limits == limits
+
+
+# --- properties -------------------------------------------------------------------------
+_cpu = hs.sampled_from(["0", "100m", "250m", "1", "1500m", "2"])
+_mem = hs.sampled_from(["0", "64Mi", "1Gi", "2Gi"])
+_list = hs.fixed_dictionaries({}, optional={"cpu": _cpu, "memory": _mem})
+
+
+@hs.composite
+def resized_pods(draw: hs.DrawFn) -> dict[str, Any]:
+    containers = [ctr(f"c{i}", draw(_list)) for i in range(draw(hs.integers(1, 3)))]
+    init = [
+        ctr(f"i{i}", draw(_list), always=draw(hs.booleans()))
+        for i in range(draw(hs.integers(0, 2)))
+    ]
+    statuses = [
+        st(c["name"], draw(_list), allocated=draw(hs.none() | _list))
+        for c in containers
+        if draw(hs.booleans())
+    ]
+    init_statuses = [
+        st(c["name"], draw(_list), allocated=draw(hs.none() | _list))
+        for c in init
+        if draw(hs.booleans())
+    ]
+    conditions = draw(hs.sampled_from([[], DEFERRED, INFEASIBLE, IN_PROGRESS]))
+    return pod(containers, init, statuses, init_statuses, conditions)
+
+
+@given(resized_pods())
+def test_status_only_ever_adds_unless_infeasible(raw: dict[str, Any]) -> None:
+    resources_ = read(raw)
+    with_status = resources.pod_requests(resources_)
+    spec_only = resources.pod_requests(resources_, use_status=False)
+    if not resources_.infeasible:
+        for name, amount in spec_only.items():
+            assert with_status.get(name, 0) >= amount
+
+
+@given(resized_pods())
+def test_a_status_that_repeats_the_spec_changes_nothing(raw: dict[str, Any]) -> None:
+    spec_containers = {
+        c["name"]: c for c in raw["spec"]["containers"] + raw["spec"]["initContainers"]
+    }
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for entry in raw["status"][key]:
+            requests = dict(spec_containers[entry["name"]]["resources"].get("requests") or {})
+            entry["resources"] = {"requests": requests}
+            entry["allocatedResources"] = requests
+    raw["status"]["conditions"] = [
+        c for c in raw["status"]["conditions"] if c["type"] != "PodResizePending"
+    ]
+    resources_ = read(raw)
+    assert resources.pod_requests(resources_) == resources.pod_requests(
+        resources_, use_status=False
+    )
