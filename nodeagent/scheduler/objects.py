@@ -727,8 +727,8 @@ def read_cluster(
 ) -> ClusterObjects:
     """Nodes, pods, PriorityClasses, PDBs, Namespaces and the workloads that select pods
     (Services, ReplicaSets, StatefulSets, ReplicationControllers) from decoded documents.
-    Other kinds are skipped; a file with neither Nodes nor Pods is an error. Nodes, pods
-    and PriorityClasses are refused where the API server would refuse them
+    Other kinds are skipped; a file with neither Nodes nor Pods is an error. Nodes, pods,
+    PriorityClasses, PDBs and Namespaces are refused where the API server would refuse them
     (:mod:`~nodeagent.scheduler.validation`; ``comparison_operators``: the
     TaintTolerationComparisonOperators gate is on)."""
     flat = list(_flatten(objects, source))
@@ -761,8 +761,10 @@ def read_cluster(
                     validation.pod(obj, comparison=comparison_operators)
                     pods.append(parse_pod(obj, classes))
             elif kind == "PodDisruptionBudget":
+                validation.disruption_budget(obj)
                 budgets.append(parse_disruption_budget(obj))
             elif kind == "Namespace":
+                validation.namespace(obj)
                 meta = _mapping(obj.get("metadata"), FieldPath("Namespace", "metadata"))
                 name = _text(meta.get("name"), FieldPath("Namespace", "metadata.name"))
                 labels = _string_map(meta.get("labels"), FieldPath(f"Namespace {name}", "labels"))

@@ -5,7 +5,8 @@ A plan from ``nodeagent schedule`` is only worth having if the cluster it descri
 exist. The parser (:mod:`nodeagent.scheduler.objects`) reads the fields the plugins use and
 refuses what it cannot read; this module refuses, in addition, whatever
 ``kube-apiserver`` v1.36 refuses on create (``ValidatePodCreate``, ``ValidateNode``,
-``pkg/apis/core/validation``) among the fields of the kinds the planner reads, with the
+``pkg/apis/core/validation``; ``ValidatePodDisruptionBudget``; a Namespace's name) among
+the fields of the kinds the planner reads, with the
 default feature gates: names, labels and annotations, node selectors and affinity
 (operators and how many values each takes), tolerations (operator, value and effect
 combinations), topology spread constraints, resource names, quantities and their
@@ -645,6 +646,56 @@ def node(obj: Mapping[str, Any]) -> None:
         resource_list(status.get(key), where / "status" / key, kind=Kind.OTHER)
 
 
+_PERCENT = re.compile(r"^[0-9]+%$")
+UNHEALTHY_POD_EVICTION_POLICIES = ("IfHealthyBudget", "AlwaysAllow")
+
+
+def _int_or_percent(value: Any, where: FieldPath) -> None:
+    """``ValidatePositiveIntOrPercent`` and ``IsNotMoreThan100Percent``."""
+    if isinstance(value, str):
+        if not _PERCENT.match(value):
+            raise where.fail(value, "an integer or a percentage such as 50%")
+        if int(value[:-1]) > 100:
+            raise where.fail(value, "must not be greater than 100%")
+    elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise where.fail(value, "a non-negative integer or a percentage such as 50%")
+
+
+def disruption_budget(obj: Mapping[str, Any]) -> None:
+    """Refuse a PodDisruptionBudget the API server would not create
+    (``ValidatePodDisruptionBudgetSpec``)."""
+    meta = _map(obj.get("metadata"))
+    where = FieldPath(
+        f"PodDisruptionBudget {meta.get('namespace') or 'default'}/{meta.get('name')}"
+    )
+    metadata(meta, where / "metadata", namespaced=True)
+    spec = _map(obj.get("spec"))
+    swhere = where / "spec"
+    if spec.get("minAvailable") is not None and spec.get("maxUnavailable") is not None:
+        raise swhere.fail(
+            {k: spec[k] for k in ("minAvailable", "maxUnavailable")},
+            "minAvailable and maxUnavailable cannot both be set",
+        )
+    for key in ("minAvailable", "maxUnavailable"):
+        if spec.get(key) is not None:
+            _int_or_percent(spec.get(key), swhere / key)
+    if spec.get("selector") is not None:
+        label_selector(spec.get("selector"), swhere / "selector")
+    policy = spec.get("unhealthyPodEvictionPolicy")
+    if policy is not None and policy not in UNHEALTHY_POD_EVICTION_POLICIES:
+        raise (swhere / "unhealthyPodEvictionPolicy").fail(
+            policy, f"expected one of {', '.join(UNHEALTHY_POD_EVICTION_POLICIES)}"
+        )
+
+
+def namespace(obj: Mapping[str, Any]) -> None:
+    """Refuse a Namespace the API server would not create: its name a DNS label."""
+    meta = _map(obj.get("metadata"))
+    where = FieldPath(f"Namespace {meta.get('name')}")
+    metadata(meta, where / "metadata", namespaced=False)
+    dns_label(meta.get("name"), where / "metadata" / "name")
+
+
 def priority_class(obj: Mapping[str, Any]) -> None:
     meta = _map(obj.get("metadata"))
     where = FieldPath(f"PriorityClass {meta.get('name')}")
@@ -656,4 +707,4 @@ def priority_class(obj: Mapping[str, Any]) -> None:
         raise (where / "value").fail(value, "at most 1000000000 (HighestUserDefinablePriority)")
 
 
-__all__ = ["node", "pod", "priority_class"]
+__all__ = ["disruption_budget", "namespace", "node", "pod", "priority_class"]

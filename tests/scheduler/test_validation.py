@@ -13,7 +13,7 @@ from tests.scheduler.validation_cases import ACCEPTED, REFUSED, Case, base_node,
 
 def _read(case: Case) -> objects.ClusterObjects:
     obj = case.build()
-    other = base_node() if case.kind == "Pod" else None
+    other = base_node() if case.kind != "Node" else None
     return objects.read_cluster([obj] + ([other] if other else []))
 
 

@@ -52,11 +52,32 @@ def _set(obj: Obj, path: str, value: Any) -> None:
         here[last] = value
 
 
+def base_budget() -> Obj:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+    }
+
+
+def base_namespace() -> Obj:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+
+
+BASES = {
+    "Pod": base_pod,
+    "Node": base_node,
+    "PodDisruptionBudget": base_budget,
+    "Namespace": base_namespace,
+}
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
     kind: str
-    """Pod or Node."""
+    """A key of :data:`BASES`."""
     changes: tuple[tuple[str, Any], ...]
     """Dotted paths (list indices as numbers) set on the base object."""
     field: str = ""
@@ -65,7 +86,7 @@ class Case:
     """What the API server answers: 422 from validation, 403 from an admission plugin."""
 
     def build(self) -> Obj:
-        obj = base_pod() if self.kind == "Pod" else base_node()
+        obj = BASES[self.kind]()
         for path, value in self.changes:
             _set(obj, path, copy.deepcopy(value))
         return obj
@@ -465,7 +486,53 @@ REFUSED: tuple[Case, ...] = (
     Case("node name with underscore", "Node", (("metadata.name", "node_1"),), "metadata.name"),
 )
 
+REFUSED += (
+    Case(
+        "budget with both minAvailable and maxUnavailable",
+        "PodDisruptionBudget",
+        (("spec.maxUnavailable", 1),),
+        "spec",
+    ),
+    Case(
+        "budget minAvailable 150%",
+        "PodDisruptionBudget",
+        (("spec.minAvailable", "150%"),),
+        "spec.minAvailable",
+    ),
+    Case(
+        "budget minAvailable not a percentage",
+        "PodDisruptionBudget",
+        (("spec.minAvailable", "half"),),
+        "spec.minAvailable",
+    ),
+    Case(
+        "budget selector operator Equals",
+        "PodDisruptionBudget",
+        (
+            (
+                "spec.selector",
+                {"matchExpressions": [{"key": "app", "operator": "Equals", "values": ["web"]}]},
+            ),
+        ),
+        "spec.selector.matchExpressions[0].operator",
+    ),
+    Case("namespace name with a dot", "Namespace", (("metadata.name", "team.a"),), "metadata.name"),
+    Case(
+        "namespace label value of 64 characters",
+        "Namespace",
+        (("metadata.labels", {"team": LONG}),),
+        "metadata.labels.team",
+    ),
+)
+
 ACCEPTED: tuple[Case, ...] = (
+    Case("the base budget", "PodDisruptionBudget", ()),
+    Case(
+        "budget maxUnavailable 100%",
+        "PodDisruptionBudget",
+        (("spec.minAvailable", None), ("spec.maxUnavailable", "100%")),
+    ),
+    Case("the base namespace", "Namespace", ()),
     # kube-apiserver does not check a scheduler name's form: no scheduler will claim it
     Case(
         "schedulerName with upper case and underscore",
