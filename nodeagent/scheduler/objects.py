@@ -728,7 +728,8 @@ def read_cluster(
     """Nodes, pods, PriorityClasses, PDBs, Namespaces and the workloads that select pods
     (Services, ReplicaSets, StatefulSets, ReplicationControllers) from decoded documents.
     Other kinds are skipped; a file with neither Nodes nor Pods is an error. Nodes, pods,
-    PriorityClasses, PDBs and Namespaces are refused where the API server would refuse them
+    PriorityClasses, PDBs, Namespaces and workloads are refused where the API server would
+    refuse them
     (:mod:`~nodeagent.scheduler.validation`; ``comparison_operators``: the
     TaintTolerationComparisonOperators gate is on)."""
     flat = list(_flatten(objects, source))
@@ -770,6 +771,7 @@ def read_cluster(
                 labels = _string_map(meta.get("labels"), FieldPath(f"Namespace {name}", "labels"))
                 namespaces[name] = labels
             elif kind in set(api.WorkloadKind):
+                validation.workload(kind, obj)
                 workloads.append(parse_workload(api.WorkloadKind(kind), obj))
     if not nodes and not pods:
         kinds = sorted({located.kind for located in flat})

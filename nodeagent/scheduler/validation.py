@@ -696,6 +696,21 @@ def namespace(obj: Mapping[str, Any]) -> None:
     dns_label(meta.get("name"), where / "metadata" / "name")
 
 
+def workload(kind: str, obj: Mapping[str, Any]) -> None:
+    """The parts the planner reads of a Service, ReplicationController (a plain label
+    map for a selector), ReplicaSet or StatefulSet (a label selector)."""
+    meta = _map(obj.get("metadata"))
+    where = FieldPath(f"{kind} {meta.get('namespace') or 'default'}/{meta.get('name')}")
+    metadata(meta, where / "metadata", namespaced=True)
+    selector = _map(obj.get("spec")).get("selector")
+    if selector is None:
+        return
+    if kind in ("Service", "ReplicationController"):
+        labels(selector, where / "spec" / "selector")
+    else:
+        label_selector(selector, where / "spec" / "selector")
+
+
 def priority_class(obj: Mapping[str, Any]) -> None:
     meta = _map(obj.get("metadata"))
     where = FieldPath(f"PriorityClass {meta.get('name')}")
@@ -707,4 +722,4 @@ def priority_class(obj: Mapping[str, Any]) -> None:
         raise (where / "value").fail(value, "at most 1000000000 (HighestUserDefinablePriority)")
 
 
-__all__ = ["disruption_budget", "namespace", "node", "pod", "priority_class"]
+__all__ = ["disruption_budget", "namespace", "node", "pod", "priority_class", "workload"]

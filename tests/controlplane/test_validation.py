@@ -15,13 +15,14 @@ pytestmark = pytest.mark.controlplane
 
 def _dry_run(plane: ControlPlane, namespace: str, case: Case) -> tuple[int, object]:
     obj = case.build()
-    if case.kind in ("Pod", "PodDisruptionBudget"):
+    if case.kind in ("Pod", "PodDisruptionBudget", "ReplicaSet"):
         obj["metadata"]["namespace"] = namespace
     path = {
         "Pod": f"/api/v1/namespaces/{namespace}/pods",
         "PodDisruptionBudget": f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets",
         "Node": "/api/v1/nodes",
         "Namespace": "/api/v1/namespaces",
+        "ReplicaSet": f"/apis/apps/v1/namespaces/{namespace}/replicasets",
     }[case.kind]
     return plane.admin.request("POST", path, obj, query={"dryRun": "All"})
 

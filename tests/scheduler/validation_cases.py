@@ -65,11 +65,27 @@ def base_namespace() -> Obj:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
 
 
+def base_replica_set() -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1"}]},
+            },
+        },
+    }
+
+
 BASES = {
     "Pod": base_pod,
     "Node": base_node,
     "PodDisruptionBudget": base_budget,
     "Namespace": base_namespace,
+    "ReplicaSet": base_replica_set,
 }
 
 
@@ -516,6 +532,15 @@ REFUSED += (
         ),
         "spec.selector.matchExpressions[0].operator",
     ),
+    Case(
+        "replica set selector value of 64 characters",
+        "ReplicaSet",
+        (
+            ("spec.selector", {"matchLabels": {"app": LONG}}),
+            ("spec.template.metadata.labels", {"app": LONG}),
+        ),
+        "spec.selector.matchLabels.app",
+    ),
     Case("namespace name with a dot", "Namespace", (("metadata.name", "team.a"),), "metadata.name"),
     Case(
         "namespace label value of 64 characters",
@@ -533,6 +558,7 @@ ACCEPTED: tuple[Case, ...] = (
         (("spec.minAvailable", None), ("spec.maxUnavailable", "100%")),
     ),
     Case("the base namespace", "Namespace", ()),
+    Case("the base replica set", "ReplicaSet", ()),
     # kube-apiserver does not check a scheduler name's form: no scheduler will claim it
     Case(
         "schedulerName with upper case and underscore",
