@@ -346,7 +346,8 @@ class TestValues:
         daemonset = one(render(tmp_path, CUSTOMIZED), "DaemonSet")
         spec = daemonset["spec"]["template"]["spec"]
         agent = container(daemonset)
-        # maps merge with the defaults (Helm's rule; null removes a key), lists replace them
+        # kubernetes.io/os: linux always; the resources merge with the defaults (Helm
+        # merges maps), the tolerations replace them (and lists)
         assert spec["nodeSelector"] == {"kubernetes.io/os": "linux", "example.com/pool": "general"}
         assert spec["tolerations"] == CUSTOMIZED["agent"]["tolerations"]
         assert spec["priorityClassName"] == "system-cluster-critical"
