@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from nodeagent.k8s.pressure import Taint
 from nodeagent.kube import informer
 from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import wire
@@ -78,7 +79,7 @@ class Standing:
 Assess = Callable[[api.Node], Standing]
 """Works out a node's :class:`Standing`; must not raise (the judge logs and falls back)."""
 
-Taints = tuple[api.Taint, ...]
+Taints = tuple[Taint, ...]
 FilterTaints = Callable[[Taints], Taints]
 """The taints of a node that its filter verdict depends on; must not raise."""
 
@@ -151,8 +152,8 @@ class _TaintLists:
     of unique lists does not grow the table."""
 
     def __init__(self) -> None:
-        self._codes: dict[tuple[api.Taint, ...], int] = {}
-        self.lists: dict[int, tuple[api.Taint, ...]] = {}
+        self._codes: dict[tuple[Taint, ...], int] = {}
+        self.lists: dict[int, tuple[Taint, ...]] = {}
         self._uses: dict[int, int] = {}
         self._next = NO_TAINTS + 1
         self._free: list[int] = []

@@ -1,7 +1,7 @@
 """Patch application as kube-apiserver does it, for the fakes.
 
 The agent only *builds* patches (small dicts); this module *applies* them, so the
-in-memory :mod:`nodeagent.kube.fake` and the HTTP fake in tests can hold the agent to
+in-memory :mod:`tests.doubles.kube` and the HTTP fake in tests can hold the agent to
 the real server's semantics. The one that matters most:
 
 * a **strategic merge patch** merges lists that declare a ``patchMergeKey`` element by

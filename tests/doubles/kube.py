@@ -2,7 +2,7 @@
 
 :class:`FakeCluster` is the object store: nodes, pods and events with a cluster-wide
 resourceVersion bumped on every write, strategic merge / JSON merge / JSON patches as
-the server applies them (:mod:`nodeagent.kube.merge`), ``/status`` and main-resource
+the server applies them (:mod:`tests.doubles.merge`), ``/status`` and main-resource
 separation, resourceVersion preconditions (409), field and label selectors, watches
 with bookmarks and 410 expiry, the Eviction subresource with PodDisruptionBudgets
 (429), and pods that terminate after a configurable delay.
@@ -31,9 +31,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from nodeagent import errors
-from nodeagent.kube import client, fakereviews, merge, selectors
+from nodeagent.base import errors
+from nodeagent.kube import client, selectors
 from nodeagent.kube import errors as kube_errors
+from tests.doubles import merge
+from tests.doubles import reviews as fakereviews
 
 Key = tuple[str, str]
 """``(namespace, name)``; the namespace is ``""`` for cluster-scoped kinds."""
@@ -791,7 +793,7 @@ def _apply_patch(kind: str, current: client.KubeObject, body: Any, patch_type: P
 def _json_patch(current: client.KubeObject, operations: Any) -> Any:
     try:
         # the fake's only optional dependency: the agent itself never sends a JSON patch
-        import jsonpatch  # noqa: PLC0415
+        import jsonpatch
     except ImportError as exc:  # pragma: no cover - jsonpatch ships with the test extra
         raise kube_errors.Invalid("JSON patch needs the jsonpatch package", status=415) from exc
     if not isinstance(operations, list):

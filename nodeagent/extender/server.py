@@ -1,6 +1,6 @@
 """``nodeagent extender``: the agent's pressure verdicts for a stock kube-scheduler.
 
-kube-scheduler calls ``POST /filter`` and ``POST /prioritize`` (reference §14) with the
+kube-scheduler's ``HTTPExtender`` calls ``POST /filter`` and ``POST /prioritize`` with the
 pod and the feasible nodes, as whole Node objects or, with ``nodeCacheCapable: true``,
 as names. The answers come from the NodePressure plugin itself
 (:mod:`nodeagent.scheduler.plugins.node_pressure`), not from a copy of its rules:
@@ -15,7 +15,7 @@ as names. The answers come from the NodePressure plugin itself
   rounded down; a node the server does not know gets the neutral score.
 
 Nodes sent by name are judged from the watched view, where each node was assessed once
-when the watch delivered it (:class:`~nodeagent.scheduler.extenders.nodeview.Standing`:
+when the watch delivered it (:class:`~nodeagent.extender.nodeview.Standing`:
 its score before and after its annotation goes stale, 15 minutes by default, and which
 of its taints the filter reads): a prioritize looks its names up into columns of scores
 once and picks the fresh or stale score by a time comparison; a filter judges each
@@ -32,7 +32,7 @@ Robustness: a request without ``Content-Length`` gets 411, one above the body li
 (unread), a non-POST 405, anything undecodable or mistyped 400 with a message saying
 where; an unexpected failure is logged and answered 500. The server never exits on
 input. ``/healthz``, ``/readyz`` (the node view has listed once) and ``/metrics`` share
-the port (:mod:`nodeagent.observability.server`), behind the shared secure serving
+the port (:mod:`nodeagent.serving.endpoints`), behind the shared secure serving
 (:mod:`nodeagent.serving`): the verbs are its certificate paths, open unless a client CA
 is configured, and ``/metrics`` needs an authorized caller with ``--metrics-auth
 kubernetes``.
@@ -51,17 +51,17 @@ from typing import Any
 
 import prometheus_client
 
-from nodeagent import model
-from nodeagent.errors import ConfigError
-from nodeagent.observability.health import ProbeResult
-from nodeagent.observability.server import ObservabilityServer, StartResponse, WSGIApp
-from nodeagent.observability.settings import ListenAddress
+from nodeagent.base.errors import ConfigError
+from nodeagent.extender.nodeview import KnownNode, NodeView, Standing
+from nodeagent.k8s.pressure import PRESSURE_ANNOTATION, Pressure, Taint
 from nodeagent.scheduler import api, objects
 from nodeagent.scheduler.extenders import wire
-from nodeagent.scheduler.extenders.nodeview import KnownNode, NodeView, Standing
 from nodeagent.scheduler.framework import Handle
 from nodeagent.scheduler.plugins import node_pressure
+from nodeagent.serving.endpoints import ObservabilityServer, StartResponse, WSGIApp
+from nodeagent.serving.health import ProbeResult
 from nodeagent.serving.server import Protection
+from nodeagent.serving.settings import ListenAddress
 
 log = logging.getLogger(__name__)
 
@@ -115,10 +115,10 @@ class ExtenderMetrics:
             self.duration.labels(verb)
             self.requests.labels(verb, "200")
         self.rejected = {  # every series exists from the start, at 0
-            pressure: self.nodes_rejected.labels(pressure.value) for pressure in model.Pressure
+            pressure: self.nodes_rejected.labels(pressure.value) for pressure in Pressure
         }
 
-    def count_rejections(self, pressures: Iterable[model.Pressure]) -> None:
+    def count_rejections(self, pressures: Iterable[Pressure]) -> None:
         """One increment per pressure for a call's rejected nodes (not one per node)."""
         for pressure, count in Counter(pressures).items():
             self.rejected[pressure].inc(count)
@@ -154,13 +154,13 @@ class PressureJudge:
         self._lock = threading.Lock()
 
     def rejection(
-        self, taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
-    ) -> model.Pressure | None:
+        self, taints: tuple[Taint, ...], tolerations: tuple[api.Toleration, ...]
+    ) -> Pressure | None:
         """The pressure whose taint (among a node's ``taints``) the pod does not
         tolerate, if any (the plugin's Filter: unresolvable)."""
         return self.plugin.first_pressure(taints, tolerations)
 
-    def filtered_taints(self, taints: tuple[api.Taint, ...]) -> tuple[api.Taint, ...]:
+    def filtered_taints(self, taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
         """The taints among a node's ``taints`` that :meth:`rejection` reads."""
         return self.plugin.filtered_taints(taints)
 
@@ -198,7 +198,7 @@ class PressureJudge:
 def _published_at(node: api.Node) -> float | None:
     """When the node's pressure annotation was published, if it says so readably (the
     plugin ignores an annotation without a valid time, whatever the clock says)."""
-    text = node.annotations.get(model.PRESSURE_ANNOTATION)
+    text = node.annotations.get(PRESSURE_ANNOTATION)
     if text is None:
         return None
     try:
@@ -262,13 +262,13 @@ class ExtenderService:
         return out
 
     def _rejections(
-        self, nodes: Iterable[tuple[str, tuple[api.Taint, ...]]], pod: Mapping[str, Any]
+        self, nodes: Iterable[tuple[str, tuple[Taint, ...]]], pod: Mapping[str, Any]
     ) -> dict[str, str]:
         """Node -> the plugin's reason, for the nodes whose pressure taint the pod does
         not tolerate (judged once per distinct taint list)."""
         tolerations = _tolerations(pod)
-        by_taints: dict[tuple[api.Taint, ...], model.Pressure | None] = {}
-        rejected: dict[str, model.Pressure] = {}
+        by_taints: dict[tuple[Taint, ...], Pressure | None] = {}
+        rejected: dict[str, Pressure] = {}
         for name, taints in nodes:
             if not taints:
                 continue
@@ -283,9 +283,9 @@ class ExtenderService:
     def _rejection(
         self,
         what: object,
-        taints: tuple[api.Taint, ...],
+        taints: tuple[Taint, ...],
         tolerations: tuple[api.Toleration, ...],
-    ) -> model.Pressure | None:
+    ) -> Pressure | None:
         """The judge's verdict, or None (passing) when judging raised; ``what`` names
         the node or taint list in the log."""
         try:
@@ -410,7 +410,7 @@ class ExtenderService:
             return _text(500, "internal error (logged)")
 
 
-_REASONS_BY_PRESSURE = {pressure: node_pressure.reason(pressure) for pressure in model.Pressure}
+_REASONS_BY_PRESSURE = {pressure: node_pressure.reason(pressure) for pressure in Pressure}
 
 _REASONS = {
     200: "OK",
@@ -433,7 +433,7 @@ def _skip_invalid(exc: wire.ProtocolError) -> None:
     log.warning("skipping an invalid node: %s", exc)
 
 
-def _valid_taints(node: wire.NodeTaints) -> tuple[api.Taint, ...]:
+def _valid_taints(node: wire.NodeTaints) -> tuple[Taint, ...]:
     try:
         return node.taints()
     except wire.ProtocolError as exc:
@@ -461,7 +461,7 @@ def _tolerations(pod: Mapping[str, Any]) -> tuple[api.Toleration, ...]:
 
 FREEZE_EVERY_S = 5.0
 """How often the extender moves what its heap holds out of the collector's reach
-(:func:`nodeagent.heap.freeze_until`). The node informer keeps every Node as decoded
+(:func:`nodeagent.base.heap.freeze_until`). The node informer keeps every Node as decoded
 (about a hundred containers each) and the watch replaces some every second; left in the
 collected generations they pile up, and each full collection walks them all: with 5000
 nodes republished every 5 minutes, full collections of 75-340 ms

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nodeagent.model import QOSClass
+from nodeagent.k8s.pods import QOSClass
 from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion, normalize_cgroup
 
 V1_UNLIMITED = 9223372036854771712

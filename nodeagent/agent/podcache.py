@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from nodeagent.kube import client, informer, pods, retry
+from nodeagent.agent import podinfo as pods
+from nodeagent.kube import client, informer, retry
 from nodeagent.model import PodInfo, PodUID
 
 CacheStats = informer.InformerStats

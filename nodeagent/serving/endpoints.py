@@ -27,9 +27,9 @@ from typing import Any
 
 import prometheus_client
 
-from nodeagent.observability.health import ProbeResult, Probes
-from nodeagent.observability.settings import ListenAddress
+from nodeagent.serving.health import ProbeResult, Probes
 from nodeagent.serving.server import IDLE_WAKE_S, Protection, Server
+from nodeagent.serving.settings import ListenAddress
 from nodeagent.serving.wsgi import StartResponse, WSGIApp, respond
 
 __all__ = ["IDLE_WAKE_S", "ObservabilityServer", "StartResponse", "WSGIApp", "make_app"]

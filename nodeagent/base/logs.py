@@ -18,9 +18,23 @@ import logging
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, TextIO
 
-from nodeagent.agent.settings import LogFormat, LogLevel
+
+class LogFormat(StrEnum):
+    TEXT = "text"
+    """``2026-05-01T10:00:00.123Z INFO decision memory.available=80Mi<100Mi ...``: for people."""
+    JSON = "json"
+    """One JSON object per line with the same fields: for log pipelines (and benchmarks)."""
+
+
+class LogLevel(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
 
 FIELDS = "fields"
 """The ``extra`` key under which a record carries its structured fields."""

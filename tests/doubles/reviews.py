@@ -1,8 +1,8 @@
 """TokenReview and SubjectAccessReview for the fakes, as kube-apiserver answers them to
 a server that delegates its authentication and authorization (kube-scheduler,
-nodeagent's secure serving). One store per :class:`~nodeagent.kube.fake.FakeCluster`
+nodeagent's secure serving). One store per :class:`~tests.doubles.kube.FakeCluster`
 (its ``reviews``), answering both the in-memory
-:class:`~nodeagent.kube.fake.FakeKubeClient` and the fake API server over HTTP
+:class:`~tests.doubles.kube.FakeKubeClient` and the fake API server over HTTP
 (tests/fakeapi), so the two cannot disagree:
 
     POST /apis/authentication.k8s.io/v1/tokenreviews

@@ -6,7 +6,7 @@ an environment variable (``NODEAGENT_HOST_ROOT``) and a flag (``--host-root``).
 Precedence, highest first: flags, environment, file, defaults.
 
 Loading either yields a frozen :class:`NodeAgentConfiguration` or raises
-:class:`~nodeagent.errors.ConfigError` naming the field (as the user spells it), the
+:class:`~nodeagent.base.errors.ConfigError` naming the field (as the user spells it), the
 value and what is allowed; the CLI turns that into exit code 2 before anything is
 applied.
 """
@@ -31,10 +31,9 @@ from pydantic_settings import (
 )
 
 from nodeagent.actuators.settings import ActuationSettings
-from nodeagent.agent.settings import AgentSettings
-from nodeagent.errors import ConfigError
+from nodeagent.agent.settings import AgentSettings, ObservabilitySettings
+from nodeagent.base.errors import ConfigError
 from nodeagent.eviction.settings import EvictionSettings, kubelet_eviction_fields
-from nodeagent.observability.settings import ObservabilitySettings
 from nodeagent.reclaim.settings import NodeReclaimSettings
 from nodeagent.signals.settings import SignalSourceSettings
 from nodeagent.triggers.settings import TriggerSettings

@@ -39,6 +39,8 @@ from prometheus_client import core, registry
 from nodeagent import __version__, model
 from nodeagent.eviction import observations as engine_observations
 from nodeagent.eviction import thresholds as engine_thresholds
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.k8s.pressure import Pressure
 
 PREFIX = "nodeagent"
 
@@ -346,7 +348,7 @@ class _StateCollector(registry.Collector):
                     ],
                     1.0,
                 )
-            for kind in model.Pressure:
+            for kind in Pressure:
                 pressure.add_metric([kind.value], 1.0 if decision.pressure.get(kind) else 0.0)
             for node_condition in decision.conditions:
                 condition.add_metric([node_condition.type], 1.0 if node_condition.status else 0.0)
@@ -499,7 +501,7 @@ class AgentMetrics:
         self,
         signal: model.EvictionSignal,
         outcome: EvictionOutcome,
-        qos: model.QOSClass,
+        qos: QOSClass,
         reclaimed: int = 0,
     ) -> None:
         """Count one eviction and, when it went through (or would have, in dry-run), the
@@ -587,7 +589,7 @@ class AgentMetrics:
         # rate() until its second: alerts on blocked evictions would miss the first
         # one. Every signal with a threshold gets its series at zero up front.
         for outcome in EvictionOutcome:
-            for qos in model.QOSClass:
+            for qos in QOSClass:
                 self._evictions.labels(signal.value, outcome.value, qos.value)
         self._initialised_signals.add(signal)
 

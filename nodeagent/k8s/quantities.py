@@ -28,8 +28,7 @@ import re
 import struct
 from dataclasses import dataclass
 from decimal import Decimal
-
-from nodeagent.model import QuantityFormat
+from enum import StrEnum
 
 __all__ = [
     "ParsedQuantity",
@@ -44,6 +43,17 @@ __all__ = [
     "quantity_value",
     "readable_quantity",
 ]
+
+
+class QuantityFormat(StrEnum):
+    """How a quantity prints, as ``resource.Quantity`` remembers from its input."""
+
+    BINARY_SI = "BinarySI"
+    """``Ki``, ``Mi``... (and every amount the kubelet computes itself, e.g. ``available``)."""
+    DECIMAL_SI = "DecimalSI"
+    """``k``, ``M``, ``G``... or no suffix."""
+    DECIMAL_EXPONENT = "DecimalExponent"
+    """``1e3``."""
 
 
 class UnitError(ValueError):

@@ -13,7 +13,7 @@ import threading
 import types
 from collections.abc import Mapping
 
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
 from nodeagent.triggers import psi
 from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus, MemoryProbe, Wake
 

@@ -11,9 +11,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.actuators.events import NORMAL, EventRecorder, InvolvedObject, UniqueEvents
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
 from nodeagent.kube import client, http
+from nodeagent.kube.events import NORMAL, EventRecorder, InvolvedObject, UniqueEvents
 from tests.fakeapi.server import FakeAPIServer
 
 WALL = 1_700_000_000.0

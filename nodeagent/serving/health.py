@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from nodeagent.clock import Clock
+from nodeagent.base.clock import Clock
 
 
 @dataclass(frozen=True, slots=True)
