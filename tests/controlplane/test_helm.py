@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 import yaml
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import NodeAgentConfiguration, load_config
 from tests.controlplane import cluster
 from tests.controlplane import objects as o
 from tests.controlplane.cluster import ControlPlane, Nodes, Rest
 from tests.controlplane.test_manifests import prepared
 from tests.helm import chart
-from tests.helm.test_chart import ALL_ON, CUSTOMIZED
+from tests.helm.test_chart import ALL_ON, CUSTOMIZED, hard_thresholds
 from tests.helm.test_equivalence import COMPONENT_VALUES
 from tests.waiting import eventually
 
@@ -139,7 +139,7 @@ class Release:
         items: list[dict[str, Any]] = self.plane.admin.get(path, labelSelector=AGENT)["items"]
         return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
-    def configuration(self, scratch: Path) -> Any:
+    def configuration(self, scratch: Path) -> NodeAgentConfiguration:
         path = f"/api/v1/namespaces/{self.namespace}/configmaps/{self.fullname}-config"
         file = scratch / "config.yaml"
         file.write_text(self.plane.admin.get(path)["data"]["config.yaml"])
@@ -226,14 +226,14 @@ class TestInstallAndUpgrade:
                 what=f"the DaemonSet controller's pod for {node}",
             )
             revision = pod["metadata"]["labels"]["controller-revision-hash"]
-            assert release.configuration(tmp_path).eviction_hard["memory.available"] == "300Mi"
+            assert hard_thresholds(release.configuration(tmp_path))["memory.available"] == "300Mi"
 
             release.upgrade("--set-string", "config.evictionHard.memory\\.available=400Mi")
             rolled = release.daemonset()
             after = checksum(rolled)
             assert after != before
             assert rolled["metadata"]["generation"] == first["metadata"]["generation"] + 1
-            assert release.configuration(tmp_path).eviction_hard["memory.available"] == "400Mi"
+            assert hard_thresholds(release.configuration(tmp_path))["memory.available"] == "400Mi"
             new = eventually(
                 lambda: the_only_pod_with(release, after),
                 timeout=60,

@@ -18,7 +18,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from nodeagent.config import NodeAgentConfiguration, load_config
+from nodeagent.agent.config import NodeAgentConfiguration, load_config
 from tests.deploy.test_manifests import CRD_KINDS, CRD_SCHEMAS, KUBERNETES_VERSIONS
 from tests.helm import chart
 from tests.helm.chart import container, one
@@ -91,6 +91,12 @@ def agent_config(tmp_path: Path, documents: Sequence[dict[str, Any]]) -> NodeAge
     file.write_text(config_map["data"]["config.yaml"])
     environ = {e["name"]: e["value"] for e in container(daemonset).get("env", ()) if "value" in e}
     return load_config(file, overrides={"host_root": "/host"}, environ=environ)
+
+
+def hard_thresholds(config: NodeAgentConfiguration) -> dict[str, str]:
+    """``evictionHard`` as the configuration file spells it (the kubelet's text)."""
+    hard: dict[str, str] = config.model_dump(mode="json")["eviction_hard"]
+    return hard
 
 
 def checksum(workload: dict[str, Any]) -> str:
@@ -212,11 +218,10 @@ class TestValues:
         assert checksum(again) == checksum(base)
         assert checksum(one(changed, "DaemonSet")) != checksum(base)
         assert checksum(resized) == checksum(base)
-        config = agent_config(tmp_path, changed)
-        assert config.eviction_hard is not None
-        assert config.eviction_hard["memory.available"] == "400Mi"
+        hard = hard_thresholds(agent_config(tmp_path, changed))
+        assert hard["memory.available"] == "400Mi"
         # everything else the user did not touch stays as values.yaml has it
-        assert config.eviction_hard["nodefs.available"] == "12%"
+        assert hard["nodefs.available"] == "12%"
 
     def test_another_release_prefixes_every_cluster_wide_name(self, tmp_path: Path) -> None:
         documents = render(tmp_path, ALL_ON, release="edge", namespace="ops")

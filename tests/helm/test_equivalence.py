@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 import yaml
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
 from tests.controlplane import objects as o
 from tests.deploy.test_kustomize import COMPONENTS, render
 from tests.helm import chart

@@ -29,9 +29,10 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nodeagent.config import NodeAgentConfiguration, load_config, snake_to_camel
-from nodeagent.errors import ConfigError
-from nodeagent.model import Pressure, Signal
+from nodeagent.agent.config import NodeAgentConfiguration, load_config, snake_to_camel
+from nodeagent.base.errors import ConfigError
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.model import Signal
 from tests.helm import chart
 
 SCHEMA: dict[str, Any] = json.loads((chart.CHART / "values.schema.json").read_text())
@@ -120,23 +121,39 @@ class TestTheSchemaNamesTheAgentsFields:
 
     @pytest.mark.parametrize("field", sorted(FIELDS))
     def test_duration_fields_take_what_the_agent_takes(self, field: str, tmp_path: Path) -> None:
-        """A field is a duration in the schema exactly when the agent takes ``90s`` and 90
-        for it (the ones whose values are Go duration strings only are separate)."""
+        """Seconds or a Go duration where the agent takes both; a Go duration only where
+        it takes only that (the kubelet's own fields); no duration for a plain number."""
         node = CONFIG["properties"][field]
-        declared = node.get("$ref", "").rsplit("/", 1)[-1]
-        if declared not in ("duration", "positiveDuration"):
-            annotation = str(FIELDS[field].annotation)
-            if "float" in annotation:
-                assert agent_error({field: "90s"}, tmp_path), f"{field} takes 90s"
+        declared = node.get("$ref", "").rsplit("/", 1)[-1] or node.get("type")
+        if declared in ("duration", "positiveDuration"):
+            taken: tuple[Any, ...] = ("90s", "1m30s", 90, 1.5, "2")
+            refused: tuple[Any, ...] = ("ninety seconds",)
+            if declared == "positiveDuration":
+                refused += (0,)
+        elif declared == "goDuration":
+            taken, refused = ("90s", "1m30s", "0s"), (90, "90", "ninety seconds")
+        elif declared == "number":
+            taken, refused = (), ("90s",)
+        else:
             return
-        for value in ("90s", "1m30s", 90, 1.5, "2"):
+        for value in taken:
             assert not config_errors({field: value}), (field, value)
             assert agent_error({field: value}, tmp_path) is None, (field, value)
-        assert config_errors({field: "ninety seconds"})
-        assert agent_error({field: "ninety seconds"}, tmp_path)
-        if declared == "positiveDuration":
-            assert config_errors({field: 0})
-            assert agent_error({field: 0}, tmp_path)
+        for value in refused:
+            assert config_errors({field: value}), (field, value)
+            assert agent_error({field: value}, tmp_path), (field, value)
+
+    def test_every_duration_the_agent_takes_is_one_in_the_schema(self, tmp_path: Path) -> None:
+        """A number field of the agent's that takes ``90s`` is a duration in the schema."""
+        numbers = {f for f, field in FIELDS.items() if "float" in str(field.annotation)}
+        takes_90s = {f for f in numbers if agent_error({f: "90s"}, tmp_path) is None}
+        declared = {
+            field
+            for field, node in CONFIG["properties"].items()
+            if node.get("$ref", "").rsplit("/", 1)[-1]
+            in ("duration", "positiveDuration", "goDuration")
+        }
+        assert takes_90s == declared
 
 
 class TestShippedConfigurationsPass:
