@@ -54,21 +54,39 @@ def helm() -> Path:
     return chart.require()
 
 
+@pytest.fixture
+def isolated(prepared: ControlPlane) -> Iterator[tuple[str, str]]:
+    """A release name and a namespace of the test's own on the session's control plane:
+    other modules apply the kustomize trees there for real, and a dry run of the chart
+    under their names would be an update (a DaemonSet's selector is immutable)."""
+    name = f"d{uuid.uuid4().hex[:6]}"
+    namespace = prepared.namespace(f"t-{name}")
+    yield name, namespace
+    prepared.admin.request("DELETE", f"/api/v1/namespaces/{namespace}")
+
+
 class TestTheApiserverAcceptsEveryRendering:
     @pytest.mark.parametrize("name", sorted(DRY_RUNS))
     def test_server_side_dry_run(
-        self, helm: Path, prepared: ControlPlane, tmp_path: Path, name: str
+        self,
+        helm: Path,
+        prepared: ControlPlane,
+        isolated: tuple[str, str],
+        tmp_path: Path,
+        name: str,
     ) -> None:
-        documents = chart.render(tmp_path, DRY_RUNS[name])
+        release, namespace = isolated
+        documents = chart.render(tmp_path, DRY_RUNS[name], release=release, namespace=namespace)
         output = prepared.apply(documents, dry_run=True)
         assert output.count("(server dry run)") == len(documents), output
 
     def test_the_dry_run_sees_a_bad_expression(
-        self, helm: Path, prepared: ControlPlane, tmp_path: Path
+        self, helm: Path, prepared: ControlPlane, isolated: tuple[str, str], tmp_path: Path
     ) -> None:
         """The policy's CEL is compiled by the apiserver: a taint key the schema lets
         through but CEL cannot hold would be refused here, not on the nodes."""
-        documents = chart.render(tmp_path, {})
+        release, namespace = isolated
+        documents = chart.render(tmp_path, {}, release=release, namespace=namespace)
         [policy] = [d for d in documents if d["kind"] == "ValidatingAdmissionPolicy"]
         policy["spec"]["variables"][1]["expression"] = "['unterminated"
         with pytest.raises(RuntimeError, match=r"ownConditionTypes|compil|Syntax"):

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from nodeagent.agent.config import NodeAgentConfiguration, load_config, snake_to_camel
 from nodeagent.base.errors import ConfigError
-from nodeagent.k8s.pressure import Pressure
+from nodeagent.k8s.pressure import KUBELET_CONDITION_TYPES, Pressure
 from nodeagent.model import Signal
 from tests.helm import chart
 
@@ -95,6 +95,12 @@ class TestTheSchemaNamesTheAgentsFields:
         for component in ("scheduler", "extender"):
             node = resolve(SCHEMA["properties"][component]["properties"]["metricsAuth"])
             assert set(node["enum"]) == enum_values("metricsAuth")
+
+    def test_the_kubelets_conditions_are_never_the_agents(self, tmp_path: Path) -> None:
+        refused = set(CONFIG["properties"]["conditionTypes"]["properties"]["memory"]["not"]["enum"])
+        assert refused >= set(KUBELET_CONDITION_TYPES.values()) | {"Ready"}
+        for name in refused:
+            assert agent_error({"conditionTypes": {"memory": name}}, tmp_path), name
 
     @pytest.mark.parametrize("field", ["conditionTypes", "taintKeys"])
     def test_pressure_maps_take_the_three_pressures(self, field: str) -> None:
@@ -248,6 +254,8 @@ class TestThresholdsAgree:
         ({"psiTriggers": ["memory sometimes 150ms 1s"]}, "an unknown PSI line"),
         ({"conditionTypes": {"memory": "Node Agent"}}, "a condition type with a space"),
         ({"taintKeys": {"cpu": "x/y"}}, "an unknown pressure"),
+        ({"taintKeys": {"disk": "node.kubernetes.io/disk-pressure"}}, "the kubelet's taint"),
+        ({"conditionTypes": {"pid": "PIDPressure"}}, "the kubelet's condition"),
         ({"enforceNodeAllocatable": ["everything"]}, "an unknown enforcement"),
         ({"maxEvictionsPerInterval": 0}, "no eviction per interval"),
         ({"metricsAddress": "9813"}, "an address without its host part"),
