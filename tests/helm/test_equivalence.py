@@ -10,15 +10,11 @@ out. Those are exactly, and only:
   keeps the name and puts the content's checksum on the pod template instead (both make
   a changed configuration roll the pods; tests/controlplane/test_helm.py watches it);
 * the agent's configuration, compared as the agent loads it (file plus its container's
-  literal ``NODEAGENT_*`` variables, ``nodeagent.config.load_config``): kustomize's
+  literal ``NODEAGENT_*`` variables, ``nodeagent.agent.config.load_config``): kustomize's
   components set variables, the chart writes the same fields into the file;
 * the labels of those configuration ConfigMaps (kustomize's generator sets none, the
   chart labels them like every other object);
 * the release's Namespace, which Helm needs before the release and so never renders;
-* the namespace of an object kustomize leaves without one (the monitoring component's
-  dashboard ConfigMap: a component's generator does not inherit the base's namespace),
-  which ``kubectl apply -k`` puts in kubectl's current namespace: taken here as the
-  release's, where the chart puts it;
 * a namespace on a cluster-scoped object (kustomize sets one on kinds it does not know
   to be cluster-scoped, the ValidatingAdmissionPolicy's; the API server ignores it).
 
@@ -192,8 +188,6 @@ def comparable(
     for doc in docs:
         if doc["kind"] in CLUSTER_SCOPED:
             doc["metadata"].pop("namespace", None)
-        elif not helm:
-            doc["metadata"].setdefault("namespace", chart.NAMESPACE)
     _effective_agent_config(docs, scratch)
     _parsed_yaml_data(docs)
     by_key: dict[Key, dict[str, Any]] = {}
