@@ -147,10 +147,10 @@ class TestTheOneQuantityParser:
             with pytest.raises(units.UnitError, match="too large"):
                 units.parse_exact_quantity(text)
             return
-        # the client computes in the default 28-digit context; ours is exact, so they
-        # agree once ours is rounded to 28 digits (unary plus rounds to the context)
-        assert +units.parse_exact_quantity(text)[0] == expected
-        assert +units.quantity_value(text) == expected
+        # the client rounds its products to the default context's 28 digits, ours are
+        # exact: both agree rounded to 28 digits (unary plus rounds to the context)
+        assert +units.parse_exact_quantity(text)[0] == +expected
+        assert +units.quantity_value(text) == +expected
 
     @pytest.mark.parametrize(
         ("value", "expected"),
