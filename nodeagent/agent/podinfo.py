@@ -169,7 +169,7 @@ def empty_dir_volumes(spec: Mapping[str, Any]) -> tuple[EmptyDirVolume, ...]:
 def read_resources(
     spec: Mapping[str, Any], status: Mapping[str, Any] | None = None
 ) -> PodResources:
-    return read_pod_resources(LENIENT, spec, _NOWHERE, status, _NOWHERE)
+    return read_pod_resources(LENIENT, spec, _NOWHERE, status=status, status_where=_NOWHERE)
 
 
 def requests_and_limits(resources: PodResources) -> tuple[dict[str, int], dict[str, int]]:

@@ -392,13 +392,16 @@ class FieldReader(Protocol[P_contra]):
     def sequence(self, value: Any, where: P_contra) -> Sequence[Any]: ...
 
     def quantity(self, resource: str, value: Any, where: P_contra) -> int:
-        """An amount in base units (millicores for cpu), rounded up."""
+        """``resource``'s amount in base units (millicores for cpu), rounded up; ``where``
+        is the path of the list holding it (an error adds the resource's name)."""
         ...
 
 
 def resource_list(fields: FieldReader[P], value: Any, where: P) -> dict[str, int]:
+    if value is None:
+        return {}
     return {
-        str(name): fields.quantity(str(name), amount, where / str(name))
+        str(name): fields.quantity(str(name), amount, where)
         for name, amount in fields.mapping(value, where).items()
     }
 
@@ -434,7 +437,10 @@ def _container_statuses(
     is filled)."""
     found: dict[str, _ContainerStatus] = {}
     for key in ("containerStatuses", "initContainerStatuses"):
-        for i, raw in enumerate(fields.sequence(status.get(key), where / key)):
+        entries = status.get(key)
+        if not entries:  # (a path only where there is a field)
+            continue
+        for i, raw in enumerate(fields.sequence(entries, where / key)):
             entry = fields.mapping(raw, where / key / i)
             if "resources" in entry or "allocatedResources" in entry:
                 here = where / key / i
@@ -451,7 +457,10 @@ def resize_conditions(
     ``IsPodResizeInfeasible`` reads it) and whether ``PodResizeInProgress`` is there."""
     pending: ResizePending | None = None
     in_progress = False
-    for i, raw in enumerate(fields.sequence(status.get("conditions"), where / "conditions")):
+    conditions = status.get("conditions")
+    if not conditions:
+        return ResizePending.NONE, False
+    for i, raw in enumerate(fields.sequence(conditions, where / "conditions")):
         condition = fields.mapping(raw, where / "conditions" / i)
         kind = condition.get("type")
         if kind == "PodResizePending" and pending is None:
@@ -474,21 +483,22 @@ def read_container(
     init: bool,
     statuses: Mapping[str, _ContainerStatus] | None = None,
 ) -> ContainerResources:
-    res = fields.mapping(container.get("resources"), where / "resources")
-    requests = resource_list(fields, res.get("requests"), where / "resources" / "requests")
-    limits = resource_list(fields, res.get("limits"), where / "resources" / "limits")
-    for name, amount in limits.items():  # API defaulting: a missing request takes the limit
-        requests.setdefault(name, amount)
+    sidecar = init and container.get("restartPolicy") == "Always"
     name = str(container.get("name", ""))
     status = statuses.get(name) if statuses else None
-    return ContainerResources(
-        requests,
-        limits,
-        init and container.get("restartPolicy") == "Always",
-        name,
-        None if status is None else status.reported,
-        None if status is None else status.allocated,
-    )
+    reported = None if status is None else status.reported
+    allocated = None if status is None else status.allocated
+    raw = container.get("resources")
+    if raw is None:
+        return ContainerResources(sidecar=sidecar, name=name, status=reported, allocated=allocated)
+    rwhere = where / "resources"
+    res = fields.mapping(raw, rwhere)
+    raw_requests, raw_limits = res.get("requests"), res.get("limits")
+    requests = resource_list(fields, raw_requests, rwhere / "requests") if raw_requests else {}
+    limits = resource_list(fields, raw_limits, rwhere / "limits") if raw_limits else {}
+    for amount_name, amount in limits.items():  # API defaulting: a missing request takes the limit
+        requests.setdefault(amount_name, amount)
+    return ContainerResources(requests, limits, sidecar, name, reported, allocated)
 
 
 def _default_pod_level(
@@ -524,16 +534,22 @@ def _default_pod_level(
             requests.setdefault(name, amount)
 
 
+Visit = Callable[[str, Mapping[str, Any], P], None]
+"""Called with each container (``containers`` or ``initContainers``, the container, its
+path) as the reader meets it, so a caller reading more of each container walks them once."""
+
+
 def read_pod_resources(
     fields: FieldReader[P],
     spec: Mapping[str, Any],
     where: P,
+    visit: Visit[P] | None = None,
+    *,
     status: Mapping[str, Any] | None = None,
     status_where: P | None = None,
 ) -> PodResources:
     """A pod's resources, each container and its status entry read once. Without a
     ``status`` (or its path), the spec alone."""
-    pod_level = fields.mapping(spec.get("resources"), where / "resources")
     statuses: dict[str, _ContainerStatus] = {}
     pod_status: Reported | None = None
     pending, in_progress = ResizePending.NONE, False
@@ -543,28 +559,35 @@ def read_pod_resources(
         pending, in_progress = resize_conditions(fields, status, status_where)
 
     def containers(key: str, *, init: bool) -> tuple[ContainerResources, ...]:
-        return tuple(
-            read_container(
-                fields,
-                fields.mapping(c, where / key / i),
-                where / key / i,
-                init=init,
-                statuses=statuses,
-            )
-            for i, c in enumerate(fields.sequence(spec.get(key), where / key))
-        )
+        read = []
+        kwhere = where / key
+        for i, raw in enumerate(fields.sequence(spec.get(key), kwhere)):
+            cwhere = kwhere / i
+            container = fields.mapping(raw, cwhere)
+            if visit is not None:
+                visit(key, container, cwhere)
+            read.append(read_container(fields, container, cwhere, init=init, statuses=statuses))
+        return tuple(read)
 
-    regular = containers("containers", init=False)
-    inits = containers("initContainers", init=True)
-    requests = resource_list(fields, pod_level.get("requests"), where / "resources" / "requests")
-    limits = resource_list(fields, pod_level.get("limits"), where / "resources" / "limits")
-    _default_pod_level(requests, limits, regular, inits)
+    init_containers = containers("initContainers", init=True)
+    app = containers("containers", init=False)
+    pod_level = spec.get("resources")
+    if pod_level is None:
+        pod_requests: dict[str, int] = {}
+        pod_limits: dict[str, int] = {}
+    else:
+        pwhere = where / "resources"
+        pod_level = fields.mapping(pod_level, pwhere)
+        pod_requests = resource_list(fields, pod_level.get("requests"), pwhere / "requests")
+        pod_limits = resource_list(fields, pod_level.get("limits"), pwhere / "limits")
+        _default_pod_level(pod_requests, pod_limits, app, init_containers)
+    overhead = spec.get("overhead")
     return PodResources(
-        containers=regular,
-        init_containers=inits,
-        pod_requests=requests,
-        pod_limits=limits,
-        overhead=resource_list(fields, spec.get("overhead"), where / "overhead"),
+        containers=app,
+        init_containers=init_containers,
+        pod_requests=pod_requests,
+        pod_limits=pod_limits,
+        overhead=resource_list(fields, overhead, where / "overhead") if overhead else {},
         status=pod_status,
         resize_pending=pending,
         resize_in_progress=in_progress,

@@ -89,8 +89,8 @@ def read(raw: Mapping[str, Any]) -> resources.PodResources:
         objects.STRICT,
         raw["spec"],
         objects.FieldPath("Pod", "spec"),
-        raw["status"],
-        objects.FieldPath("Pod", "status"),
+        status=raw["status"],
+        status_where=objects.FieldPath("Pod", "status"),
     )
 
 
