@@ -243,21 +243,19 @@ def pod_requests(
     defaults = non_zero_defaults if non_zero_defaults and pod.has_containers else None
     infeasible = pod.infeasible
 
-    def own(container: ContainerResources, status: bool) -> Mapping[str, int]:
-        amounts = (
-            effective_requests(container.requests, container.status, infeasible)
-            if status and use_status
-            else container.requests
-        )
+    def own(container: ContainerResources, status: bool = True) -> Mapping[str, int]:
+        amounts = container.requests
+        if status and use_status and container.status is not None:
+            amounts = effective_requests(amounts, container.status, infeasible)
         return _with_defaults(amounts, defaults) if defaults else amounts
 
     total = aggregate(
-        (own(c, True) for c in pod.containers),
+        map(own, pod.containers),
         ((own(c, c.sidecar), c.sidecar) for c in pod.init_containers),
         operator.add,
         max,
     )
-    if _any_pod_level(pod.pod_requests):
+    if pod.pod_requests and _any_pod_level(pod.pod_requests):
         effective = (
             effective_requests(pod.pod_requests, pod.status, infeasible)
             if use_status and pod.status is not None
@@ -448,6 +446,20 @@ def _container_statuses(
                     _reported(fields, entry, here), _allocated(fields, entry, here)
                 )
     return found
+
+
+STATUS_FIELDS = (
+    "containerStatuses",
+    "initContainerStatuses",
+    "resources",
+    "allocatedResources",
+    "conditions",
+)
+"""The fields of a pod's status the rule reads: a status without any is not read."""
+
+
+def reads_status(status: Mapping[str, Any]) -> bool:
+    return not status.keys().isdisjoint(STATUS_FIELDS)
 
 
 def resize_conditions(

@@ -40,6 +40,7 @@ from nodeagent.k8s.resources import (
     PodResources,
     pod_requests,
     read_pod_resources,
+    reads_status,
     resource_list,
 )
 from nodeagent.scheduler import api, fieldpath, validation
@@ -495,7 +496,10 @@ class _Containers:
 
 
 def _read_containers(
-    spec: Mapping[str, Any], swhere: FieldPath, status: Mapping[str, Any], stwhere: FieldPath
+    spec: Mapping[str, Any],
+    swhere: FieldPath,
+    status: Mapping[str, Any],
+    stwhere: FieldPath | None,
 ) -> _Containers:
     images: list[str] = []
     ports: list[api.HostPort] = []
@@ -540,7 +544,9 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
     status = _mapping(obj.get("status"), where / "status")
     swhere = where / "spec"
 
-    containers = _read_containers(spec, swhere, status, where / "status")
+    containers = _read_containers(
+        spec, swhere, status, where / "status" if reads_status(status) else None
+    )
     requests = pod_requests(containers.resources)
     nonzero = pod_requests(containers.resources, non_zero_defaults=NON_ZERO_DEFAULTS)
     affinity = _mapping(spec.get("affinity"), swhere / "affinity")
