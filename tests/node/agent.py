@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,16 @@ class RunningAgent:
                 return bool(r.status == 200)
         except OSError:
             return False
+
+
+def wait_ready(agent: RunningAgent, timeout: float = 60) -> None:
+    """Wait until the agent's /readyz answers 200 (its first cycle done, its pods
+    listed)."""
+    deadline = time.monotonic() + timeout
+    while not agent.ready():
+        if not agent.process.alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the agent is not ready:\n{agent.process.tail()}")
+        time.sleep(0.1)
 
 
 def node_flags(node: Node) -> list[str]:

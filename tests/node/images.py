@@ -80,10 +80,17 @@ def _tar(files: list[tuple[str, bytes, int]]) -> bytes:
     return buffer.getvalue()
 
 
-def oci_archive(path: Path, name: str, program: bytes, args: list[str]) -> Path:
+def oci_archive(
+    path: Path, name: str, program: bytes, args: list[str], *, padding: int = 0
+) -> Path:
     """Write an OCI image layout tarball of one image ``name`` (``repo:tag``): one layer
-    holding ``program`` as :data:`ENTRYPOINT`, run with ``args``."""
-    layer = Blob("application/vnd.oci.image.layer.v1.tar", _tar([("workload", program, 0o755)]))
+    holding ``program`` as :data:`ENTRYPOINT`, run with ``args``, and ``padding`` bytes of
+    filler (distinct per name: no two images share it)."""
+    files = [("workload", program, 0o755)]
+    if padding:
+        seed = hashlib.sha256(name.encode()).digest()
+        files.append(("padding", (seed * (padding // len(seed) + 1))[:padding], 0o644))
+    layer = Blob("application/vnd.oci.image.layer.v1.tar", _tar(files))
     config = Blob(
         "application/vnd.oci.image.config.v1+json",
         json.dumps(
@@ -136,6 +143,19 @@ def oci_archive(path: Path, name: str, program: bytes, args: list[str]) -> Path:
         )
     )
     return path
+
+
+def padded_image(directory: Path, cache: Path, name: str, padding: int) -> Path:
+    """An image no pod uses, ``padding`` bytes large: what image garbage collection and
+    the agent's reclaim may remove."""
+    program = build_workload(cache).read_bytes()
+    return oci_archive(
+        directory / (name.replace("/", "_").replace(":", "_") + ".tar"),
+        name,
+        program,
+        ["pause"],
+        padding=padding,
+    )
 
 
 def node_images(directory: Path, cache: Path) -> list[Path]:

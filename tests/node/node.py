@@ -476,28 +476,53 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             self.logs / "kubelet.log",
         )
 
-    def restart_kubelet(self) -> None:
-        """SIGTERM the kubelet and start it again (its pods keep running)."""
+    def restart_kubelet(self, *, wait: bool = False) -> None:
+        """SIGTERM the kubelet and start it again (its pods keep running); with
+        ``wait``, until the new one has posted the node's status."""
         assert self.kubelet is not None
+        beat = self.condition("Ready").get("lastHeartbeatTime")
         self.kubelet.stop()
         self.kubelet_restarts += 1
         self.start_kubelet()
+        if wait:
+            self.wait_ready(newer_than=beat)
 
-    def condition(self, kind: str) -> dict[str, Any] | None:
+    @contextlib.contextmanager
+    def reconfigured(self, **fields: Any) -> Iterator[None]:
+        """The kubelet restarted with ``fields`` over its configuration (a node's
+        operator editing the KubeletConfiguration), and restarted as it was after."""
+        saved = self.kubelet_config.read_text()
+        configuration = yaml.safe_load(saved)
+        configuration.update(fields)
+        self.kubelet_config.write_text(yaml.safe_dump(configuration))
+        try:
+            self.restart_kubelet(wait=True)
+            yield
+        finally:
+            self.kubelet_config.write_text(saved)
+            self.restart_kubelet(wait=True)
+
+    def condition(self, kind: str) -> dict[str, Any]:
+        """The Node's condition ``kind`` as the API has it (empty if there is none)."""
         node = self.plane.admin.get(f"/api/v1/nodes/{self.name}")
         for condition in node["status"].get("conditions") or ():
             if condition["type"] == kind:
                 return dict(condition)
-        return None
+        return {}
 
-    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+    def wait_ready(self, timeout: float = READY_TIMEOUT, newer_than: str | None = None) -> None:
+        """Wait for the node's Ready condition (posted after the heartbeat ``newer_than``
+        when given: a restarted kubelet's own)."""
         deadline = time.monotonic() + timeout
         while True:
             assert self.kubelet is not None
             if not self.kubelet.alive():
                 raise RuntimeError(f"the kubelet exited:\n{self.kubelet.tail()}")
             with contextlib.suppress(Exception):
-                if (self.condition("Ready") or {}).get("status") == "True":
+                ready = self.condition("Ready")
+                if ready.get("status") == "True" and (
+                    newer_than is None or ready.get("lastHeartbeatTime") != newer_than
+                ):
                     return
             if time.monotonic() > deadline:
                 raise RuntimeError(

@@ -8,7 +8,7 @@
  *       a schedule checked every 0.5 ms, reading the byte count in the file USAGE (the
  *       kubepods cgroup's usage) after every step; the first time it reaches CROSSING, write
  *       {"crossed_at": CLOCK_MONOTONIC seconds, "usage": bytes, "rate": achieved} to RESULT.
- *       Runs until killed.
+ *       Runs until killed; a SIGTERM's arrival is written to RESULT.stop (seconds).
  *   workload hold BYTES                 populate BYTES of anonymous memory, then sleep
  *   workload fill PATH MIB RATE_MIB     write MIB MiB of zeros to PATH at RATE_MIB MiB/s
  *                                       (0: as fast as it can), fsync, then sleep
@@ -35,7 +35,32 @@
 
 static const size_t MIB = 1 << 20;
 
-static void stop(int sig) { (void)sig; _exit(0); }
+static int stop_fd = -1;
+/* ramp: RESULT.stop, where the SIGTERM handler writes when it came (the instant the ramp
+ * stopped allocating; the exit that follows frees the memory, which takes a while) */
+
+static void stop(int sig) {
+  (void)sig;
+  if (stop_fd >= 0) {
+    /* async-signal-safe: clock_gettime, write and digits by hand */
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    char text[48];
+    int at = (int)sizeof text;
+    text[--at] = '\n';
+    long nanos = t.tv_nsec;
+    for (int digit = 0; digit < 9; digit++, nanos /= 10) text[--at] = (char)('0' + nanos % 10);
+    text[--at] = '.';
+    long long seconds = (long long)t.tv_sec;
+    do {
+      text[--at] = (char)('0' + seconds % 10);
+      seconds /= 10;
+    } while (seconds > 0);
+    ssize_t ignored = write(stop_fd, text + at, sizeof text - (size_t)at);
+    (void)ignored;
+  }
+  _exit(0);
+}
 
 static double now(void) {
   struct timespec t;
@@ -79,6 +104,9 @@ static int ramp(char **argv) {
   long long crossing = atoll(argv[2]);
   double rate = strtod(argv[3], NULL);
   const char *result = argv[4], *go = argv[5];
+  char stop_path[4096];
+  snprintf(stop_path, sizeof stop_path, "%s.stop", result);
+  stop_fd = open(stop_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   char *region = populate(start, (size_t)64 << 30);
   printf("ready %lld\n", read_usage(usage_fd));
   fflush(stdout);
