@@ -397,8 +397,8 @@ def race(
     with contextlib.ExitStack() as stack:
         kept = os.environ.get("NODEAGENT_RACE_WORKDIR")
         if kept:  # logs of the kubelet, containerd, the agent kept there for a look after
-            base = Path(kept)
-            base.mkdir(parents=True, exist_ok=True)
+            Path(kept).mkdir(parents=True, exist_ok=True)
+            base = Path(tempfile.mkdtemp(prefix=f"race-{'-'.join(thresholds)}-", dir=kept))
         else:
             base = Path(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="oom-race-kubelet-"))
@@ -511,21 +511,27 @@ def table(results: Sequence[Run]) -> str:
 
 def main(args: argparse.Namespace) -> None:
     """``bench_oom_race --kubelet``: ``args`` carries runs, rates, thresholds,
-    configurations (``kubelet``, ``kubelet+agent``), allocatable and json."""
+    configurations (``kubelet``, ``kubelet+agent``), allocatable, json and report_from
+    (print the table of an earlier ``--json`` file, run nothing)."""
+    if args.report_from is not None:
+        print(table(list(runs_from_json(args.report_from))))
+        return
     if os.geteuid() != 0:
         raise SystemExit("needs root: it runs a kubelet")
     asked = args.configurations.split(",")
     # the emulation's names (its default) are not this race's: then both configurations
     configurations = asked if set(asked) <= set(CONFIGURATIONS) else list(CONFIGURATIONS)
-    results = race(
-        args.thresholds.split(","),
-        args.rates.split(","),
-        configurations,
-        args.runs,
-        units.parse_quantity(args.allocatable).value,
-    )
-    if args.json is not None:
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
+    results: list[Run] = []
+    for threshold in args.thresholds.split(","):
+        results += race(
+            [threshold],
+            args.rates.split(","),
+            configurations,
+            args.runs,
+            units.parse_quantity(args.allocatable).value,
+        )
+        if args.json is not None:  # each threshold's runs kept as soon as they are done
+            args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
     print(table(results))
 
 

@@ -229,7 +229,7 @@ class Node:
         self._write_kubelet_files()
         started = time.monotonic()
         self.start_kubelet()
-        self.wait_ready()
+        self.wait_ready(newer_than=self.condition("Ready").get("lastHeartbeatTime"))
         self.times.kubelet = time.monotonic() - started
 
     def stop(self) -> None:
@@ -237,6 +237,9 @@ class Node:
         cgroups, the bridge and the mounts; restore the kernel parameters."""
         if self.kubelet is not None:
             self.kubelet.stop()
+            # the machine is gone: a node made again under this name registers afresh
+            with contextlib.suppress(Exception):
+                self.plane.admin.request("DELETE", f"/api/v1/nodes/{self.name}")
         if self.containerd is not None and self.containerd.alive():
             # through the CRI, as the kubelet would: containers stopped, each sandbox's
             # network namespace (under /run/netns) and veth released
