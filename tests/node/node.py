@@ -507,7 +507,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def condition(self, kind: str) -> dict[str, Any]:
         """The Node's condition ``kind`` as the API has it (empty if there is none)."""
-        node = self.plane.admin.get(f"/api/v1/nodes/{self.name}")
+        status, node = self.plane.admin.request("GET", f"/api/v1/nodes/{self.name}")
+        if status == 404:  # not registered (yet)
+            return {}
+        if status != 200:
+            raise RuntimeError(f"GET node {self.name}: {status} {node}")
         for condition in node["status"].get("conditions") or ():
             if condition["type"] == kind:
                 return dict(condition)

@@ -104,6 +104,7 @@ class TestCoexistence:
                 assert DISK_TAINT in taint_keys(node)
                 # each owner wrote its own condition types only, as the apiserver recorded
                 owners = agents.agent_fields(plane, node.name)
+                print(f"\ncondition types by field manager: {owners}")
                 kubelet = owners.get("kubelet", set())
                 mine = {
                     kind
