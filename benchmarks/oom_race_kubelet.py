@@ -100,6 +100,10 @@ class KernelLog:
     """OOM kills from ``/dev/kmsg`` as they come: the task's pid and its memcgs."""
 
     PATTERN = re.compile(r"oom-kill:.*oom_memcg=([^,]*),task_memcg=([^,]*),task=([^,]*),pid=(\d+)")
+    KILLED = re.compile(r"Memory cgroup out of memory: Killed process (\d+)")
+    """The one line the kernel prints for every OOM kill: ``oom-kill:`` comes with the
+    report that is rate-limited (mm/oom_kill.c's ``oom_rs``: 10 every 5 s), and in a
+    run of OOM kills most have none."""
 
     def __init__(self) -> None:
         self.kills: dict[int, tuple[str, str]] = {}
@@ -122,6 +126,8 @@ class KernelLog:
             if found:
                 memcg, task_memcg, _, pid = found.groups()
                 self.kills[int(pid)] = (memcg, task_memcg)
+            elif killed := self.KILLED.search(record):
+                self.kills.setdefault(int(killed.group(1)), ("", ""))
 
     def close(self) -> None:
         self._stop.set()
@@ -155,14 +161,20 @@ def kubelet_lines(log: Path, since: int, marker: str) -> Iterator[tuple[float, s
 
 
 def kubelet_evictions(log: Path, since: int) -> list[tuple[float, str]]:
-    """(wall-clock seconds, pod) of the kubelet's eviction decisions: the eviction
-    manager's ``pods ranked for eviction`` line (its victim is the first pod ranked;
-    eviction_manager.go's synchronize)."""
+    """(wall-clock seconds, pod) of the kubelet's evictions: the pod its eviction manager
+    says it evicted (``pod is evicted successfully``), dated by the ``pods ranked for
+    eviction`` line before it (the decision; eviction_manager.go's synchronize). The
+    first pod ranked is not always the victim: a critical pod ranked first is skipped,
+    and a pod cAdvisor has no stats for yet is ranked last."""
     found = []
-    for wall, line in kubelet_lines(log, since, "pods ranked for eviction"):
-        pod = re.search(r'pods=\["([^"]+)"', line)
-        if pod is not None:
-            found.append((wall, pod.group(1)))
+    decided: float | None = None
+    for wall, line in kubelet_lines(log, since, "Eviction manager: po"):
+        if "pods ranked for eviction" in line:
+            decided = wall
+        elif "pod is evicted successfully" in line:
+            pod = re.search(r'pod="([^"]+)"', line)
+            if pod is not None:
+                found.append((decided if decided is not None else wall, pod.group(1)))
     return found
 
 
@@ -186,6 +198,15 @@ def agent_decisions(log: Path) -> dict[str, dict[str, Any]]:
             for eviction in record.get("evict", ()):
                 decisions.setdefault(str(eviction["pod"]), record)
     return decisions
+
+
+def vmstat_oom_kills() -> int:
+    """The machine's OOM kills so far (``oom_kill`` in /proc/vmstat)."""
+    for line in Path("/proc/vmstat").read_text().splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return int(value)
+    return 0
 
 
 def _ramp_pid(cgroup: Path, deadline: float) -> int | None:
@@ -240,12 +261,17 @@ class Race:
             time.sleep(0.05)
 
     def wait_admitting(self) -> None:
-        """Wait until the kubelet's MemoryPressure condition is False: while it is True
-        its admission refuses BestEffort pods (Failed, reason Evicted, "The node had
-        condition: [MemoryPressure]"), for evictionPressureTransitionPeriod after its
-        last eviction."""
+        """Wait until the kubelet has posted its MemoryPressure condition False since
+        this call: while the condition is True its admission refuses BestEffort pods
+        (Failed, reason Evicted, "The node had condition: [MemoryPressure]"), for
+        evictionPressureTransitionPeriod after its eviction manager last saw pressure,
+        and the API's copy lags the kubelet's by up to its status update period."""
+        beat = self.node.condition("Ready").get("lastHeartbeatTime")
         deadline = time.monotonic() + 120
-        while self.node.condition("MemoryPressure").get("status") == "True":
+        while (
+            self.node.condition("MemoryPressure").get("status") != "False"
+            or self.node.condition("Ready").get("lastHeartbeatTime") == beat
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the kubelet's MemoryPressure stayed True for 120 s")
             time.sleep(0.2)
@@ -288,6 +314,7 @@ class Race:
             pid = _ramp_pid(cgroup, time.monotonic() + 10)
             if pid is not None:
                 time.sleep(random.uniform(0.2, 0.7))  # the ramp populated; a random phase
+                oom_kills = vmstat_oom_kills()
                 (self.results / f"{name}.go").touch()
                 ramp_began = time.monotonic()
                 deadline = ramp_began + RUN_TIMEOUT
@@ -295,7 +322,7 @@ class Race:
                     time.sleep(0.002)
                 if _gone(pid):
                     killed_at = time.monotonic()
-                    outcome = self._outcome(name, pid, kubelet_log, log_from)
+                    outcome = self._outcome(name, pid, kubelet_log, log_from, oom_kills)
             else:
                 outcome = "before-ramp"
         except RuntimeError:  # the pod ended before it ran: evicted or refused early
@@ -335,13 +362,16 @@ class Race:
             to_signal=None if signalled is None or crossed is None else signalled - crossed,
         )
 
-    def _outcome(self, name: str, pid: int, kubelet_log: Path, since: int) -> str:
-        """What killed the ramp: the kernel's OOM killer (its log, or the container's
-        status), the kubelet's eviction manager (its log names the pod its victim), or
-        an Eviction through the API (the agent's decision named it)."""
+    def _outcome(self, name: str, pid: int, kubelet_log: Path, since: int, oom_kills: int) -> str:
+        """What killed the ramp: the kernel's OOM killer (its log names the pid, or the
+        container's status says so, or the machine's OOM kill count moved while the ramp
+        got no SIGTERM: the kernel's log loses records under a burst), the kubelet's
+        eviction manager (its log names the pod its victim), or an Eviction through the
+        API (the agent's decision named it)."""
         deadline = time.monotonic() + 5
+        signalled = (self.results / f"{name}.json.stop").exists()
         while True:
-            if pid in self.kernel.kills:
+            if pid in self.kernel.kills or (not signalled and vmstat_oom_kills() > oom_kills):
                 return "oom"
             pod = self.pods.get(self.plane, self.namespace, name)
             status = (pod or {}).get("status") or {}
