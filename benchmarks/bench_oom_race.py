@@ -95,8 +95,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.bench_eviction_latency import StampingServer
-from nodeagent.eviction import units
-from nodeagent.kube import fake, http
+from nodeagent.k8s import quantities as units
+from nodeagent.kube import http
+from tests.doubles import kube as fake
 from tests.fakeapi import fixtures, objects
 
 Mi = 1 << 20

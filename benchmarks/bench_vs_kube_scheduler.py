@@ -1,6 +1,6 @@
 """``nodeagent scheduler`` side by side with the real kube-scheduler, on one real
 apiserver (etcd + kube-apiserver built by tests/controlplane/build.sh), in scheduler_perf's
-shapes (reference §16):
+shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
 
 * ``basic`` (SchedulingBasic): ``--nodes`` nodes as objects (4 CPU / 32 GiB / 110 pods,
   3 zones), 1000 pods already bound, ``--pods`` pending pods of 100m / 500 MiB;

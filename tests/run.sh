@@ -39,6 +39,8 @@ python3 -m mypy
 # The real control plane for the `controlplane` tests (tests/controlplane/build.sh): built
 # from Go modules into a cache outside the tree, a no-op once there; without Go they skip.
 if command -v go >/dev/null 2>&1; then nice -n 10 tests/controlplane/build.sh; fi
+# Helm for the chart tests (tests/helm/build.sh, the same way): without Go they skip.
+if command -v go >/dev/null 2>&1; then nice -n 10 tests/helm/build.sh; fi
 
 echo "== pytest"
 python3 -m pytest -q -p no:cacheprovider "$@"

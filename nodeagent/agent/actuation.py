@@ -44,16 +44,16 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from nodeagent import errors
-from nodeagent.actuators.events import EventQueue, EventRecorder
+from nodeagent.actuators.events import AgentEventRecorder, EventQueue
 from nodeagent.actuators.evictor import EvictionResult, Evictor, Outcome
 from nodeagent.actuators.node_status import NodeState, NodeStatusActuator, SignalHeadroom
-from nodeagent.agent.logs import FIELDS
+from nodeagent.agent.metrics import AgentMetrics, EvictionOutcome
 from nodeagent.agent.pods import PodView
-from nodeagent.clock import Clock
+from nodeagent.base import errors
+from nodeagent.base.clock import Clock
+from nodeagent.base.logs import FIELDS
 from nodeagent.model import Decision, PodUID, Signal
-from nodeagent.observability.health import Health
-from nodeagent.observability.metrics import AgentMetrics, EvictionOutcome
+from nodeagent.serving.health import Health
 
 log = logging.getLogger("nodeagent.actuation")
 
@@ -158,7 +158,7 @@ class Actuation:
         *,
         node_status: NodeStatusActuator,
         evictor: Evictor,
-        recorder: EventRecorder,
+        recorder: AgentEventRecorder,
         clock: Clock,
         metrics: AgentMetrics,
         health: Health,

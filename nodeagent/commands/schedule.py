@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import config, objects, planner, registry
 
 

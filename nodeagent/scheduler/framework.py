@@ -1,8 +1,8 @@
 """The scheduling framework: extension points, cycle state, and the plugin runtime.
 
 One Protocol per extension point, in kube-scheduler's order and with its semantics
-(reference §1). A plugin implements only the points it needs; the framework finds them
-by structural checks when it builds a profile.
+(``pkg/scheduler/framework/interface.go``). A plugin implements only the points it needs;
+the framework finds them by structural checks when it builds a profile.
 
 The one departure from kube-scheduler's interfaces is for speed and changes no result:
 Filter and Score take an *array of node indices* into a
@@ -43,7 +43,7 @@ import numpy as np
 from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import BaseModel
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config
 from nodeagent.scheduler.extenders.chain import Extenders
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices

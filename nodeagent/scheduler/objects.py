@@ -10,7 +10,7 @@ fixtures behave like listed objects: a container request missing but a limit pre
 takes the limit; a Node without ``status.allocatable`` uses ``status.capacity``; a pod
 without ``spec.priority`` takes its PriorityClass (or the global default) value.
 
-Bad input raises :class:`~nodeagent.errors.ConfigError` naming the object, the field
+Bad input raises :class:`~nodeagent.base.errors.ConfigError` naming the object, the field
 path, the value and what was expected.
 """
 
@@ -29,11 +29,20 @@ from typing import Any
 
 import yaml
 
-from nodeagent.errors import ConfigError
-from nodeagent.eviction import units
-from nodeagent.scheduler import api, resources
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
+from nodeagent.base.errors import ConfigError
+from nodeagent.k8s import quantities
+from nodeagent.k8s.pods import is_terminal
+from nodeagent.k8s.pressure import Taint
+from nodeagent.k8s.resources import (
+    CPU,
+    MEMORY,
+    NON_ZERO_DEFAULTS,
+    PodResources,
+    pod_requests,
+    read_pod_resources,
+    resource_list,
+)
+from nodeagent.scheduler import api
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,13 +125,16 @@ class _Negative(Exception):
 
 
 def parse_quantity(name: str, value: Any, where: FieldPath) -> int:
-    """A quantity in base units, rounded up as the API does (cpu in milli-CPU)."""
+    """``name``'s quantity in base units, rounded up as the API does (cpu in milli-CPU);
+    ``where`` is the path of the resource list holding it."""
     try:
         return _base_units(name, value)
     except (ValueError, TypeError, InvalidOperation) as exc:
-        raise where.fail(value, "expected a Kubernetes quantity such as 500m, 2, 1Gi") from exc
+        raise (where / name).fail(
+            value, "expected a Kubernetes quantity such as 500m, 2, 1Gi"
+        ) from exc
     except _Negative as exc:  # the API server rejects them; one would hand resources back
-        raise where.fail(value, "expected a non-negative quantity") from exc
+        raise (where / name).fail(value, "expected a non-negative quantity") from exc
 
 
 @functools.lru_cache(maxsize=4096)
@@ -130,19 +142,32 @@ def _base_units(name: str, value: Any) -> int:
     """Memoised: a cluster repeats a handful of quantities (100m, 128Mi) thousands of
     times, and the exact Decimal parse is most of a pod's parsing time. Errors are not
     cached."""
-    amount = units.quantity_value(value)
+    amount = quantities.quantity_value(value)
     if amount < 0:
         raise _Negative
-    if name == api.CPU:
+    if name == CPU:
         amount *= 1000
     return math.ceil(amount)
 
 
 def parse_resource_list(value: Any, where: FieldPath) -> dict[str, int]:
-    return {
-        str(name): parse_quantity(str(name), amount, where / str(name))
-        for name, amount in _mapping(value, where).items()
-    }
+    return resource_list(STRICT, value, where)
+
+
+class _StrictFields:
+    """Fields as the planner reads them: anything malformed is refused, naming its path."""
+
+    def mapping(self, value: Any, where: FieldPath) -> Mapping[str, Any]:
+        return _mapping(value, where)
+
+    def sequence(self, value: Any, where: FieldPath) -> Sequence[Any]:
+        return _sequence(value, where)
+
+    def quantity(self, resource: str, value: Any, where: FieldPath) -> int:
+        return parse_quantity(resource, value, where)
+
+
+STRICT = _StrictFields()
 
 
 def unix_time(value: str | datetime) -> float:
@@ -479,18 +504,6 @@ def parse_tolerations(value: Any, where: FieldPath) -> tuple[api.Toleration, ...
     return tuple(out)
 
 
-def _container_requests(
-    container: Mapping[str, Any], where: FieldPath, *, init: bool
-) -> resources.ContainerRequests:
-    res = _mapping(container.get("resources"), where / "resources")
-    requests = parse_resource_list(res.get("requests"), where / "resources" / "requests")
-    limits = parse_resource_list(res.get("limits"), where / "resources" / "limits")
-    for name, amount in limits.items():  # API defaulting: requests default to limits
-        requests.setdefault(name, amount)
-    sidecar = init and container.get("restartPolicy") == "Always"
-    return resources.ContainerRequests(requests, sidecar)
-
-
 def _host_ports(container: Mapping[str, Any], where: FieldPath) -> list[api.HostPort]:
     out = []
     for i, raw in enumerate(_sequence(container.get("ports"), where / "ports")):
@@ -507,45 +520,34 @@ def _host_ports(container: Mapping[str, Any], where: FieldPath) -> list[api.Host
     return out
 
 
-def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> api.Pod:
-    meta = _mapping(obj.get("metadata"), FieldPath("Pod", "metadata"))
-    namespace = _text(meta.get("namespace"), FieldPath("Pod", "metadata.namespace")) or "default"
-    name = _text(meta.get("name"), FieldPath("Pod", "metadata.name"))
-    where = FieldPath(f"Pod {namespace}/{name}")
-    if not name:
-        raise (where / "metadata" / "name").fail(name, "a pod needs a name")
-    spec = _mapping(obj.get("spec"), where / "spec")
-    status = _mapping(obj.get("status"), where / "status")
-    swhere = where / "spec"
+@dataclass(frozen=True, slots=True)
+class _Containers:
+    """What a pod's containers say, read once."""
 
-    containers, init_containers = [], []
+    resources: PodResources
+    images: tuple[str, ...]
+    """Normalized image names of init containers then containers."""
+    host_ports: tuple[api.HostPort, ...]
+
+
+def _read_containers(spec: Mapping[str, Any], swhere: FieldPath) -> _Containers:
     images: list[str] = []
     ports: list[api.HostPort] = []
-    raw_init = _sequence(spec.get("initContainers"), swhere / "initContainers")
-    raw_containers = _sequence(spec.get("containers"), swhere / "containers")
-    for i, raw in enumerate(raw_init):
-        c = _mapping(raw, swhere / "initContainers" / i)
-        init_containers.append(_container_requests(c, swhere / "initContainers" / i, init=True))
-        images.append(normalized_image_name(str(c.get("image") or "")))
-    for i, raw in enumerate(raw_containers):
-        c = _mapping(raw, swhere / "containers" / i)
-        containers.append(_container_requests(c, swhere / "containers" / i, init=False))
-        images.append(normalized_image_name(str(c.get("image") or "")))
-        ports.extend(_host_ports(c, swhere / "containers" / i))
-    overhead = parse_resource_list(spec.get("overhead"), swhere / "overhead")
-    pod_level_raw = _mapping(spec.get("resources"), swhere / "resources")
-    pod_level = parse_resource_list(pod_level_raw.get("requests"), swhere / "resources")
-    requests = resources.pod_requests(
-        containers, init_containers, overhead=overhead, pod_level=pod_level
-    )
-    nonzero = resources.pod_requests(
-        containers,
-        init_containers,
-        overhead=overhead,
-        pod_level=pod_level,
-        non_missing=resources.NON_ZERO_DEFAULTS if (containers or init_containers) else None,
-    )
 
+    def visit(key: str, container: Mapping[str, Any], where: FieldPath) -> None:
+        images.append(normalized_image_name(str(container.get("image") or "")))
+        if key == "containers":
+            ports.extend(_host_ports(container, where))
+
+    resources = read_pod_resources(STRICT, spec, swhere, visit)
+    return _Containers(resources, tuple(images), tuple(ports))
+
+
+def _priority(
+    spec: Mapping[str, Any], swhere: FieldPath, priority_classes: Mapping[str, int] | None
+) -> int:
+    """``spec.priority``, or what admission would set: the PriorityClass's value, or the
+    global default class's."""
     priority = spec.get("priority")
     if priority is None:
         classes = priority_classes or {}
@@ -558,6 +560,23 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
             priority = classes[class_name]
         else:
             priority = classes.get("", 0)  # "" holds the globalDefault class's value
+    return _int(priority, swhere / "priority")
+
+
+def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> api.Pod:
+    meta = _mapping(obj.get("metadata"), FieldPath("Pod", "metadata"))
+    namespace = _text(meta.get("namespace"), FieldPath("Pod", "metadata.namespace")) or "default"
+    name = _text(meta.get("name"), FieldPath("Pod", "metadata.name"))
+    where = FieldPath(f"Pod {namespace}/{name}")
+    if not name:
+        raise (where / "metadata" / "name").fail(name, "a pod needs a name")
+    spec = _mapping(obj.get("spec"), where / "spec")
+    status = _mapping(obj.get("status"), where / "status")
+    swhere = where / "spec"
+
+    containers = _read_containers(spec, swhere)
+    requests = pod_requests(containers.resources)
+    nonzero = pod_requests(containers.resources, non_zero_defaults=NON_ZERO_DEFAULTS)
     affinity = _mapping(spec.get("affinity"), swhere / "affinity")
     gates = _sequence(spec.get("schedulingGates"), swhere / "schedulingGates")
     labels = _labels(meta.get("labels"), where / "metadata" / "labels")
@@ -577,7 +596,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         nominated_node_name=_text(
             status.get("nominatedNodeName"), where / "status" / "nominatedNodeName"
         ),
-        priority=_int(priority, swhere / "priority"),
+        priority=_priority(spec, swhere, priority_classes),
         labels=labels,
         node_selector=_string_map(spec.get("nodeSelector"), swhere / "nodeSelector"),
         affinity=parse_node_affinity(
@@ -589,11 +608,11 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
             for i, g in enumerate(gates)
         ),
         requests=requests,
-        nonzero_cpu=nonzero.get(api.CPU, 0),
-        nonzero_memory=nonzero.get(api.MEMORY, 0),
-        host_ports=tuple(ports),
-        images=tuple(images),
-        container_count=len(raw_init) + len(raw_containers),
+        nonzero_cpu=nonzero.get(CPU, 0),
+        nonzero_memory=nonzero.get(MEMORY, 0),
+        host_ports=containers.host_ports,
+        images=containers.images,
+        container_count=len(containers.images),
         created=_timestamp(meta.get("creationTimestamp"), where / "metadata" / "creationTimestamp"),
         deleting=bool(meta.get("deletionTimestamp")),
         pod_affinity=parse_pod_affinity(affinity, swhere / "affinity", labels),
@@ -626,7 +645,7 @@ def parse_node(obj: Mapping[str, Any]) -> api.Node:
             raise (where / "spec" / "taints" / i / "effect").fail(
                 effect, f"expected one of {', '.join(api.TaintEffect)}"
             )
-        taints.append(api.Taint(str(taint.get("key") or ""), effect, str(taint.get("value") or "")))
+        taints.append(Taint(str(taint.get("key") or ""), effect, str(taint.get("value") or "")))
     allocatable_raw = status.get("allocatable")
     if allocatable_raw is None:
         allocatable_raw = status.get("capacity")
@@ -767,7 +786,7 @@ def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObje
                 nodes.append(parse_node(obj))
             elif kind == "Pod":
                 phase = _mapping(obj.get("status"), FieldPath("Pod", "status")).get("phase")
-                if phase not in TERMINAL_PHASES:  # the scheduler never sees finished pods
+                if not is_terminal(phase):  # the scheduler never sees finished pods
                     pods.append(parse_pod(obj, classes))
             elif kind == "PodDisruptionBudget":
                 budgets.append(parse_disruption_budget(obj))

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent import errors
 from nodeagent.agent.actuation import ActuationJob
+from nodeagent.base import errors
+from nodeagent.k8s.pods import QOSClass
 from nodeagent.kube import errors as kube_errors
 from nodeagent.kube.client import api_time
-from nodeagent.model import NodeObservations, QOSClass
+from nodeagent.model import NodeObservations
 from nodeagent.signals.collector import ALL_GROUPS, SignalGroup
-from nodeagent.signals.fixtures import GIB, MIB
 from nodeagent.triggers.api import Mechanism
 from tests.agent.rig import NODE, Rig, pod
+from tests.doubles.host import GIB, MIB
 from tests.fakeapi import objects
 
 MEMORY_CONDITION = "NodeAgentMemoryPressure"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from nodeagent.eviction import units
-from nodeagent.eviction.units import QuantityFormat
+from nodeagent.k8s import quantities as units
+from nodeagent.k8s.quantities import QuantityFormat
 
 Ki, Mi, Gi = 1 << 10, 1 << 20, 1 << 30
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nodeagent import cli
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config, objects, planner, registry, scheduling
 from nodeagent.scheduler.extenders.chain import Extenders
 from nodeagent.scheduler.extenders.client import ExtenderError

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nodeagent import cli
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import config, framework, registry
 from nodeagent.scheduler.plugins import node_resources_fit
 from tests.scheduler import builders as b

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.config import load_config
-from nodeagent.errors import ConfigError
-from nodeagent.model import FsLayout, PodUID, PsiLine, QOSClass, Signal, SignalValue, Unavailable
+from nodeagent.agent.config import load_config
+from nodeagent.base.errors import ConfigError
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import FsLayout, PodUID, PsiLine, Signal, SignalValue, Unavailable
 from nodeagent.signals.cgroups import CgroupVersion
 from nodeagent.signals.collector import (
     COLLECTED_SIGNALS,
@@ -20,7 +21,7 @@ from nodeagent.signals.collector import (
     SignalCollector,
     SignalGroup,
 )
-from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory, Psi
+from tests.doubles.host import GIB, MIB, HostTree, Memory, Psi
 
 
 def populate(tree: HostTree) -> None:

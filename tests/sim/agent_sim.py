@@ -34,15 +34,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from nodeagent.agent.config import load_config
 from nodeagent.agent.pods import PodView
 from nodeagent.agent.runtime import Agent
-from nodeagent.clock import FakeClock
-from nodeagent.config import load_config
-from nodeagent.model import PodInfo, PodUID, QOSClass, Signal
-from nodeagent.observability.sdnotify import SystemdNotifier
+from nodeagent.base.clock import FakeClock
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import PodInfo, PodUID, Signal
+from nodeagent.serving.sdnotify import SystemdNotifier
 from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion
-from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory
-from nodeagent.triggers.fake import FakeTriggers
+from tests.doubles.host import GIB, MIB, HostTree, Memory
+from tests.doubles.triggers import FakeTriggers
 from tests.fakeapi import objects
 from tests.sim.api import EvictionRecord, Faults, SimAPI, SimClient
 from tests.sim.scheduler_sim import Violation

@@ -38,8 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodeagent import errors
-from nodeagent.clock import FakeClock
+from nodeagent.base import errors
+from nodeagent.base.clock import FakeClock
 from nodeagent.kube import client
 from nodeagent.kube.informer import Informer
 from nodeagent.scheduler import registry

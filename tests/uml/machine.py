@@ -5,7 +5,7 @@ built to run as a user process: no VM and no KVM. Booted with the host's ``/`` a
 root filesystem (hostfs), it runs a script of ours as PID 1, with the project's Python
 and virtualenv reachable at the same paths, and mounts ``cgroup2`` with the memory,
 cpu, io and pids controllers: the hierarchy most nodes run, which this machine's hybrid
-cgroup v1 host cannot give (machine-and-test-infra.md §7).
+cgroup v1 host cannot give.
 
 :func:`boot` writes an init wrapper that mounts /proc, /sys and the cgroup2 hierarchy,
 runs the command, records its exit status in a results directory on the host (hostfs

@@ -1,5 +1,5 @@
 """The scheduler's cache: nodes, bound pods and assumed pods, and the snapshot built
-from them, kept current incrementally (reference §18).
+from them, kept current incrementally (``pkg/scheduler/backend/cache``).
 
 * A **bound** pod (seen on a node by the pod watch) is accounted on its node.
 * An **assumed** pod is one the scheduling cycle placed and whose binding is still in

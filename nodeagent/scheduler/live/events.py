@@ -1,4 +1,4 @@
-"""Cluster events, and which plugins' rejections each one may undo (reference §12).
+"""Cluster events, and which plugins' rejections each one may undo (``EventsToRegister``).
 
 A pod rejected by plugins waits in unschedulablePods until something happens that one
 of its *rejecting* plugins registered for; anything else leaves it parked, so a busy
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from nodeagent import model
+from nodeagent.k8s.pressure import PRESSURE_ANNOTATION
 from nodeagent.scheduler import api
 
 
@@ -84,8 +84,6 @@ def node_events(old: api.Node, new: api.Node) -> frozenset[ClusterEvent]:
         found.add(E.NODE_SPEC_UNSCHEDULABLE_CHANGE)
     if old.conditions != new.conditions:
         found.add(E.NODE_CONDITION_CHANGE)
-    if old.annotations.get(model.PRESSURE_ANNOTATION) != new.annotations.get(
-        model.PRESSURE_ANNOTATION
-    ):
+    if old.annotations.get(PRESSURE_ANNOTATION) != new.annotations.get(PRESSURE_ANNOTATION):
         found.add(E.NODE_ANNOTATION_CHANGE)
     return frozenset(found)

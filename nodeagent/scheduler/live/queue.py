@@ -1,4 +1,5 @@
-"""kube-scheduler's scheduling queue (reference §12), thread-safe, with time injected.
+"""kube-scheduler's scheduling queue (``PriorityQueue`` in
+``pkg/scheduler/backend/queue/scheduling_queue.go``), thread-safe, with time injected.
 
 Where a pending pod can be:
 

@@ -1,4 +1,5 @@
-"""What the scheduler writes besides bindings, off the scheduling thread (reference §18).
+"""What the scheduler writes besides bindings, off the scheduling thread
+(kube-scheduler's ``handleSchedulingFailure``).
 
 * **Pod status** (``pods/status`` strategic merge patch): ``PodScheduled=False`` with
   reason ``Unschedulable`` (``SchedulerError`` for internal errors) and kube-scheduler's
@@ -6,8 +7,8 @@
   matters) and a condition identical to the last one written is not written again, so
   a pod retried a hundred times costs one write.
 * **Events** (``FailedScheduling`` Warning, ``Scheduled`` Normal, ``Preempted`` on a
-  victim) through the agent's aggregating :class:`~nodeagent.actuators.events.
-  EventRecorder` (repeats bump ``count``; distinct pods' events are never merged), from
+  victim) through the shared aggregating :class:`~nodeagent.kube.events.EventRecorder`
+  (repeats bump ``count``; distinct pods' events are never merged), from
   a bounded queue that drops when full, as client-go's broadcaster does: events never
   slow scheduling down. Their requests have a budget of their own, the client
   connection's ``qps``/``burst`` (kube-scheduler gives its event client a clientset of
@@ -28,10 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nodeagent import errors
-from nodeagent.actuators.events import NORMAL, WARNING, EventRecorder, InvolvedObject
-from nodeagent.clock import Clock
+from nodeagent.base import errors
+from nodeagent.base.clock import Clock
 from nodeagent.kube import client, ratelimit
+from nodeagent.kube.events import NORMAL, WARNING, EventRecorder, InvolvedObject
 from nodeagent.scheduler import api
 
 log = logging.getLogger(__name__)

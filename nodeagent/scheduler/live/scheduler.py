@@ -6,7 +6,7 @@ binding workers, the queue flusher (backoff expiry every second, the 5-minute
 unschedulable flush, expired assumptions), the reporter, leader election and the
 metrics server.
 
-Which pods: kube-scheduler's choice (reference §18). Pods are listed and watched with
+Which pods: kube-scheduler's choice (``addAllEventHandlers``). Pods are listed and watched with
 ``status.phase!=Succeeded,status.phase!=Failed``; a pod with a node feeds the cache, a
 pod without one whose ``schedulerName`` is a profile and that is not being deleted feeds
 the queue. Nothing is fetched per pod: the informers carry everything.
@@ -37,12 +37,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from nodeagent import errors, heap
-from nodeagent.actuators.events import EventRecorder
-from nodeagent.agent.logs import FIELDS
-from nodeagent.clock import Clock, RealClock
+from nodeagent.base import errors, heap
+from nodeagent.base.clock import Clock, RealClock
+from nodeagent.base.logs import FIELDS
+from nodeagent.k8s.pods import NOT_TERMINAL_FIELD_SELECTOR
 from nodeagent.kube import client, informer
-from nodeagent.observability.health import ProbeResult
+from nodeagent.kube.events import EventRecorder
 from nodeagent.scheduler import api, framework, objects, registry, scheduling
 from nodeagent.scheduler.api import BindResult
 from nodeagent.scheduler.live import bind_process
@@ -55,10 +55,11 @@ from nodeagent.scheduler.live.queue import PodInfo, SchedulingQueue, Where
 from nodeagent.scheduler.live.reporter import Reporter
 from nodeagent.scheduler.live.settings import LiveSettings
 from nodeagent.scheduler.snapshot import ClusterSnapshot
+from nodeagent.serving.health import ProbeResult
 
 log = logging.getLogger("nodeagent.scheduler")
 
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+POD_FIELD_SELECTOR = NOT_TERMINAL_FIELD_SELECTOR
 FLUSH_INTERVAL = 1.0
 STATIC_REFRESH_INTERVAL = 10.0
 """Seconds between refreshes of plugins' per-node caches (published pressure ages)."""
@@ -119,52 +120,20 @@ class LiveScheduler:
         self._clock = clock or RealClock()
         self.identity = identity or default_identity()
         self.metrics = metrics or SchedulerMetrics(settings.profiles)
-        election = settings.leader_election
-        self.elector: LeaderElector | None = None
-        if election.leader_elect:
-            self.elector = LeaderElector(
-                kube,
-                election,
-                identity=self.identity,
-                now=self._clock.now,
-                wall=self._clock.wall,
-                on_started_leading=self._started_leading,
-                on_stopped_leading=self._stopped_leading,
-            )
+        self.elector = self._elector(kube) if settings.leader_election.leader_elect else None
         self.handle = framework.Handle(now=self._clock.wall(), features=settings.features)
         self.metrics.registry.register(self.handle.failures)  # plugin_errors_total
-        self.process_binder: bind_process.ProcessBinder | None = None
-        binding_threads = settings.bind_workers
-        if bind_target is not None:
-            # bindings with DefaultBinder alone take no thread (binder.direct_binder);
-            # the threads are for a profile whose binding cycle waits for more
-            binding_threads = min(settings.bind_workers, PROCESS_BINDING_THREADS)
-            self.process_binder = bind_process.ProcessBinder(
-                bind_target,
-                self.may_bind,
-                observer=self.metrics,
-                on_start=self.metrics.binding_process_starts.inc,
-                # the Scheduled events go out from there too, off this interpreter
-                reporting=bind_process.Reporting(settings.profiles[0], self.identity),
-                on_events_dropped=self.metrics.events_dropped.inc,
-            )
-            self.handle.binder = self.process_binder
-        else:
-            self.handle.binder = APIBinder(kube, self.may_bind)
+        self.process_binder = None if bind_target is None else self._process_binder(bind_target)
+        self.handle.binder = (
+            APIBinder(kube, self.may_bind) if self.process_binder is None else self.process_binder
+        )
         self.frameworks = framework.build_frameworks(
             settings.configuration, plugins or registry.in_tree_registry(), self.handle
         )
         any_fw = next(iter(self.frameworks.values()))
         self.handle.rng = random.Random(seed)
         self.cache = SchedulerCache(clock=self._clock.now, nominator=self.handle.nominator)
-        self.queue = SchedulingQueue(
-            less=any_fw.less,
-            pre_enqueue=self._pre_enqueue,
-            clock=self._clock.now,
-            initial_backoff=settings.initial_backoff,
-            max_backoff=settings.max_backoff,
-            on_move=self._moved,
-        )
+        self.queue = self._queue(any_fw.less)
         self.metrics.watch_queue(self.queue.pending)
         self.algorithm = scheduling.Scheduler(
             self.frameworks,
@@ -178,7 +147,66 @@ class LiveScheduler:
             clock=self._clock,
             component=settings.profiles[0],
         )
-        self.reporter = Reporter(
+        self.reporter = self._reporter(kube)
+        self.binder = BindingPool(
+            0 if stepped else self._binding_threads(bind_target), self._binding_done
+        )
+        self.pods, self.nodes, self.budgets = self._informers(kube, watch_timeout)
+        self._stopping = threading.Event()
+        self._lost = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_beat = self._last_refresh = self._clock.now()
+        self.times = {"algorithm": 0.0, "assume": 0.0, "failure": 0.0, "cycles": 0.0}
+        self.bound_count = 0
+        self._bound_lock = threading.Lock()
+
+    # --- the parts ----------------------------------------------------------------------
+    def _elector(self, kube: client.ClusterClient) -> LeaderElector:
+        return LeaderElector(
+            kube,
+            self.settings.leader_election,
+            identity=self.identity,
+            now=self._clock.now,
+            wall=self._clock.wall,
+            on_started_leading=self._started_leading,
+            on_stopped_leading=self._stopped_leading,
+        )
+
+    def _process_binder(self, target: bind_process.Target) -> bind_process.ProcessBinder:
+        """The binding process reaching the API server through ``target``."""
+        return bind_process.ProcessBinder(
+            target,
+            self.may_bind,
+            observer=self.metrics,
+            on_start=self.metrics.binding_process_starts.inc,
+            # the Scheduled events go out from there too, off this interpreter
+            reporting=bind_process.Reporting(self.settings.profiles[0], self.identity),
+            on_events_dropped=self.metrics.events_dropped.inc,
+        )
+
+    def _binding_threads(self, bind_target: bind_process.Target | None) -> int:
+        if bind_target is None:
+            return self.settings.bind_workers
+        # bindings with DefaultBinder alone take no thread (binder.direct_binder);
+        # the threads are for a profile whose binding cycle waits for more
+        return min(self.settings.bind_workers, PROCESS_BINDING_THREADS)
+
+    def _queue(
+        self, less: Callable[[framework.QueuedPod, framework.QueuedPod], bool]
+    ) -> SchedulingQueue:
+        settings = self.settings
+        return SchedulingQueue(
+            less=less,
+            pre_enqueue=self._pre_enqueue,
+            clock=self._clock.now,
+            initial_backoff=settings.initial_backoff,
+            max_backoff=settings.max_backoff,
+            on_move=self._moved,
+        )
+
+    def _reporter(self, kube: client.ClusterClient) -> Reporter:
+        settings = self.settings
+        return Reporter(
             kube,
             self.recorder,
             wall=self._clock.wall,
@@ -188,20 +216,24 @@ class LiveScheduler:
             event_qps=settings.qps,
             event_burst=settings.burst,
         )
-        self.binder = BindingPool(0 if stepped else binding_threads, self._binding_done)
-        self.pods = informer.Informer(
+
+    def _informers(
+        self, kube: client.ClusterClient, watch_timeout: int
+    ) -> tuple[informer.Informer, informer.Informer, informer.Informer]:
+        """The pod, node and PodDisruptionBudget informers, feeding the handlers below."""
+        pods = informer.Informer(
             informer.pods(kube, field_selector=POD_FIELD_SELECTOR),
             informer.Handlers(self._pod_added, self._pod_updated, self._pod_deleted),
             watch_timeout=watch_timeout,
             name="pod-informer",
         )
-        self.nodes = informer.Informer(
+        nodes = informer.Informer(
             informer.nodes(kube),
             informer.Handlers(self._node_added, self._node_updated, self._node_deleted),
             watch_timeout=watch_timeout,
             name="node-informer",
         )
-        self.budgets = informer.Informer(
+        budgets = informer.Informer(
             informer.disruption_budgets(kube),
             informer.Handlers(
                 self._budget_changed,
@@ -211,13 +243,7 @@ class LiveScheduler:
             watch_timeout=watch_timeout,
             name="pdb-informer",
         )
-        self._stopping = threading.Event()
-        self._lost = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._last_beat = self._last_refresh = self._clock.now()
-        self.times = {"algorithm": 0.0, "assume": 0.0, "failure": 0.0, "cycles": 0.0}
-        self.bound_count = 0
-        self._bound_lock = threading.Lock()
+        return pods, nodes, budgets
 
     # --- leadership ---------------------------------------------------------------------
     def may_schedule(self) -> bool:
@@ -553,7 +579,7 @@ class LiveScheduler:
         (or stand by). Returns False if the informers did not sync in time, or ``stop``
         was set meanwhile (SIGTERM while the API is unreachable). ``freeze_heap``: the
         informers list with the collector off and what they listed is then taken out of
-        its reach (:func:`nodeagent.heap.building`), for a process that is the scheduler
+        its reach (:func:`nodeagent.base.heap.building`), for a process that is the scheduler
         (not a test run, which starts many)."""
         if self.process_binder is not None:
             self.process_binder.start()  # its start-up overlaps the informers' lists

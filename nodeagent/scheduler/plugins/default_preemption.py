@@ -1,5 +1,5 @@
 """DefaultPreemption (PostFilter): when no node fits, find the node where evicting
-lower-priority pods makes room, and nominate it (reference §13).
+lower-priority pods makes room, and nominate it (``plugins/defaultpreemption``).
 
 The work is :func:`nodeagent.scheduler.preemption.preempt`, a pure function of the
 snapshot, the pod, the cycle's diagnosis, the PodDisruptionBudgets and the nominated

@@ -1,5 +1,5 @@
 """InterPodAffinity (PreFilter, Filter, PreScore, Score): keep pods together or apart by
-the pods already running in a topology domain (reference §10).
+the pods already running in a topology domain (``plugins/interpodaffinity``).
 
 Filter, in kube-scheduler's order:
 

@@ -1,5 +1,5 @@
 """NodeAffinity (PreFilter, Filter, PreScore, Score): ``nodeSelector``, required and
-preferred node affinity, and the scheduler-enforced ``addedAffinity`` (reference §9).
+preferred node affinity, and the scheduler-enforced ``addedAffinity`` (``plugins/nodeaffinity``).
 
 Filter: the node must match the scheduler-enforced affinity (if configured), then the
 pod's ``nodeSelector`` AND one of its required terms (terms are ORed; inside a term all
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from pydantic import model_validator
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config, objects
 from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
 from nodeagent.scheduler.plugins import helpers

@@ -1,13 +1,14 @@
 """NodeResourcesFit (PreFilter, Filter, PreScore, Score).
 
-Filter (reference §5.2): the node must have room for one more pod and, for every
-resource the pod requests (effective request: containers, init containers, sidecars,
-overhead), ``request <= allocatable - requested``; all shortfalls are reported, and the
-rejection is unresolvable when a request exceeds even the empty node.
+Filter (``fitsRequest`` in ``noderesources/fit.go``): the node must have room for one more
+pod and, for every resource the pod requests (effective request: containers, init
+containers, sidecars, overhead), ``request <= allocatable - requested``; all shortfalls are
+reported, and the rejection is unresolvable when a request exceeds even the empty node.
 
-Score (§5.3): LeastAllocated (default), MostAllocated or RequestedToCapacityRatio over
-the configured resources, using "non-zero" cpu/memory requests (100m / 200 MiB for a
-container that omits them). The arithmetic lives in :mod:`.resource_allocation`.
+Score (``noderesources/resource_allocation.go``): LeastAllocated (default), MostAllocated or
+RequestedToCapacityRatio over the configured resources, using "non-zero" cpu/memory
+requests (100m / 200 MiB for a container that omits them). The arithmetic lives in
+:mod:`.resource_allocation`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field, model_validator
 
+from nodeagent.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from nodeagent.scheduler import api, config
 from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
 from nodeagent.scheduler.plugins import resource_allocation as ra
@@ -62,7 +64,7 @@ class ScoringStrategy(config.ConfigModel):
     requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
 
 
-DEFAULT_RESOURCES = (ResourceSpec(name=api.CPU, weight=1), ResourceSpec(name=api.MEMORY, weight=1))
+DEFAULT_RESOURCES = (ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1))
 
 
 class Args(config.ConfigModel):
@@ -296,9 +298,9 @@ class NodeResourcesFit:
     def _pod_scoring_requests(self, pod: api.Pod) -> list[int]:
         out = []
         for name, _ in self._resources:
-            if name == api.CPU:
+            if name == CPU:
                 out.append(pod.nonzero_cpu)
-            elif name == api.MEMORY:
+            elif name == MEMORY:
                 out.append(pod.nonzero_memory)
             else:
                 out.append(pod.requests.get(name, 0))
@@ -347,7 +349,7 @@ class NodeResourcesFit:
 
 def _report_order(name: str) -> int:
     """Report order: cpu, memory, ephemeral-storage, then other resources by name."""
-    fixed = {api.CPU: 0, api.MEMORY: 1, api.EPHEMERAL_STORAGE: 2}
+    fixed = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
     return fixed.get(name, 3)
 
 

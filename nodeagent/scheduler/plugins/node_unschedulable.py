@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api
 from nodeagent.scheduler.framework import CycleState, Handle
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Mask, NodeIndices
@@ -14,7 +15,7 @@ from nodeagent.scheduler.snapshot import ClusterSnapshot, Mask, NodeIndices
 NAME = "NodeUnschedulable"
 REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 
-UNSCHEDULABLE_TAINT = api.Taint(api.TAINT_NODE_UNSCHEDULABLE, api.TaintEffect.NO_SCHEDULE)
+UNSCHEDULABLE_TAINT = Taint(api.TAINT_NODE_UNSCHEDULABLE, api.TaintEffect.NO_SCHEDULE)
 
 
 class NodeUnschedulable:

@@ -1,5 +1,5 @@
 """PodTopologySpread (PreFilter, Filter, PreScore, Score): spread a workload's pods over
-topology domains (reference §11).
+topology domains (kube-scheduler's ``plugins/podtopologyspread``).
 
 Filter (``whenUnsatisfiable: DoNotSchedule``): for every hard constraint, a node
 without the topology key is rejected (unresolvable); otherwise its domain's count of
@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import Field, model_validator
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config, objects
 from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
 from nodeagent.scheduler.plugins import helpers, node_affinity, taint_toleration

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api
 from nodeagent.scheduler.framework import CycleState, Handle
 from nodeagent.scheduler.plugins import helpers
@@ -26,16 +27,16 @@ _PRE_SCORE_KEY = f"PreScore{NAME}"
 FILTERED_EFFECTS = (api.TaintEffect.NO_SCHEDULE, api.TaintEffect.NO_EXECUTE)
 
 
-def reason(taint: api.Taint) -> str:
+def reason(taint: Taint) -> str:
     return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
 
 
 def first_untolerated(
-    taints: tuple[api.Taint, ...],
+    taints: tuple[Taint, ...],
     tolerations: tuple[api.Toleration, ...],
     *,
     comparison_operators: bool = False,
-) -> api.Taint | None:
+) -> Taint | None:
     for taint in taints:
         if taint.effect in FILTERED_EFFECTS and not api.tolerates(
             tolerations, taint, comparison_operators=comparison_operators
@@ -45,7 +46,7 @@ def first_untolerated(
 
 
 def intolerable_prefer_no_schedule(
-    taints: tuple[api.Taint, ...],
+    taints: tuple[Taint, ...],
     tolerations: tuple[api.Toleration, ...],
     comparison_operators: bool = False,
 ) -> int:

@@ -1,4 +1,4 @@
-"""The scheduling queue against kube-scheduler's rules (reference §12): QueueSort order,
+"""The scheduling queue against kube-scheduler's ``PriorityQueue``: QueueSort order,
 backoff 1, 2, 4, 8, 10, 10 s, unschedulable pods moved only by events their rejecting
 plugins registered for, the 5-minute flush, gates, events during a cycle, deletions."""
 
@@ -8,7 +8,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
 from nodeagent.scheduler import api
 from nodeagent.scheduler.live.events import ClusterEvent
 from nodeagent.scheduler.live.queue import SchedulingQueue, Where
