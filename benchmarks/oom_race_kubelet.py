@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from nodeagent.eviction import units
+from nodeagent.k8s import quantities as units
 
 Mi = 1 << 20
 Gi = 1 << 30
