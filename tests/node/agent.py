@@ -166,6 +166,34 @@ def running(
         yield agent
     finally:
         agent.process.stop()
+        clear_agent_state(node)
+
+
+def clear_agent_state(node: Node) -> None:
+    """Take the agent's conditions, taints and annotation off the Node, as an operator
+    removing the agent would: a stopped agent leaves them as they were (a restart adopts
+    them), and the next test's schedulers would honour them."""
+    plane = node.plane
+    for _ in range(20):  # the kubelet updates the same object: retry on a conflict
+        current = plane.admin.get(f"/api/v1/nodes/{node.name}")
+        spec, meta = current["spec"], current["metadata"]
+        spec["taints"] = [
+            t for t in spec.get("taints") or () if not t["key"].startswith("nodeagent.io/")
+        ] or None
+        (meta.get("annotations") or {}).pop("nodeagent.io/pressure", None)
+        status, _ = plane.admin.request("PUT", f"/api/v1/nodes/{node.name}", current)
+        if status == 409:
+            continue
+        current = plane.admin.get(f"/api/v1/nodes/{node.name}")
+        current["status"]["conditions"] = [
+            c
+            for c in current["status"].get("conditions") or ()
+            if not c["type"].startswith("NodeAgent")
+        ]
+        status, _ = plane.admin.request("PUT", f"/api/v1/nodes/{node.name}/status", current)
+        if status != 409:
+            return
+    raise RuntimeError(f"could not clear the agent's state from node {node.name}")
 
 
 def agent_fields(plane: ControlPlane, node: str) -> dict[str, set[str]]:

@@ -49,6 +49,7 @@ def namespace(node: Node) -> Iterator[str]:
     """A namespace of the test's own; its pods are deleted (by the real kubelet, which
     stops their containers) before the namespace is."""
     plane = node.plane
+    node.wait_calm()
     name = plane.namespace(f"t-{uuid.uuid4().hex[:10]}")
     yield name
     plane.admin.request("DELETE", f"/api/v1/namespaces/{name}/pods", {"gracePeriodSeconds": 1})

@@ -537,6 +537,30 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 )
             time.sleep(0.2)
 
+    def wait_calm(self, timeout: float = 120) -> None:
+        """Wait until the kubelet has posted (since this call) MemoryPressure and
+        DiskPressure False and the node carries no pressure taint of the node lifecycle
+        controller's: while they are there the kubelet's admission refuses pods and the
+        schedulers place none. Each test starts on a calm node."""
+        beat = self.condition("Ready").get("lastHeartbeatTime")
+        deadline = time.monotonic() + timeout
+        while True:
+            node = self.plane.admin.get(f"/api/v1/nodes/{self.name}")
+            statuses = {c["type"]: c for c in node["status"].get("conditions") or ()}
+            taints = [t["key"] for t in node["spec"].get("taints") or ()]
+            if (
+                statuses.get("Ready", {}).get("lastHeartbeatTime") != beat
+                and all(
+                    statuses.get(kind, {}).get("status") == "False"
+                    for kind in ("MemoryPressure", "DiskPressure")
+                )
+                and not any(key.startswith("node.kubernetes.io/") for key in taints)
+            ):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {self.name} not calm in {timeout:.0f} s: {statuses}")
+            time.sleep(0.2)
+
     # --- the kubelet's Summary API ---------------------------------------------------------
     def summary(self) -> dict[str, Any]:
         """``/stats/summary`` from the kubelet itself, as the admin (x509, authorized by

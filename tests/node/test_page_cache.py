@@ -138,5 +138,10 @@ def test_active_page_cache_evicted_by_the_kubelet_and_spared_by_the_opt_in_agent
             the_race.close()
         print(race.table(runs))
         print(f"page-cache pod {'evicted' if evicted(node, namespace, 'cache-b') else 'kept'}")
+        node.plane.admin.request(
+            "DELETE", f"/api/v1/namespaces/{namespace}/pods/cache-b", {"gracePeriodSeconds": 0}
+        )
+        pods.wait_gone(node.plane, namespace, "cache-b")
+        (node.base / "cache-cache-b" / "file").unlink()  # its page cache goes with it
         assert all(run.outcome != "oom" for run in runs), runs
         assert agent.refused() == []
