@@ -17,7 +17,6 @@ from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api, framework
 from nodeagent.scheduler.framework import ClusterEvent, QueueingHint
 from nodeagent.scheduler.live.events import QueueingHints
-from nodeagent.scheduler.snapshot import ClusterSnapshot
 from nodeagent.scheduler.plugins import (
     default_preemption,
     inter_pod_affinity,
@@ -30,6 +29,7 @@ from nodeagent.scheduler.plugins import (
     scheduling_gates,
     taint_toleration,
 )
+from nodeagent.scheduler.snapshot import ClusterSnapshot
 from tests.scheduler.builders import default_framework
 
 E = ClusterEvent
@@ -776,7 +776,6 @@ def test_declared_features_a_pod_needs(
     ],
 )
 def test_declared_features_filter(name: str, declared: tuple[str, ...], passes: bool) -> None:
-    import numpy as np
 
     plugin = node_declared_features.NodeDeclaredFeatures()
     target = ndf_pod(RESTART_ALL)
