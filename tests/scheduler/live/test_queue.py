@@ -14,7 +14,7 @@ from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api, config, framework, registry
 from nodeagent.scheduler.live.events import ClusterEvent, QueueingHints
 from nodeagent.scheduler.live.queue import SchedulingQueue, Where
-from nodeagent.scheduler.plugins import priority_sort, scheduling_gates
+from nodeagent.scheduler.plugins import default_preemption, priority_sort, scheduling_gates
 
 E = ClusterEvent
 HINTS = QueueingHints(
@@ -282,3 +282,42 @@ def test_counts_stay_consistent_and_nothing_is_lost(ops: list[tuple[str, int]]) 
         queue.assumed(info)
         queue.bound(info)
     assert seen == alive
+
+
+def test_a_preemptor_is_held_while_its_victims_are_deleted(clock: FakeClock) -> None:
+    """Asynchronous preemption: DefaultPreemption's PreEnqueue gates the preemptor while
+    its victims' deletions are on the way; an event that would move it gates it instead;
+    the last answered deletion releases it (to backoffQ: it was tried), a failed one
+    activates it at once."""
+    handle = framework.Handle()
+    preemption = default_preemption.new(None, handle)
+    queue = SchedulingQueue(
+        less=priority_sort.PrioritySort().less,
+        pre_enqueue=preemption.pre_enqueue,
+        clock=clock.now,
+        hints=HINTS,
+    )
+    queue.add(pod("a"))
+    info = queue.pop(0)
+    assert info is not None
+    handle.preemptions.start("u-a", 2)
+    assert queue.unschedulable(info, {"NodeResourcesFit"}) is Where.UNSCHEDULABLE
+    freed = api.Pod("default", "v1", uid="v1", node_name="n1", requests={"cpu": 500})
+    assert queue.on_event(E.ASSIGNED_POD_DELETE, freed, None) == 1
+    assert queue.where("u-a") is Where.GATED
+    assert queue.pending()["gated"] == 1
+    assert handle.preemptions.victim_done("u-a") is None, "one deletion still on the way"
+    assert not queue.recheck_gate("u-a", E.ASSIGNED_POD_DELETE)
+    assert handle.preemptions.victim_done("u-a") is True
+    assert queue.recheck_gate("u-a", E.ASSIGNED_POD_DELETE)
+    assert queue.where("u-a") is Where.BACKOFF
+    # a failed deletion: activated at once
+    clock.advance(20)
+    queue.flush()
+    again = queue.pop(0)
+    assert again is info
+    handle.preemptions.start("u-a", 1)
+    queue.unschedulable(info, {"NodeResourcesFit"})
+    assert handle.preemptions.victim_done("u-a", ok=False) is False
+    assert queue.activate("u-a")
+    assert queue.where("u-a") is Where.ACTIVE
