@@ -74,10 +74,19 @@ class QueueingHints:
                         per_event.setdefault(event, []).append((plugin, entry.hint))
             self._map[profile] = per_event
         self._interesting = frozenset(e for m in self._map.values() for e in m) | WILDCARDS
+        self._plugins_for: dict[ClusterEvent, frozenset[str]] = {
+            event: frozenset(plugin for m in self._map.values() for plugin, _ in m.get(event, ()))
+            for event in ClusterEvent
+        }
 
     def interested(self, event: ClusterEvent) -> bool:
         """Whether any plugin registered for ``event`` (``isEventOfInterest``)."""
         return event in self._interesting
+
+    def plugins_for(self, event: ClusterEvent) -> frozenset[str] | None:
+        """The plugins of any profile registered for ``event``; None: a wildcard event,
+        which concerns every pod."""
+        return None if event in WILDCARDS else self._plugins_for[event]
 
     def registered(self, profile: str, event: ClusterEvent) -> frozenset[str]:
         """The plugins of ``profile`` registered for ``event``."""

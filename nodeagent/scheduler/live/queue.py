@@ -43,6 +43,9 @@ MAX_IN_UNSCHEDULABLE = 300.0
 (``podMaxInUnschedulablePodsDuration``)."""
 
 
+ANY_REJECTOR = "*"
+"""Where a parked pod with no known rejector is indexed: every event concerns it."""
+
 POD_ADD = "PodAdd"
 BACKOFF_COMPLETE = "BackoffComplete"
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
@@ -91,6 +94,8 @@ class Hints(Protocol):
 
     def interested(self, event: ClusterEvent) -> bool: ...
 
+    def plugins_for(self, event: ClusterEvent) -> frozenset[str] | None: ...
+
     def worth_requeuing(
         self,
         pod: api.Pod,
@@ -107,6 +112,9 @@ class _EveryEvent:
 
     def interested(self, event: ClusterEvent) -> bool:
         return True
+
+    def plugins_for(self, event: ClusterEvent) -> frozenset[str] | None:
+        return None
 
     def worth_requeuing(
         self,
@@ -152,7 +160,11 @@ class SchedulingQueue:
         self._error_backoff: list[tuple[float, int, int, PodInfo]] = []
         self._counts: dict[Where, int] = dict.fromkeys(Where, 0)
         self._unschedulable: dict[str, PodInfo] = {}
-        """The unschedulablePods map: what a cluster event scans."""
+        """The unschedulablePods map."""
+        self._by_rejector: dict[str, dict[str, PodInfo]] = {}
+        """unschedulablePods by rejecting plugin: an event looks only at the pods one of
+        its registered plugins rejected (thousands of bindings, each an
+        ``AssignedPodAdd``, must not scan every parked pod)."""
         self._sequence = itertools.count()
         self._event_sequence = 0
         self._recent_events: list[tuple[int, ClusterEvent, object, object]] = []
@@ -174,9 +186,11 @@ class SchedulingQueue:
         if self._infos.get(info.uid) is info:
             self._counts[info.where] -= 1
             if info.where is Where.UNSCHEDULABLE:
-                del self._unschedulable[info.uid]
+                self._forget_unschedulable(info)
         if where is Where.UNSCHEDULABLE:
             self._unschedulable[info.uid] = info
+            for plugin in info.rejectors or (ANY_REJECTOR,):
+                self._by_rejector.setdefault(plugin, {})[info.uid] = info
         info.where = where
         info.token += 1
         self._infos[info.uid] = info
@@ -194,10 +208,18 @@ class SchedulingQueue:
             if self._on_move is not None:
                 self._on_move(where, event)
 
+    def _forget_unschedulable(self, info: PodInfo) -> None:
+        del self._unschedulable[info.uid]
+        for plugin in info.rejectors or (ANY_REJECTOR,):
+            parked = self._by_rejector[plugin]
+            del parked[info.uid]
+            if not parked:
+                del self._by_rejector[plugin]
+
     def _remove(self, info: PodInfo) -> None:
         self._counts[info.where] -= 1
         if info.where is Where.UNSCHEDULABLE:
-            del self._unschedulable[info.uid]
+            self._forget_unschedulable(info)
         info.token += 1
         del self._infos[info.uid]
 
@@ -281,9 +303,17 @@ class SchedulingQueue:
             if self._counts[Where.IN_FLIGHT]:
                 self._event_sequence += 1
                 self._recent_events.append((self._event_sequence, event, old, new))
+            plugins = hints.plugins_for(event)
+            if plugins is None:
+                candidates: Iterable[PodInfo] = self._unschedulable.values()
+            else:
+                found: dict[str, PodInfo] = {}
+                for plugin in (*plugins, ANY_REJECTOR):
+                    found.update(self._by_rejector.get(plugin, {}))
+                candidates = found.values()
             moved = [
                 info
-                for info in self._unschedulable.values()
+                for info in candidates
                 if hints.worth_requeuing(info.pod, info.rejectors, event, old, new)
             ]
             for info in moved:
