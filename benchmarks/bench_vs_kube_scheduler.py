@@ -59,6 +59,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,15 @@ class Churn:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
+
+
+def informers_synced(log: Path) -> float | None:
+    """When nodeagent logged "informers synced" (its JSON log's ``time``), Unix seconds."""
+    for line in log.read_text(errors="replace").splitlines():
+        if '"informers synced"' in line:
+            stamp = json.loads(line)["time"]
+            return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return None
 
 
 def unschedulable_attempts(plane: ControlPlane, which: str, port: int) -> float:
@@ -385,7 +395,7 @@ def start_scheduler(plane: ControlPlane, which: str, directory: Path) -> process
         kubeconfig=plane.scheduler_kubeconfig,
         config=config,
         # plain-HTTP metrics on loopback, read at the end of an unschedulable run
-        extra=["--log-level=warning", "--metrics-auth=none"],
+        extra=["--log-level=info", "--metrics-auth=none"],
     )
 
 
@@ -421,7 +431,7 @@ def one_run(
     apiserver = psutil.Process(plane.pid("kube-apiserver"))
     etcd = psutil.Process(plane.pid("etcd"))
     api_cpu, etcd_cpu = cpu_seconds([apiserver]), cpu_seconds([etcd])
-    started = time.monotonic()
+    started, started_wall = time.monotonic(), time.time()
     scheduler = start_scheduler(plane, which, directory)
     churn = Churn(plane, extra.churn, extra.nodes) if never_fit and extra.churn else None
     try:
@@ -444,6 +454,9 @@ def one_run(
             "apiserver_cpu_ms_per_pod": 1000 * (cpu_seconds([apiserver]) - api_cpu) / pods,
             "etcd_cpu_ms_per_pod": 1000 * (cpu_seconds([etcd]) - etcd_cpu) / pods,
         }
+        synced = informers_synced(scheduler.log) if which == "nodeagent" else None
+        if synced is not None:
+            result["informers_synced_seconds"] = synced - started_wall
         if never_fit:
             attempts = unschedulable_attempts(plane, which, scheduler.port)
             result["wasted_retries_per_pod"] = (attempts - never_fit) / never_fit
@@ -463,6 +476,7 @@ def one_run(
 
 
 FIELDS = (
+    ("informers_synced_seconds", "informers synced s", "{:.2f}"),
     ("first_binding_seconds", "first binding s", "{:.2f}"),
     ("pods_per_second", "pods/s from start", "{:.0f}"),
     ("steady_pods_per_second", "pods/s first->last", "{:.0f}"),
