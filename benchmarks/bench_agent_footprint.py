@@ -29,7 +29,7 @@ from pathlib import Path
 
 from benchmarks.bench_detection import AgentProcess
 from benchmarks.bench_observability import _sample, fake_node
-from nodeagent.kube import fake
+from tests.doubles import kube as fake
 from tests.e2e import harness
 from tests.fakeapi import objects, server
 

@@ -5,7 +5,7 @@
 
 The whole agent as ``nodeagent run`` builds it (real collector reading this machine,
 engine, actuators, the real ``kubernetes`` client over HTTP to the fake API server) is
-driven cycle by cycle in virtual time: a :class:`~nodeagent.clock.FakeClock` advanced by
+driven cycle by cycle in virtual time: a :class:`~nodeagent.base.clock.FakeClock` advanced by
 each poll's wait, so hours pass in seconds while every request is a real HTTP exchange
 logged by the server. The first hour includes start-up (reading the Node, listing and
 watching pods, the first publication); the figures are the requests of the following
@@ -23,11 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from nodeagent.agent.config import camel_to_snake, load_config
 from nodeagent.agent.runtime import Agent
-from nodeagent.clock import FakeClock
-from nodeagent.config import camel_to_snake, load_config
-from nodeagent.kube import fake, http, retry
-from nodeagent.triggers.fake import FakeTriggers
+from nodeagent.base.clock import FakeClock
+from nodeagent.kube import http, retry
+from tests.doubles import kube as fake
+from tests.doubles.triggers import FakeTriggers
 from tests.e2e import harness
 from tests.fakeapi import objects, server
 

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
 from nodeagent.eviction import engine
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.model import (

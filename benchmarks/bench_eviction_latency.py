@@ -39,7 +39,7 @@ from pathlib import Path
 
 from benchmarks import bench_detection
 from benchmarks.bench_detection import Mi, Result
-from nodeagent.kube import fake
+from tests.doubles import kube as fake
 from tests.e2e import harness
 from tests.fakeapi import objects, server
 from tests.triggers import loadgen

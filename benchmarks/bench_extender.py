@@ -95,15 +95,14 @@ from benchmarks.extender_clients import (
     Payload,
     run_queue_wait,
 )
-from nodeagent import model
+from nodeagent.extender import server
+from nodeagent.extender.nodeview import NodeView
+from nodeagent.k8s.pressure import PRESSURE_ANNOTATION
 from nodeagent.kube.client import api_time
-from nodeagent.observability.server import ObservabilityServer, StartResponse, WSGIApp
-from nodeagent.observability.settings import ListenAddress
-from nodeagent.scheduler.extenders import server
-from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.plugins import node_pressure
+from nodeagent.serving.endpoints import ObservabilityServer, StartResponse, WSGIApp
 from nodeagent.serving.server import Protection
-from nodeagent.serving.settings import MetricsAuth, resolve
+from nodeagent.serving.settings import ListenAddress, MetricsAuth, resolve
 from nodeagent.serving.tls import ServingCertificate
 
 GiB = 2**30
@@ -163,7 +162,7 @@ def node(i: int, now: float, version: str) -> dict[str, Any]:
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
-                model.PRESSURE_ANNOTATION: json.dumps(pressure),
+                PRESSURE_ANNOTATION: json.dumps(pressure),
             },
         },
         "spec": {
@@ -479,7 +478,7 @@ def extender(nodes: int, *, tls: bool, updates_per_second: float) -> Iterator[Ex
     stop = threading.Event()
     # ... and then every few seconds (a tree without it: the one freeze above)
     try:
-        from nodeagent import heap
+        from nodeagent.base import heap
 
         freezing: Callable[[threading.Event], None] | None = functools.partial(
             heap.freeze_until, every=server.FREEZE_EVERY_S

@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable
 
 from nodeagent.actuators import events, evictor, node_status, safety
-from nodeagent.clock import FakeClock, RealClock
-from nodeagent.kube import http, pods, retry
+from nodeagent.agent import podinfo as pods
+from nodeagent.base.clock import FakeClock, RealClock
+from nodeagent.kube import http, retry
 from nodeagent.model import Signal
 from tests.actuators.builders import (
     DISK_CONDITION,
@@ -55,7 +56,7 @@ def requests_per_hour_at_rest(heartbeat: float, annotation_refresh: float) -> di
             heartbeat_period=heartbeat,
             annotation_refresh_period=annotation_refresh,
         )
-        recorder = events.EventRecorder(kube, node_name="node-a", clock=clock)
+        recorder = events.AgentEventRecorder(kube, node_name="node-a", clock=clock)
         ev = evictor.Evictor(kube, clock=clock, recorder=recorder, policy=safety.SafetyPolicy())
         actuator.apply(decision(), HEADROOM)  # start-up: adopt + first write
         start = len(api.requests)
@@ -87,7 +88,7 @@ def decision_to_eviction_request(runs: int = 200) -> tuple[list[float], list[flo
     with server.running() as api:
         clock = RealClock()
         kube = client(api, clock)
-        recorder = events.EventRecorder(kube, node_name="node-a", clock=clock)
+        recorder = events.AgentEventRecorder(kube, node_name="node-a", clock=clock)
         ev = evictor.Evictor(
             kube, clock=clock, recorder=recorder, policy=safety.SafetyPolicy(), max_evictions=10**6
         )

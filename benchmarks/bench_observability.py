@@ -38,7 +38,7 @@ import psutil
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from nodeagent import model
-from nodeagent.observability import metrics
+from nodeagent.agent import metrics
 
 
 def _observations(time_s: float) -> model.NodeObservations:
@@ -119,12 +119,12 @@ def per_cycle_cost(cycles: int = 20_000) -> None:
 
 def _child(duration: float, interval: float) -> None:
     """The measured process: collection + metrics server, like the agent's loop."""
-    from nodeagent.clock import RealClock
-    from nodeagent.config import load_config
+    from nodeagent.agent.config import load_config
+    from nodeagent.base.clock import RealClock
     from nodeagent.kube import http  # noqa: F401  (the agent imports the API client)
-    from nodeagent.observability.health import Health
-    from nodeagent.observability.server import ObservabilityServer
-    from nodeagent.observability.settings import ListenAddress
+    from nodeagent.serving.endpoints import ObservabilityServer
+    from nodeagent.serving.health import Health
+    from nodeagent.serving.settings import ListenAddress
     from nodeagent.signals.collector import SignalCollector
 
     config = load_config()

@@ -5,6 +5,8 @@ before the kernel's OOM killer kills it?
     sudo python -m benchmarks.bench_oom_race --runs 5 --thresholds 100Mi --rates 256Mi,1Gi
     sudo python -m benchmarks.bench_oom_race --guest kvm --mem-mib 3072 --node-limit 1Gi \
         --configurations defaults,kubelet --thresholds 100Mi     # cgroup v2, in a guest
+    sudo python -m benchmarks.bench_oom_race --kubelet --runs 10 --rates 256Mi,1Gi,max \
+        --thresholds 100Mi,500Mi                                   # the real kubelet
 
 Issue 22's measurement (root needed). The node is a real memory cgroup with a limit
 (``--node-limit``: 2 GiB on the host's cgroup v1; in a cgroup v2 guest, ``--guest``
@@ -95,8 +97,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.bench_eviction_latency import StampingServer
-from nodeagent.eviction import units
-from nodeagent.kube import fake, http
+from nodeagent.k8s import quantities as units
+from nodeagent.kube import http
+from tests.doubles import kube as fake
 from tests.fakeapi import fixtures, objects
 
 Mi = 1 << 20
@@ -775,7 +778,20 @@ def main() -> None:
         "--guest", choices=("uml", "kvm", "tcg"), help="run in a cgroup v2 guest of this kernel"
     )
     parser.add_argument("--mem-mib", type=int, default=3072, help="the guest's RAM (--guest)")
+    parser.add_argument(
+        "--kubelet",
+        action="store_true",
+        help="race the real kubelet on a real node (benchmarks/oom_race_kubelet.py)",
+    )
+    parser.add_argument(
+        "--allocatable", default="2Gi", help="the node's kubepods limit (--kubelet)"
+    )
     args = parser.parse_args()
+    if args.kubelet:
+        from benchmarks import oom_race_kubelet
+
+        oom_race_kubelet.main(args)
+        return
     rates, labels = args.rates.split(","), args.configurations.split(",")
     if args.report_from is not None:
         results = [Run(**run) for run in json.loads(args.report_from.read_text())]

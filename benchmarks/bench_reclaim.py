@@ -24,7 +24,7 @@ import argparse
 import statistics
 import time
 
-from nodeagent.clock import RealClock
+from nodeagent.base.clock import RealClock
 from nodeagent.eviction.layout import RECLAIM_CONTAINERS, RECLAIM_IMAGES
 from nodeagent.reclaim.reclaimer import NodeReclaimer
 from tests.cri.containerd import PINNED, MiB, available, start, stop

@@ -41,6 +41,7 @@ import time
 from typing import Any
 
 from nodeagent import model
+from nodeagent.k8s.pressure import PRESSURE_ANNOTATION
 from nodeagent.scheduler import api, config, objects, planner, registry, scheduling
 from nodeagent.scheduler.framework import Handle, build_frameworks
 from nodeagent.scheduler.snapshot import ClusterSnapshot
@@ -82,7 +83,7 @@ def node_object(
                 "topology.kubernetes.io/region": "region-1",
                 "topology.kubernetes.io/zone": f"zone-{index % zones}",
             },
-            "annotations": {model.PRESSURE_ANNOTATION: json.dumps(annotation)},
+            "annotations": {PRESSURE_ANNOTATION: json.dumps(annotation)},
         },
         "spec": {"taints": [{"key": "dedicated", "value": "other", "effect": "NoSchedule"}]}
         if tainted

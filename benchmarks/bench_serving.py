@@ -33,14 +33,13 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
-from nodeagent.clock import FakeClock
-from nodeagent.kube.fakereviews import Identity
-from nodeagent.observability.health import Health
-from nodeagent.observability.server import ObservabilityServer
-from nodeagent.observability.settings import ListenAddress
+from nodeagent.base.clock import FakeClock
 from nodeagent.serving.auth import review_client
+from nodeagent.serving.endpoints import ObservabilityServer
+from nodeagent.serving.health import Health
 from nodeagent.serving.server import Protection
-from nodeagent.serving.settings import MetricsAuth, resolve
+from nodeagent.serving.settings import ListenAddress, MetricsAuth, resolve
+from tests.doubles.reviews import Identity
 from tests.fakeapi.fixtures import configuration
 from tests.fakeapi.server import FakeAPIServer, running
 from tests.observability import samples

@@ -40,11 +40,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from nodeagent.model import QOSClass
+from nodeagent.k8s.pods import QOSClass
 from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion
 from nodeagent.signals.collector import PER_SECOND_GROUPS, SignalCollector
-from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory, Psi
 from nodeagent.signals.settings import SignalSourceSettings
+from tests.doubles.host import GIB, MIB, HostTree, Memory, Psi
 
 SIZES = (110, 250, 1000)
 REAL_MEMORY = Path("/sys/fs/cgroup/memory")

@@ -34,7 +34,7 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("metrics", ("prometheus_client/",)),
     (
         "Scheduled events",
-        ("_record_scheduled", "_event_recorded", "nodeagent/actuators/events.py", "reporter.py"),
+        ("_record_scheduled", "_event_recorded", "nodeagent/kube/events.py", "reporter.py"),
     ),
     # the binding process: what its loop does with answers and requests (llhttp, the
     # Poster), the socket to the scheduler, asyncio's own turn of the loop

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from nodeagent import __version__, heap
-from nodeagent.errors import ConfigError
+from nodeagent import __version__
+from nodeagent.base import heap
+from nodeagent.base.errors import ConfigError
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -101,7 +102,7 @@ class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
 
 def _import(module: str) -> ModuleType:
     """``module``, imported with the garbage collector off, and what the import built
-    frozen (:func:`nodeagent.heap.building`).
+    frozen (:func:`nodeagent.base.heap.building`).
 
     A subcommand's imports build tens of thousands of objects (classes, schemas,
     descriptors) that live as long as the process; collecting while they are built is

@@ -25,6 +25,10 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import NewType
 
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.k8s.pressure import Pressure, Taint
+from nodeagent.k8s.quantities import QuantityFormat
+
 PodUID = NewType("PodUID", str)
 """A pod's ``metadata.uid``; the join key between cgroup usage and API objects."""
 
@@ -89,14 +93,6 @@ class Resource(StrEnum):
     PIDS = "pids"
 
 
-class Pressure(StrEnum):
-    """The node pressures the kubelet reports as conditions."""
-
-    MEMORY = "memory"
-    DISK = "disk"
-    PID = "pid"
-
-
 SIGNAL_RESOURCE: Mapping[EvictionSignal, Resource] = {
     Signal.MEMORY_AVAILABLE: Resource.MEMORY,
     Signal.ALLOCATABLE_MEMORY_AVAILABLE: Resource.MEMORY,
@@ -128,37 +124,8 @@ SIGNAL_PRESSURE: Mapping[EvictionSignal, Pressure] = {
 }
 
 
-# --- What the agent publishes on its Node ------------------------------------------------
-# The kubelet rewrites the standard MemoryPressure/DiskPressure/PIDPressure conditions on
-# every status update and the node lifecycle controller owns node.kubernetes.io/*-pressure
-# taints, so the agent writes under its own names (configurable) and never fights them.
-
-DEFAULT_CONDITION_TYPES: Mapping[Pressure, str] = {
-    Pressure.MEMORY: "NodeAgentMemoryPressure",
-    Pressure.DISK: "NodeAgentDiskPressure",
-    Pressure.PID: "NodeAgentPIDPressure",
-}
-"""Node condition type per pressure."""
-
-DEFAULT_TAINT_KEYS: Mapping[Pressure, str] = {
-    Pressure.MEMORY: "nodeagent.io/memory-pressure",
-    Pressure.DISK: "nodeagent.io/disk-pressure",
-    Pressure.PID: "nodeagent.io/pid-pressure",
-}
-"""Taint key per pressure: ``NoSchedule`` while pressure holds, ``PreferNoSchedule`` from
-the onset of a soft threshold (an early warning) when enabled."""
-
-PRESSURE_ANNOTATION = "nodeagent.io/pressure"
-"""Node annotation carrying the agent's headroom per signal, as compact JSON:
-``{"time": "<RFC 3339>", "signals": {"memory.available": {"available": N, "capacity": N,
-"threshold": N}, ...}}``, where ``threshold`` is the lowest (most lenient) threshold the
-agent enforces for that signal, resolved to an amount. The scheduler's NodePressure
-plugin scores nodes by headroom ``(available - threshold) / capacity``. The agent
-refreshes it with its condition heartbeat and at once when headroom changes materially."""
-
-
 class FsLayout(StrEnum):
-    """How the node's filesystems are arranged (kubelet reference §2.3)."""
+    """How the node's filesystems are arranged, as the kubelet's eviction manager detects it."""
 
     SINGLE = "single"
     """nodefs = imagefs = containerfs."""
@@ -166,12 +133,6 @@ class FsLayout(StrEnum):
     """Images and writable layers on imagefs; containerfs = imagefs."""
     SPLIT = "split"
     """Writable layers with nodefs (containerfs = nodefs), images alone on imagefs."""
-
-
-class QOSClass(StrEnum):
-    GUARANTEED = "Guaranteed"
-    BURSTABLE = "Burstable"
-    BEST_EFFORT = "BestEffort"
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,17 +263,6 @@ class NodeObservations:
         return observed if isinstance(observed, SignalValue) else None
 
 
-class QuantityFormat(StrEnum):
-    """How a quantity prints, as ``resource.Quantity`` remembers from its input."""
-
-    BINARY_SI = "BinarySI"
-    """``Ki``, ``Mi``... (and every amount the kubelet computes itself, e.g. ``available``)."""
-    DECIMAL_SI = "DecimalSI"
-    """``k``, ``M``, ``G``... or no suffix."""
-    DECIMAL_EXPONENT = "DecimalExponent"
-    """``1e3``."""
-
-
 @dataclass(frozen=True, slots=True)
 class ContainerInfo:
     """An app container of a pod spec, as far as the local-storage checks need it."""
@@ -398,13 +348,6 @@ class NodeCondition:
 
 
 @dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    effect: str
-    value: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class ThresholdMet:
     """A threshold whose comparison holds this cycle."""
 
@@ -432,7 +375,7 @@ class Eviction:
 @dataclass(frozen=True, slots=True)
 class NodeReclaimResult:
     """What node-level reclaim did before a disk eviction, measured by re-reading the
-    filesystems after it (kubelet-eviction.md §8)."""
+    filesystems after it (the kubelet's ``reclaimNodeLevelResources``)."""
 
     kinds: tuple[str, ...]
     """What was reclaimed, in order: ``containers`` (dead ones), ``images`` (unused)."""

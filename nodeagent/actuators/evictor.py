@@ -38,9 +38,9 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
-from nodeagent import errors
 from nodeagent.actuators import events, safety
-from nodeagent.clock import Clock
+from nodeagent.base import errors
+from nodeagent.base.clock import Clock
 from nodeagent.kube import client
 from nodeagent.kube import errors as kube_errors
 from nodeagent.model import (
@@ -54,7 +54,7 @@ from nodeagent.model import (
 
 BYPASS_GRACE_PERIOD_SECONDS = 1
 """Grace of a deletion that bypasses a PodDisruptionBudget: the kubelet's hard-eviction
-kill grace (kubelet-eviction.md §6)."""
+kill grace (``immediateEvictionGracePeriodSeconds``)."""
 
 MIN_API_GRACE_PERIOD_SECONDS = 1
 """The smallest grace the agent sends. Over the API, ``gracePeriodSeconds: 0`` is a force

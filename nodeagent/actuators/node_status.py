@@ -21,7 +21,7 @@ and the actuator re-reads and re-plans (``PatchNodeTaints`` in the node controll
 the same way).
 
 **Annotation** ``nodeagent.io/pressure``: compact JSON of per-signal headroom (see
-:data:`nodeagent.model.PRESSURE_ANNOTATION`), rewritten with the heartbeat period or at
+:data:`nodeagent.PRESSURE_ANNOTATION`), rewritten with the heartbeat period or at
 once when a signal's headroom moves by ``pressureAnnotationMinChange`` of its capacity.
 
 **Start-up adoption** (node-problem-detector#304 is the failure to avoid): the actuator
@@ -42,10 +42,11 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from nodeagent import errors
-from nodeagent.clock import Clock
+from nodeagent.base import errors
+from nodeagent.base.clock import Clock
+from nodeagent.k8s.pressure import PRESSURE_ANNOTATION, Taint
 from nodeagent.kube import client
-from nodeagent.model import PRESSURE_ANNOTATION, Decision, NodeCondition, Signal, Taint
+from nodeagent.model import Decision, NodeCondition, Signal
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,8 @@
 The engine already leaves critical pods out of its candidates; this is the operator's
 own fence on top, and the last check before an irreversible call:
 
-* never critical pods (priority >= 2e9), static pods or their mirror pods (kubelet §10.1);
+* never critical pods (priority >= 2e9), static pods or their mirror pods (the kubelet's
+  ``IsCriticalPod``);
 * DaemonSet pods only with ``evictDaemonSetPods`` (their controller recreates them on the
   same node at once, so evicting them relieves nothing);
 * never pods in ``protectedNamespaces`` or matching one of ``protectedLabels``;

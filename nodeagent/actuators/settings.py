@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, Field, field_validator
 from pydantic_settings import NoDecode
 
-from nodeagent import durations
+from nodeagent.base import durations
 from nodeagent.kube import selectors
 
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from nodeagent.actuators.node_status import NodeState
 from nodeagent.eviction.engine import NO_SCHEDULE, EngineState
-from nodeagent.model import Pressure
+from nodeagent.k8s.pressure import Pressure
 
 
 def adopted_pressures(node: NodeState, condition_types: Mapping[Pressure, str]) -> set[Pressure]:

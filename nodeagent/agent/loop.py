@@ -35,7 +35,7 @@ whether to evict depends on what it freed, so the loop waits for the container
 runtime, each call under a deadline.
 
 The loop reads no clock but the one it is given, so tests run it in virtual time with
-:class:`~nodeagent.clock.FakeClock` and :class:`~nodeagent.triggers.fake.FakeTriggers`.
+:class:`~nodeagent.base.clock.FakeClock` and :class:`~tests.doubles.triggers.FakeTriggers`.
 """
 
 from __future__ import annotations
@@ -50,18 +50,18 @@ from typing import Protocol
 from nodeagent.actuators.node_status import SignalHeadroom
 from nodeagent.agent import adoption, report
 from nodeagent.agent.actuation import Actuation, ActuationJob
-from nodeagent.agent.logs import FIELDS
+from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.pods import PodSource
-from nodeagent.clock import Clock
+from nodeagent.base.clock import Clock
+from nodeagent.base.logs import FIELDS
 from nodeagent.eviction import engine
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.model import Decision, NodeObservations, Signal
-from nodeagent.observability.health import Health
-from nodeagent.observability.metrics import AgentMetrics
-from nodeagent.observability.sdnotify import SystemdNotifier
 from nodeagent.reclaim.cycle import reclaim_before_evicting
 from nodeagent.reclaim.reclaimer import NodeReclaimer
+from nodeagent.serving.health import Health
+from nodeagent.serving.sdnotify import SystemdNotifier
 from nodeagent.signals.cgroups import CgroupPaths, CgroupVersion
 from nodeagent.signals.collector import SignalGroup
 from nodeagent.triggers import setup

@@ -1,7 +1,7 @@
 """Where the loop learns which pods are on the node.
 
 With a cluster, from the API (:class:`CachedPods` over the list + watch
-:class:`~nodeagent.kube.podcache.PodCache`): full specs, priorities, owners and the
+:class:`~nodeagent.agent.podcache.PodCache`): full specs, priorities, owners and the
 terminating flag. Standalone, from the kubelet's cgroups (:class:`CgroupPods`): the UID
 and the QoS class the cgroup's parent names, nothing else, which is enough to rank by
 usage and to say which pod the agent would evict.
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from nodeagent.kube.podcache import PodCache, PodSnapshot
+from nodeagent.agent.podcache import PodCache, PodSnapshot
 from nodeagent.model import PodInfo, PodUID
 from nodeagent.signals.cgroups import PodCgroup
 

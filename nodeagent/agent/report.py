@@ -18,13 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nodeagent.eviction import thresholds, units
+from nodeagent.eviction import thresholds
+from nodeagent.k8s import quantities as units
+from nodeagent.k8s.pressure import Pressure
 from nodeagent.model import (
     Decision,
     Eviction,
     LocalStorageLimit,
     NodeReclaimResult,
-    Pressure,
     Signal,
     ThresholdMet,
 )

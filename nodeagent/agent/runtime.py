@@ -27,27 +27,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodeagent import errors
-from nodeagent.actuators.events import EventQueue, EventRecorder
+from nodeagent.actuators.events import AgentEventRecorder, EventQueue
 from nodeagent.actuators.evictor import Evictor
 from nodeagent.actuators.node_status import NodeStatusActuator
 from nodeagent.actuators.safety import SafetyPolicy
 from nodeagent.agent.actuation import Actuation
-from nodeagent.agent.logs import FIELDS
+from nodeagent.agent.config import NodeAgentConfiguration
 from nodeagent.agent.loop import AgentLoop
+from nodeagent.agent.metrics import AgentMetrics
+from nodeagent.agent.podcache import PodCache
 from nodeagent.agent.pods import CachedPods, CgroupPods, PodSource
-from nodeagent.clock import Clock, RealClock
-from nodeagent.config import NodeAgentConfiguration
+from nodeagent.base import errors
+from nodeagent.base.clock import Clock, RealClock
+from nodeagent.base.logs import FIELDS
 from nodeagent.cri.client import ContainerRuntime, GrpcRuntime
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.kube import client, http, retry
-from nodeagent.kube.podcache import PodCache
-from nodeagent.observability.health import Health
-from nodeagent.observability.metrics import AgentMetrics
-from nodeagent.observability.sdnotify import SystemdNotifier
-from nodeagent.observability.server import ObservabilityServer
 from nodeagent.reclaim.reclaimer import NodeReclaimer
 from nodeagent.serving import settings as serving_settings
+from nodeagent.serving.endpoints import ObservabilityServer
+from nodeagent.serving.health import Health
+from nodeagent.serving.sdnotify import SystemdNotifier
 from nodeagent.serving.server import Protection
 from nodeagent.serving.settings import MetricsAuth
 from nodeagent.signals.collector import SignalCollector
@@ -203,6 +203,194 @@ def protection(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """Where the agent runs and what it may change."""
+
+    node_name: str
+    standalone: bool
+    dry_run: bool
+    """Node-level reclaim only logs (``dryRun``; default: on standalone)."""
+    api_dry_run: bool
+    """The actuators only log: ``dryRun``, or standalone."""
+
+    @classmethod
+    def decide(cls, config: NodeAgentConfiguration, *, kube_given: bool) -> Mode:
+        """Standalone when configured so, or when no client is given and no cluster is
+        configured (a given client means cluster mode)."""
+        node_name = resolve_node_name(config)
+        standalone = config.standalone or (
+            not kube_given and not http.cluster_configured(config.kubeconfig)
+        )
+        # Standalone, nothing reaches a cluster (there is none), so the actuators always
+        # only log; dryRun then governs node-level reclaim alone (default: on).
+        dry_run = standalone if config.dry_run is None else config.dry_run
+        return cls(node_name, standalone, dry_run, dry_run or standalone)
+
+
+@dataclass(frozen=True, slots=True)
+class Clients:
+    """The agent's connections: the Kubernetes API (or its standalone stand-in) and the
+    container runtime."""
+
+    kube: client.KubeClient
+    container_runtime: ContainerRuntime
+
+    @classmethod
+    def build(
+        cls,
+        config: NodeAgentConfiguration,
+        mode: Mode,
+        *,
+        kube: client.KubeClient | None,
+        container_runtime: ContainerRuntime | None,
+        metrics: AgentMetrics,
+        clock: Clock,
+    ) -> Clients:
+        """``kube`` and ``container_runtime`` when given, else the configured ones."""
+        if mode.standalone:
+            kube = LocalNodeClient(mode.node_name)
+        elif kube is None:
+            kube = connect(config, metrics=metrics, clock=clock)
+        container_runtime = container_runtime or GrpcRuntime(
+            config.container_runtime_endpoint, timeout=config.container_runtime_request_timeout
+        )
+        return cls(kube, container_runtime)
+
+
+@dataclass(frozen=True, slots=True)
+class Readers:
+    """What the loop reads: the node's signals (through housekeeping, when set) and its
+    pods (from the API's list + watch in a cluster, from the cgroups standalone)."""
+
+    collector: SignalCollector
+    housekeeping: HousekeptCollector | None
+    pods: PodSource
+    pod_cache: PodCache | None
+    """The list + watch behind ``pods`` in a cluster."""
+
+    @classmethod
+    def build(
+        cls,
+        config: NodeAgentConfiguration,
+        mode: Mode,
+        clients: Clients,
+        *,
+        pod_source: PodSource | None,
+        clock: Clock,
+    ) -> Readers:
+        """``pod_source`` when given, else the pods as ``mode`` finds them."""
+        collector = SignalCollector.from_settings(
+            config,
+            logger=logging.getLogger("nodeagent.signals"),
+            image_fs_info=clients.container_runtime.image_fs_info,
+        )
+        housekeeping = (
+            HousekeptCollector(
+                collector,
+                schedule=HousekeepingSchedule.random_phase(config.stats_housekeeping_interval),
+                clock=clock,
+            )
+            if config.stats_housekeeping_interval > 0
+            else None
+        )
+        pod_cache: PodCache | None = None
+        pods: PodSource
+        if pod_source is not None:
+            pods = pod_source
+        elif mode.standalone:
+            pods = CgroupPods(collector)
+        else:
+            pod_cache = PodCache(
+                clients.kube, mode.node_name, watch_timeout=config.pod_watch_timeout
+            )
+            pods = CachedPods(pod_cache)
+        return cls(collector, housekeeping, pods, pod_cache)
+
+
+def build_actuation(
+    config: NodeAgentConfiguration,
+    policy: EvictionPolicy,
+    mode: Mode,
+    kube: client.KubeClient,
+    *,
+    clock: Clock,
+    metrics: AgentMetrics,
+    health: Health,
+) -> Actuation:
+    """Node status (conditions, taints, the pressure annotation), evictions and their
+    events, writing to ``kube`` (or only logging, in ``mode``'s API dry run)."""
+    recorder = AgentEventRecorder(
+        kube,
+        node_name=mode.node_name,
+        clock=clock,
+        aggregation_window=config.event_aggregation_window,
+        refresh_interval=config.event_refresh_interval,
+        dry_run=mode.api_dry_run,
+    )
+    # the evictor only queues its events; the node-status thread writes them
+    events = EventQueue(recorder)
+    return Actuation(
+        node_status=NodeStatusActuator(
+            kube,
+            mode.node_name,
+            clock=clock,
+            condition_types=policy.condition_types.values(),
+            taint_keys=policy.taint_keys.values(),
+            heartbeat_period=config.condition_heartbeat_period,
+            annotation=config.pressure_annotation,
+            annotation_refresh_period=config.pressure_annotation_refresh_period,
+            annotation_min_change=config.pressure_annotation_min_change,
+            dry_run=mode.api_dry_run,
+        ),
+        evictor=Evictor(
+            kube,
+            clock=clock,
+            recorder=events,
+            policy=SafetyPolicy.from_settings(config),
+            max_evictions=config.max_evictions_per_interval,
+            cap_interval=config.eviction_cap_interval,
+            deadline_margin=config.eviction_deadline_margin,
+            hard_bypasses_pdb=config.hard_eviction_bypasses_pdb,
+            dry_run=mode.api_dry_run,
+        ),
+        recorder=recorder,
+        events=events,
+        clock=clock,
+        metrics=metrics,
+        health=health,
+        max_decision_age=max(2.0, 2 * config.poll_interval),
+        cleanup_wait=config.eviction_deadline_margin,
+    )
+
+
+def build_reclaimer(
+    config: NodeAgentConfiguration, runtime: ContainerRuntime, *, mode: Mode, clock: Clock
+) -> NodeReclaimer | None:
+    """Node-level reclaim through the container runtime, when ``nodeReclaim`` is on."""
+    if not config.node_reclaim:
+        return None
+    return NodeReclaimer(
+        runtime,
+        clock=clock,
+        dry_run=mode.dry_run,
+        pinned_images=config.pinned_images,
+        interval=config.node_reclaim_interval,
+    )
+
+
+def build_server(
+    config: NodeAgentConfiguration, mode: Mode, *, metrics: AgentMetrics, health: Health
+) -> ObservabilityServer:
+    """The metrics and health server, guarded as :func:`protection` says."""
+    return ObservabilityServer(
+        config.metrics_listen_address,
+        registry=metrics.registry,
+        health=health,
+        protection=protection(config, standalone=mode.standalone, metrics=metrics),
+    )
+
+
 @dataclass(slots=True)
 class Agent:
     """Every running part of one agent; :meth:`build`, :meth:`start`, :meth:`run`,
@@ -251,111 +439,34 @@ class Agent:
         policy = EvictionPolicy.from_settings(config)
         for warning in policy.warnings:
             log.warning("eviction policy: %s", warning)
-        node_name = resolve_node_name(config)
-        standalone = config.standalone or (
-            kube is None and not http.cluster_configured(config.kubeconfig)
-        )
-        # Standalone, nothing reaches a cluster (there is none), so the actuators always
-        # only log; dryRun then governs node-level reclaim alone (default: on).
-        dry_run = standalone if config.dry_run is None else config.dry_run
-        api_dry_run = dry_run or standalone
+        mode = Mode.decide(config, kube_given=kube is not None)
         metrics = AgentMetrics()
         health = Health(
-            clock=clock, liveness_timeout=config.liveness_timeout, requires_api=not standalone
+            clock=clock, liveness_timeout=config.liveness_timeout, requires_api=not mode.standalone
         )
-        if standalone:
-            kube = LocalNodeClient(node_name)
-        elif kube is None:
-            kube = connect(config, metrics=metrics, clock=clock)
-        container_runtime = container_runtime or GrpcRuntime(
-            config.container_runtime_endpoint, timeout=config.container_runtime_request_timeout
-        )
-        collector = SignalCollector.from_settings(
+        clients = Clients.build(
             config,
-            logger=logging.getLogger("nodeagent.signals"),
-            image_fs_info=container_runtime.image_fs_info,
-        )
-        housekeeping = (
-            HousekeptCollector(
-                collector,
-                schedule=HousekeepingSchedule.random_phase(config.stats_housekeeping_interval),
-                clock=clock,
-            )
-            if config.stats_housekeeping_interval > 0
-            else None
-        )
-        pod_cache: PodCache | None = None
-        pods: PodSource
-        if pod_source is not None:
-            pods = pod_source
-        elif standalone:
-            pods = CgroupPods(collector)
-        else:
-            pod_cache = PodCache(kube, node_name, watch_timeout=config.pod_watch_timeout)
-            pods = CachedPods(pod_cache)
-        recorder = EventRecorder(
-            kube,
-            node_name=node_name,
-            clock=clock,
-            aggregation_window=config.event_aggregation_window,
-            refresh_interval=config.event_refresh_interval,
-            dry_run=api_dry_run,
-        )
-        # the evictor only queues its events; the node-status thread writes them
-        events = EventQueue(recorder)
-        actuation = Actuation(
-            node_status=NodeStatusActuator(
-                kube,
-                node_name,
-                clock=clock,
-                condition_types=policy.condition_types.values(),
-                taint_keys=policy.taint_keys.values(),
-                heartbeat_period=config.condition_heartbeat_period,
-                annotation=config.pressure_annotation,
-                annotation_refresh_period=config.pressure_annotation_refresh_period,
-                annotation_min_change=config.pressure_annotation_min_change,
-                dry_run=api_dry_run,
-            ),
-            evictor=Evictor(
-                kube,
-                clock=clock,
-                recorder=events,
-                policy=SafetyPolicy.from_settings(config),
-                max_evictions=config.max_evictions_per_interval,
-                cap_interval=config.eviction_cap_interval,
-                deadline_margin=config.eviction_deadline_margin,
-                hard_bypasses_pdb=config.hard_eviction_bypasses_pdb,
-                dry_run=api_dry_run,
-            ),
-            recorder=recorder,
-            events=events,
-            clock=clock,
+            mode,
+            kube=kube,
+            container_runtime=container_runtime,
             metrics=metrics,
-            health=health,
-            max_decision_age=max(2.0, 2 * config.poll_interval),
-            cleanup_wait=config.eviction_deadline_margin,
+            clock=clock,
+        )
+        readers = Readers.build(config, mode, clients, pod_source=pod_source, clock=clock)
+        actuation = build_actuation(
+            config, policy, mode, clients.kube, clock=clock, metrics=metrics, health=health
         )
         triggers = triggers or TriggerSet.from_settings(
             config, logger=logging.getLogger("nodeagent.triggers")
         )
         notifier = notifier or SystemdNotifier.from_environ()
-        reclaimer = (
-            NodeReclaimer(
-                container_runtime,
-                clock=clock,
-                dry_run=dry_run,
-                pinned_images=config.pinned_images,
-                interval=config.node_reclaim_interval,
-            )
-            if config.node_reclaim
-            else None
-        )
+        reclaimer = build_reclaimer(config, clients.container_runtime, mode=mode, clock=clock)
         loop = AgentLoop(
             policy=policy,
-            collector=housekeeping or collector,
+            collector=readers.housekeeping or readers.collector,
             triggers=triggers,
             trigger_settings=config,
-            pods=pods,
+            pods=readers.pods,
             actuation=actuation,
             clock=clock,
             metrics=metrics,
@@ -365,36 +476,29 @@ class Agent:
             reclaimer=reclaimer,
         )
         server = (
-            ObservabilityServer(
-                config.metrics_listen_address,
-                registry=metrics.registry,
-                health=health,
-                protection=protection(config, standalone=standalone, metrics=metrics),
-            )
-            if serve_metrics
-            else None
+            build_server(config, mode, metrics=metrics, health=health) if serve_metrics else None
         )
         return cls(
             config=config,
-            node_name=node_name,
-            standalone=standalone,
-            dry_run=dry_run,
+            node_name=mode.node_name,
+            standalone=mode.standalone,
+            dry_run=mode.dry_run,
             loop=loop,
-            collector=collector,
-            housekeeping=housekeeping,
+            collector=readers.collector,
+            housekeeping=readers.housekeeping,
             triggers=triggers,
             actuation=actuation,
-            pods=pods,
+            pods=readers.pods,
             metrics=metrics,
             health=health,
             notifier=notifier,
             storage=StorageRefresher(
-                collector, clock=clock, interval=config.pod_storage_scan_interval
+                readers.collector, clock=clock, interval=config.pod_storage_scan_interval
             ),
-            kube=kube,
-            container_runtime=container_runtime,
+            kube=clients.kube,
+            container_runtime=clients.container_runtime,
             server=server,
-            pod_cache=pod_cache,
+            pod_cache=readers.pod_cache,
             stop_event=threading.Event(),
         )
 

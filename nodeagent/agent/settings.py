@@ -9,32 +9,24 @@ from __future__ import annotations
 
 import os
 import re
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from nodeagent import durations
+from nodeagent.base import durations
+from nodeagent.base.logs import LogFormat, LogLevel
+from nodeagent.serving.settings import (
+    DEFAULT_METRICS_ADDRESS,
+    ListenAddress,
+    MetricsAuth,
+    parse_listen_address,
+)
 
 NODE_NAME_ENV = "NODE_NAME"
 """The variable a DaemonSet sets from the downward API (``spec.nodeName``)."""
 
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-
-
-class LogFormat(StrEnum):
-    TEXT = "text"
-    """``2026-05-01T10:00:00.123Z INFO decision memory.available=80Mi<100Mi ...``: for people."""
-    JSON = "json"
-    """One JSON object per line with the same fields: for log pipelines (and benchmarks)."""
-
-
-class LogLevel(StrEnum):
-    DEBUG = "debug"
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
 
 
 class AgentSettings(BaseModel):
@@ -109,7 +101,73 @@ class AgentSettings(BaseModel):
     @field_validator("decision_log_interval", mode="before")
     @classmethod
     def _seconds(cls, value: Any) -> Any:
-        seconds = durations.parse_seconds(value) if isinstance(value, str | int | float) else value
-        if isinstance(seconds, float) and seconds <= 0:
-            raise ValueError("must be a positive duration such as 10s")
-        return seconds
+        if isinstance(value, str | int | float):
+            return durations.positive_seconds(value, "10s")
+        return value
+
+
+class ObservabilitySettings(BaseModel):
+    """Metrics and health endpoints."""
+
+    metrics_address: str = Field(
+        default=DEFAULT_METRICS_ADDRESS,
+        description="Where ``/metrics``, ``/healthz`` and ``/readyz`` listen, as ``HOST:PORT``"
+        " (``[::]:PORT`` for IPv6, port 0 for any free port). Default ``0.0.0.0:9813``: every"
+        " interface, so Prometheus can scrape the pod IP and the kubelet can probe it.",
+    )
+
+    liveness_timeout: float = Field(
+        default=30.0,
+        description="Seconds without an evaluation cycle after which ``/healthz`` fails (also"
+        " ``30s``, ``1m``). Default 30 s: a 1 s loop misses thirty ticks before the agent is"
+        " declared wedged, and the probe (3 failures 10 s apart) restarts it about a minute"
+        " after it stopped. Keep it well above the poll interval. Under systemd the watchdog"
+        " (``WatchdogSec``, fed by every cycle) does the same job.",
+    )
+
+    metrics_auth: MetricsAuth | None = Field(
+        default=None,
+        description="Who may read ``/metrics``: ``kubernetes`` serves HTTPS and lets in only"
+        " callers the API server authenticates (a bearer token, by TokenReview, or a"
+        " client certificate signed by ``clientCAFile``) and authorizes (a"
+        " SubjectAccessReview for ``get`` on the path; the ``system:auth-delegator``"
+        " binding lets the agent ask); ``/healthz``, ``/readyz`` and ``/livez`` stay"
+        " open. ``none``: plain HTTP, open to anyone who reaches the port. Default:"
+        " ``kubernetes`` in cluster mode, ``none`` standalone (there is no API to ask)."
+        " See docs/security.md.",
+    )
+
+    tls_cert_file: str = Field(
+        default="",
+        description="Serving certificate (PEM, with its chain) for HTTPS; reloaded when the file"
+        " changes. Default with ``metricsAuth: kubernetes``: a self-signed certificate"
+        " made at start, its SHA-256 fingerprint logged.",
+    )
+
+    tls_private_key_file: str = Field(
+        default="",
+        description="The private key of ``tlsCertFile`` (PEM); both or neither.",
+    )
+
+    client_ca_file: str = Field(
+        default="",
+        description="CA bundle (PEM) that verifies client certificates: a certificate it signed"
+        " authenticates its CN as the user and its O values as groups (then authorized"
+        " like a token). Empty: bearer tokens only.",
+    )
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _valid_address(cls, value: str) -> str:
+        parse_listen_address(value)
+        return value
+
+    @field_validator("liveness_timeout", mode="before")
+    @classmethod
+    def _positive_duration(cls, value: Any) -> float:
+        return durations.positive_seconds(value)
+
+    @property
+    def metrics_listen_address(self) -> ListenAddress:
+        """``metrics_address``, parsed."""
+        return parse_listen_address(self.metrics_address)

@@ -20,14 +20,14 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from nodeagent import durations
-from nodeagent.config import (
+from nodeagent.agent.config import (
     add_config_flags,
     camel_to_snake,
     config_from_args,
     describe_validation_error,
 )
-from nodeagent.errors import ConfigError
+from nodeagent.base import durations
+from nodeagent.base.errors import ConfigError
 from nodeagent.eviction import compare
 from nodeagent.eviction.policy import EvictionPolicy, policy_record
 from nodeagent.eviction.settings import EvictionSettings, kubelet_eviction_fields

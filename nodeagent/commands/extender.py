@@ -22,19 +22,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from nodeagent import heap
-from nodeagent.agent import logs
-from nodeagent.agent.settings import LogFormat, LogLevel
+from nodeagent.base import heap, logs
+from nodeagent.base.errors import ConfigError
+from nodeagent.base.logs import LogFormat, LogLevel
 from nodeagent.commands.stopping import on_stop_signals
-from nodeagent.errors import ConfigError
+from nodeagent.extender import server
+from nodeagent.extender.nodeview import NodeView
 from nodeagent.kube import http, informer
-from nodeagent.observability.settings import parse_listen_address
 from nodeagent.scheduler import config, registry
-from nodeagent.scheduler.extenders import server
-from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.plugins import node_pressure
 from nodeagent.serving import settings as serving_settings
 from nodeagent.serving.server import Protection
+from nodeagent.serving.settings import parse_listen_address
 
 DEFAULT_LISTEN = "0.0.0.0:9814"
 """Next to the agent's 9813: ``/filter``, ``/prioritize``, ``/healthz``, ``/readyz``,

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from nodeagent.agent import logs
+from nodeagent.agent.config import add_config_flags, config_from_args
+from nodeagent.base import logs
 from nodeagent.commands.stopping import on_stop_signals
-from nodeagent.config import add_config_flags, config_from_args
 
 SWITCHES = {
     "dry_run": "decide, log, count and emit events marked dry-run, but change no node or pod",

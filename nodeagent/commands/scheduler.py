@@ -23,18 +23,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from nodeagent.agent import logs
-from nodeagent.agent.settings import LogFormat, LogLevel
+from nodeagent.base import logs
+from nodeagent.base.errors import ConfigError
+from nodeagent.base.logs import LogFormat, LogLevel
 from nodeagent.commands import schedule
 from nodeagent.commands.stopping import on_stop_signals
-from nodeagent.errors import ConfigError
 from nodeagent.kube import http, retry
-from nodeagent.observability.server import ObservabilityServer
 from nodeagent.scheduler import config, registry
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.metrics import SchedulerMetrics
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from nodeagent.serving import settings as serving_settings
+from nodeagent.serving.endpoints import ObservabilityServer
 from nodeagent.serving.server import Protection
 
 log = logging.getLogger("nodeagent.scheduler")

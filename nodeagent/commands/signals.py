@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from nodeagent.config import add_config_flags, config_from_args
+from nodeagent.agent.config import add_config_flags, config_from_args
 from nodeagent.cri.client import GrpcRuntime
 from nodeagent.model import (
     SIGNAL_RESOURCE,

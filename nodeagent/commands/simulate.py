@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from nodeagent.config import add_config_flags, config_from_args
+from nodeagent.agent.config import add_config_flags, config_from_args
 from nodeagent.eviction import replay, trace
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.eviction.settings import EvictionStrategy

@@ -1,15 +1,14 @@
 """The container runtime, as node-level reclaim sees it: a CRI v1 client over gRPC.
 
 The kubelet frees disk before it evicts pods by asking the runtime to remove dead
-containers and unused images (kubelet-eviction.md §8); the agent does the same through
-the same API, on the socket the kubelet uses (``containerRuntimeEndpoint``:
-containerd's ``/run/containerd/containerd.sock`` or CRI-O's
-``/var/run/crio/crio.sock``).
+containers and unused images (``buildSignalToNodeReclaimFuncs``); the agent does the
+same through the same API, on the socket the kubelet uses (``containerRuntimeEndpoint``:
+containerd's ``/run/containerd/containerd.sock`` or CRI-O's ``/var/run/crio/crio.sock``).
 
 :class:`ContainerRuntime` is the narrow interface the rest of the agent uses; it speaks
 in the frozen values below, never in protobuf messages, so the planning of what to remove
 (:mod:`nodeagent.reclaim.plan`) is a pure function of them and
-:class:`~nodeagent.cri.fake.FakeRuntime` stands in for a runtime in tests.
+:class:`~tests.doubles.cri.FakeRuntime` stands in for a runtime in tests.
 :class:`GrpcRuntime` is the real one: every call has a deadline
 (``containerRuntimeRequestTimeout``), and every failure, whatever gRPC raised, becomes a
 :class:`CRIError` naming the call, so a runtime that is down or slow degrades
@@ -26,9 +25,9 @@ from typing import Protocol, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from nodeagent.base.errors import NodeAgentError
 from nodeagent.cri import api_pb2 as pb
 from nodeagent.cri.endpoint import DEFAULT_ENDPOINT, grpc_target
-from nodeagent.errors import NodeAgentError
 
 __all__ = [
     "DEFAULT_ENDPOINT",

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from nodeagent import durations
-from nodeagent.eviction import units
+from nodeagent.base import durations
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.eviction.thresholds import PSI_SIGNALS, Percentage, Quantity, Threshold
+from nodeagent.k8s import quantities as units
 from nodeagent.model import FsLayout, Signal
 
 __all__ = ["Finding", "Severity", "compare_with_kubelet"]

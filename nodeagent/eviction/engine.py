@@ -1,7 +1,8 @@
 """The decision core: one pure function from (policy, state, observations, pods, now) to a
 :class:`~nodeagent.model.Decision` and the next state.
 
-It follows the kubelet's synchronize cycle (kubelet-eviction.md §5) step for step:
+It follows the kubelet's ``synchronize`` (``pkg/kubelet/eviction/eviction_manager.go``) step
+for step:
 
 1. *met now*: thresholds with ``available < threshold`` (strict).
 2. *still reclaiming*: thresholds acted on last cycle that are still below
@@ -51,13 +52,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from nodeagent import durations
+from nodeagent.base import durations
 from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction import local_storage, messages, ranking
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.observations import observe, sampled_at
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.eviction.settings import EvictionStrategy
+from nodeagent.k8s.pressure import Pressure, Taint
 from nodeagent.model import (
     SIGNAL_PRESSURE,
     SIGNAL_RESOURCE,
@@ -66,10 +68,8 @@ from nodeagent.model import (
     NodeCondition,
     NodeObservations,
     PodInfo,
-    Pressure,
     Signal,
     SignalValue,
-    Taint,
     ThresholdMet,
 )
 
@@ -271,7 +271,7 @@ def _stamped(
 
 
 def kill_grace_period(threshold: thr.Threshold, pod: PodInfo, max_pod_grace_period: int) -> int:
-    """Seconds of termination grace an evicted pod gets (kubelet-eviction.md §6)."""
+    """Seconds of termination grace an evicted pod gets (``synchronize``'s grace override)."""
     if threshold.hard:
         return HARD_EVICTION_GRACE_PERIOD_SECONDS
     if max_pod_grace_period < 0:

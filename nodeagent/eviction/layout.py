@@ -1,6 +1,7 @@
 """What lives on which filesystem, per layout: the one table the engine consults for disk.
 
-The kubelet knows three arrangements (kubelet-eviction.md §2.3):
+The kubelet knows three arrangements (``HasDedicatedImageFs``,
+``IsContainerFsSeparateFromImageFs``):
 
 ============  =====================  ======================  =====================
 layout        nodefs                 imagefs                 containerfs
@@ -11,10 +12,11 @@ split         logs, volumes, layers  images only             = nodefs
 ============  =====================  ======================  =====================
 
 From it follow three things the engine needs: which of a pod's usage figures count for a
-disk signal (ranking, §9.3, and the usage an eviction frees), which node-level reclaim
-can relieve a signal (dead containers free the writable-layer filesystem, unused images
-the image filesystem, §8), and which observation stands in for a filesystem signal the
-collector did not report (imagefs on a single-fs node is nodefs).
+disk signal (``rankDiskPressureFunc``, and the usage an eviction frees), which node-level
+reclaim can relieve a signal (dead containers free the writable-layer filesystem, unused
+images the image filesystem: ``buildSignalToNodeReclaimFuncs``), and which observation
+stands in for a filesystem signal the collector did not report (imagefs on a single-fs
+node is nodefs).
 
 PSI signals ride along: memory stalls count memory usage; io stalls count what the pod
 holds on nodefs (there is no per-pod I/O accounting to rank by, and the pod writing the

@@ -2,7 +2,7 @@
 
 With ``localStorageCapacityIsolation`` (on by default) the kubelet's eviction manager
 checks every active pod on every cycle, whatever the thresholds say
-(kubelet-eviction.md §11), and evicts a pod at the first of these that it breaks:
+(``localStorageEviction``), and evicts a pod at the first of these that it breaks:
 
 1. an emptyDir volume with a positive ``sizeLimit`` uses more than it; memory-backed
    volumes are checked too (their tmpfs usage counts against the limit);
@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 
 from nodeagent.eviction import messages
 from nodeagent.eviction.ranking import is_evictable
+from nodeagent.k8s.quantities import QuantityFormat
 from nodeagent.model import (
     Eviction,
     FsLayout,
@@ -37,7 +38,6 @@ from nodeagent.model import (
     PodInfo,
     PodUID,
     PodUsage,
-    QuantityFormat,
     Resource,
 )
 

@@ -1,7 +1,7 @@
 """The words the agent publishes: eviction messages and condition reasons and messages.
 
-Eviction messages follow the kubelet's text (kubelet-eviction.md §10.3) so that tooling
-and people who grep for ``The node was low on resource`` keep working::
+Eviction messages follow the kubelet's text (``evictionMessage`` in its ``helpers.go``) so
+that tooling and people who grep for ``The node was low on resource`` keep working::
 
     The node was low on resource: memory. Threshold quantity: 500Mi, available: 480Mi.
     Pod web-1 was using 600Mi, request is 100Mi, has larger consumption of memory.
@@ -20,18 +20,13 @@ alone; the message carries the figures.
 
 from __future__ import annotations
 
-from nodeagent import durations
-from nodeagent.eviction import units
+from nodeagent.base import durations
 from nodeagent.eviction.observations import stall_percent
 from nodeagent.eviction.thresholds import PSI_SIGNALS, Quantity, Threshold
-from nodeagent.model import (
-    SIGNAL_RESOURCE,
-    PodInfo,
-    Pressure,
-    QuantityFormat,
-    Resource,
-    SignalValue,
-)
+from nodeagent.k8s import quantities as units
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.k8s.quantities import QuantityFormat
+from nodeagent.model import SIGNAL_RESOURCE, PodInfo, Resource, SignalValue
 
 __all__ = [
     "condition_reason",

@@ -2,7 +2,7 @@
 
 When eviction is too slow the kernel kills by ``oom_score + oom_score_adj``; knowing the
 adjustment per QoS class tells an operator (and the agent's logs) who the kernel would
-take first (kubelet-eviction.md §13, ``pkg/kubelet/qos/policy.go``):
+take first (``GetContainerOOMScoreAdjust`` in ``pkg/kubelet/qos/policy.go``):
 
 ==================================  =========================================
 system-node-critical pod            -997
@@ -21,7 +21,8 @@ kubernetes.io docs give the Burstable floor as 2; the code's is 3, used here.
 
 from __future__ import annotations
 
-from nodeagent.model import PodInfo, QOSClass
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import PodInfo
 
 __all__ = [
     "BEST_EFFORT_OOM_SCORE_ADJ",

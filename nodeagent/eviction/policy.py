@@ -2,9 +2,10 @@
 
 :meth:`EvictionPolicy.from_settings` applies the kubelet's defaulting rules (default hard
 thresholds only when ``evictionHard`` is unset, or merged in on request; a zero
-transition period means the default), parses every statement, derives the
-``allocatableMemory.available`` copies, and precomputes the containerfs copies for each
-filesystem layout, so that the engine's per-cycle work is arithmetic only.
+transition period means the default), combines the statements the settings parsed
+into thresholds, derives the ``allocatableMemory.available`` copies, and precomputes the
+containerfs copies for each filesystem layout, so that the engine's per-cycle work is
+arithmetic only.
 """
 
 from __future__ import annotations
@@ -15,20 +16,13 @@ from typing import Any
 
 import numpy
 
-from nodeagent import durations
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.eviction import observations as engine_observations
 from nodeagent.eviction import thresholds as thr
-from nodeagent.eviction import units
 from nodeagent.eviction.settings import EvictionSettings, EvictionStrategy
-from nodeagent.model import (
-    DEFAULT_CONDITION_TYPES,
-    DEFAULT_TAINT_KEYS,
-    FsLayout,
-    NodeObservations,
-    Pressure,
-    Signal,
-)
+from nodeagent.k8s import quantities as units
+from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure
+from nodeagent.model import FsLayout, NodeObservations, Signal
 
 __all__ = [
     "DEFAULT_PRESSURE_TRANSITION_PERIOD",
@@ -39,6 +33,12 @@ __all__ = [
 
 DEFAULT_PRESSURE_TRANSITION_PERIOD = 300.0
 """Seconds (the kubelet's 5m)."""
+
+_SETTING_OF = {
+    "evictionSoft": "eviction_soft",
+    "evictionMinimumReclaim": "eviction_minimum_reclaim",
+}
+"""The settings a threshold error from :func:`thr.build_threshold_config` can name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,31 +89,26 @@ class EvictionPolicy:
     @classmethod
     def from_settings(cls, settings: EvictionSettings) -> EvictionPolicy:
         """Resolve validated settings; raises :class:`ConfigError` naming field and value."""
-        hard = settings.eviction_hard
-        if hard is None:
-            hard = dict(thr.DEFAULT_EVICTION_HARD)
-        elif settings.merge_default_eviction_settings:
-            hard = {**thr.DEFAULT_EVICTION_HARD, **hard}
-        sources = {
-            "evictionHard": hard,
-            "evictionSoft": settings.eviction_soft,
-            "evictionSoftGracePeriod": settings.eviction_soft_grace_period,
-            "evictionMinimumReclaim": settings.eviction_minimum_reclaim,
-        }
+        hard: thr.ThresholdStatements = thr.DEFAULT_EVICTION_HARD
+        if settings.eviction_hard is not None:
+            hard = settings.eviction_hard
+            if settings.merge_default_eviction_settings:
+                hard = {**thr.DEFAULT_EVICTION_HARD, **hard}
         try:
-            thresholds = thr.parse_threshold_config(
+            thresholds = thr.build_threshold_config(
                 hard=hard,
                 soft=settings.eviction_soft,
                 grace_periods=settings.eviction_soft_grace_period,
                 minimum_reclaims=settings.eviction_minimum_reclaim,
                 enforce_pods_allocatable="pods" in settings.enforce_node_allocatable,
             )
-            transition = durations.parse_go_duration(settings.eviction_pressure_transition_period)
-        except (thr.ThresholdError, units.UnitError, durations.DurationError) as exc:
-            name = getattr(exc, "field", "evictionPressureTransitionPeriod")
-            value = sources.get(name, settings.eviction_pressure_transition_period)
-            message = f"config field {name!r} (value {value!r}): {exc}"
-            raise ConfigError(message, field=name) from exc
+        except thr.ThresholdError as exc:
+            # Validation runs the same checks; this names the field for settings changed
+            # or built without it (assignment, model_construct).
+            value = settings.model_dump()[_SETTING_OF[exc.field]]
+            message = f"config field {exc.field!r} (value {value!r}): {exc}"
+            raise ConfigError(message, field=exc.field) from exc
+        transition = settings.eviction_pressure_transition_period
         return cls(
             thresholds=thresholds,
             max_pod_grace_period_seconds=settings.eviction_max_pod_grace_period,
@@ -203,11 +198,10 @@ def _warnings(settings: EvictionSettings, thresholds: tuple[thr.Threshold, ...])
             f"{signal} thresholds are ignored: as in the kubelet, they are copied from "
             f"{source} according to the node's filesystem layout"
         )
-    graces = thr.parse_grace_periods(settings.eviction_soft_grace_period)
-    for name, value in settings.eviction_soft.items():
-        if graces.get(Signal(name)) == 0:
+    for signal, value in settings.eviction_soft.items():
+        if value is not None and settings.eviction_soft_grace_period.get(signal) == 0:
             notes.append(
-                f"soft threshold {name}: {value} has a grace period of 0s and so acts as a "
+                f"soft threshold {signal}: {value} has a grace period of 0s and so acts as a "
                 f"hard threshold (1 s pod grace), as in the kubelet"
             )
     if settings.eviction_max_pod_grace_period < 0:
@@ -216,6 +210,6 @@ def _warnings(settings: EvictionSettings, thresholds: tuple[thr.Threshold, ...])
             f"evictions give each pod its own terminationGracePeriodSeconds (what the "
             f"kubelet's flag help promises; the kubelet itself kills at once, #118172)"
         )
-    if durations.parse_go_duration(settings.eviction_pressure_transition_period) == 0:
+    if settings.eviction_pressure_transition_period == 0:
         notes.append("evictionPressureTransitionPeriod 0s means the default 5m0s (as the kubelet)")
     return tuple(notes)

@@ -1,16 +1,18 @@
 """Which pods go first: the kubelet's comparator chains, as sort keys.
 
 The kubelet sorts pods with a chain of comparators where the first non-tie decides
-(kubelet-eviction.md §9). Each chain here is one key tuple, which sorts identically and
-costs one key computation per pod instead of a chain of calls per comparison:
+(``rankMemoryPressure``, ``rankDiskPressureFunc``, ``rankPIDPressure``). Each chain here
+is one key tuple, which sorts identically and costs one key computation per pod instead of
+a chain of calls per comparison:
 
 ========================  ==========================================================
 memory signals            (no stats first) > usage above request first > lower priority
                           first > larger ``usage - request`` first
-disk (bytes and inodes)   the same with the signal's disk usage (§9.3); "above request"
-                          compares with the ephemeral-storage request for bytes and 0 for
-                          inodes, while the last key subtracts the ephemeral-storage
-                          request in bytes even for inodes (the kubelet's quirk, kept)
+disk (bytes and inodes)   the same with the signal's disk usage (per layout); "above
+                          request" compares with the ephemeral-storage request for bytes
+                          and 0 for inodes, while the last key subtracts the
+                          ephemeral-storage request in bytes even for inodes (the
+                          kubelet's quirk, kept)
 pid.available             lower priority first > (no stats first) > more processes first
 ========================  ==========================================================
 
@@ -19,7 +21,7 @@ so for memory and disk missing stats dominate priority. Python's sort is stable,
 that tie on the whole chain keep their input order (the kubelet's order is unspecified).
 
 Critical pods (priority >= 2e9, or flagged critical), static pods and mirror pods are
-never candidates (§10.1).
+never candidates (the kubelet's ``IsCriticalPod``; ``evictPod`` refuses them).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ _RankKey = tuple[int, int, int, int]
 
 def is_evictable(pod: PodInfo) -> bool:
     """Not critical (flagged, or by priority), static or mirror: the kubelet refuses the
-    rest (§10.1)."""
+    rest (``IsCriticalPod``)."""
     return not (pod.critical or pod.static or pod.mirror or pod.priority >= CRITICAL_PRIORITY)
 
 

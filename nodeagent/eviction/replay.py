@@ -23,19 +23,20 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nodeagent.eviction import engine, units
+from nodeagent.eviction import engine
 from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction.observations import observe
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.eviction.thresholds import PSI_CAPACITY, PSI_SIGNALS
 from nodeagent.eviction.trace import TraceSample
+from nodeagent.k8s import quantities as units
+from nodeagent.k8s.pressure import Pressure
 from nodeagent.model import (
     Decision,
     FsLayout,
     NodeObservations,
     PodInfo,
     PodUID,
-    Pressure,
     Signal,
     SignalValue,
 )

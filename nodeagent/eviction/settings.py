@@ -7,11 +7,13 @@ minimum reclaims as ``memory.available=1m30s``), whichever the source gives: YAM
 from the file, strings from flags and ``NODEAGENT_*`` variables (which may also hold a
 JSON object).
 
-Every value is validated here, once, by the same parser the engine uses
-(:mod:`nodeagent.eviction.thresholds`), so a bad threshold fails the configuration load
-with the field, the value and the rule it breaks, before anything is applied.
-:class:`~nodeagent.eviction.policy.EvictionPolicy` then resolves the fields into the
-immutable policy the engine runs.
+Every value is parsed here, once, by :mod:`nodeagent.eviction.thresholds`, and the
+fields keep what it returns (threshold values per signal, grace periods in seconds), so
+a bad threshold fails the configuration load with the field, the value and the rule it
+breaks, before anything is applied, and nothing downstream parses the text again.
+Dumped (``model_dump``), each field gives back canonical text that loads to the same
+values. :class:`~nodeagent.eviction.policy.EvictionPolicy` then resolves the fields into
+the immutable policy the engine runs.
 """
 
 from __future__ import annotations
@@ -22,13 +24,27 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError, PydanticKnownError
 from pydantic_settings import NoDecode
 
-from nodeagent import durations
+from nodeagent.base import durations
 from nodeagent.eviction import thresholds
-from nodeagent.model import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure
+from nodeagent.k8s.pressure import (
+    DEFAULT_CONDITION_TYPES,
+    DEFAULT_TAINT_KEYS,
+    KUBELET_CONDITION_TYPES,
+    Pressure,
+)
+from nodeagent.model import Signal
 
 __all__ = [
     "KUBELET_CONFIGURATION_FIELDS",
@@ -75,7 +91,8 @@ def _invalid(reason: str) -> PydanticCustomError:
 
 
 def _signal_map(field: str, separator: str) -> Callable[[Any], Any]:
-    """Before-validator: a YAML/JSON map, or the kubelet's flag string, to ``{str: str}``."""
+    """A YAML/JSON map, or the kubelet's flag string, to ``{str: str}``; anything else as
+    it is."""
 
     def normalise(value: Any) -> Any:
         if isinstance(value, str):
@@ -99,6 +116,54 @@ def _signal_map(field: str, separator: str) -> Callable[[Any], Any]:
         return value
 
     return normalise
+
+
+def _parsed(
+    field: str, separator: str, parse: Callable[[dict[str, str]], Any], *, optional: bool = False
+) -> PlainValidator:
+    """A validator that takes any form :func:`_signal_map` accepts and keeps ``parse``'s
+    result; a :class:`~nodeagent.eviction.thresholds.ThresholdError` becomes the field's
+    error, naming the rule broken. ``optional``: ``None`` stays ``None`` (unset)."""
+    normalise = _signal_map(field, separator)
+
+    def validate(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        entries = normalise(value)
+        if not isinstance(entries, dict):
+            raise PydanticKnownError("dict_type")
+        try:
+            return parse(entries)
+        except thresholds.ThresholdError as exc:
+            raise _invalid(exc.message) from None
+
+    return PlainValidator(validate)
+
+
+def _statements(field: str, *, optional: bool = False) -> PlainValidator:
+    def parse(entries: dict[str, str]) -> thresholds.ThresholdStatements:
+        return thresholds.parse_threshold_statements(entries, field=field)
+
+    return _parsed(field, "<", parse, optional=optional)
+
+
+def _statements_text(statements: thresholds.ThresholdStatements) -> dict[str, str]:
+    # A dropped statement was 0% or 100%; 0% says the same.
+    return {str(s): "0%" if value is None else str(value) for s, value in statements.items()}
+
+
+def _values_text(values: Mapping[Signal, thresholds.ThresholdValue]) -> dict[str, str]:
+    return {str(signal): str(value) for signal, value in values.items()}
+
+
+def _durations_text(seconds: Mapping[Signal, float]) -> dict[str, str]:
+    return {str(s): durations.format_go_duration(value) for s, value in seconds.items()}
+
+
+_ParsedStatements = Annotated[
+    dict[Signal, thresholds.ThresholdValue | None], PlainSerializer(_statements_text)
+]
+"""evictionHard/evictionSoft as parsed, dumped as ``{signal: value}`` text."""
 
 
 def _comma_list(value: Any) -> Any:
@@ -146,9 +211,9 @@ class EvictionSettings(BaseModel):
     """Eviction thresholds and policy, with the kubelet's field names."""
 
     eviction_hard: Annotated[
-        dict[str, str] | None,
+        _ParsedStatements | None,
         NoDecode,
-        BeforeValidator(_signal_map("evictionHard", "<")),
+        _statements("evictionHard", optional=True),
     ] = Field(
         default=None,
         validate_default=True,
@@ -160,25 +225,23 @@ class EvictionSettings(BaseModel):
         " ``0%``/``100%`` disable a signal. PSI signals take ``>``:"
         " ``memory.pressure.some.avg10>20`` (percent stalled).",
     )
-    eviction_soft: Annotated[
-        dict[str, str],
-        NoDecode,
-        BeforeValidator(_signal_map("evictionSoft", "<")),
-    ] = Field(
+    eviction_soft: Annotated[_ParsedStatements, NoDecode, _statements("evictionSoft")] = Field(
         default_factory=dict,
         validate_default=True,
         description="Soft thresholds, acted on once they have held for their grace period."
         " Default none.",
     )
     eviction_soft_grace_period: Annotated[
-        dict[str, str],
+        dict[Signal, float],
         NoDecode,
-        BeforeValidator(_signal_map("evictionSoftGracePeriod", "=")),
+        _parsed("evictionSoftGracePeriod", "=", thresholds.parse_grace_periods),
+        PlainSerializer(_durations_text),
     ] = Field(
         default_factory=dict,
         validate_default=True,
         description="Grace period per soft threshold, Go durations: ``{memory.available:"
-        " 1m30s}`` or ``memory.available=1m30s``. Every soft threshold needs one.",
+        " 1m30s}`` or ``memory.available=1m30s``. Every soft threshold needs one. Held as"
+        " seconds.",
     )
     eviction_max_pod_grace_period: int = Field(
         default=0,
@@ -189,9 +252,10 @@ class EvictionSettings(BaseModel):
         " kills at once).",
     )
     eviction_minimum_reclaim: Annotated[
-        dict[str, str],
+        dict[Signal, thresholds.ThresholdValue],
         NoDecode,
-        BeforeValidator(_signal_map("evictionMinimumReclaim", "=")),
+        _parsed("evictionMinimumReclaim", "=", thresholds.parse_minimum_reclaims),
+        PlainSerializer(_values_text),
     ] = Field(
         default_factory=dict,
         validate_default=True,
@@ -199,11 +263,14 @@ class EvictionSettings(BaseModel):
         " threshold stops being acted on (quantity, or percent of capacity):"
         " ``{nodefs.available: 500Mi}``. Default none.",
     )
-    eviction_pressure_transition_period: str = Field(
+    eviction_pressure_transition_period: Annotated[
+        float, PlainSerializer(durations.format_go_duration)
+    ] = Field(
         default="5m0s",
+        validate_default=True,
         description="Go duration a pressure condition stays on after its last threshold"
         " stopped being met (anti-flapping). Default 5m0s; ``0s`` means the default, as in the"
-        " kubelet.",
+        " kubelet. Held as seconds.",
     )
     enforce_node_allocatable: Annotated[list[str], NoDecode, BeforeValidator(_comma_list)] = Field(
         default_factory=lambda: ["pods"],
@@ -256,62 +323,44 @@ class EvictionSettings(BaseModel):
         " in the kubelet.",
     )
 
-    @field_validator("eviction_hard", "eviction_soft")
-    @classmethod
-    def _statements_parse(cls, value: dict[str, str] | None, info: ValidationInfo) -> Any:
-        field = "evictionHard" if info.field_name == "eviction_hard" else "evictionSoft"
-        for name, text in (value or {}).items():
-            try:
-                thresholds.parse_threshold_statement(name, text, field=field)
-            except thresholds.ThresholdError as exc:
-                raise _invalid(exc.message) from None
-        return value
-
     @field_validator("eviction_soft_grace_period")
     @classmethod
     def _every_soft_threshold_has_a_grace_period(
-        cls, value: dict[str, str], info: ValidationInfo
-    ) -> dict[str, str]:
-        try:
-            periods = thresholds.parse_grace_periods(value)
-        except thresholds.ThresholdError as exc:
-            raise _invalid(exc.message) from None
-        for name, text in info.data.get("eviction_soft", {}).items():
-            threshold = thresholds.parse_threshold_statement(name, text, field="evictionSoft")
-            if threshold is not None and threshold.signal not in periods:
+        cls, value: dict[Signal, float], info: ValidationInfo
+    ) -> dict[Signal, float]:
+        for signal, threshold in info.data.get("eviction_soft", {}).items():
+            if threshold is not None and signal not in value:
                 raise _invalid(
                     f"grace period must be specified for the soft eviction threshold "
-                    f"{threshold.signal} (evictionSoft sets it, evictionSoftGracePeriod does not)"
+                    f"{signal} (evictionSoft sets it, evictionSoftGracePeriod does not)"
                 )
         return value
 
     @field_validator("eviction_minimum_reclaim")
     @classmethod
-    def _minimum_reclaims_parse(cls, value: dict[str, str], info: ValidationInfo) -> Any:
-        try:
-            thresholds.parse_threshold_config(
-                hard=info.data.get("eviction_hard") or {},
-                soft=info.data.get("eviction_soft", {}),
-                grace_periods=info.data.get("eviction_soft_grace_period", {}),
-                minimum_reclaims=value,
-                enforce_pods_allocatable=False,
-            )
-        except thresholds.ThresholdError as exc:
-            if exc.field != "evictionMinimumReclaim":
-                return value  # reported on its own field
-            raise _invalid(exc.message) from None
+    def _psi_reclaims_within_their_thresholds(
+        cls, value: dict[Signal, thresholds.ThresholdValue], info: ValidationInfo
+    ) -> dict[Signal, thresholds.ThresholdValue]:
+        for field in ("eviction_hard", "eviction_soft"):
+            for signal, threshold in (info.data.get(field) or {}).items():
+                try:
+                    thresholds.check_stall_reclaim(signal, threshold, value.get(signal))
+                except thresholds.ThresholdError as exc:
+                    raise _invalid(exc.message) from None
         return value
 
-    @field_validator("eviction_pressure_transition_period")
+    @field_validator("eviction_pressure_transition_period", mode="plain")
     @classmethod
-    def _transition_period_parses(cls, value: str) -> str:
+    def _transition_period_parses(cls, value: Any) -> float:
+        if not isinstance(value, str):
+            raise PydanticKnownError("string_type")
         try:
             seconds = durations.parse_go_duration(value.strip())
         except durations.DurationError as exc:
             raise _invalid(f"{exc} (durations look like 30s, 5m, 1h)") from None
         if seconds < 0:
             raise _invalid("must not be negative")
-        return value.strip()
+        return seconds
 
     @field_validator("enforce_node_allocatable")
     @classmethod
@@ -332,6 +381,11 @@ class EvictionSettings(BaseModel):
         for pressure, name in merged.items():
             if _CONDITION_TYPE.fullmatch(name) is None:
                 raise _invalid(f"{pressure}: {name!r} is not a valid condition type")
+            if name in _KUBELET_CONDITIONS:
+                raise _invalid(
+                    f"{pressure}: {name!r} is the kubelet's own condition, which it rewrites on"
+                    " every status update; the agent writes under a name of its own"
+                )
         _distinct(merged)
         return merged
 
@@ -345,8 +399,18 @@ class EvictionSettings(BaseModel):
                     f"{pressure}: {key!r} is not a valid taint key ([prefix/]name, "
                     f"alphanumerics, '-', '_', '.', name at most 63 characters)"
                 )
+            if key.startswith(_RESERVED_TAINT_PREFIX):
+                raise _invalid(
+                    f"{pressure}: {key!r} is reserved: the node lifecycle controller and the"
+                    f" kubelet own the {_RESERVED_TAINT_PREFIX}* taints"
+                )
         _distinct(merged)
         return merged
+
+
+_KUBELET_CONDITIONS = frozenset({*KUBELET_CONDITION_TYPES.values(), "Ready", "NetworkUnavailable"})
+"""Condition types the kubelet (or the network plugin) owns: never the agent's."""
+_RESERVED_TAINT_PREFIX = "node.kubernetes.io/"
 
 
 def _distinct(names: Mapping[Pressure, str]) -> None:

@@ -5,7 +5,7 @@ optionally with a grace period (a *soft* threshold; grace 0 means *hard*) and a 
 reclaim that keeps it active until the signal recovers past ``value + min_reclaim``.
 Parsing follows the kubelet's ``ParseThresholdConfig`` rule for rule, including its error
 texts, its defaults and its silent cases (``0%`` and ``100%`` drop a statement), so a
-kubelet configuration means the same thing here. See kubelet-eviction.md §3-§4 and
+kubelet configuration means the same thing here. See the kubelet's ``thresholdsMet`` and
 docs/eviction.md.
 
 Beyond the kubelet, PSI signals (``memory.pressure.some.avg10`` ...) take ``>``: they
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 
-from nodeagent import durations
-from nodeagent.eviction import units
+from nodeagent.base import durations
+from nodeagent.k8s import quantities as units
 from nodeagent.model import FsLayout, Signal, SignalValue
 
 __all__ = [
@@ -40,7 +40,10 @@ __all__ = [
     "StallPercent",
     "Threshold",
     "ThresholdError",
+    "ThresholdStatements",
     "ThresholdValue",
+    "build_threshold_config",
+    "check_stall_reclaim",
     "derive_containerfs_thresholds",
     "is_met",
     "parse_flag_map",
@@ -49,6 +52,7 @@ __all__ = [
     "parse_signal",
     "parse_threshold_config",
     "parse_threshold_statement",
+    "parse_threshold_statements",
     "reclaim_quantity",
     "resolve",
     "threshold_quantity",
@@ -59,15 +63,6 @@ PSI_SIGNALS: frozenset[Signal] = frozenset(s for s in Signal if ".pressure." in 
 
 PSI_CAPACITY = 10_000
 """A PSI observation's capacity: 100% in hundredths of a percent."""
-
-DEFAULT_EVICTION_HARD: Mapping[str, str] = {
-    "memory.available": "100Mi",
-    "nodefs.available": "10%",
-    "nodefs.inodesFree": "5%",
-    "imagefs.available": "15%",
-    "imagefs.inodesFree": "5%",
-}
-"""The kubelet's Linux default ``evictionHard`` (v1.33+, with ``imagefs.inodesFree``)."""
 
 
 class Operator(StrEnum):
@@ -94,7 +89,8 @@ class Percentage:
     fraction: float
 
     def __str__(self) -> str:
-        return f"{self.percent:g}%"
+        # Enough digits for every percent the property returns, so the text parses back.
+        return f"{self.percent:.12g}%"
 
     @property
     def percent(self) -> float:
@@ -118,6 +114,22 @@ class StallPercent:
 
 
 ThresholdValue = Quantity | Percentage | StallPercent
+
+ThresholdStatements = Mapping[Signal, ThresholdValue | None]
+"""``evictionHard`` or ``evictionSoft`` parsed: the value per signal, ``None`` where the
+kubelet drops the statement (exactly ``0%`` or ``100%``; kept so that it still overrides
+a default)."""
+
+DEFAULT_EVICTION_HARD: ThresholdStatements = {
+    Signal.MEMORY_AVAILABLE: Quantity(100 << 20),
+    Signal.NODEFS_AVAILABLE: Percentage(units.parse_percentage("10%")),
+    Signal.NODEFS_INODES_FREE: Percentage(units.parse_percentage("5%")),
+    Signal.IMAGEFS_AVAILABLE: Percentage(units.parse_percentage("15%")),
+    Signal.IMAGEFS_INODES_FREE: Percentage(units.parse_percentage("5%")),
+}
+"""The kubelet's Linux default ``evictionHard`` (v1.33+, with ``imagefs.inodesFree``):
+``memory.available<100Mi, nodefs.available<10%, nodefs.inodesFree<5%,
+imagefs.available<15%, imagefs.inodesFree<5%``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,15 +217,30 @@ def parse_signal(name: str, *, field: str) -> Signal:
         ) from None
 
 
+def parse_threshold_statements(
+    entries: Mapping[str, str], *, field: str
+) -> dict[Signal, ThresholdValue | None]:
+    """evictionHard or evictionSoft (``field``), each ``signal: value`` entry parsed."""
+    statements: dict[Signal, ThresholdValue | None] = {}
+    for name, text in entries.items():
+        signal = parse_signal(name, field=field)
+        statements[signal] = _parse_threshold_value(signal, text.strip(), field=field)
+    return statements
+
+
 def parse_threshold_statement(
     signal_name: str, text: str, *, field: str, grace_period: float = 0.0
 ) -> Threshold | None:
     """One ``signal: value`` entry of evictionHard/evictionSoft; ``None`` when the kubelet
     drops it silently (exactly ``0%`` or ``100%``)."""
     signal = parse_signal(signal_name, field=field)
-    text = text.strip()
+    value = _parse_threshold_value(signal, text.strip(), field=field)
+    return None if value is None else Threshold(signal, value, grace_period)
+
+
+def _parse_threshold_value(signal: Signal, text: str, *, field: str) -> ThresholdValue | None:
     if signal in PSI_SIGNALS:
-        return Threshold(signal, _parse_stall(signal, text, field=field), grace_period)
+        return _parse_stall(signal, text, field=field)
     if text.endswith("%"):
         if text in ("0%", "100%"):
             return None
@@ -226,11 +253,11 @@ def parse_threshold_statement(
             raise ThresholdError(
                 field, f"eviction percentage threshold {signal} must be <= 100%: {text}"
             )
-        return Threshold(signal, Percentage(fraction), grace_period)
+        return Percentage(fraction)
     quantity = _parse_quantity(signal, text, field=field)
     if quantity.value <= 0:
         raise ThresholdError(field, f"eviction threshold {signal} must be positive: {text}")
-    return Threshold(signal, quantity, grace_period)
+    return quantity
 
 
 def parse_grace_periods(
@@ -288,31 +315,46 @@ def parse_threshold_config(
     minimum_reclaims: Mapping[str, str],
     enforce_pods_allocatable: bool,
 ) -> tuple[Threshold, ...]:
-    """The kubelet's ``ParseThresholdConfig``: hard, then soft (each needing a grace
-    period), min reclaim attached to every threshold of its signal, then the hard
-    ``memory.available`` thresholds copied to ``allocatableMemory.available`` when node
-    allocatable is enforced on pods. ``hard`` is the effective map (defaults applied)."""
-    thresholds: list[Threshold] = []
-    for name, text in hard.items():
-        threshold = parse_threshold_statement(name, text, field="evictionHard")
-        if threshold is not None:
-            thresholds.append(threshold)
+    """The kubelet's ``ParseThresholdConfig`` from the text of each field: each parsed,
+    then :func:`build_threshold_config`. ``hard`` is the effective map (defaults applied)."""
+    parsed_hard = parse_threshold_statements(hard, field="evictionHard")
     periods = parse_grace_periods(grace_periods)
-    for name, text in soft.items():
-        threshold = parse_threshold_statement(name, text, field="evictionSoft")
-        if threshold is None:
-            continue
-        if threshold.signal not in periods:
-            raise ThresholdError(
-                "evictionSoft",
-                f"grace period must be specified for the soft eviction threshold "
-                f"{threshold.signal} (set evictionSoftGracePeriod {threshold.signal})",
-            )
-        thresholds.append(replace(threshold, grace_period=periods[threshold.signal]))
-    reclaims = parse_minimum_reclaims(minimum_reclaims)
-    thresholds = [replace(t, min_reclaim=reclaims.get(t.signal)) for t in thresholds]
+    parsed_soft = parse_threshold_statements(soft, field="evictionSoft")
+    _require_grace_periods(parsed_soft, periods)  # before any minimum reclaim error
+    return build_threshold_config(
+        hard=parsed_hard,
+        soft=parsed_soft,
+        grace_periods=periods,
+        minimum_reclaims=parse_minimum_reclaims(minimum_reclaims),
+        enforce_pods_allocatable=enforce_pods_allocatable,
+    )
+
+
+def build_threshold_config(
+    *,
+    hard: ThresholdStatements,
+    soft: ThresholdStatements,
+    grace_periods: Mapping[Signal, float],
+    minimum_reclaims: Mapping[Signal, ThresholdValue],
+    enforce_pods_allocatable: bool,
+) -> tuple[Threshold, ...]:
+    """The rest of ``ParseThresholdConfig``, on parsed fields: hard, then soft (each
+    needing a grace period), min reclaim attached to every threshold of its signal, then
+    the hard ``memory.available`` thresholds copied to ``allocatableMemory.available``
+    when node allocatable is enforced on pods. ``hard`` is the effective map."""
+    _require_grace_periods(soft, grace_periods)
+    thresholds = [
+        Threshold(signal, value, 0.0, minimum_reclaims.get(signal))
+        for signal, value in hard.items()
+        if value is not None
+    ]
+    thresholds += [
+        Threshold(signal, value, grace_periods[signal], minimum_reclaims.get(signal))
+        for signal, value in soft.items()
+        if value is not None
+    ]
     for threshold in thresholds:
-        _check_stall_reclaim(threshold)
+        check_stall_reclaim(threshold.signal, threshold.value, threshold.min_reclaim)
     if enforce_pods_allocatable:
         thresholds += [
             replace(
@@ -446,17 +488,30 @@ def _parse_stall(
     return StallPercent(int(hundredths))
 
 
-def _check_stall_reclaim(threshold: Threshold) -> None:
+def check_stall_reclaim(
+    signal: Signal, value: ThresholdValue | None, min_reclaim: ThresholdValue | None
+) -> None:
+    """A PSI minimum reclaim larger than its threshold could never be met."""
     if (
-        isinstance(threshold.value, StallPercent)
-        and isinstance(threshold.min_reclaim, StallPercent)
-        and threshold.min_reclaim.hundredths > threshold.value.hundredths
+        isinstance(value, StallPercent)
+        and isinstance(min_reclaim, StallPercent)
+        and min_reclaim.hundredths > value.hundredths
     ):
         raise ThresholdError(
             "evictionMinimumReclaim",
-            f"{threshold.signal}: minimum reclaim {threshold.min_reclaim} exceeds the threshold "
-            f"{threshold.value}; the stall could never fall far enough to end the pressure",
+            f"{signal}: minimum reclaim {min_reclaim} exceeds the threshold "
+            f"{value}; the stall could never fall far enough to end the pressure",
         )
+
+
+def _require_grace_periods(soft: ThresholdStatements, periods: Mapping[Signal, float]) -> None:
+    for signal, value in soft.items():
+        if value is not None and signal not in periods:
+            raise ThresholdError(
+                "evictionSoft",
+                f"grace period must be specified for the soft eviction threshold "
+                f"{signal} (set evictionSoftGracePeriod {signal})",
+            )
 
 
 def _unique(thresholds: Iterable[Threshold]) -> list[Threshold]:

@@ -52,9 +52,10 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from nodeagent.errors import NodeAgentError
-from nodeagent.eviction import units
+from nodeagent.base.errors import NodeAgentError
 from nodeagent.eviction.thresholds import PSI_CAPACITY, PSI_SIGNALS
+from nodeagent.k8s import quantities as units
+from nodeagent.k8s.pods import QOSClass
 from nodeagent.model import (
     DISK_MEDIUM,
     ContainerInfo,
@@ -68,7 +69,6 @@ from nodeagent.model import (
     PodUsage,
     PsiLine,
     PsiStats,
-    QOSClass,
     Resource,
     Signal,
     SignalValue,

@@ -7,7 +7,7 @@ record events. Two implementations sit side by side:
 
 * :class:`nodeagent.kube.http.HTTPKubeClient`: the official ``kubernetes`` client over
   HTTP, with bounded QPS, retries with backoff and jitter, and errors translated;
-* :class:`nodeagent.kube.fake.FakeKubeClient`: in memory, with kube-apiserver semantics,
+* :class:`tests.doubles.kube.FakeKubeClient`: in memory, with kube-apiserver semantics,
   a call log and error injection, for tests and for standalone runs.
 
 Objects cross this seam as plain JSON-shaped dicts (what the API server sends), not as
@@ -16,7 +16,7 @@ deserializing every pod into models costs far more than the rest of a cycle.
 
 Contract for every method:
 
-* it raises only :class:`nodeagent.errors.KubeAPIError` subclasses (see
+* it raises only :class:`nodeagent.base.errors.KubeAPIError` subclasses (see
   :mod:`nodeagent.kube.errors`), after the client's own retries have been spent;
 * patches are idempotent: applying the same patch twice leaves the same object;
 * nothing is cached: each call reflects the server at the time of the call.
@@ -93,7 +93,7 @@ class KubeClient(Protocol):
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> KubeObject:
         """Strategic merge patch of the Node (``nodes patch``). A
         ``metadata.resourceVersion`` in the patch is a precondition: a stale one raises
-        :class:`nodeagent.errors.Conflict`. Status changes are ignored here."""
+        :class:`nodeagent.base.errors.Conflict`. Status changes are ignored here."""
         ...
 
     def patch_node_status(self, name: str, patch: Mapping[str, Any]) -> KubeObject:
@@ -180,7 +180,7 @@ class ClusterClient(KubeClient, Protocol):
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         """POST a Binding (``pods/binding create``): the server sets ``spec.nodeName``.
-        An already bound pod raises :class:`nodeagent.errors.Conflict`; never retried
+        An already bound pod raises :class:`nodeagent.base.errors.Conflict`; never retried
         after an answer, since a second bind could only fail or double."""
         ...
 
@@ -189,16 +189,16 @@ class ClusterClient(KubeClient, Protocol):
         ...
 
     def get_lease(self, namespace: str, name: str) -> KubeObject:
-        """A coordination.k8s.io/v1 Lease; :class:`nodeagent.errors.NotFound` if none."""
+        """A coordination.k8s.io/v1 Lease; :class:`nodeagent.base.errors.NotFound` if none."""
         ...
 
     def create_lease(self, namespace: str, lease: Mapping[str, Any]) -> KubeObject:
-        """Create a Lease; :class:`nodeagent.errors.Conflict` if it exists already."""
+        """Create a Lease; :class:`nodeagent.base.errors.Conflict` if it exists already."""
         ...
 
     def replace_lease(self, namespace: str, name: str, lease: Mapping[str, Any]) -> KubeObject:
         """PUT a Lease whose ``metadata.resourceVersion`` is the precondition: a stale
-        one raises :class:`nodeagent.errors.Conflict` (someone else wrote it)."""
+        one raises :class:`nodeagent.base.errors.Conflict` (someone else wrote it)."""
         ...
 
 
@@ -206,7 +206,7 @@ class AccessReviewClient(Protocol):
     """The two reviews a server makes to delegate authentication and authorization of its
     own callers to the API server (kube-scheduler's ``--authentication-kubeconfig``,
     granted by ``system:auth-delegator``). Same contract as :class:`KubeClient`: errors are
-    :class:`nodeagent.errors.KubeAPIError` after the client's retries."""
+    :class:`nodeagent.base.errors.KubeAPIError` after the client's retries."""
 
     def create_token_review(self, token: str) -> KubeObject:
         """POST an ``authentication.k8s.io/v1`` TokenReview of ``token``; the answer with

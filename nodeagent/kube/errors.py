@@ -1,7 +1,7 @@
-"""Translation of API failures into :mod:`nodeagent.errors`, and the few extra kinds the
+"""Translation of API failures into :mod:`nodeagent.base.errors`, and the few extra kinds the
 client layer needs.
 
-The tree in :mod:`nodeagent.errors` names what callers *do* about a failure (re-read on
+The tree in :mod:`nodeagent.base.errors` names what callers *do* about a failure (re-read on
 ``Conflict``, move on after ``TooManyRequests``, retry ``ServerError``). This module adds
 the distinctions the client itself acts on:
 
@@ -18,7 +18,7 @@ the distinctions the client itself acts on:
 
 ``from_status`` builds the right instance from an HTTP status and a ``Status`` body; the
 real client (:mod:`nodeagent.kube.http`) and the in-memory fake
-(:mod:`nodeagent.kube.fake`) both raise through it, so callers cannot tell them apart.
+(:mod:`tests.doubles.kube`) both raise through it, so callers cannot tell them apart.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nodeagent import errors
+from nodeagent.base import errors
 
 PDB_REFUSAL_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 """The message kube-apiserver puts in the 429 Status of a refused Eviction."""

@@ -49,8 +49,8 @@ import msgspec
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from nodeagent import errors
-from nodeagent.clock import Clock, RealClock
+from nodeagent.base import errors
+from nodeagent.base.clock import Clock, RealClock
 from nodeagent.kube import client, ratelimit, retry, writes
 from nodeagent.kube import errors as kube_errors
 from nodeagent.kube.address import Address
@@ -69,7 +69,7 @@ def load_configuration(
     """Cluster access: ``kubeconfig`` if given, else the in-cluster service account when
     running in a pod, else ``$KUBECONFIG`` / ``~/.kube/config``.
 
-    Raises :class:`nodeagent.errors.ConfigError` naming what was tried."""
+    Raises :class:`nodeagent.base.errors.ConfigError` naming what was tried."""
     configuration = kubernetes.client.Configuration()
     try:
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):

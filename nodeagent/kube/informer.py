@@ -16,7 +16,7 @@ Like client-go's reflector + store, for one resource and one selector:
 * handlers (:class:`Handlers`) run on the informer's thread, in event order, after the
   store has changed; :meth:`Informer.wait_synced` tells when the first list is in.
 
-Who uses it: the agent's :class:`~nodeagent.kube.podcache.PodCache` (its node's pods)
+Who uses it: the agent's :class:`~nodeagent.agent.podcache.PodCache` (its node's pods)
 and the live scheduler (all pods, nodes, PodDisruptionBudgets). What to list and watch
 is a :class:`ListWatch`; :func:`pods`, :func:`nodes` and :func:`disruption_budgets`
 build the usual ones from a client.
@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import client, retry
 from nodeagent.kube import errors as kube_errors
 

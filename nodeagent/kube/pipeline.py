@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import httptools
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import client, ratelimit, retry
 from nodeagent.kube import errors as kube_errors
 from nodeagent.kube.address import Address

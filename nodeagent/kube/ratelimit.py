@@ -3,14 +3,14 @@
 An agent runs on every node, so its API load is multiplied by the cluster size; the
 bucket caps what one agent can send even if a bug made it loop. ``burst`` requests may go
 at once, after which requests are spaced ``1/qps`` apart. Waiting uses the injected
-:class:`~nodeagent.clock.Clock`, so tests observe the spacing without sleeping.
+:class:`~nodeagent.base.clock.Clock`, so tests observe the spacing without sleeping.
 """
 
 from __future__ import annotations
 
 import threading
 
-from nodeagent.clock import Clock, RealClock
+from nodeagent.base.clock import Clock, RealClock
 
 
 class TokenBucket:

@@ -2,7 +2,7 @@
 
 When the engine acts on a disk signal it names the node-level reclaim that can relieve
 it (``Decision.node_reclaim``). The loop then, in the same cycle, as the kubelet's
-eviction manager does (kubelet-eviction.md §5 step 17, §8):
+eviction manager does (``reclaimNodeLevelResources``):
 
 1. removes dead containers and unused images (:class:`NodeReclaimer`), the images only
    up to what the image filesystem still needs after the containers are gone;

@@ -1,7 +1,7 @@
 """What node-level reclaim removes: pure functions of the runtime's inventory.
 
 The kubelet frees disk through the runtime before it evicts a pod for a disk signal
-(kubelet-eviction.md §8). The rules, as the agent applies them:
+(``reclaimNodeLevelResources``). The rules, as the agent applies them:
 
 * **Dead containers** are exited containers that are not the newest exited instance of
   their pod's container name: one is kept per (pod, container name), as the kubelet's

@@ -30,8 +30,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from nodeagent.agent.logs import FIELDS
-from nodeagent.clock import Clock
+from nodeagent.base.clock import Clock
+from nodeagent.base.logs import FIELDS
 from nodeagent.cri.client import Container, ContainerRuntime, CRIError, Image
 from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction.observations import observe

@@ -19,20 +19,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from nodeagent import model
+from nodeagent.k8s.pressure import Taint
+from nodeagent.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
 
-CPU = "cpu"
-MEMORY = "memory"
-EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
-
-DEFAULT_MILLI_CPU_REQUEST = 100
-"""Milli-CPU the scoring strategies assume for a container without a cpu request."""
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-"""Bytes the scoring strategies assume for a container without a memory request."""
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
@@ -100,10 +93,6 @@ class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"
     PREFER_NO_SCHEDULE = "PreferNoSchedule"
     NO_EXECUTE = "NoExecute"
-
-
-Taint = model.Taint
-"""A node taint (``key``, ``effect``, ``value``), shared with the agent that writes them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@ reads it.
 
 The document is validated into pydantic models (unknown fields are errors, so a typo
 never silently falls back to a default), then each profile's plugins are merged with
-the default plugin set exactly as kube-scheduler's v1 defaulting does (reference §2):
+the default plugin set exactly as kube-scheduler's v1 defaulting does (``getDefaultPlugins``
+and ``mergePlugins`` in ``pkg/scheduler/apis/config/v1/default_plugins.go``):
 
 * ``disabled`` removes default plugins at that extension point (``"*"`` removes all);
 * an ``enabled`` plugin that is also a default replaces the default *in place*
@@ -13,7 +14,7 @@ MultiPoint expansion (which needs to know what each plugin implements) happens w
 :class:`~nodeagent.scheduler.framework.Framework` is built. ``pluginConfig`` args are
 validated by the plugin's own args model, with kube-scheduler's defaults.
 
-Every problem raises :class:`~nodeagent.errors.ConfigError` with the field path as the
+Every problem raises :class:`~nodeagent.base.errors.ConfigError` with the field path as the
 user wrote it (``profiles[0].plugins.score.enabled[1].weight``), the value and what is
 allowed; the CLI turns that into exit code 2.
 """
@@ -30,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import settings as extender_settings
 
@@ -171,10 +172,13 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef(name="NodeResourcesBalancedAllocation", weight=1),
     PluginRef(name="ImageLocality", weight=1),
     PluginRef(name="DefaultBinder"),
+    PluginRef(name="NodeDeclaredFeatures"),
 )
-"""kube-scheduler's v1 default plugins and weights, in its order, minus the ones
-nodeagent does not implement yet, plus NodePressure (before TaintToleration, so a node
-under pressure is reported as such). Disable NodePressure for stock behaviour."""
+"""kube-scheduler v1.36's default plugins and weights (``getDefaultPlugins``; what
+``kube-scheduler --write-config-to`` prints), in its order, minus the ones nodeagent
+does not implement yet (the volume plugins and DynamicResources), plus NodePressure
+(before TaintToleration, so a node under pressure is reported as such). Disable
+NodePressure for stock behaviour."""
 
 UPSTREAM_NOT_IMPLEMENTED = frozenset(
     {
@@ -270,7 +274,7 @@ class Profile:
 class SchedulerConfiguration:
     profiles: tuple[Profile, ...]
     percentage_of_nodes_to_score: int = 0
-    """Global setting; 0 means adaptive (reference §4)."""
+    """Global setting; 0 means adaptive (``numFeasibleNodesToFind``)."""
     extenders: tuple[extender_settings.ExtenderConfig, ...] = ()
     """HTTP extenders, called in this order (:mod:`nodeagent.scheduler.extenders`)."""
 

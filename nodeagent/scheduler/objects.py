@@ -10,7 +10,7 @@ fixtures behave like listed objects: a container request missing but a limit pre
 takes the limit; a Node without ``status.allocatable`` uses ``status.capacity``; a pod
 without ``spec.priority`` takes its PriorityClass (or the global default) value.
 
-Bad input raises :class:`~nodeagent.errors.ConfigError` naming the object, the field
+Bad input raises :class:`~nodeagent.base.errors.ConfigError` naming the object, the field
 path, the value and what was expected.
 """
 
@@ -29,11 +29,24 @@ from typing import Any
 
 import yaml
 
-from nodeagent.errors import ConfigError
-from nodeagent.eviction import units
-from nodeagent.scheduler import api, resources
+from nodeagent.base.errors import ConfigError
+from nodeagent.k8s import quantities
+from nodeagent.k8s.pods import is_terminal
+from nodeagent.k8s.pressure import Taint
+from nodeagent.k8s.resources import (
+    CPU,
+    MEMORY,
+    NON_ZERO_DEFAULTS,
+    PodResources,
+    pod_requests,
+    read_pod_resources,
+    reads_status,
+    resource_list,
+)
+from nodeagent.scheduler import api, fieldpath, validation
 
-TERMINAL_PHASES = ("Succeeded", "Failed")
+FieldPath = fieldpath.FieldPath
+"""Re-exported: plugins and the extender name fields through it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,45 +63,6 @@ class ClusterObjects:
 
     def bound_pods(self) -> Iterator[api.Pod]:
         return (pod for pod in self.pods if pod.node_name)
-
-
-class FieldPath:
-    """A field path for error messages: ``Pod default/web: spec.containers[0]...``
-    (``what`` may be empty when the path alone says where).
-
-    Every field read makes one (about 55 per pod), and almost none is ever printed, so
-    the text is only joined when asked for."""
-
-    __slots__ = ("_parent", "_part", "_path", "what")
-
-    def __init__(self, what: str, path: str = "") -> None:
-        self.what = what
-        self._path: str | None = path
-        self._parent: FieldPath | None = None
-        self._part: str | int = ""
-
-    def __truediv__(self, part: str | int) -> FieldPath:
-        child = FieldPath.__new__(FieldPath)
-        child.what = self.what
-        child._path = None
-        child._parent = self
-        child._part = part
-        return child
-
-    @property
-    def path(self) -> str:
-        if self._path is None:
-            assert self._parent is not None
-            parent, part = self._parent.path, self._part
-            if isinstance(part, int):
-                self._path = f"{parent}[{part}]"
-            else:
-                self._path = f"{parent}.{part}" if parent else part
-        return self._path
-
-    def fail(self, value: object, expected: str) -> ConfigError:
-        where = f"{self.what}: {self.path}" if self.what else self.path
-        return ConfigError(f"{where} = {value!r}: {expected}", field=self.path)
 
 
 def _mapping(value: Any, where: FieldPath) -> Mapping[str, Any]:
@@ -116,13 +90,16 @@ class _Negative(Exception):
 
 
 def parse_quantity(name: str, value: Any, where: FieldPath) -> int:
-    """A quantity in base units, rounded up as the API does (cpu in milli-CPU)."""
+    """``name``'s quantity in base units, rounded up as the API does (cpu in milli-CPU);
+    ``where`` is the path of the resource list holding it."""
     try:
         return _base_units(name, value)
     except (ValueError, TypeError, InvalidOperation) as exc:
-        raise where.fail(value, "expected a Kubernetes quantity such as 500m, 2, 1Gi") from exc
+        raise (where / name).fail(
+            value, "expected a Kubernetes quantity such as 500m, 2, 1Gi"
+        ) from exc
     except _Negative as exc:  # the API server rejects them; one would hand resources back
-        raise where.fail(value, "expected a non-negative quantity") from exc
+        raise (where / name).fail(value, "expected a non-negative quantity") from exc
 
 
 @functools.lru_cache(maxsize=4096)
@@ -130,19 +107,32 @@ def _base_units(name: str, value: Any) -> int:
     """Memoised: a cluster repeats a handful of quantities (100m, 128Mi) thousands of
     times, and the exact Decimal parse is most of a pod's parsing time. Errors are not
     cached."""
-    amount = units.quantity_value(value)
+    amount = quantities.quantity_value(value)
     if amount < 0:
         raise _Negative
-    if name == api.CPU:
+    if name == CPU:
         amount *= 1000
     return math.ceil(amount)
 
 
 def parse_resource_list(value: Any, where: FieldPath) -> dict[str, int]:
-    return {
-        str(name): parse_quantity(str(name), amount, where / str(name))
-        for name, amount in _mapping(value, where).items()
-    }
+    return resource_list(STRICT, value, where)
+
+
+class _StrictFields:
+    """Fields as the planner reads them: anything malformed is refused, naming its path."""
+
+    def mapping(self, value: Any, where: FieldPath) -> Mapping[str, Any]:
+        return _mapping(value, where)
+
+    def sequence(self, value: Any, where: FieldPath) -> Sequence[Any]:
+        return _sequence(value, where)
+
+    def quantity(self, resource: str, value: Any, where: FieldPath) -> int:
+        return parse_quantity(resource, value, where)
+
+
+STRICT = _StrictFields()
 
 
 def unix_time(value: str | datetime) -> float:
@@ -479,18 +469,6 @@ def parse_tolerations(value: Any, where: FieldPath) -> tuple[api.Toleration, ...
     return tuple(out)
 
 
-def _container_requests(
-    container: Mapping[str, Any], where: FieldPath, *, init: bool
-) -> resources.ContainerRequests:
-    res = _mapping(container.get("resources"), where / "resources")
-    requests = parse_resource_list(res.get("requests"), where / "resources" / "requests")
-    limits = parse_resource_list(res.get("limits"), where / "resources" / "limits")
-    for name, amount in limits.items():  # API defaulting: requests default to limits
-        requests.setdefault(name, amount)
-    sidecar = init and container.get("restartPolicy") == "Always"
-    return resources.ContainerRequests(requests, sidecar)
-
-
 def _host_ports(container: Mapping[str, Any], where: FieldPath) -> list[api.HostPort]:
     out = []
     for i, raw in enumerate(_sequence(container.get("ports"), where / "ports")):
@@ -507,45 +485,39 @@ def _host_ports(container: Mapping[str, Any], where: FieldPath) -> list[api.Host
     return out
 
 
-def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> api.Pod:
-    meta = _mapping(obj.get("metadata"), FieldPath("Pod", "metadata"))
-    namespace = _text(meta.get("namespace"), FieldPath("Pod", "metadata.namespace")) or "default"
-    name = _text(meta.get("name"), FieldPath("Pod", "metadata.name"))
-    where = FieldPath(f"Pod {namespace}/{name}")
-    if not name:
-        raise (where / "metadata" / "name").fail(name, "a pod needs a name")
-    spec = _mapping(obj.get("spec"), where / "spec")
-    status = _mapping(obj.get("status"), where / "status")
-    swhere = where / "spec"
+@dataclass(frozen=True, slots=True)
+class _Containers:
+    """What a pod's containers say, read once."""
 
-    containers, init_containers = [], []
+    resources: PodResources
+    images: tuple[str, ...]
+    """Normalized image names of init containers then containers."""
+    host_ports: tuple[api.HostPort, ...]
+
+
+def _read_containers(
+    spec: Mapping[str, Any],
+    swhere: FieldPath,
+    status: Mapping[str, Any],
+    stwhere: FieldPath | None,
+) -> _Containers:
     images: list[str] = []
     ports: list[api.HostPort] = []
-    raw_init = _sequence(spec.get("initContainers"), swhere / "initContainers")
-    raw_containers = _sequence(spec.get("containers"), swhere / "containers")
-    for i, raw in enumerate(raw_init):
-        c = _mapping(raw, swhere / "initContainers" / i)
-        init_containers.append(_container_requests(c, swhere / "initContainers" / i, init=True))
-        images.append(normalized_image_name(str(c.get("image") or "")))
-    for i, raw in enumerate(raw_containers):
-        c = _mapping(raw, swhere / "containers" / i)
-        containers.append(_container_requests(c, swhere / "containers" / i, init=False))
-        images.append(normalized_image_name(str(c.get("image") or "")))
-        ports.extend(_host_ports(c, swhere / "containers" / i))
-    overhead = parse_resource_list(spec.get("overhead"), swhere / "overhead")
-    pod_level_raw = _mapping(spec.get("resources"), swhere / "resources")
-    pod_level = parse_resource_list(pod_level_raw.get("requests"), swhere / "resources")
-    requests = resources.pod_requests(
-        containers, init_containers, overhead=overhead, pod_level=pod_level
-    )
-    nonzero = resources.pod_requests(
-        containers,
-        init_containers,
-        overhead=overhead,
-        pod_level=pod_level,
-        non_missing=resources.NON_ZERO_DEFAULTS if (containers or init_containers) else None,
-    )
 
+    def visit(key: str, container: Mapping[str, Any], where: FieldPath) -> None:
+        images.append(normalized_image_name(str(container.get("image") or "")))
+        if key == "containers":
+            ports.extend(_host_ports(container, where))
+
+    resources = read_pod_resources(STRICT, spec, swhere, visit, status=status, status_where=stwhere)
+    return _Containers(resources, tuple(images), tuple(ports))
+
+
+def _priority(
+    spec: Mapping[str, Any], swhere: FieldPath, priority_classes: Mapping[str, int] | None
+) -> int:
+    """``spec.priority``, or what admission would set: the PriorityClass's value, or the
+    global default class's."""
     priority = spec.get("priority")
     if priority is None:
         classes = priority_classes or {}
@@ -558,6 +530,25 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
             priority = classes[class_name]
         else:
             priority = classes.get("", 0)  # "" holds the globalDefault class's value
+    return _int(priority, swhere / "priority")
+
+
+def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> api.Pod:
+    meta = _mapping(obj.get("metadata"), FieldPath("Pod", "metadata"))
+    namespace = _text(meta.get("namespace"), FieldPath("Pod", "metadata.namespace")) or "default"
+    name = _text(meta.get("name"), FieldPath("Pod", "metadata.name"))
+    where = FieldPath(f"Pod {namespace}/{name}")
+    if not name:
+        raise (where / "metadata" / "name").fail(name, "a pod needs a name")
+    spec = _mapping(obj.get("spec"), where / "spec")
+    status = _mapping(obj.get("status"), where / "status")
+    swhere = where / "spec"
+
+    containers = _read_containers(
+        spec, swhere, status, where / "status" if reads_status(status) else None
+    )
+    requests = pod_requests(containers.resources)
+    nonzero = pod_requests(containers.resources, non_zero_defaults=NON_ZERO_DEFAULTS)
     affinity = _mapping(spec.get("affinity"), swhere / "affinity")
     gates = _sequence(spec.get("schedulingGates"), swhere / "schedulingGates")
     labels = _labels(meta.get("labels"), where / "metadata" / "labels")
@@ -577,7 +568,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         nominated_node_name=_text(
             status.get("nominatedNodeName"), where / "status" / "nominatedNodeName"
         ),
-        priority=_int(priority, swhere / "priority"),
+        priority=_priority(spec, swhere, priority_classes),
         labels=labels,
         node_selector=_string_map(spec.get("nodeSelector"), swhere / "nodeSelector"),
         affinity=parse_node_affinity(
@@ -589,11 +580,11 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
             for i, g in enumerate(gates)
         ),
         requests=requests,
-        nonzero_cpu=nonzero.get(api.CPU, 0),
-        nonzero_memory=nonzero.get(api.MEMORY, 0),
-        host_ports=tuple(ports),
-        images=tuple(images),
-        container_count=len(raw_init) + len(raw_containers),
+        nonzero_cpu=nonzero.get(CPU, 0),
+        nonzero_memory=nonzero.get(MEMORY, 0),
+        host_ports=containers.host_ports,
+        images=containers.images,
+        container_count=len(containers.images),
         created=_timestamp(meta.get("creationTimestamp"), where / "metadata" / "creationTimestamp"),
         deleting=bool(meta.get("deletionTimestamp")),
         pod_affinity=parse_pod_affinity(affinity, swhere / "affinity", labels),
@@ -626,7 +617,7 @@ def parse_node(obj: Mapping[str, Any]) -> api.Node:
             raise (where / "spec" / "taints" / i / "effect").fail(
                 effect, f"expected one of {', '.join(api.TaintEffect)}"
             )
-        taints.append(api.Taint(str(taint.get("key") or ""), effect, str(taint.get("value") or "")))
+        taints.append(Taint(str(taint.get("key") or ""), effect, str(taint.get("value") or "")))
     allocatable_raw = status.get("allocatable")
     if allocatable_raw is None:
         allocatable_raw = status.get("capacity")
@@ -739,16 +730,23 @@ def _flatten(documents: Sequence[Any], source: str) -> Iterator[_Located]:
             yield _Located(here, item_kind, item)
 
 
-def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObjects:
+def read_cluster(
+    objects: Sequence[Any], source: str = "cluster", *, comparison_operators: bool = False
+) -> ClusterObjects:
     """Nodes, pods, PriorityClasses, PDBs, Namespaces and the workloads that select pods
     (Services, ReplicaSets, StatefulSets, ReplicationControllers) from decoded documents.
-    Other kinds are skipped; a file with neither Nodes nor Pods is an error."""
+    Other kinds are skipped; a file with neither Nodes nor Pods is an error. Nodes, pods,
+    PriorityClasses, PDBs, Namespaces and workloads are refused where the API server would
+    refuse them
+    (:mod:`~nodeagent.scheduler.validation`; ``comparison_operators``: the
+    TaintTolerationComparisonOperators gate is on)."""
     flat = list(_flatten(objects, source))
     classes: dict[str, int] = {}
     for located in flat:
         if located.kind == "PriorityClass":
             with _located(source, located):
                 obj = located.obj
+                validation.priority_class(obj)
                 meta = _mapping(obj.get("metadata"), FieldPath("PriorityClass", "metadata"))
                 name = _text(meta.get("name"), FieldPath("PriorityClass", "metadata.name"))
                 value = _int(obj.get("value"), FieldPath(f"PriorityClass {name}", "value"))
@@ -764,19 +762,24 @@ def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObje
         kind, obj = located.kind, located.obj
         with _located(source, located):
             if kind == "Node":
+                validation.node(obj)
                 nodes.append(parse_node(obj))
             elif kind == "Pod":
                 phase = _mapping(obj.get("status"), FieldPath("Pod", "status")).get("phase")
-                if phase not in TERMINAL_PHASES:  # the scheduler never sees finished pods
+                if not is_terminal(phase):  # the scheduler never sees finished pods
+                    validation.pod(obj, comparison=comparison_operators)
                     pods.append(parse_pod(obj, classes))
             elif kind == "PodDisruptionBudget":
+                validation.disruption_budget(obj)
                 budgets.append(parse_disruption_budget(obj))
             elif kind == "Namespace":
+                validation.namespace(obj)
                 meta = _mapping(obj.get("metadata"), FieldPath("Namespace", "metadata"))
                 name = _text(meta.get("name"), FieldPath("Namespace", "metadata.name"))
                 labels = _string_map(meta.get("labels"), FieldPath(f"Namespace {name}", "labels"))
                 namespaces[name] = labels
             elif kind in set(api.WorkloadKind):
+                validation.workload(kind, obj)
                 workloads.append(parse_workload(api.WorkloadKind(kind), obj))
     if not nodes and not pods:
         kinds = sorted({located.kind for located in flat})
@@ -808,7 +811,9 @@ def _reject_duplicates(kind: str, names: Sequence[str], source: str) -> None:
         raise ConfigError(f"{source}: {kind} {repeated[0]} appears more than once")
 
 
-def load_cluster(text: str, source: str = "cluster") -> ClusterObjects:
+def load_cluster(
+    text: str, source: str = "cluster", *, comparison_operators: bool = False
+) -> ClusterObjects:
     """Parse a cluster file's text (YAML, multi-document YAML or JSON).
 
     JSON (``kubectl get -o json``) is read with the json module first: for a large
@@ -820,10 +825,14 @@ def load_cluster(text: str, source: str = "cluster") -> ClusterObjects:
         except ValueError:
             pass  # YAML flow style, or broken JSON: the YAML parser says where
         else:
-            return read_cluster(decoded if isinstance(decoded, list) else [decoded], source)
+            return read_cluster(
+                decoded if isinstance(decoded, list) else [decoded],
+                source,
+                comparison_operators=comparison_operators,
+            )
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         documents = list(yaml.load_all(text, Loader=loader))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML or JSON: {exc}") from exc
-    return read_cluster(documents, source)
+    return read_cluster(documents, source, comparison_operators=comparison_operators)

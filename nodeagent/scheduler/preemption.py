@@ -1,4 +1,4 @@
-"""Preemption (kube-scheduler's DefaultPreemption evaluator, reference §13) as a pure
+"""Preemption (kube-scheduler's ``pkg/scheduler/framework/preemption`` Evaluator) as a pure
 function of the snapshot, the pod, the cycle's diagnosis, the PodDisruptionBudgets and
 the nominated pods.
 
@@ -78,7 +78,7 @@ class Settings:
 
 
 def num_candidates(potential: int, settings: Settings) -> int:
-    """How many candidates the dry run looks for (reference §13.3)."""
+    """How many candidates the dry run looks for (``calculateNumCandidates``)."""
     wanted = potential * settings.min_candidate_nodes_percentage // 100
     wanted = max(wanted, settings.min_candidate_nodes_absolute)
     return min(wanted, potential)

@@ -14,6 +14,7 @@ from nodeagent.scheduler.plugins import (
     image_locality,
     inter_pod_affinity,
     node_affinity,
+    node_declared_features,
     node_name,
     node_ports,
     node_pressure,
@@ -43,4 +44,5 @@ def in_tree_registry() -> Registry:
         image_locality.NAME: PluginSpec(image_locality.new),
         node_pressure.NAME: PluginSpec(node_pressure.new, node_pressure.Args),
         default_binder.NAME: PluginSpec(default_binder.new),
+        node_declared_features.NAME: PluginSpec(node_declared_features.new),
     }

@@ -1,4 +1,4 @@
-"""One scheduling cycle, as kube-scheduler's ``schedule_one`` runs it (reference §1, §3, §4).
+"""One scheduling cycle, as kube-scheduler's ``schedulePod`` in ``schedule_one.go`` runs it.
 
 For a pod: PreFilter; the nominated node first if the pod has one; then Filter over the
 nodes in node-tree order starting where the previous cycle stopped, until
@@ -61,7 +61,7 @@ MIN_CHUNK = 64
 def num_feasible_nodes_to_find(
     profile_percentage: int | None, global_percentage: int, num_all_nodes: int
 ) -> int:
-    """How many feasible nodes to look for before scoring (reference §4)."""
+    """How many feasible nodes to look for before scoring (``numFeasibleNodesToFind``)."""
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
         return num_all_nodes
     percentage = profile_percentage if profile_percentage is not None else global_percentage
@@ -602,15 +602,37 @@ class Scheduler:
         (a rejection, or the pod's nominated node taken as is: it must also pass with
         the pods nominated there). With ``freeze`` (the snapshot holds nominated pods
         for now) the rejections are explained at once, as the filters saw them."""
-        snapshot, state = self.snapshot, result.state
-        restriction, status, restricting = fw.run_pre_filter(state, pod, snapshot)
+        candidates = self._pre_filter(fw, pod, result)
+        if candidates is None:
+            return None
+        own = self.snapshot.index.get(pod.nominated_node_name, -1)
+        if own >= 0 and self._nominated_node_fits(fw, pod, result, nominated, own):
+            return None
+        outcome = self._nodes_that_pass_filters(fw, pod, result, candidates)
+        # Advanced in every case, as kube-scheduler does, so the next pod starts elsewhere.
+        advanced = self.next_start_node_index + outcome.processed
+        self.next_start_node_index = advanced % self.snapshot.size
+        result.outcome = outcome
+        if freeze:
+            result.freeze()
+        if outcome.feasible.size == 0:
+            result.status = api.unschedulable(result.fit_error_message())
+            return None
+        return outcome.feasible
+
+    def _pre_filter(self, fw: Framework, pod: api.Pod, result: CycleResult) -> NodeIndices | None:
+        """PreFilter: the candidate nodes (all, or those a plugin restricted the pod
+        to), with the active filters recorded in ``result``; ``None`` (the status in
+        ``result``) when a plugin rejected the pod."""
+        snapshot = self.snapshot
+        restriction, status, restricting = fw.run_pre_filter(result.state, pod, snapshot)
         if not status.is_success:
             result.prefilter_status = status
             if status.is_rejection:
                 status = api.Status(status.code, (result.fit_error_message(),), status.plugin)
             result.status = status
             return None
-        result.filters = fw.active_filters(state)
+        result.filters = fw.active_filters(result.state)
         candidates = snapshot.all_nodes
         if restriction is not None:
             chosen = np.array(
@@ -623,74 +645,84 @@ class Scheduler:
                 unresolvable=True,
             )
         result.candidates = candidates
+        return candidates
 
-        own = snapshot.index.get(pod.nominated_node_name, -1)
-        if own >= 0:
-            single = np.array([own], dtype=np.intp)
-            passed = find_feasible(
-                result.filters,
-                state,
-                pod,
-                snapshot,
-                single,
-                start=0,
-                wanted=1,
-                failures=fw.handle.failures,
-            )
-            kept = passed.feasible
-            if (
-                kept.size
-                and own in nominated
-                and not self._passes_with(fw, pod, own, nominated[own]).is_success
-            ):
-                kept = kept[:0]
-            if kept.size:
-                try:
-                    kept = self._extenders_keep(result, kept)
-                except ExtenderError:  # kube-scheduler logs it and filters every node
-                    kept = kept[:0]
-            if kept.size:
-                result.node = snapshot.names[own]
-                result.outcome = passed
-                return None
-            result.extender_verdicts = None
-
-        wanted = num_feasible_nodes_to_find(
-            fw.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score, len(candidates)
+    def _nominated_node_fits(
+        self,
+        fw: Framework,
+        pod: api.Pod,
+        result: CycleResult,
+        nominated: Mapping[int, list[api.Pod]],
+        own: int,
+    ) -> bool:
+        """kube-scheduler's ``evaluateNominatedNode``: whether the pod's nominated node
+        ``own`` passes the filters (also with the pods nominated there) and the filter
+        extenders; if so it is the pod's node (in ``result``) and no other is looked at."""
+        snapshot = self.snapshot
+        single = np.array([own], dtype=np.intp)
+        passed = find_feasible(
+            result.filters,
+            result.state,
+            pod,
+            snapshot,
+            single,
+            start=0,
+            wanted=1,
+            failures=fw.handle.failures,
         )
+        kept = passed.feasible
+        if (
+            kept.size
+            and own in nominated
+            and not self._passes_with(fw, pod, own, nominated[own]).is_success
+        ):
+            kept = kept[:0]
+        if kept.size:
+            try:
+                kept = self._extenders_keep(result, kept)
+            except ExtenderError:  # kube-scheduler logs it and filters every node
+                kept = kept[:0]
+        if kept.size:
+            result.node = snapshot.names[own]
+            result.outcome = passed
+            return True
+        result.extender_verdicts = None
+        return False
+
+    def _feasible_nodes_to_find(self, fw: Framework, candidates: NodeIndices) -> int:
+        """How many feasible nodes to find among ``candidates``: one when nothing would
+        score them (no Score plugin, no filtering or prioritizing extender)."""
         extenders = self.extenders
         if not fw.has_score_plugins() and not (
             extenders and (extenders.has_filters or extenders.has_prioritizers)
         ):
-            wanted = 1
+            return 1
+        return num_feasible_nodes_to_find(
+            fw.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score, len(candidates)
+        )
+
+    def _nodes_that_pass_filters(
+        self, fw: Framework, pod: api.Pod, result: CycleResult, candidates: NodeIndices
+    ) -> FilterOutcome:
+        """kube-scheduler's ``findNodesThatPassFilters``: the filters over
+        ``candidates`` from the next start node on, until enough of them passed."""
+        wanted = self._feasible_nodes_to_find(fw, candidates)
         if len(candidates) == 0:
-            outcome = FilterOutcome(candidates, candidates, candidates, 0)
-        elif not result.filters:  # every node passes: the first `wanted` from the start
-            start = self.next_start_node_index % len(candidates)
+            return FilterOutcome(candidates, candidates, candidates, 0)
+        start = self.next_start_node_index % len(candidates)
+        if not result.filters:  # every node passes: the first `wanted` from the start
             take = _rotated(candidates, start, 0, min(wanted, len(candidates)))
-            outcome = FilterOutcome(take, take[:0], take[:0], len(take))
-        else:
-            start = self.next_start_node_index % len(candidates)
-            outcome = find_feasible(
-                result.filters,
-                state,
-                pod,
-                snapshot,
-                candidates,
-                start=start,
-                wanted=wanted,
-                failures=fw.handle.failures,
-            )
-        # Advanced in every case, as kube-scheduler does, so the next pod starts elsewhere.
-        advanced = self.next_start_node_index + outcome.processed
-        self.next_start_node_index = advanced % snapshot.size
-        result.outcome = outcome
-        if freeze:
-            result.freeze()
-        if outcome.feasible.size == 0:
-            result.status = api.unschedulable(result.fit_error_message())
-            return None
-        return outcome.feasible
+            return FilterOutcome(take, take[:0], take[:0], len(take))
+        return find_feasible(
+            result.filters,
+            result.state,
+            pod,
+            self.snapshot,
+            candidates,
+            start=start,
+            wanted=wanted,
+            failures=fw.handle.failures,
+        )
 
     def _score(
         self, fw: Framework, pod: api.Pod, result: CycleResult, feasible: NodeIndices

@@ -28,6 +28,8 @@ from enum import StrEnum
 import numpy as np
 import numpy.typing as npt
 
+from nodeagent.k8s.pressure import Taint
+from nodeagent.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from nodeagent.scheduler import api
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -40,7 +42,7 @@ Int64s = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 Float64s = npt.NDArray[np.float64]
 
-FIXED_RESOURCES = (api.CPU, api.MEMORY, api.EPHEMERAL_STORAGE)
+FIXED_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE)
 CPU_ROW, MEMORY_ROW, EPHEMERAL_ROW = 0, 1, 2
 
 
@@ -350,12 +352,12 @@ class ClusterSnapshot:
         """Bumped by :meth:`update_node`: caches of static node data key on it."""
         self.labels = LabelColumns([node.labels for node in self.nodes])
         self.unschedulable: Mask = np.array([n.unschedulable for n in self.nodes], dtype=bool)
-        taint_set_of: dict[tuple[api.Taint, ...], int] = {}
+        taint_set_of: dict[tuple[Taint, ...], int] = {}
         self.taint_set: NodeIndices = np.array(
             [taint_set_of.setdefault(n.taints, len(taint_set_of)) for n in self.nodes],
             dtype=np.intp,
         )
-        self.taint_sets: tuple[tuple[api.Taint, ...], ...] = tuple(taint_set_of)
+        self.taint_sets: tuple[tuple[Taint, ...], ...] = tuple(taint_set_of)
         self._taint_set_of = taint_set_of
 
         self.images: dict[str, ImageState] = {}

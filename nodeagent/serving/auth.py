@@ -53,7 +53,7 @@ from typing import Any, Generic, TypeVar
 import kubernetes.client
 import prometheus_client
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import client, http, retry
 from nodeagent.serving.wsgi import StartResponse, WSGIApp, respond
 

@@ -40,10 +40,9 @@ from wsgiref import simple_server
 import kubernetes.client
 import prometheus_client
 
-from nodeagent.agent.logs import FIELDS
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
+from nodeagent.base.logs import FIELDS
 from nodeagent.kube import client, http
-from nodeagent.observability.settings import ListenAddress
 from nodeagent.serving.auth import (
     PEER_CERTIFICATE,
     REVIEW_TTL,
@@ -51,7 +50,7 @@ from nodeagent.serving.auth import (
     Gate,
     review_client,
 )
-from nodeagent.serving.settings import MetricsAuth, ServingSecurity
+from nodeagent.serving.settings import ListenAddress, MetricsAuth, ServingSecurity
 from nodeagent.serving.tls import ServingCertificate
 from nodeagent.serving.wsgi import WSGIApp
 
@@ -559,7 +558,7 @@ class Server:
 
     def start(self) -> None:
         """Bind and serve in a daemon thread. A bind failure (address in use, no such
-        interface) raises :class:`~nodeagent.errors.ConfigError` naming the address."""
+        interface) raises :class:`~nodeagent.base.errors.ConfigError` naming the address."""
         server_class = _ThreadingWSGIServer6 if self._address.is_ipv6 else _ThreadingWSGIServer
         try:
             server = server_class(

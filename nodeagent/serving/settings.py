@@ -1,5 +1,9 @@
-"""How a server protects itself: the ``--metrics-auth``, ``--tls-cert-file``,
-``--tls-private-key-file`` and ``--client-ca-file`` options shared by ``nodeagent run``
+"""Where a server listens and how it protects itself.
+
+Every program's HTTP server (the agent's metrics and probes, the scheduler's, the
+extender's) listens on a :class:`ListenAddress` and is protected by the
+``--metrics-auth``, ``--tls-cert-file``, ``--tls-private-key-file`` and
+``--client-ca-file`` options shared by ``nodeagent run``
 (also the configuration keys ``metricsAuth``, ``tlsCertFile``, ``tlsPrivateKeyFile``,
 ``clientCAFile``), ``nodeagent scheduler`` and ``nodeagent extender``.
 
@@ -11,13 +15,78 @@ the option (as its user spells it) when they do not.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
+
+DEFAULT_METRICS_PORT = 9813
+"""The port of ``/metrics``, ``/healthz`` and ``/readyz``.
+
+One small HTTP server serves ``/metrics``, ``/healthz`` and ``/readyz`` on
+``metricsAddress``; the probes share it so a DaemonSet needs one port and one
+Service port, and so a wedged server fails the liveness probe too.
+
+The default port, 9813, was chosen to stay clear of what already listens on a
+Kubernetes node. Prometheus' registry of exporter ports (9100-9999) is fully
+allocated, so no free number exists there; 9813 belongs to an ocserv VPN exporter that
+has no business on a Kubernetes node. The brief's first idea, 9808, is the default
+``/healthz`` port of the kubernetes-csi ``livenessprobe`` sidecar, which runs in the
+node plugin of nearly every CSI driver, often with ``hostNetwork``; node_exporter
+(9100), kubelet (10248/10250/10255), kube-proxy (10249/10256), Calico (9091/9099),
+Cilium (9962-9965), NVIDIA DCGM (9400) and node-problem-detector (20256/20257) keep
+theirs.
+"""
+
+DEFAULT_METRICS_ADDRESS = f"0.0.0.0:{DEFAULT_METRICS_PORT}"
+
+
+@dataclass(frozen=True, slots=True)
+class ListenAddress:
+    """A TCP address to listen on. ``host`` is an IP literal (brackets stripped) or a
+    name; port 0 asks the kernel for a free port (tests)."""
+
+    host: str
+    port: int
+
+    @property
+    def is_ipv6(self) -> bool:
+        return ":" in self.host
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if self.is_ipv6 else f"{self.host}:{self.port}"
+
+
+_ADDRESS_HELP = (
+    "expected HOST:PORT with PORT in 0-65535, e.g. '0.0.0.0:9813', '127.0.0.1:9813', "
+    "'[::]:9813' or ':9813' (all interfaces)"
+)
+
+
+def parse_listen_address(text: str) -> ListenAddress:
+    """``HOST:PORT``, ``[IPv6]:PORT`` or ``:PORT`` (all IPv4 interfaces).
+
+    Raises ValueError saying what is allowed.
+    """
+    host, sep, port_text = text.strip().rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError(_ADDRESS_HELP)
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(_ADDRESS_HELP)
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{host!r} is not an IPv6 address; {_ADDRESS_HELP}") from None
+    elif ":" in host:
+        raise ValueError(f"an IPv6 host must be in brackets; {_ADDRESS_HELP}")
+    return ListenAddress(host=host or "0.0.0.0", port=port)
 
 
 class MetricsAuth(StrEnum):

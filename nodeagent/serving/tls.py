@@ -36,8 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodeagent.agent.logs import FIELDS
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
+from nodeagent.base.logs import FIELDS
 from nodeagent.serving.settings import ServingSecurity
 
 log = logging.getLogger("nodeagent.serving")

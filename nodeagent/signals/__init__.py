@@ -11,9 +11,10 @@ The modules, from the entry point down:
   pods' cgroups are.
 * :mod:`~nodeagent.signals.parse` (pure) and :mod:`~nodeagent.signals.files`: the
   kernel's file formats, and reading them cheaply.
-* :mod:`~nodeagent.signals.fixtures`: fake hosts in the kernel's formats, for tests and
-  benchmarks.
-
 Every path is resolved below a host root, so the same code reads ``/`` on bare metal,
-``/host`` in a DaemonSet, and a fixture tree in tests. See docs/signals.md.
+``/host`` in a DaemonSet, and a fixture tree in tests (``tests/doubles/host.py`` writes
+fake hosts in the kernel's formats). See docs/signals.md.
+
+Part of the agent; may import :mod:`nodeagent.base`, :mod:`nodeagent.k8s`,
+:mod:`nodeagent.model` and :mod:`nodeagent.cri` (the image filesystem's usage).
 """

@@ -31,7 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from nodeagent.model import PodUID, QOSClass
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import PodUID
 
 
 class CgroupVersion(StrEnum):

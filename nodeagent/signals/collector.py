@@ -29,8 +29,8 @@ from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 
+from nodeagent.base.errors import ConfigError, SignalReadError
 from nodeagent.cri.client import ImageFsInfo
-from nodeagent.errors import ConfigError, SignalReadError
 from nodeagent.model import (
     FsLayout,
     NodeObservations,

@@ -22,7 +22,7 @@ import os
 import resource
 from collections.abc import Iterable
 
-from nodeagent.errors import SignalReadError
+from nodeagent.base.errors import SignalReadError
 
 _CHUNK = 8192
 """Large enough for any file read in the hot path in one call (memory.stat ~1.5 KiB)."""

@@ -1,10 +1,9 @@
 """``nodefs.*``, ``imagefs.*`` and ``containerfs.*`` from ``statvfs``, and the fs layout.
 
-As the kubelet does (kubelet-eviction.md §2.3): available bytes are the blocks free to
-unprivileged users (``f_bavail``, not ``f_bfree``), capacity is ``f_blocks``, inodes
-free ``f_ffree`` out of ``f_files``. Blocks are counted in ``f_frsize`` units, the
-POSIX unit of ``f_blocks``; the kubelet multiplies by ``f_bsize``, which Linux
-filesystems report equal.
+As the kubelet does: available bytes are the blocks free to unprivileged users
+(``f_bavail``, not ``f_bfree``), capacity is ``f_blocks``, inodes free ``f_ffree`` out of
+``f_files``. Blocks are counted in ``f_frsize`` units, the POSIX unit of ``f_blocks``, as
+cAdvisor's ``getVfsStats`` counts them for the kubelet.
 
 The layout follows from the devices the configured paths live on:
 

@@ -33,7 +33,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from nodeagent.clock import Clock
+from nodeagent.base.clock import Clock
 from nodeagent.model import NodeObservations, Signal
 from nodeagent.signals.cgroups import CgroupPaths
 from nodeagent.signals.collector import ALL_GROUPS, PER_SECOND_GROUPS, SignalGroup

@@ -1,6 +1,6 @@
 """``memory.available``, ``allocatableMemory.available``, swap, and pod working sets.
 
-The arithmetic is the kubelet's (kubelet-eviction.md §2.1, §2.2), so our numbers can
+The arithmetic is the kubelet's (``makeSignalObservations``), so our numbers can
 be compared with its Summary API:
 
     working set = usage - inactive_file            (never below 0)
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import TypeVar
 
-from nodeagent.errors import SignalReadError
+from nodeagent.base.errors import SignalReadError
 from nodeagent.model import Observation, SignalValue, Unavailable
 from nodeagent.signals import parse
 from nodeagent.signals.cgroups import (
@@ -267,7 +267,7 @@ class MemoryReader:
             return Unavailable(missing_kubepods_reason(self.paths))
         limit = _read_limit(reader, f"{directory}/{self._limit_name}")
         if limit is None:
-            # The kubelet makes no observation either (kubelet-eviction.md §2.2).
+            # The kubelet makes no observation either (its summary has no ``availableBytes``).
             return Unavailable(f"{directory} has no memory limit ({self._limit_name} unlimited)")
         usage = _read_int(reader, f"{directory}/{self._usage_name}")
         stat_path = f"{directory}/memory.stat"

@@ -1,6 +1,6 @@
 """``pid.available`` and per-pod task counts.
 
-``pid.available`` is the kubelet's (kubelet-eviction.md §2.4): the ceiling is
+``pid.available`` is the kubelet's (``pkg/kubelet/stats/pidlimit``): the ceiling is
 ``min(pid_max, threads-max)`` (a thread takes a PID, and the kernel refuses new ones at
 whichever limit comes first), the current count is the total in ``/proc/loadavg``'s
 ``running/total`` field, which counts threads and, unlike ``sysinfo(2)``, does not
@@ -14,7 +14,7 @@ Per pod, two counts (:class:`PodTasks`):
   ``tasks`` (v1) or ``cgroup.threads`` (v2) files of the pod cgroup and its children.
 - **processes**: the lines of ``cgroup.procs`` (thread-group leaders) of the pod cgroup
   and its children, which is what the kubelet's ``process_stats.process_count`` counts
-  and ranks PID pressure by (kubelet-eviction.md §2.5, §9). On cgroup v2 the pod cgroup
+  and ranks PID pressure by (``rankPIDPressure``). On cgroup v2 the pod cgroup
   itself holds no process (only leaves do), so the children must be walked.
 
 Walking the children costs a directory listing and a read per container, so the
@@ -29,7 +29,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 
-from nodeagent.errors import SignalReadError
+from nodeagent.base.errors import SignalReadError
 from nodeagent.model import SignalValue
 from nodeagent.signals import parse
 from nodeagent.signals.cgroups import CgroupVersion, PodCgroup

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 
-from nodeagent import durations
+from nodeagent.base import durations
 from nodeagent.signals.cgroups import normalize_cgroup
 
 

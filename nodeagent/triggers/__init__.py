@@ -11,5 +11,7 @@ the periodic poll (:mod:`nodeagent.triggers.schedule`) is the detector.
 Modules: :mod:`.api` (Wake, statuses, the Triggers protocol), :mod:`.triggerset` (the
 epoll loop), :mod:`.kernel` (system calls), :mod:`.psi` and :mod:`.memcg` (pure rules),
 :mod:`.setup` (arming from configuration), :mod:`.schedule` (poll timing),
-:mod:`.fake` (for loop tests), :mod:`.settings` (configuration fields).
+:mod:`.settings` (configuration fields); the fake triggers the loop's tests use are in
+``tests/doubles``. Part of the agent; may import :mod:`nodeagent.base` and
+:mod:`nodeagent.k8s`.
 """

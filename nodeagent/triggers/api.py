@@ -66,7 +66,7 @@ class MechanismStatus:
 MemoryProbe = Callable[[], int]
 """Reads one memory signal's ``available`` bytes now (the fast path: only the files
 that signal needs). Raises :class:`OSError` or
-:class:`~nodeagent.errors.SignalReadError` when it cannot."""
+:class:`~nodeagent.base.errors.SignalReadError` when it cannot."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ The kernel can notify when a memcg's ``memory.usage_in_bytes`` crosses a value, 
 either direction: upwards when a check finds usage at or above it (``threshold <=
 usage``). Eviction thresholds are on *available* memory, and the kernel counts
 reclaimable page cache (inactive_file) as usage, so the kubelet arms at
-``capacity - threshold + inactive_file`` (kubelet-eviction.md §12). With
+``capacity - threshold + inactive_file`` (``UpdateThreshold``). With
 ``inactive_file = usage - working_set`` and ``working_set = capacity - available`` that is
 ``usage + available - threshold``: the usage at which available would reach the
 threshold if the page cache stayed as it is now.

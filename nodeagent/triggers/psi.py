@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from nodeagent import durations
+from nodeagent.base import durations
 
 WINDOW_MIN_US = 500_000
 WINDOW_MAX_US = 10_000_000

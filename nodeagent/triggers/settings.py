@@ -14,8 +14,8 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, Field, PlainSerializer, PlainValidator
 from pydantic_settings import NoDecode
 
-from nodeagent import durations
-from nodeagent.eviction import units
+from nodeagent.base import durations
+from nodeagent.k8s import quantities as units
 from nodeagent.triggers import adaptive, memcg, psi
 
 

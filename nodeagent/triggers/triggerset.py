@@ -34,8 +34,8 @@ import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nodeagent import durations
-from nodeagent.errors import SignalReadError
+from nodeagent.base import durations
+from nodeagent.base.errors import SignalReadError
 from nodeagent.triggers import adaptive, kernel, memcg, psi
 from nodeagent.triggers.api import (
     Mechanism,

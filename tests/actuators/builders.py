@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from nodeagent.model import (
-    Decision,
-    Eviction,
-    NodeCondition,
-    PodInfo,
-    PodUID,
-    Pressure,
-    QOSClass,
-    Signal,
-    Taint,
-    ThresholdMet,
-)
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.k8s.pressure import Pressure, Taint
+from nodeagent.model import Decision, Eviction, NodeCondition, PodInfo, PodUID, Signal, ThresholdMet
 
 MEMORY_CONDITION = "NodeAgentMemoryPressure"
 DISK_CONDITION = "NodeAgentDiskPressure"

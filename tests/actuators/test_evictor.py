@@ -11,8 +11,9 @@ import pytest
 
 from nodeagent.actuators import events, evictor, safety
 from nodeagent.actuators.evictor import Outcome
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
 from nodeagent.eviction import engine
+from nodeagent.kube import events as kube_events
 from nodeagent.kube import http, selectors
 from nodeagent.model import Eviction, LocalStorageLimit, PodInfo, PodUID, Signal
 from tests.actuators.builders import decision, pod_info
@@ -42,8 +43,8 @@ def make(
     dry_run: bool = False,
     policy: safety.SafetyPolicy | None = None,
     **options: object,
-) -> tuple[evictor.Evictor, events.EventRecorder]:
-    recorder = events.EventRecorder(kube, node_name="node-a", clock=clock, dry_run=dry_run)
+) -> tuple[evictor.Evictor, events.AgentEventRecorder]:
+    recorder = events.AgentEventRecorder(kube, node_name="node-a", clock=clock, dry_run=dry_run)
     return (
         evictor.Evictor(
             kube,
@@ -365,7 +366,7 @@ class TestEventQueue:
     def test_drain_writes_in_order_through_the_recorder(
         self, cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
     ) -> None:
-        recorder = events.EventRecorder(kube, node_name="node-a", clock=clock)
+        recorder = events.AgentEventRecorder(kube, node_name="node-a", clock=clock)
         queue = events.EventQueue(recorder)
         ev = evictor.Evictor(kube, clock=clock, recorder=queue, policy=safety.SafetyPolicy())
         ev.apply(decision(evict=pods("p1")))
@@ -379,7 +380,7 @@ class TestEventQueue:
         self, kube: http.HTTPKubeClient, clock: FakeClock
     ) -> None:
         queue = events.EventQueue(
-            events.EventRecorder(kube, node_name="node-a", clock=clock), capacity=2
+            events.AgentEventRecorder(kube, node_name="node-a", clock=clock), capacity=2
         )
         for resource in ("memory", "ephemeral-storage", "pids"):
             queue.threshold_met(resource)
@@ -399,17 +400,20 @@ class TestRecorderRemembersABoundedNumberOfSeries:
     def test_the_oldest_series_is_forgotten_and_its_pending_count_written(
         self, cluster: FakeAPIServer, kube: http.HTTPKubeClient, clock: FakeClock
     ) -> None:
-        recorder = events.EventRecorder(kube, node_name="node-a", clock=clock, max_series=2)
-        pod = {name: events.InvolvedObject("Pod", name, "default", f"uid-{name}") for name in NAMES}
-        recorder.record(pod["p1"], "Scheduled", "to n1", events.NORMAL)
-        recorder.record(pod["p1"], "Scheduled", "to n1", events.NORMAL)  # counted, not sent
+        recorder = events.AgentEventRecorder(kube, node_name="node-a", clock=clock, max_series=2)
+        pod = {
+            name: kube_events.InvolvedObject("Pod", name, "default", f"uid-{name}")
+            for name in NAMES
+        }
+        recorder.record(pod["p1"], "Scheduled", "to n1", kube_events.NORMAL)
+        recorder.record(pod["p1"], "Scheduled", "to n1", kube_events.NORMAL)  # counted, not sent
         assert cluster.requests_to("PATCH", "/events/") == []
-        recorder.record(pod["p2"], "Scheduled", "to n1", events.NORMAL)
-        recorder.record(pod["p3"], "Scheduled", "to n1", events.NORMAL)  # p1 forgotten
+        recorder.record(pod["p2"], "Scheduled", "to n1", kube_events.NORMAL)
+        recorder.record(pod["p3"], "Scheduled", "to n1", kube_events.NORMAL)  # p1 forgotten
         [patch] = cluster.requests_to("PATCH", "/events/")
         assert patch.body["count"] == 2
-        recorder.record(pod["p3"], "Scheduled", "to n1", events.NORMAL)  # still a series
-        recorder.record(pod["p1"], "Scheduled", "to n1", events.NORMAL)  # a new Event
+        recorder.record(pod["p3"], "Scheduled", "to n1", kube_events.NORMAL)  # still a series
+        recorder.record(pod["p1"], "Scheduled", "to n1", kube_events.NORMAL)  # a new Event
         created = [
             r.body["involvedObject"]["name"] for r in cluster.requests_to("POST", "/events$")
         ]

@@ -12,9 +12,10 @@ import json
 import pytest
 
 from nodeagent.actuators import node_status
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
+from nodeagent.k8s.pressure import PRESSURE_ANNOTATION, Taint
 from nodeagent.kube import client, http
-from nodeagent.model import PRESSURE_ANNOTATION, Signal, Taint
+from nodeagent.model import Signal
 from tests.actuators.builders import (
     DISK_CONDITION,
     DISK_TAINT,

@@ -1,9 +1,9 @@
 """A whole agent in one thread and virtual time, for the loop's component tests.
 
-The real signal collector reads a fixture host (:class:`~nodeagent.signals.fixtures.HostTree`,
+The real signal collector reads a fixture host (:class:`~tests.doubles.host.HostTree`,
 cgroup v1 with a kubepods cgroup), the real engine decides, the real actuators write to an
-in-memory API (:class:`~nodeagent.kube.fake.FakeKubeClient`); time is a
-:class:`~nodeagent.clock.FakeClock` that :class:`~nodeagent.triggers.fake.FakeTriggers`
+in-memory API (:class:`~tests.doubles.kube.FakeKubeClient`); time is a
+:class:`~nodeagent.base.clock.FakeClock` that :class:`~tests.doubles.triggers.FakeTriggers`
 advances by each wait's timeout, and pods come from a view the test sets. The actuation
 worker's thread is not started: :meth:`Rig.cycle` applies each submission at once, so a
 test reads as a sequence of cycles.
@@ -15,18 +15,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nodeagent.agent.config import NodeAgentConfiguration, load_config
 from nodeagent.agent.loop import CycleResult
 from nodeagent.agent.pods import PodView
 from nodeagent.agent.runtime import Agent
-from nodeagent.clock import FakeClock
-from nodeagent.config import NodeAgentConfiguration, load_config
+from nodeagent.base.clock import FakeClock
 from nodeagent.cri.client import ContainerRuntime
-from nodeagent.kube import fake
-from nodeagent.model import PodInfo, PodUID, QOSClass
-from nodeagent.observability.sdnotify import SystemdNotifier
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import PodInfo, PodUID
+from nodeagent.serving.sdnotify import SystemdNotifier
 from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion
-from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory
-from nodeagent.triggers.fake import FakeTriggers
+from tests.doubles import kube as fake
+from tests.doubles.host import GIB, MIB, HostTree, Memory
+from tests.doubles.triggers import FakeTriggers
 from tests.fakeapi import objects
 
 NODE = "node-a"

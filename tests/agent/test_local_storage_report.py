@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from nodeagent.agent import report
+from nodeagent.k8s.pressure import Pressure
 from nodeagent.model import (
     Decision,
     Eviction,
     LocalStorageLimit,
     PodInfo,
     PodUID,
-    Pressure,
     Signal,
     ThresholdMet,
 )

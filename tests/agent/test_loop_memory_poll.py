@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nodeagent.signals.fixtures import GIB
 from nodeagent.triggers.api import Mechanism
 from tests.agent.rig import Rig
+from tests.doubles.host import GIB
 from tests.signals.counting import CountingReader
 
 

@@ -15,25 +15,16 @@ from hypothesis import strategies as st
 
 from nodeagent import cli
 from nodeagent.actuators.node_status import NodeState, PublishedCondition
-from nodeagent.agent import adoption, logs, report
+from nodeagent.agent import adoption, report
+from nodeagent.agent.config import load_config
 from nodeagent.agent.pods import CgroupPods
-from nodeagent.agent.settings import LogFormat, LogLevel
-from nodeagent.config import load_config
-from nodeagent.errors import ConfigError
+from nodeagent.base import logs
+from nodeagent.base.errors import ConfigError
+from nodeagent.base.logs import LogFormat, LogLevel
 from nodeagent.eviction.engine import EngineState
-from nodeagent.model import (
-    DEFAULT_CONDITION_TYPES,
-    DEFAULT_TAINT_KEYS,
-    Decision,
-    Eviction,
-    PodInfo,
-    PodUID,
-    Pressure,
-    QOSClass,
-    Signal,
-    Taint,
-    ThresholdMet,
-)
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure, Taint
+from nodeagent.model import Decision, Eviction, PodInfo, PodUID, Signal, ThresholdMet
 from nodeagent.signals.cgroups import PodCgroup
 
 MIB = 1 << 20
@@ -293,7 +284,7 @@ def test_node_name_from_the_file_beats_the_downward_api(tmp_path: Path) -> None:
 def test_bad_agent_settings_name_the_field(field: str, value: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(overrides={field: value}, environ={})
-    from nodeagent.config import snake_to_camel
+    from nodeagent.agent.config import snake_to_camel
 
     camel = snake_to_camel(field)
     assert repr(camel) in str(caught.value) and repr(value) in str(caught.value)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from nodeagent.agent.logs import FIELDS
+from nodeagent.base.logs import FIELDS
 from nodeagent.serving.tls import fingerprint
 from tests.controlplane.cluster import ControlPlane
 from tests.controlplane.processes import Process

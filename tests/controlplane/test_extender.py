@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from nodeagent import model
+from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, PRESSURE_ANNOTATION, Pressure
 from tests.controlplane import objects as o
 from tests.controlplane import processes, scrape
 from tests.controlplane.cluster import ControlPlane, Nodes, free_port
@@ -33,7 +33,7 @@ def pressure_annotation(available: int, capacity: int, threshold: int) -> str:
 
 
 def annotated(node: dict[str, Any], annotation: str) -> dict[str, Any]:
-    node["metadata"]["annotations"] = {model.PRESSURE_ANNOTATION: annotation}
+    node["metadata"]["annotations"] = {PRESSURE_ANNOTATION: annotation}
     return node
 
 
@@ -88,7 +88,7 @@ class TestExtenderBehindKubeScheduler:
         pressed = o.node("ext-pressed", cpu="4")
         pressed["status"]["conditions"].append(
             {
-                "type": model.DEFAULT_CONDITION_TYPES[model.Pressure.MEMORY],
+                "type": DEFAULT_CONDITION_TYPES[Pressure.MEMORY],
                 "status": "True",
                 "reason": "MemoryPressure",
             }

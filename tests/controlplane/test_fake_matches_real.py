@@ -18,9 +18,9 @@ from typing import Any, Protocol
 import pytest
 import urllib3
 
-from nodeagent.kube import fake
 from tests.controlplane import objects as o
 from tests.controlplane.cluster import ControlPlane, Nodes, Rest
+from tests.doubles import kube as fake
 from tests.fakeapi import server
 from tests.waiting import eventually
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.clock import FakeClock
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
+from nodeagent.base.clock import FakeClock
 from nodeagent.cri.client import ContainerState
 from nodeagent.eviction.layout import RECLAIM_CONTAINERS, RECLAIM_IMAGES
 from nodeagent.eviction.policy import EvictionPolicy

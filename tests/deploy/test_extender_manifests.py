@@ -14,9 +14,9 @@ import yaml
 
 from nodeagent import cli
 from nodeagent.commands import extender as extender_command
-from nodeagent.observability.settings import parse_listen_address
+from nodeagent.extender import server
 from nodeagent.scheduler import config, registry
-from nodeagent.scheduler.extenders import server
+from nodeagent.serving.settings import parse_listen_address
 from tests.deploy import files
 from tests.deploy.test_manifests import KUBERNETES_VERSIONS, permissions
 from tests.observability import tools

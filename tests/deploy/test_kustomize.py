@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from nodeagent.config import NodeAgentConfiguration, load_config
+from nodeagent.agent.config import NodeAgentConfiguration, load_config
 from nodeagent.triggers import psi
 from tests.deploy import files
 from tests.deploy.test_manifests import CRD_KINDS, CRD_SCHEMAS

@@ -22,11 +22,12 @@ from typing import Any
 import pytest
 
 from nodeagent import model
-from nodeagent.clock import RealClock
-from nodeagent.observability import metrics
-from nodeagent.observability.health import Health
-from nodeagent.observability.server import ObservabilityServer
-from nodeagent.observability.settings import ListenAddress
+from nodeagent.agent import metrics
+from nodeagent.base.clock import RealClock
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.serving.endpoints import ObservabilityServer
+from nodeagent.serving.health import Health
+from nodeagent.serving.settings import ListenAddress
 from tests.deploy import test_alerts, test_dashboard
 from tests.observability import samples, tools
 from tests.observability.prometheus import Prometheus
@@ -56,13 +57,13 @@ def _feed(agent: metrics.AgentMetrics, stop: threading.Event) -> None:
         agent.record_eviction(
             model.Signal.MEMORY_AVAILABLE,
             metrics.EvictionOutcome.EVICTED,
-            model.QOSClass.BURSTABLE,
+            QOSClass.BURSTABLE,
             reclaimed=512 * samples.MIB,
         )
         agent.record_eviction(
             model.Signal.MEMORY_AVAILABLE,
             metrics.EvictionOutcome.BLOCKED_BY_PDB,
-            model.QOSClass.GUARANTEED,
+            QOSClass.GUARANTEED,
         )
         agent.api_request("create", "pods/eviction", 201)
         agent.api_request("patch", "nodes/status", "error")

@@ -17,10 +17,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from nodeagent import model
-from nodeagent.config import add_config_flags, config_from_args, load_config
-from nodeagent.observability.settings import parse_listen_address
-from nodeagent.serving.settings import MetricsAuth
+from nodeagent.agent.config import add_config_flags, config_from_args, load_config
+from nodeagent.k8s.pressure import DEFAULT_TAINT_KEYS, Taint
+from nodeagent.serving.settings import MetricsAuth, parse_listen_address
 from tests.deploy import files
 
 KUBERNETES_VERSIONS = ["1.30.0", kubernetes_validate.latest_version()]
@@ -236,7 +235,7 @@ def test_critical_priority_and_only_the_host_pid_namespace() -> None:
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
 
 
-def tolerated(tolerations: list[dict[str, str]], taint: model.Taint) -> bool:
+def tolerated(tolerations: list[dict[str, str]], taint: Taint) -> bool:
     """Kubernetes' toleration matching (v1 ToleratesTaint)."""
     for toleration in tolerations:
         if toleration.get("effect") and toleration["effect"] != taint.effect:
@@ -255,17 +254,17 @@ def tolerated(tolerations: list[dict[str, str]], taint: model.Taint) -> bool:
     "taint",
     [
         *(
-            pytest.param(model.Taint(key, effect), id=f"{key}:{effect}")
-            for key in model.DEFAULT_TAINT_KEYS.values()
+            pytest.param(Taint(key, effect), id=f"{key}:{effect}")
+            for key in DEFAULT_TAINT_KEYS.values()
             for effect in ("NoSchedule", "PreferNoSchedule")
         ),
-        pytest.param(model.Taint("node.kubernetes.io/memory-pressure", "NoSchedule"), id="kubelet"),
-        pytest.param(model.Taint("node.kubernetes.io/unreachable", "NoExecute"), id="noexecute"),
-        pytest.param(model.Taint("dedicated", "NoSchedule", "gpu"), id="custom-with-value"),
-        pytest.param(model.Taint("node-role.kubernetes.io/control-plane", "NoSchedule"), id="cp"),
+        pytest.param(Taint("node.kubernetes.io/memory-pressure", "NoSchedule"), id="kubelet"),
+        pytest.param(Taint("node.kubernetes.io/unreachable", "NoExecute"), id="noexecute"),
+        pytest.param(Taint("dedicated", "NoSchedule", "gpu"), id="custom-with-value"),
+        pytest.param(Taint("node-role.kubernetes.io/control-plane", "NoSchedule"), id="cp"),
     ],
 )
-def test_the_agent_tolerates_every_taint(taint: model.Taint) -> None:
+def test_the_agent_tolerates_every_taint(taint: Taint) -> None:
     assert tolerated(daemonset_pod()["tolerations"], taint)
 
 

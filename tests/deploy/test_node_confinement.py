@@ -24,7 +24,7 @@ from celpy.evaluation import CELEvalError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodeagent import model
+from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, PRESSURE_ANNOTATION
 from tests.deploy import files
 from tests.deploy.test_manifests import KUBERNETES_VERSIONS
 
@@ -119,7 +119,7 @@ def node(name: str = "n1") -> dict[str, Any]:
             "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "a"},
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
-                model.PRESSURE_ANNOTATION: '{"signals": {}}',
+                PRESSURE_ANNOTATION: '{"signals": {}}',
             },
         },
         "spec": {
@@ -180,7 +180,7 @@ def set_own_condition(n: dict[str, Any]) -> None:
 
 
 def set_own_annotation(n: dict[str, Any]) -> None:
-    n["metadata"]["annotations"][model.PRESSURE_ANNOTATION] = '{"signals": {"memory": 1}}'
+    n["metadata"]["annotations"][PRESSURE_ANNOTATION] = '{"signals": {"memory": 1}}'
 
 
 def add_label(n: dict[str, Any]) -> None:
@@ -325,9 +325,9 @@ def test_the_agents_actual_writes_pass(policy: Policy) -> None:
     """The agent's real node-status actuator, against the in-memory API: every Node
     update it sends, seen as admission sees it (old and new object), is allowed."""
     from nodeagent.actuators.node_status import NodeStatusActuator
-    from nodeagent.clock import FakeClock
-    from nodeagent.kube import fake
+    from nodeagent.base.clock import FakeClock
     from tests.actuators.builders import decision
+    from tests.doubles import kube as fake
 
     cluster = fake.FakeCluster()
     cluster.create("nodes", node())
@@ -352,8 +352,8 @@ def test_the_agents_actual_writes_pass(policy: Policy) -> None:
         kube,
         "n1",
         clock=clock,
-        condition_types=model.DEFAULT_CONDITION_TYPES.values(),
-        taint_keys=model.DEFAULT_TAINT_KEYS.values(),
+        condition_types=DEFAULT_CONDITION_TYPES.values(),
+        taint_keys=DEFAULT_TAINT_KEYS.values(),
     )
     for memory, disk in ((True, True), (False, True), (False, False)):
         result = actuator.apply(decision(memory=memory, disk=disk))
@@ -375,9 +375,9 @@ def test_the_policys_own_keys_are_the_agents_defaults() -> None:
     def value(name: str) -> Any:
         return env.program(env.compile(variables[name])).evaluate({})
 
-    assert list(value("ownConditionTypes")) == list(model.DEFAULT_CONDITION_TYPES.values())
-    assert list(value("ownTaintKeys")) == list(model.DEFAULT_TAINT_KEYS.values())
-    assert str(value("ownAnnotation")) == model.PRESSURE_ANNOTATION
+    assert list(value("ownConditionTypes")) == list(DEFAULT_CONDITION_TYPES.values())
+    assert list(value("ownTaintKeys")) == list(DEFAULT_TAINT_KEYS.values())
+    assert str(value("ownAnnotation")) == PRESSURE_ANNOTATION
 
 
 def test_it_matches_the_agents_service_account_and_fails_closed() -> None:
@@ -427,11 +427,9 @@ _STATUS = st.sampled_from(["True", "False", "Unknown"])
 def own_changes(draw: st.DrawFn) -> Change:
     """Any mix of what the agent owns: its taints (added, removed, re-effected), its
     conditions (any status) and its annotation (any value)."""
-    taints = draw(
-        st.dictionaries(st.sampled_from(list(model.DEFAULT_TAINT_KEYS.values())), _EFFECT)
-    )
+    taints = draw(st.dictionaries(st.sampled_from(list(DEFAULT_TAINT_KEYS.values())), _EFFECT))
     conditions = draw(
-        st.dictionaries(st.sampled_from(list(model.DEFAULT_CONDITION_TYPES.values())), _STATUS)
+        st.dictionaries(st.sampled_from(list(DEFAULT_CONDITION_TYPES.values())), _STATUS)
     )
     annotation = draw(st.none() | _VALUE)
 
@@ -441,9 +439,9 @@ def own_changes(draw: st.DrawFn) -> Change:
         kept = [c for c in n["status"]["conditions"] if not c["type"].startswith("NodeAgent")]
         n["status"]["conditions"] = kept + [{"type": t, "status": s} for t, s in conditions.items()]
         if annotation is None:
-            n["metadata"]["annotations"].pop(model.PRESSURE_ANNOTATION, None)
+            n["metadata"]["annotations"].pop(PRESSURE_ANNOTATION, None)
         else:
-            n["metadata"]["annotations"][model.PRESSURE_ANNOTATION] = annotation
+            n["metadata"]["annotations"][PRESSURE_ANNOTATION] = annotation
 
     return change
 

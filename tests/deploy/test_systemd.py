@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.config import NodeAgentConfiguration, load_config
+from nodeagent.agent.config import NodeAgentConfiguration, load_config
 from nodeagent.triggers import psi, setup
 from tests.deploy import files
 from tests.observability import tools

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nodeagent.agent.config import NodeAgentConfiguration, load_config
 from nodeagent.agent.runtime import Agent
-from nodeagent.config import NodeAgentConfiguration, load_config
-from nodeagent.kube import fake
+from tests.doubles import kube as fake
 from tests.fakeapi import fixtures, objects
 from tests.processes import LoggedProcess, logged_process
 from tests.waiting import eventually

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from nodeagent.kube import fake
-from nodeagent.model import Pressure
+from nodeagent.k8s.pressure import Pressure
+from tests.doubles import kube as fake
 from tests.e2e import harness
 from tests.fakeapi import server
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from nodeagent.kube import fake
+from tests.doubles import kube as fake
 from tests.e2e import harness
 from tests.fakeapi import objects, server
 

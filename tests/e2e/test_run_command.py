@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.kube import fake
+from tests.doubles import kube as fake
 from tests.e2e import harness
 from tests.fakeapi import server
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
 from nodeagent.eviction.policy import EvictionPolicy
+from nodeagent.k8s.pods import QOSClass
 from nodeagent.model import (
     FsLayout,
     NodeObservations,
@@ -15,7 +16,6 @@ from nodeagent.model import (
     PodUID,
     PodUsage,
     PsiStats,
-    QOSClass,
     Signal,
     SignalValue,
 )

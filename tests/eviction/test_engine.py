@@ -1,6 +1,6 @@
 """The decision core, cycle by cycle: grace periods, transition period, min reclaim,
 stale samples, kill grace, conditions and taints, node-level reclaim, PSI and strategies
-(kubelet-eviction.md §4-§8)."""
+(the kubelet's ``synchronize``)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 from nodeagent.eviction import engine
 from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction.policy import EvictionPolicy
+from nodeagent.k8s.pressure import Pressure
 from nodeagent.model import (
     Decision,
     FsLayout,
     NodeObservations,
     PodInfo,
-    Pressure,
     PsiLine,
     PsiStats,
     Signal,
@@ -455,8 +455,8 @@ _CONTAINERS_THEN_IMAGES = ("containers", "images")
 def test_reclaim_kinds_are_the_reference_table(
     layout: FsLayout, reclaims: dict[str, tuple[str, ...]]
 ) -> None:
-    """kubelet-eviction.md §8, every cell: containerfs reclaims as nodefs on a single and a
-    split node, as imagefs on a dedicated one; bytes and inodes alike."""
+    """``buildSignalToNodeReclaimFuncs``, every cell: containerfs reclaims as nodefs on a
+    single and a split node, as imagefs on a dedicated one; bytes and inodes alike."""
     containerfs = reclaims["imagefs" if layout is FsLayout.DEDICATED_IMAGEFS else "nodefs"]
     expected = {**reclaims, "containerfs": containerfs}
     for prefix, kinds in expected.items():

@@ -1,5 +1,5 @@
 """Acceptance: ``simulate`` over each shipped example gives the decisions the semantics
-call for. Expectations are computed here from the trace data and the reference's rules
+call for. Expectations are computed here from the trace data and the kubelet's rules
 (a small independent oracle), never copied from the engine's output."""
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from kubernetes.utils import parse_quantity
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
 from nodeagent.eviction import replay, trace
 from nodeagent.eviction.policy import EvictionPolicy
-from nodeagent.model import Decision, Pressure
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.model import Decision
 
 from .builders import Gi, Mi
 
@@ -34,7 +35,7 @@ def load(name: str) -> tuple[list[dict[str, Any]], list[Decision]]:
 
 @dataclass
 class _Threshold:
-    """One threshold as the reference states it (§4-§6), for the oracle."""
+    """One threshold as the kubelet's ``synchronize`` tracks it, for the oracle."""
 
     breached: Callable[[dict[str, Any]], bool]
     """The plain comparison on a trace line."""
@@ -82,7 +83,7 @@ def oracle(
 
 
 def kubelet_memory_order(pods: Sequence[dict[str, Any]]) -> list[str]:
-    """The reference's comparator chain for memory, written as comparators (§9.1)."""
+    """The kubelet's ``rankMemoryPressure`` chain, written as comparators."""
 
     def stats(p: dict[str, Any]) -> int | None:
         used = p.get("usage", {}).get("memory")

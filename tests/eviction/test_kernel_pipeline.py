@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from nodeagent.eviction import engine
-from nodeagent.model import PodInfo, PodUID, Pressure, QOSClass, Signal
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.model import PodInfo, PodUID, Signal
 from nodeagent.signals.collector import SignalCollector
 from tests.signals.realkernel import (
     MEMCG_ROOT,

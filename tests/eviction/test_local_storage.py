@@ -1,4 +1,4 @@
-"""Local ephemeral-storage limits (kubelet-eviction.md §11): the three checks, their
+"""Local ephemeral-storage limits (``localStorageEviction``): the three checks, their
 order per pod, every violator in one cycle, memory-backed emptyDirs, the dedicated-imagefs
 flag on both layouts that have it, exemptions, the kubelet's messages, and no threshold
 eviction in a cycle that evicts for local storage."""
@@ -14,10 +14,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.config import load_config
+from nodeagent.agent import podinfo as kube_pods
+from nodeagent.agent.config import load_config
 from nodeagent.eviction import engine, local_storage, replay, trace
 from nodeagent.eviction.policy import EvictionPolicy
-from nodeagent.kube import pods as kube_pods
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.k8s.quantities import QuantityFormat
 from nodeagent.model import (
     ContainerInfo,
     ContainerUsage,
@@ -26,8 +28,6 @@ from nodeagent.model import (
     FsLayout,
     LocalStorageLimit,
     PodInfo,
-    Pressure,
-    QuantityFormat,
     Signal,
 )
 
@@ -62,7 +62,7 @@ def verdicts(decision: Decision) -> list[tuple[str, str, int, str]]:
     ]
 
 
-# --- each check, from the reference's cases ------------------------------------------------
+# --- each check, from ``localStorageEviction``'s cases -------------------------------------
 
 SCRATCH_256 = EmptyDirVolume("scratch", size_limit=256 * Mi)
 
@@ -640,7 +640,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _oracle_violation(record: dict[str, Any]) -> str | None:
-    """§11 on one trace pod record, written out from the reference (not the engine)."""
+    """``localStorageEviction`` on one trace pod record, written out here (not the engine)."""
     if record.get("priority", 0) >= 2_000_000_000:
         return None
     q = trace._amount  # the trace's own quantity reading, shared on purpose

@@ -1,5 +1,6 @@
 """The words the agent publishes (eviction messages, condition reasons) and the
-oom_score_adj table (reference §7, §10.3, §13)."""
+oom_score_adj table (the kubelet's ``evictionMessage``, ``nodestatus/setters.go``,
+``GetContainerOOMScoreAdjust``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 import pytest
 
 from nodeagent.eviction import engine, messages, oom
-from nodeagent.model import FsLayout, PodInfo, PodUsage, Pressure, QOSClass, Signal
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.model import FsLayout, PodInfo, PodUsage, Signal
 
 from .builders import Gi, Mi, observations, pod, policy, usage
 

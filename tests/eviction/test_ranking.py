@@ -1,4 +1,5 @@
-"""Ranking: each comparator of the kubelet's chains and each tie-break (reference §9)."""
+"""Ranking: each comparator of the kubelet's chains (``buildSignalToRankFunc``) and each
+tie-break."""
 
 from __future__ import annotations
 

@@ -4,15 +4,22 @@ kubelet's defaulting rules, and errors that name field and value."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from nodeagent.config import load_config
-from nodeagent.errors import ConfigError
+from nodeagent.agent.config import load_config
+from nodeagent.base import durations
+from nodeagent.base.errors import ConfigError
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.policy import EvictionPolicy
-from nodeagent.eviction.settings import EvictionStrategy
-from nodeagent.model import DEFAULT_CONDITION_TYPES, FsLayout, Pressure, Signal
+from nodeagent.eviction.settings import EvictionSettings, EvictionStrategy
+from nodeagent.k8s import quantities as units
+from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, Pressure
+from nodeagent.k8s.quantities import QuantityFormat
+from nodeagent.model import FsLayout, Signal
 
 from .builders import Gi, Mi, policy
 
@@ -59,9 +66,12 @@ def test_flag_and_environment_forms(tmp_path: Path) -> None:
         },
         overrides={"eviction_hard": "memory.available<750Mi,nodefs.available<5%"},
     )
-    assert config.eviction_hard == {"memory.available": "750Mi", "nodefs.available": "5%"}
-    assert config.eviction_soft == {"memory.available": "2Gi"}
-    assert config.eviction_soft_grace_period == {"memory.available": "1m"}
+    assert config.eviction_hard == {
+        Signal.MEMORY_AVAILABLE: thr.Quantity(750 * Mi),
+        Signal.NODEFS_AVAILABLE: thr.Percentage(0.05000000074505806),
+    }
+    assert config.eviction_soft == {Signal.MEMORY_AVAILABLE: thr.Quantity(2 * Gi)}
+    assert config.eviction_soft_grace_period == {Signal.MEMORY_AVAILABLE: 60.0}
     assert config.enforce_node_allocatable == ["pods", "kube-reserved"]
 
 
@@ -264,6 +274,20 @@ def test_names_the_agent_publishes() -> None:
             id="shared-taint-key",
         ),
         pytest.param(
+            {"condition_types": "memory=MemoryPressure"},
+            "conditionTypes",
+            "'memory=MemoryPressure'",
+            "the kubelet's own condition",
+            id="kubelet-condition",
+        ),
+        pytest.param(
+            {"taint_keys": "pid=node.kubernetes.io/pid-pressure"},
+            "taintKeys",
+            "'pid=node.kubernetes.io/pid-pressure'",
+            "node lifecycle controller",
+            id="reserved-taint",
+        ),
+        pytest.param(
             {"condition_types": "cpu=CPUPressure"},
             "conditionTypes",
             "'cpu'",
@@ -295,3 +319,149 @@ def test_yaml_value_of_the_wrong_type_is_refused(tmp_path: Path) -> None:
     file.write_text("evictionHard:\n  memory.available: [1Gi]\n")
     with pytest.raises(ConfigError, match=r"memory\.available: expected a string"):
         load_config(file, environ={})
+
+
+_PARSED_FIELDS = {
+    "eviction_hard",
+    "eviction_soft",
+    "eviction_soft_grace_period",
+    "eviction_minimum_reclaim",
+    "eviction_pressure_transition_period",
+}
+
+
+def test_fields_hold_parsed_values_and_dump_canonical_text() -> None:
+    config = load_config(
+        environ={},
+        overrides={
+            "eviction_hard": "memory.available<1.5Gi,nodefs.available<0%,pid.available<1e3,"
+            "memory.pressure.some.avg10>40",
+            "eviction_soft": "nodefs.available<12.5%,memory.pressure.some.avg10>20.25",
+            "eviction_soft_grace_period": "nodefs.available=90s,memory.pressure.some.avg10=0",
+            "eviction_minimum_reclaim": "nodefs.available=1024Mi,memory.pressure.some.avg10=5",
+            "eviction_pressure_transition_period": "120s",
+        },
+    )
+    assert config.eviction_hard == {
+        Signal.MEMORY_AVAILABLE: thr.Quantity(1536 * Mi),
+        Signal.NODEFS_AVAILABLE: None,
+        Signal.PID_AVAILABLE: thr.Quantity(1000, QuantityFormat.DECIMAL_EXPONENT),
+        Signal.MEMORY_PRESSURE_SOME_AVG10: thr.StallPercent(4000),
+    }
+    assert config.eviction_soft_grace_period == {
+        Signal.NODEFS_AVAILABLE: 90.0,
+        Signal.MEMORY_PRESSURE_SOME_AVG10: 0.0,
+    }
+    assert config.eviction_pressure_transition_period == 120.0
+    assert config.model_dump(include=_PARSED_FIELDS) == {
+        "eviction_hard": {
+            "memory.available": "1536Mi",
+            "nodefs.available": "0%",
+            "pid.available": "1e3",
+            "memory.pressure.some.avg10": "40%",
+        },
+        "eviction_soft": {"nodefs.available": "12.5%", "memory.pressure.some.avg10": "20.25%"},
+        "eviction_soft_grace_period": {
+            "nodefs.available": "1m30s",
+            "memory.pressure.some.avg10": "0s",
+        },
+        "eviction_minimum_reclaim": {
+            "nodefs.available": "1Gi",
+            "memory.pressure.some.avg10": "5%",
+        },
+        "eviction_pressure_transition_period": "2m0s",
+    }
+    reloaded = load_config(environ={}, overrides=config.model_dump(include=_PARSED_FIELDS))
+    assert reloaded.model_dump(include=_PARSED_FIELDS) == config.model_dump(include=_PARSED_FIELDS)
+    assert EvictionPolicy.from_settings(reloaded) == EvictionPolicy.from_settings(config)
+
+
+def test_the_policy_parses_nothing_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    overrides = {
+        "eviction_hard": "memory.available<1Gi,nodefs.available<10%,io.pressure.full.avg10>30",
+        "eviction_soft": "memory.available<2Gi",
+        "eviction_soft_grace_period": "memory.available=1m",
+        "eviction_minimum_reclaim": "memory.available=100Mi,io.pressure.full.avg10=5",
+        "eviction_pressure_transition_period": "0s",
+        "merge_default_eviction_settings": "true",
+    }
+    config = load_config(environ={}, overrides=overrides)
+    expected = EvictionPolicy.from_settings(config)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"parsed again: {args}")
+
+    for module, name in [
+        (thr, "parse_threshold_statements"),
+        (thr, "parse_threshold_statement"),
+        (thr, "parse_grace_periods"),
+        (thr, "parse_minimum_reclaims"),
+        (thr, "parse_signal"),
+        (units, "parse_quantity"),
+        (units, "parse_percentage"),
+        (durations, "parse_go_duration"),
+    ]:
+        monkeypatch.setattr(module, name, refuse)
+    assert EvictionPolicy.from_settings(config) == expected
+    assert expected.pressure_transition_period == 300
+
+
+_SUFFIXES = ("", "k", "M", "G", "Ki", "Mi", "Gi")
+
+
+@st.composite
+def _statement(draw: st.DrawFn, psi: bool) -> str:
+    if psi:
+        return f"{draw(st.integers(0, 9999)) / 100:g}"
+    if draw(st.booleans()):
+        percent = draw(st.decimals(min_value="0.001", max_value="99.999", places=3))
+        return f"{percent}%"
+    whole = draw(st.integers(1, 10_000))
+    fraction = draw(st.sampled_from(("", ".5", ".25", ".001")))
+    return f"{whole}{fraction}{draw(st.sampled_from(_SUFFIXES))}"
+
+
+@st.composite
+def _eviction_fields(draw: st.DrawFn) -> dict[str, Any]:
+    signals = draw(st.lists(st.sampled_from(list(Signal)), min_size=1, max_size=6, unique=True))
+    psi = thr.PSI_SIGNALS
+    hard = {str(s): draw(_statement(s in psi)) for s in signals}
+    soft = {str(s): draw(_statement(s in psi)) for s in signals[::2]}
+    grace = {str(s): f"{draw(st.integers(0, 10**7))}ms" for s in signals[::2]}
+    reclaim = {str(s): draw(_statement(s in psi)) for s in signals if s not in psi}
+    return {
+        "eviction_hard": hard,
+        "eviction_soft": soft,
+        "eviction_soft_grace_period": grace,
+        "eviction_minimum_reclaim": reclaim,
+        "eviction_pressure_transition_period": f"{draw(st.integers(0, 10**7))}ms",
+    }
+
+
+@given(_eviction_fields())
+@settings(max_examples=200, deadline=None)
+def test_dumped_fields_load_to_the_same_thresholds(fields: dict[str, Any]) -> None:
+    config = load_config(environ={}, overrides=fields)
+    dumped = config.model_dump(include=_PARSED_FIELDS)
+    reloaded = load_config(environ={}, overrides=dumped)
+    # Durations compare as their text: to the nanosecond, as Go holds them.
+    assert reloaded.model_dump(include=_PARSED_FIELDS) == dumped
+    capacity = 10**15
+    for field in ("eviction_hard", "eviction_soft", "eviction_minimum_reclaim"):
+        before, after = getattr(config, field), getattr(reloaded, field)
+        assert before.keys() == after.keys()
+        for signal, value in before.items():
+            if value is None:
+                assert after[signal] is None
+            else:
+                assert thr.resolve(after[signal], capacity) == thr.resolve(value, capacity)
+
+
+def test_settings_changed_past_validation_still_fail_naming_the_field() -> None:
+    settings = EvictionSettings()
+    settings.eviction_soft = {Signal.MEMORY_AVAILABLE: thr.Quantity(Gi)}
+    with pytest.raises(ConfigError) as raised:
+        EvictionPolicy.from_settings(settings)
+    assert raised.value.field == "evictionSoft"
+    assert "config field 'evictionSoft' (value {'memory.available': '1Gi'})" in str(raised.value)
+    assert "grace period must be specified" in str(raised.value)

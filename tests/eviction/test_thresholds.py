@@ -1,4 +1,5 @@
-"""Threshold parsing and arithmetic, case by case from the kubelet reference (§3-§4)."""
+"""Threshold parsing and arithmetic, case by case as the kubelet's ``ParseThresholdConfig``
+and ``thresholdsMet`` have them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import pytest
 
 from nodeagent.eviction import thresholds as thr
-from nodeagent.eviction.units import QuantityFormat
+from nodeagent.k8s.quantities import QuantityFormat
 from nodeagent.model import FsLayout, Signal, SignalValue
 
 from .builders import Gi, Mi

@@ -9,15 +9,8 @@ from typing import Any
 import pytest
 
 from nodeagent.eviction import trace
-from nodeagent.model import (
-    FsLayout,
-    PodUID,
-    PsiLine,
-    QOSClass,
-    Signal,
-    SignalValue,
-    Unavailable,
-)
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import FsLayout, PodUID, PsiLine, Signal, SignalValue, Unavailable
 
 from .builders import Gi, Mi
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import bench_extender, extender_clients
-from nodeagent.observability.server import WSGIApp
+from nodeagent.serving.endpoints import WSGIApp
 from tests.controlplane import cluster
 
 

@@ -1,6 +1,6 @@
 """The extender keeps the watched Nodes out of the collector's reach: it freezes the heap
-every few seconds until it stops (:func:`nodeagent.heap.freeze_until`), so a full collection never
-walks thousands of stored Nodes in the middle of a call."""
+every few seconds until it stops (:func:`nodeagent.base.heap.freeze_until`), so a full
+collection never walks thousands of stored Nodes in the middle of a call."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from nodeagent import heap
+from nodeagent.base import heap
 
 
 @pytest.fixture(autouse=True)

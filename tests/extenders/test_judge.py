@@ -13,11 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent import model
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
+from nodeagent.extender import server
+from nodeagent.extender.nodeview import NodeView
+from nodeagent.k8s.pressure import PRESSURE_ANNOTATION
 from nodeagent.kube.client import api_time
-from nodeagent.scheduler.extenders import server, wire
-from nodeagent.scheduler.extenders.nodeview import NodeView
+from nodeagent.scheduler.extenders import wire
 from nodeagent.scheduler.framework import Handle
 from nodeagent.scheduler.plugins import node_pressure
 from tests.scheduler.builders import node_dict
@@ -29,7 +30,7 @@ GiB = 2**30
 def annotated(name: str, at: float, **fields: Any) -> dict[str, object]:
     signals = {"memory.available": {"available": 20 * GiB, "capacity": 32 * GiB}}
     text = json.dumps({"time": api_time(at), "signals": signals})
-    return node_dict(name, annotations={model.PRESSURE_ANNOTATION: text}, **fields)
+    return node_dict(name, annotations={PRESSURE_ANNOTATION: text}, **fields)
 
 
 def plugin_score(args: node_pressure.Args, node: dict[str, object], now: float) -> int:
@@ -42,11 +43,11 @@ NODES = {
     "published in the future": annotated("n", NOW + 3600),
     "no annotation": node_dict("n"),
     "pressure condition": annotated("n", NOW, conditions={"MemoryPressure": "True"}),
-    "not JSON": node_dict("n", annotations={model.PRESSURE_ANNOTATION: "{"}),
+    "not JSON": node_dict("n", annotations={PRESSURE_ANNOTATION: "{"}),
     "no time": node_dict(
         "n",
         annotations={
-            model.PRESSURE_ANNOTATION: json.dumps(
+            PRESSURE_ANNOTATION: json.dumps(
                 {"signals": {"memory.available": {"available": GiB, "capacity": 2 * GiB}}}
             )
         },

@@ -14,8 +14,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nodeagent.extender.nodeview import NodeView, Standing, Taints
+from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api
-from nodeagent.scheduler.extenders.nodeview import NodeView, Standing, Taints
 from tests.scheduler.builders import node_dict
 
 TAINT = {"key": "nodeagent.io/memory-pressure", "effect": "NoSchedule"}
@@ -134,7 +135,7 @@ class TestFailing:
             view.upsert(versioned("a", str(i), taints=[{**TAINT, "value": str(i)}]))
         verdicts = Verdicts()
         view.failing(["a"], verdicts)
-        assert verdicts.judged == [(api.Taint(TAINT["key"], TAINT["effect"], "49"),)]
+        assert verdicts.judged == [(Taint(TAINT["key"], TAINT["effect"], "49"),)]
 
     def test_nodes_are_grouped_by_the_taints_their_filter_reads(self) -> None:
         def pressure_taints(taints: Taints) -> Taints:
@@ -149,7 +150,7 @@ class TestFailing:
         )
         verdicts = Verdicts()
         failing = view.failing([f"n{i}" for i in range(20)] + ["plain"], verdicts)
-        assert verdicts.judged == [(api.Taint(TAINT["key"], TAINT["effect"]),)]
+        assert verdicts.judged == [(Taint(TAINT["key"], TAINT["effect"]),)]
         assert list(failing.values()) == [[f"n{i}" for i in range(20)]]
 
 
@@ -172,13 +173,13 @@ class TestAgainstAMapping:
         self, operations: list[tuple[str, str, int, str | None]], asked: list[str]
     ) -> None:
         view = NodeView(assess=Assessor())
-        expected: dict[str, tuple[int, tuple[api.Taint, ...]]] = {}
+        expected: dict[str, tuple[int, tuple[Taint, ...]]] = {}
         for i, (operation, name, score, effect) in enumerate(operations):
             if operation == "delete":
                 view.delete({"metadata": {"name": name}})
                 expected.pop(name, None)
                 continue
-            taints = () if effect is None else (api.Taint(TAINT["key"], effect),)
+            taints = () if effect is None else (Taint(TAINT["key"], effect),)
             listed = [{"key": t.key, "effect": t.effect} for t in taints]
             view.upsert(versioned(name, str(i), annotations={"score": str(score)}, taints=listed))
             expected[name] = (score, taints)

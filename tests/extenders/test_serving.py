@@ -24,16 +24,15 @@ from typing import Any
 import pytest
 import yaml
 
-from nodeagent import model
+from nodeagent.extender import server
+from nodeagent.extender.nodeview import NodeView
+from nodeagent.k8s.pressure import PRESSURE_ANNOTATION
 from nodeagent.kube import http as kube_http
 from nodeagent.kube import informer
 from nodeagent.kube.client import api_time
-from nodeagent.observability.settings import ListenAddress
-from nodeagent.scheduler.extenders import server
-from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.plugins import node_pressure
 from nodeagent.serving.server import Protection
-from nodeagent.serving.settings import MetricsAuth, resolve
+from nodeagent.serving.settings import ListenAddress, MetricsAuth, resolve
 from tests.extenders import tls
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.builders import node_dict, pod_dict
@@ -62,14 +61,14 @@ def cluster_nodes(now: float) -> list[dict[str, Any]]:
     taint = {"key": "nodeagent.io/memory-pressure", "effect": "NoSchedule"}
     kubelet = {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}
     return [
-        node_dict("calm", annotations={model.PRESSURE_ANNOTATION: annotation(20 * GiB, at=now)}),
+        node_dict("calm", annotations={PRESSURE_ANNOTATION: annotation(20 * GiB, at=now)}),
         node_dict(
             "tight",
-            annotations={model.PRESSURE_ANNOTATION: annotation(GiB + 3436 * 2**20, at=now)},
+            annotations={PRESSURE_ANNOTATION: annotation(GiB + 3436 * 2**20, at=now)},
         ),
         node_dict(
             "stale",
-            annotations={model.PRESSURE_ANNOTATION: annotation(20 * GiB, at=now - 3600)},
+            annotations={PRESSURE_ANNOTATION: annotation(20 * GiB, at=now - 3600)},
         ),
         node_dict("pressured", conditions={"NodeAgentMemoryPressure": "True"}),
         node_dict("tainted", taints=[taint]),

@@ -20,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from nodeagent.scheduler.extenders import server
-from nodeagent.scheduler.extenders.nodeview import NodeView, Taints, V
+from nodeagent.extender import server
+from nodeagent.extender.nodeview import NodeView, Taints, V
 from nodeagent.scheduler.plugins import node_pressure
 from tests.scheduler.builders import node_dict, pod_dict
 

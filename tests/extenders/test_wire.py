@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodeagent.scheduler import api
+from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler.extenders import wire
 from tests.scheduler.builders import node_dict, pod_dict
 
@@ -66,7 +66,7 @@ def test_every_casing_decodes_like_kube_schedulers(
     assert go[0] == pod_dict("p")
     if whole and echo:
         assert go[2][1] == NODES  # the original objects, byte for byte
-        assert go[2][0] == [("a", (api.Taint("k", "NoSchedule"),)), ("b", ())]
+        assert go[2][0] == [("a", (Taint("k", "NoSchedule"),)), ("b", ())]
     elif whole:
         assert [node.name for node in go[2]] == ["a", "b"]
         assert go[2][1].conditions == {"MemoryPressure": "True"}

@@ -11,7 +11,7 @@ import kubernetes.client
 import pytest
 import yaml
 
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
 from nodeagent.kube import http, retry
 from tests.fakeapi import server
 

@@ -1,6 +1,6 @@
 """A fake kube-apiserver over HTTP, for the real ``kubernetes`` client.
 
-It serves a :class:`nodeagent.kube.fake.FakeCluster` (the store with kube-apiserver's
+It serves a :class:`tests.doubles.kube.FakeCluster` (the store with kube-apiserver's
 semantics) on ``127.0.0.1:<random port>`` from a daemon thread, so tests drive the agent's
 real HTTP client end to end: URL building, content types, query parameters, error
 bodies, watch streaming, retries and timeouts.
@@ -26,7 +26,7 @@ Routes (what the agent and the live scheduler call):
     POST   /api/v1/namespaces/NS/events
     PATCH  /api/v1/namespaces/NS/events/NAME
     POST   /apis/authentication.k8s.io/v1/tokenreviews, /apis/authorization.k8s.io/v1/
-           subjectaccessreviews                      (nodeagent.kube.fakereviews)
+           subjectaccessreviews                      (tests.doubles.reviews)
 
 Faults, all optionally limited to a method and a path pattern: the next N answers with a
 given status (``fail_next``), added latency (``add_latency``), a full outage answering 503
@@ -53,10 +53,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgspec
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import errors as kube_errors
-from nodeagent.kube import fake, fakereviews
 from nodeagent.kube.errors import failure_status as _status
+from tests.doubles import kube as fake
+from tests.doubles import reviews as fakereviews
 
 
 @dataclass(frozen=True)

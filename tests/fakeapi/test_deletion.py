@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from nodeagent import errors
-from nodeagent.kube import fake
+from nodeagent.base import errors
+from tests.doubles import kube as fake
 from tests.fakeapi import objects
 
 NO_KUBELET = 3600.0

@@ -1,5 +1,5 @@
 """The fake API server, driven by the real ``kubernetes`` client, behaves like
-kube-apiserver for every call the agent makes (machine-and-test-infra.md §4): node status
+kube-apiserver for every call the agent makes: node status
 strategic merge by condition type, /status vs main resource, resourceVersion
 preconditions, JSON and merge patches, field and label selectors, watches with bookmarks,
 410 and timeouts, Eviction with PodDisruptionBudgets, deletes, events, faults and the

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.model import PodUID, QOSClass, Signal
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import PodUID, Signal
 from nodeagent.signals.cgroups import CgroupVersion
 from nodeagent.signals.collector import PER_SECOND_GROUPS, SignalCollector
 from tests.signals.realkernel import (

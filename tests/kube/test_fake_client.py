@@ -7,12 +7,13 @@ import time
 
 import pytest
 
-from nodeagent import errors
 from nodeagent.actuators import events, evictor, node_status, safety
-from nodeagent.clock import FakeClock
+from nodeagent.agent import podcache
+from nodeagent.base import errors
+from nodeagent.base.clock import FakeClock
 from nodeagent.kube import errors as kube_errors
-from nodeagent.kube import fake, podcache
 from tests.actuators.builders import MEMORY_CONDITION, MEMORY_TAINT, decision, pod_info
+from tests.doubles import kube as fake
 from tests.fakeapi import objects
 
 
@@ -41,7 +42,7 @@ def test_actuators_run_against_the_fake_client(fake_kube: fake.FakeKubeClient) -
     assert [c.method for c in fake_kube.calls] == ["get_node", "patch_node_status", "patch_node"]
 
     fake_kube.cluster.add_pdb("default", "pdb", selector="app=p1")
-    recorder = events.EventRecorder(fake_kube, node_name="node-a", clock=clock)
+    recorder = events.AgentEventRecorder(fake_kube, node_name="node-a", clock=clock)
     ev = evictor.Evictor(fake_kube, clock=clock, recorder=recorder, policy=safety.SafetyPolicy())
     results = ev.apply(decision(evict=(pod_info("p1"),), candidates=(pod_info("p2"),)))
     assert [r.outcome for r in results] == [

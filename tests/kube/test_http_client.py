@@ -15,8 +15,8 @@ from pathlib import Path
 import kubernetes.client
 import pytest
 
-from nodeagent import errors
-from nodeagent.clock import FakeClock
+from nodeagent.base import errors
+from nodeagent.base.clock import FakeClock
 from nodeagent.kube import client, http, retry
 from nodeagent.kube import errors as kube_errors
 from nodeagent.serving import tls

@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from nodeagent import errors
-from nodeagent.kube import client, fake, http, informer, retry, writes
+from nodeagent.base import errors
+from nodeagent.kube import client, http, informer, retry, writes
+from tests.doubles import kube as fake
 from tests.fakeapi import fixtures, objects
 from tests.fakeapi.server import FakeAPIServer
 

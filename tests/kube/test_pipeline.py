@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import client, pipeline, ratelimit, retry
 from nodeagent.kube import errors as kube_errors
 from nodeagent.kube.address import Address

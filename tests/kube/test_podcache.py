@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from nodeagent.kube import http, podcache
+from nodeagent.agent import podcache
+from nodeagent.kube import http
 from tests.fakeapi import objects
 from tests.fakeapi.server import FakeAPIServer
 

@@ -11,12 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent import errors
-from nodeagent.clock import FakeClock
-from nodeagent.config import load_config
+from nodeagent.agent import podinfo as pods
+from nodeagent.agent.config import load_config
+from nodeagent.base import errors
+from nodeagent.base.clock import FakeClock
+from nodeagent.k8s.pods import QOSClass, qos_class
 from nodeagent.kube import errors as kube_errors
-from nodeagent.kube import merge, pods, ratelimit, retry, selectors
-from nodeagent.model import QOSClass
+from nodeagent.kube import ratelimit, retry, selectors
+from tests.doubles import merge
 from tests.fakeapi import objects
 
 
@@ -71,7 +73,8 @@ def container(
 def test_derived_qos(
     containers: list[dict[str, Any]], inits: list[dict[str, Any]], expected: QOSClass
 ) -> None:
-    assert pods.derive_qos({"containers": containers, "initContainers": inits}) is expected
+    spec = {"containers": containers, "initContainers": inits}
+    assert qos_class(pods.read_resources(spec)) is expected
 
 
 def test_status_qos_class_wins_over_derivation() -> None:
@@ -92,7 +95,7 @@ def test_effective_requests_count_sidecars_init_containers_and_overhead() -> Non
         ],
         "overhead": {"memory": "10Mi", "cpu": "50m"},
     }
-    requests = pods.effective_resources(spec, "requests")
+    requests, _ = pods.requests_and_limits(pods.read_resources(spec))
     mi = 1 << 20
     assert requests["memory"] == max(150 * mi + 20 * mi, 520 * mi) + 10 * mi
     assert requests["cpu"] == 2000 + 50
@@ -103,7 +106,8 @@ def test_limits_get_overhead_only_where_set() -> None:
         "containers": [container(None, {"memory": "1Gi"})],
         "overhead": {"memory": "10Mi", "cpu": "50m"},
     }
-    assert pods.effective_resources(spec, "limits") == {"memory": (1 << 30) + (10 << 20)}
+    _, limits = pods.requests_and_limits(pods.read_resources(spec))
+    assert limits == {"memory": (1 << 30) + (10 << 20)}
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,9 @@ deployment tests (the dashboard and alert tests check names against a fed regist
 from __future__ import annotations
 
 from nodeagent import model
-from nodeagent.observability import metrics
+from nodeagent.agent import metrics
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.k8s.pressure import Pressure, Taint
 
 GIB = 1024**3
 MIB = 1024**2
@@ -57,7 +59,7 @@ THRESHOLDS = {
 }
 
 
-def pod(name: str, qos: model.QOSClass = model.QOSClass.BURSTABLE) -> model.PodInfo:
+def pod(name: str, qos: QOSClass = QOSClass.BURSTABLE) -> model.PodInfo:
     return model.PodInfo(namespace="default", name=name, uid=model.PodUID(f"uid-{name}"), qos=qos)
 
 
@@ -81,12 +83,12 @@ def decision(time: float = 100.0) -> model.Decision:
                 available=80 * MIB,
             ),
         ),
-        pressure={model.Pressure.MEMORY: True, model.Pressure.DISK: False},
+        pressure={Pressure.MEMORY: True, Pressure.DISK: False},
         conditions=(
             model.NodeCondition("NodeAgentMemoryPressure", True, "ThresholdMet", "low memory"),
             model.NodeCondition("NodeAgentDiskPressure", False, "NoPressure", "enough disk"),
         ),
-        taints=(model.Taint("nodeagent.io/memory-pressure", "NoSchedule"),),
+        taints=(Taint("nodeagent.io/memory-pressure", "NoSchedule"),),
         evictions=(eviction,),
         candidates=(eviction,),
         ranked=("default/a",),
@@ -104,18 +106,18 @@ def fed_metrics() -> metrics.AgentMetrics:
     agent.record_eviction(
         model.Signal.MEMORY_AVAILABLE,
         metrics.EvictionOutcome.EVICTED,
-        model.QOSClass.BURSTABLE,
+        QOSClass.BURSTABLE,
         reclaimed=3 * GIB,
     )
     agent.record_eviction(
         model.Signal.MEMORY_AVAILABLE,
         metrics.EvictionOutcome.BLOCKED_BY_PDB,
-        model.QOSClass.GUARANTEED,
+        QOSClass.GUARANTEED,
     )
     agent.record_eviction(
         model.Signal.NODEFS_INODES_FREE,
         metrics.EvictionOutcome.DRY_RUN,
-        model.QOSClass.BEST_EFFORT,
+        QOSClass.BEST_EFFORT,
         reclaimed=40_000,
     )
     agent.api_request("patch", "nodes/status", 200)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from nodeagent.clock import FakeClock
-from nodeagent.observability.health import Health
+from nodeagent.base.clock import FakeClock
+from nodeagent.serving.health import Health
 
 
 def make(requires_api: bool = True) -> tuple[FakeClock, Health]:

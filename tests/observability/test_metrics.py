@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from prometheus_client import parser
 
 from nodeagent import model
-from nodeagent.config import load_config
-from nodeagent.observability import metrics
+from nodeagent.agent import metrics
+from nodeagent.agent.config import load_config
+from nodeagent.k8s.pods import QOSClass
 from tests.observability import samples, tools
 
 Signal = model.Signal
@@ -83,7 +84,7 @@ def test_kubelet_signals_have_an_amount_unit_and_psi_signals_none() -> None:
 def test_reclaim_is_counted_in_the_starved_resources_unit(signal: Signal, unit: str) -> None:
     assert metrics.reclaim_unit(signal) == unit
     agent = metrics.AgentMetrics(process_metrics=False)
-    agent.record_eviction(signal, metrics.EvictionOutcome.EVICTED, model.QOSClass.BURSTABLE, 77)
+    agent.record_eviction(signal, metrics.EvictionOutcome.EVICTED, QOSClass.BURSTABLE, 77)
     labels = {"signal": signal.value, "outcome": "evicted"}
     assert value(agent, f"nodeagent_eviction_reclaimed_{unit}_sum", **labels) == 77
 

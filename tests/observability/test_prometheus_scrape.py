@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.model import QOSClass
+from nodeagent.k8s.pods import QOSClass
 from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion
-from nodeagent.signals.fixtures import GIB, HostTree, Memory
+from tests.doubles.host import GIB, HostTree, Memory
 from tests.e2e import harness
 from tests.observability import tools
 from tests.observability.prometheus import Prometheus

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.observability.sdnotify import SystemdNotifier
+from nodeagent.serving.sdnotify import SystemdNotifier
 
 
 class Listener:

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import parser
 
-from nodeagent.clock import FakeClock
-from nodeagent.errors import ConfigError
-from nodeagent.observability.health import Health
-from nodeagent.observability.server import ObservabilityServer
-from nodeagent.observability.settings import ListenAddress
+from nodeagent.base.clock import FakeClock
+from nodeagent.base.errors import ConfigError
+from nodeagent.serving.endpoints import ObservabilityServer
+from nodeagent.serving.health import Health
+from nodeagent.serving.settings import ListenAddress
 from tests.observability import samples
 
 

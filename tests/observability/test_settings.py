@@ -7,13 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.config import load_config
-from nodeagent.errors import ConfigError
-from nodeagent.observability.settings import (
-    DEFAULT_METRICS_PORT,
-    ListenAddress,
-    parse_listen_address,
-)
+from nodeagent.agent.config import load_config
+from nodeagent.base.errors import ConfigError
+from nodeagent.serving.settings import DEFAULT_METRICS_PORT, ListenAddress, parse_listen_address
 
 
 def test_defaults() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.cri.fake import FakeRuntime
 from tests.agent.rig import Rig, pod
+from tests.doubles.cri import FakeRuntime
 from tests.eviction.builders import policy
 from tests.reclaim.test_plan import container
 from tests.reclaim.test_reclaimer import runtime

@@ -8,15 +8,15 @@ import time
 
 import pytest
 
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
 from nodeagent.cri.client import Container, ContainerState, Image
-from nodeagent.cri.fake import FakeRuntime
 from nodeagent.eviction import engine
 from nodeagent.eviction.layout import RECLAIM_CONTAINERS, RECLAIM_IMAGES
 from nodeagent.model import Decision, FsLayout, NodeObservations, Signal
 from nodeagent.reclaim import plan
 from nodeagent.reclaim.cycle import reclaim_before_evicting
 from nodeagent.reclaim.reclaimer import NodeReclaimer, reclaimed_bytes
+from tests.doubles.cri import FakeRuntime
 from tests.eviction.builders import Gi, Mi, observations, pod, policy, usage
 from tests.reclaim.test_plan import container, image, sandbox
 
@@ -342,9 +342,9 @@ _RECHECK = policy(
 def test_the_recheck_is_every_threshold_with_min_reclaim_ignoring_grace(
     nodefs: int, memory: int | None, clear: bool
 ) -> None:
-    """kubelet-eviction.md §8: after reclaim, pod eviction is skipped only if no configured
-    threshold, of any signal, hard or soft, ignoring grace periods, is met counting its
-    minimum reclaim (the global check, quirk included)."""
+    """``reclaimNodeLevelResources``: after reclaim, pod eviction is skipped only if no
+    configured threshold, of any signal, hard or soft, ignoring grace periods, is met
+    counting its minimum reclaim (the global check, quirk included)."""
     signals = {Signal.NODEFS_AVAILABLE: (nodefs, 100 * Gi)}
     if memory is not None:
         signals[Signal.MEMORY_AVAILABLE] = (memory, 16 * Gi)

@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 
 from nodeagent import cli
-from nodeagent.agent import report
-from nodeagent.config import load_config, snake_to_camel
-from nodeagent.errors import ConfigError
-from nodeagent.model import Decision, NodeReclaimResult, Pressure, Signal, ThresholdMet
-from nodeagent.observability import metrics
+from nodeagent.agent import metrics, report
+from nodeagent.agent.config import load_config, snake_to_camel
+from nodeagent.base.errors import ConfigError
+from nodeagent.k8s.pressure import Pressure
+from nodeagent.model import Decision, NodeReclaimResult, Signal, ThresholdMet
 
 MIB = 1 << 20
 DISK_MET = ThresholdMet(Signal.NODEFS_AVAILABLE, True, True, 1024 * MIB, 800 * MIB)

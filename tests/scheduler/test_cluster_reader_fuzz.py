@@ -13,7 +13,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import config, objects, planner, registry
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "clusters"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nodeagent import cli
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import config, framework, registry
 from nodeagent.scheduler.plugins import node_resources_fit
 from tests.scheduler import builders as b
@@ -35,7 +35,9 @@ def names(plugins: list[Any]) -> list[str]:
 def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
     fw = build(None)
     assert names(fw.queue_sort) == ["PrioritySort"]
-    assert names(fw.pre_enqueue) == ["SchedulingGates"]
+    # v1.36: DefaultPreemption holds a pod back while its asynchronous preemption runs
+    assert names(fw.pre_enqueue) == ["SchedulingGates", "DefaultPreemption"]
+    assert names(fw.pre_filter)[-1] == "NodeDeclaredFeatures"
     assert names(fw.filter) == [
         "NodeUnschedulable",
         "NodeName",
@@ -46,6 +48,7 @@ def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
         "NodeResourcesFit",
         "PodTopologySpread",
         "InterPodAffinity",
+        "NodeDeclaredFeatures",
     ]
     assert fw.weights == {
         "NodePressure": 2,

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config, framework, registry, scheduling
 from nodeagent.scheduler.framework import CycleState, PreFilterResult
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices

@@ -1,4 +1,4 @@
-"""InterPodAffinity: table-driven from the reference (§10) and the Kubernetes docs'
+"""InterPodAffinity: table-driven from ``plugins/interpodaffinity`` and the Kubernetes docs'
 "Assigning Pods to Nodes" examples (a redis cache spread one per node, web servers
 co-located with it)."""
 

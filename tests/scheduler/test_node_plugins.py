@@ -1,5 +1,5 @@
 """TaintToleration, NodeAffinity, NodeUnschedulable, NodeName, NodePorts, PrioritySort,
-SchedulingGates: table-driven from the reference (§7-§9)."""
+SchedulingGates: table-driven from kube-scheduler's plugins of those names."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
+from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api, config
 from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult, QueuedPod
 from nodeagent.scheduler.plugins import (
@@ -22,7 +23,7 @@ from nodeagent.scheduler.plugins import (
 from nodeagent.scheduler.snapshot import ClusterSnapshot
 from tests.scheduler import builders as b
 
-T = api.Taint
+T = Taint
 Tol = api.Toleration
 
 
@@ -65,7 +66,7 @@ Tol = api.Toleration
         ),
     ],
 )
-def test_toleration_matching(toleration: api.Toleration, taint: api.Taint, tolerated: bool) -> None:
+def test_toleration_matching(toleration: api.Toleration, taint: Taint, tolerated: bool) -> None:
     assert toleration.tolerates(taint) is tolerated
 
 

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent import model
+from nodeagent.k8s.pressure import (
+    DEFAULT_TAINT_KEYS,
+    KUBELET_TAINT_KEYS,
+    PRESSURE_ANNOTATION,
+    Taint,
+)
 from nodeagent.scheduler import api
 from nodeagent.scheduler.framework import CycleState, Handle
 from nodeagent.scheduler.plugins import node_pressure
@@ -31,7 +36,7 @@ def annotation(
     }
     if time is not None:
         document["time"] = time
-    return {model.PRESSURE_ANNOTATION: json.dumps(document)}
+    return {PRESSURE_ANNOTATION: json.dumps(document)}
 
 
 def plugin(**args: Any) -> node_pressure.NodePressure:
@@ -91,9 +96,9 @@ def test_filter(
         assert status == api.unschedulable(reason, unresolvable=True)
 
 
-TAINT_KEYS = [*model.DEFAULT_TAINT_KEYS.values(), *node_pressure.KUBELET_TAINT_KEYS.values()]
+TAINT_KEYS = [*DEFAULT_TAINT_KEYS.values(), *KUBELET_TAINT_KEYS.values()]
 TAINTS = st.builds(
-    api.Taint,
+    Taint,
     st.sampled_from([*TAINT_KEYS, "dedicated", "ToBeDeletedByClusterAutoscaler"]),
     st.sampled_from(list(api.TaintEffect)),
     st.sampled_from(["", "1", "x"]),
@@ -109,7 +114,7 @@ TOLERATIONS = st.builds(
 
 @given(st.lists(TAINTS, max_size=6).map(tuple), st.lists(TOLERATIONS, max_size=3).map(tuple))
 def test_the_filtered_taints_decide_as_all_taints_do(
-    taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
+    taints: tuple[Taint, ...], tolerations: tuple[api.Toleration, ...]
 ) -> None:
     p = plugin()
     filtered = p.filtered_taints(taints)
@@ -162,13 +167,13 @@ def test_signal_score(available: int, threshold: int, expected: int) -> None:
             id="no-time-neutral",
         ),
         pytest.param(
-            {"annotations": {model.PRESSURE_ANNOTATION: "{oops"}},
+            {"annotations": {PRESSURE_ANNOTATION: "{oops"}},
             50,
             "not JSON",
             id="bad-json-neutral",
         ),
         pytest.param(
-            {"annotations": {model.PRESSURE_ANNOTATION: '{"signals": []}'}},
+            {"annotations": {PRESSURE_ANNOTATION: '{"signals": []}'}},
             50,
             "no signals",
             id="bad-shape",

@@ -1,5 +1,5 @@
-"""Reading Kubernetes objects: effective requests (reference §5.1), quantities,
-defaulting, priorities, input formats, and errors that name the field."""
+"""Reading Kubernetes objects: effective requests (component-helpers' ``PodRequests``),
+quantities, defaulting, priorities, input formats, and errors that name the field."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from nodeagent.errors import ConfigError
-from nodeagent.scheduler import api, objects, resources
+from nodeagent.base.errors import ConfigError
+from nodeagent.k8s import resources
+from nodeagent.scheduler import api, objects
 from tests.scheduler import builders as b
 
 GI = 1024**3
@@ -43,9 +44,10 @@ def test_worked_example_init_containers_dominate_only_where_larger() -> None:
 def test_sidecars_and_init_containers(
     init: list[tuple[int, bool]], containers: list[int], expected_cpu: int
 ) -> None:
-    regular = [resources.ContainerRequests({"cpu": cpu}) for cpu in containers]
-    inits = [resources.ContainerRequests({"cpu": cpu}, sidecar) for cpu, sidecar in init]
-    assert resources.pod_requests(regular, inits)["cpu"] == expected_cpu
+    regular = tuple(resources.ContainerResources({"cpu": cpu}) for cpu in containers)
+    inits = tuple(resources.ContainerResources({"cpu": cpu}, {}, sidecar) for cpu, sidecar in init)
+    pod = resources.PodResources(regular, inits)
+    assert resources.pod_requests(pod)["cpu"] == expected_cpu
 
 
 def test_overhead_is_added_and_pod_level_requests_replace_the_aggregate() -> None:

@@ -1,4 +1,4 @@
-"""PodTopologySpread: table-driven from the reference (§11) and the Kubernetes docs'
+"""PodTopologySpread: table-driven from ``plugins/podtopologyspread`` and the Kubernetes docs'
 "Pod Topology Spread Constraints" worked examples."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DefaultPreemption: candidate and victim selection (reference §13), PDBs, the
+"""DefaultPreemption: candidate and victim selection (``SelectVictimsOnNode``), PDBs, the
 criteria of pickOneNodeForPreemption, and the vectorized dry run against the
 node-by-node one."""
 

@@ -1,5 +1,5 @@
 """NodeResourcesFit (filter and the three scoring strategies), BalancedAllocation and
-ImageLocality, table-driven from the reference, including the documentation's
+ImageLocality, table-driven from kube-scheduler's rules, including the documentation's
 worked examples."""
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def test_requested_to_capacity_ratio_documentation_example(
 ) -> None:
     # Resource bin packing docs: weights foo 5, memory 1, cpu 3; shape {0,0},{100,10};
     # the page's arithmetic, with integer utilization and Go's rounding, gives Node1 60 and
-    # Node2 69 reading 1GB as 1024 MiB, 60 and 70 reading it as 10^9 bytes (reference §5.3).
+    # Node2 69 reading 1GB as 1024 MiB, 60 and 70 reading it as 10^9 bytes.
     quarter, half = megabytes
     args = {
         "scoringStrategy": {

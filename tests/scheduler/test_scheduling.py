@@ -53,7 +53,7 @@ def zoned(name: str, zone: str | None, *, beta: bool = False, region: str = "") 
 
 
 def test_node_tree_order_is_zone_round_robin() -> None:
-    # Reference example: zone1 = [n1..n4], zone2 = [n5, n6] -> n1 n5 n2 n6 n3 n4.
+    # Scheduler Performance Tuning page: zone1 = [n1..n4], zone2 = [n5, n6] -> n1 n5 n2 n6 n3 n4.
     nodes = [zoned(f"n{i}", "zone1") for i in range(1, 5)] + [
         zoned(f"n{i}", "zone2") for i in (5, 6)
     ]

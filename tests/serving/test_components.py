@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.kube.fakereviews import Identity
+from tests.doubles.reviews import Identity
 from tests.e2e import harness
 from tests.extenders import tls
 from tests.fakeapi import objects

@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from nodeagent.observability.settings import ListenAddress
-from nodeagent.scheduler.extenders import server
+from nodeagent.extender import server
+from nodeagent.extender.nodeview import NodeView
 from nodeagent.scheduler.extenders.client import ExtenderError, HTTPExtender
-from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.extenders.settings import ExtenderConfig
 from nodeagent.scheduler.plugins import node_pressure
 from nodeagent.serving.server import Protection
-from nodeagent.serving.settings import MetricsAuth, resolve
+from nodeagent.serving.settings import ListenAddress, MetricsAuth, resolve
 from tests.extenders import tls
 from tests.fakeapi.fixtures import configuration
 from tests.fakeapi.server import FakeAPIServer

@@ -1,6 +1,6 @@
 """The fakes' TokenReview and SubjectAccessReview, as the serving layer reaches them: the
 real client over HTTP to the fake API server and the in-memory client answer alike
-(one store, :mod:`nodeagent.kube.fakereviews`), with kube-apiserver's refusals for
+(one store, :mod:`tests.doubles.reviews`), with kube-apiserver's refusals for
 malformed reviews."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from nodeagent.kube import client, fake, http
+from nodeagent.kube import client, http
 from nodeagent.kube import errors as kube_errors
-from nodeagent.kube.fakereviews import Identity
 from nodeagent.serving.auth import review_client
+from tests.doubles import kube as fake
+from tests.doubles.reviews import Identity
 from tests.fakeapi import server
 from tests.fakeapi.fixtures import configuration
 

@@ -21,15 +21,14 @@ from pathlib import Path
 import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from nodeagent.clock import FakeClock
-from nodeagent.kube.fakereviews import Identity
-from nodeagent.observability.health import Health
-from nodeagent.observability.server import ObservabilityServer
-from nodeagent.observability.settings import ListenAddress
+from nodeagent.base.clock import FakeClock
 from nodeagent.serving.auth import REVIEW_TTL
+from nodeagent.serving.endpoints import ObservabilityServer
+from nodeagent.serving.health import Health
 from nodeagent.serving.server import Protection
-from nodeagent.serving.settings import MetricsAuth, resolve
+from nodeagent.serving.settings import ListenAddress, MetricsAuth, resolve
 from nodeagent.serving.wsgi import StartResponse
+from tests.doubles.reviews import Identity
 from tests.extenders import tls
 from tests.fakeapi.fixtures import configuration
 from tests.fakeapi.server import FakeAPIServer

@@ -10,8 +10,6 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.kube import fake
-from nodeagent.kube.fakereviews import Identity
 from nodeagent.serving.auth import (
     ALWAYS_ALLOWED_PATHS,
     PEER_CERTIFICATE,
@@ -20,6 +18,8 @@ from nodeagent.serving.auth import (
     Outcome,
 )
 from nodeagent.serving.wsgi import StartResponse
+from tests.doubles import kube as fake
+from tests.doubles.reviews import Identity
 
 GRANTED = "/metrics"
 VERBS = "/filter"

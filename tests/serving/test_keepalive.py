@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.observability.settings import ListenAddress
 from nodeagent.serving import server as serving
 from nodeagent.serving.server import Server
+from nodeagent.serving.settings import ListenAddress
 from nodeagent.serving.wsgi import StartResponse
 from tests.waiting import eventually
 

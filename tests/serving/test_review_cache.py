@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.errors import ServerError
+from nodeagent.base.errors import ServerError
 from nodeagent.serving.auth import ReviewCache
 
 TTL = 10.0

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion
-from nodeagent.signals.fixtures import HostTree
+from tests.doubles.host import HostTree
 
 LAYOUTS = [
     pytest.param((CgroupVersion.V1, CgroupDriver.CGROUPFS), id="v1-cgroupfs"),

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.model import PodUID, QOSClass
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import PodUID
 from nodeagent.signals.cgroups import (
     CgroupDriver,
     CgroupVersion,
@@ -18,7 +19,7 @@ from nodeagent.signals.cgroups import (
     normalize_cgroup,
     pod_uid_from_cgroup_name,
 )
-from nodeagent.signals.fixtures import HostTree, Memory
+from tests.doubles.host import HostTree, Memory
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.config import load_config
-from nodeagent.errors import ConfigError
-from nodeagent.model import FsLayout, PodUID, PsiLine, QOSClass, Signal, SignalValue, Unavailable
+from nodeagent.agent.config import load_config
+from nodeagent.base.errors import ConfigError
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import FsLayout, PodUID, PsiLine, Signal, SignalValue, Unavailable
 from nodeagent.signals.cgroups import CgroupVersion
 from nodeagent.signals.collector import (
     COLLECTED_SIGNALS,
@@ -20,7 +21,7 @@ from nodeagent.signals.collector import (
     SignalCollector,
     SignalGroup,
 )
-from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory, Psi
+from tests.doubles.host import GIB, MIB, HostTree, Memory, Psi
 
 
 def populate(tree: HostTree) -> None:
@@ -270,3 +271,20 @@ def test_signals_carried_over_keep_the_time_they_were_read(tree: HostTree) -> No
         assert filesystems.sampled_at[Signal.PID_AVAILABLE] == 1.0
         assert Signal.NODEFS_AVAILABLE not in filesystems.sampled_at
         assert filesystems.psi_sampled_at == 1.0
+
+
+def test_a_resized_pod_is_read_from_the_same_cgroup(tree: HostTree) -> None:
+    """In-place resize (KEP-1287): the kubelet rewrites the pod cgroup's limits in place
+    (the QoS class, hence the parent, never changes). Nothing about the pod is cached
+    from its limits: the next collection reads the same files, usage past the old limit
+    included, and no pod is reported gone and back."""
+    populate(tree)
+    with SignalCollector(host_root=tree.root) as collector:
+        assert collector.collect(0.0).pods[PodUID("b")].memory == 512 * MIB
+        cgroups = collector.pod_cgroups
+        open_before = collector._reader.open_count
+        tree.cgroup(tree.pod_cgroup("b", QOSClass.BURSTABLE), Memory(1536 * MIB), limit=2 * GIB)
+        pods = collector.collect(1.0, PER_SECOND_GROUPS).pods
+        assert pods[PodUID("b")].memory == 1536 * MIB
+        assert collector.pod_cgroups[PodUID("b")] == cgroups[PodUID("b")]
+        assert collector._reader.open_count == open_before  # the same files, still open

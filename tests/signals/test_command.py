@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from nodeagent.cli import main
-from nodeagent.model import QOSClass
-from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory, Psi
+from nodeagent.k8s.pods import QOSClass
+from tests.doubles.host import GIB, MIB, HostTree, Memory, Psi
 
 SIGNAL_NAMES = [
     "memory.available",

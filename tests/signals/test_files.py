@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.errors import SignalReadError
+from nodeagent.base.errors import SignalReadError
 from nodeagent.signals.files import FileReader, default_fd_budget, read_checked
 
 

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.clock import FakeClock, RealClock
-from nodeagent.config import load_config
-from nodeagent.errors import ConfigError
+from nodeagent.agent.config import load_config
+from nodeagent.base.clock import FakeClock, RealClock
+from nodeagent.base.errors import ConfigError
 from nodeagent.model import NodeObservations, Signal, SignalValue
 from nodeagent.signals.cgroups import CgroupPaths
 from nodeagent.signals.collector import PER_SECOND_GROUPS, SignalGroup
-from nodeagent.signals.fixtures import GIB
 from nodeagent.signals.housekeeping import HousekeepingSchedule, HousekeptCollector
 from tests.agent.rig import Rig
+from tests.doubles.host import GIB
 
 Mi = 1 << 20
 

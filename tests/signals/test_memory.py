@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.model import Observation, PodUID, QOSClass, Signal, SignalValue, Unavailable
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import Observation, PodUID, Signal, SignalValue, Unavailable
 from nodeagent.signals.cgroups import CgroupVersion
 from nodeagent.signals.collector import SignalCollector, SignalGroup
-from nodeagent.signals.fixtures import GIB, MIB, HostTree, Memory
+from tests.doubles.host import GIB, MIB, HostTree, Memory
 
 MEMORY = {SignalGroup.MEMORY}
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nodeagent.signals import parse
-from nodeagent.signals.fixtures import V1_UNLIMITED, Psi
+from tests.doubles.host import V1_UNLIMITED, Psi
 
 V1_STAT = b"cache 16777216\nrss 209920000\ninactive_file 1\ntotal_inactive_file 16777216\n"
 V2_STAT = b"anon 100\nfile 200\nfile_mapped 7\ninactive_file 150\nactive_file 50\n"

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.errors import SignalReadError
-from nodeagent.model import PodUID, QOSClass, SignalValue
+from nodeagent.base.errors import SignalReadError
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import PodUID, SignalValue
 from nodeagent.signals.cgroups import CgroupVersion, PodCgroupIndex, detect_cgroups
 from nodeagent.signals.files import FileReader
-from nodeagent.signals.fixtures import HostTree, Memory
 from nodeagent.signals.pids import PidReader, PodTasks
+from tests.doubles.host import HostTree, Memory
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodeagent.model import PodUID, QOSClass
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import PodUID
 from nodeagent.signals.cgroups import PodCgroupIndex, detect_cgroups
-from nodeagent.signals.fixtures import HostTree, Memory
 from nodeagent.signals.pod_storage import DiskUsage, PodStorageScanner, disk_usage
+from tests.doubles.host import HostTree, Memory
 
 
 def du_and_find(path: Path) -> DiskUsage:

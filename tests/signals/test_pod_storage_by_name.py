@@ -10,11 +10,12 @@ import json
 import pytest
 
 from nodeagent.cli import main
-from nodeagent.model import ContainerUsage, PodUID, QOSClass
+from nodeagent.k8s.pods import QOSClass
+from nodeagent.model import ContainerUsage, PodUID
 from nodeagent.signals import parse
 from nodeagent.signals.cgroups import PodCgroupIndex, detect_cgroups
-from nodeagent.signals.fixtures import HostTree, Memory
 from nodeagent.signals.pod_storage import PodStorageScanner, disk_usage, disk_usage_by_child
+from tests.doubles.host import HostTree, Memory
 
 UID = "0f5b8a2c-1111-4a2b-9c3d-4e5f60718293"
 

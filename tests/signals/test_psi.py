@@ -11,8 +11,8 @@ import pytest
 from nodeagent.model import PsiLine
 from nodeagent.signals.cgroups import CgroupDriver, CgroupVersion, detect_cgroups
 from nodeagent.signals.files import FileReader
-from nodeagent.signals.fixtures import HostTree, Memory, Psi
 from nodeagent.signals.psi import RECHECK_S, PsiReader
+from tests.doubles.host import HostTree, Memory, Psi
 
 from .counting import CountingReader
 

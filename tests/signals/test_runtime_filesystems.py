@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from nodeagent.cri.client import FilesystemUsage
-from nodeagent.cri.fake import FakeRuntime
 from nodeagent.model import FsLayout, Observation, Signal, SignalValue, Unavailable
 from nodeagent.signals.filesystems import FilesystemReader, FsPath, RuntimeFilesystems
+from tests.doubles.cri import FakeRuntime
 
 
 class Clock:

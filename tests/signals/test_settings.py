@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.config import load_config, snake_to_camel
-from nodeagent.errors import ConfigError
+from nodeagent.agent.config import load_config, snake_to_camel
+from nodeagent.base.errors import ConfigError
 
 
 @pytest.mark.parametrize(

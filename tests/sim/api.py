@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar, cast
 
-from nodeagent import errors
-from nodeagent.clock import FakeClock
+from nodeagent.base import errors
+from nodeagent.base.clock import FakeClock
 from nodeagent.kube import client
 from nodeagent.kube import errors as kube_errors
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
 from nodeagent.triggers import adaptive
 from nodeagent.triggers.api import Mechanism, MechanismState
 from nodeagent.triggers.triggerset import TriggerSet

@@ -13,8 +13,9 @@ Mi = 1 << 20
 
 
 def test_usage_threshold_is_one_byte_past_the_kubelet_example() -> None:
-    # kubelet-eviction.md §12: available 3Gi, working set 1Gi, usage 2Gi, threshold 1Gi ->
-    # 4Gi, where available *equals* the threshold; the threshold is met one byte later
+    # The kubelet's TestUpdateThreshold: available 3Gi, working set 1Gi, usage 2Gi,
+    # threshold 1Gi -> 4Gi, where available *equals* the threshold; the threshold is met one
+    # byte later
     assert memcg.usage_threshold(usage=2 * Gi, available=3 * Gi, threshold=1 * Gi) == 4 * Gi + 1
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
 from nodeagent.triggers.schedule import Poll, PollSchedule
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.config import load_config
-from nodeagent.errors import ConfigError
+from nodeagent.agent.config import load_config
+from nodeagent.base.errors import ConfigError
 from nodeagent.triggers import psi
 
 

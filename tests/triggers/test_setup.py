@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
 from nodeagent.triggers import psi, setup
 from nodeagent.triggers.api import Mechanism, MechanismState, MechanismStatus
-from nodeagent.triggers.fake import FakeTriggers
+from tests.doubles.triggers import FakeTriggers
 
 Mi = 1 << 20
 

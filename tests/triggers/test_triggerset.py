@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nodeagent.config import load_config
+from nodeagent.agent.config import load_config
 from nodeagent.triggers import psi
 from nodeagent.triggers.api import Mechanism, MechanismState
 from nodeagent.triggers.triggerset import WAKE_TRIGGER, TriggerSet

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from nodeagent.agent.config import camel_to_snake, config_from_args, load_config
+from nodeagent.base.errors import ConfigError
 from nodeagent.cli import build_parser, main
-from nodeagent.config import camel_to_snake, config_from_args, load_config
-from nodeagent.errors import ConfigError
 
 
 def test_precedence_is_flag_over_environment_over_file(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodeagent import durations
+from nodeagent.base import durations
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The heap's freezing (nodeagent.heap): the collector off while a block builds, what it
+"""The heap's freezing (nodeagent.base.heap): the collector off while a block builds, what it
 built frozen afterwards, the collector restored however the block ends."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nodeagent import heap
+from nodeagent.base import heap
 
 
 @pytest.fixture(autouse=True)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from nodeagent import cli
-from nodeagent.config import NodeAgentConfiguration
+from nodeagent.agent.config import NodeAgentConfiguration
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,7 +76,7 @@ class TestStartupImports:
     def test_building_the_parser_imports_no_subcommand(self, tmp_path: Path) -> None:
         modules = imported(run_python(BUILD_PARSER_ONLY, cwd=tmp_path))
         assert offending(modules, (*DEPENDENCIES, *OWN_HEAVY, "nodeagent.commands")) == []
-        assert "nodeagent.config" not in modules
+        assert "nodeagent.agent.config" not in modules
 
     @pytest.mark.parametrize(
         "argv",
@@ -244,7 +244,7 @@ print(json.dumps({
     "collections": len(collections),
     "enabled": gc.isenabled(),
     "newly_frozen": gc.get_freeze_count() - frozen,
-    "imported": "nodeagent.config" in sys.modules,
+    "imported": "nodeagent.agent.config" in sys.modules,
 }))
 """
 

@@ -1,12 +1,10 @@
-"""Scheduler extenders, both ways (reference §14).
+"""Calling scheduler extenders, as kube-scheduler's ``HTTPExtender``
+(``pkg/scheduler/extender.go``) does.
 
-* Calling them: the ``extenders:`` of a KubeSchedulerConfiguration (:mod:`.settings`),
-  called over HTTP (:mod:`.client`) at their points of every scheduling cycle
-  (:mod:`.chain`, hooked into :mod:`nodeagent.scheduler.scheduling`), so ``nodeagent
-  schedule`` and the live scheduler both use them.
-* Being one: ``nodeagent extender`` (:mod:`.server`) answers a stock kube-scheduler's
-  filter and prioritize calls with the NodePressure plugin's verdicts, over a node view
-  kept current by a watch (:mod:`.nodeview`).
-
-:mod:`.wire` holds the protocol's messages for both sides.
+* The ``extenders:`` of a KubeSchedulerConfiguration (:mod:`.settings`), called over
+  HTTP (:mod:`.client`) at their points of every scheduling cycle (:mod:`.chain`, hooked
+  into :mod:`nodeagent.scheduler.scheduling`; :mod:`.preempting` for preemption), so
+  ``nodeagent schedule`` and the live scheduler both use them.
+* :mod:`.wire` holds the protocol's messages for both sides: the extender server
+  (:mod:`nodeagent.extender`) answers with the same types.
 """

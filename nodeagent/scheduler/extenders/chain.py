@@ -1,5 +1,6 @@
 """The configured extenders, run at their points of the scheduling cycle with
-kube-scheduler's semantics (reference §3, §13, §14).
+kube-scheduler's semantics (``findNodesThatPassExtenders``, ``prioritizeNodes``,
+``callExtenders``, ``HTTPExtender``).
 
 * **Interest**: an extender with ``managedResources`` is called only for pods whose
   containers or init containers request or limit one of them; one without is called for
@@ -32,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api
 from nodeagent.scheduler.extenders import wire
 from nodeagent.scheduler.extenders.client import ExtenderError, HTTPExtender

@@ -1,4 +1,4 @@
-"""Preemption's extender step (kube-scheduler's ``callExtenders``, reference §13.6, §14).
+"""Preemption's extender step (kube-scheduler's ``callExtenders`` and ``ProcessPreemption``).
 
 After the dry run, each interested extender with a ``preemptVerb`` receives the candidate
 nodes and their victims - whole pods, or only their UIDs when it is node-cache capable -

@@ -1,6 +1,6 @@
 """The ``extenders:`` list of a ``KubeSchedulerConfiguration``, read as kube-scheduler reads it.
 
-Field names, defaults and validation are kube-scheduler's (reference §14): ``urlPrefix``,
+Field names, defaults and validation are kube-scheduler's (``validateExtenders``): ``urlPrefix``,
 the four verbs (an empty verb means the extender does not offer that call), ``weight``
 (must be positive when ``prioritizeVerb`` is set), ``enableHTTPS`` and ``tlsConfig``,
 ``httpTimeout`` (0 means 5 s), ``nodeCacheCapable``, ``managedResources`` (valid extended
@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
-from nodeagent import durations
-from nodeagent.errors import ConfigError
+from nodeagent.base import durations
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api
 
 DEFAULT_HTTP_TIMEOUT = 5.0

@@ -1,4 +1,4 @@
-"""The extender protocol on the wire, both directions (reference §14).
+"""The extender protocol on the wire, both directions (kube-scheduler's ``HTTPExtender``).
 
 kube-scheduler's extender types (``k8s.io/kube-scheduler/extender/v1``) carry **no JSON
 tags**, so the field names on the wire are the Go field names, capitalized: ``Pod``,
@@ -27,6 +27,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api
 
 MAX_EXTENDER_PRIORITY = 10
@@ -150,7 +151,7 @@ class _Status(msgspec.Struct, gc=False):
 _EFFECTS = frozenset(api.TaintEffect)
 
 
-def _taints(node: str, taints: list[_Taint] | None) -> tuple[api.Taint, ...]:
+def _taints(node: str, taints: list[_Taint] | None) -> tuple[Taint, ...]:
     """The API's taints as the scheduler's values; an unknown effect is a ProtocolError."""
     if not taints:
         return ()
@@ -162,7 +163,7 @@ def _taints(node: str, taints: list[_Taint] | None) -> tuple[api.Taint, ...]:
                 f"Node {node}: spec.taints[{i}].effect {effect!r}: expected"
                 f" one of {', '.join(api.TaintEffect)}"
             )
-        out.append(api.Taint(taint.key or "", effect, taint.value or ""))
+        out.append(Taint(taint.key or "", effect, taint.value or ""))
     return tuple(out)
 
 
@@ -173,7 +174,7 @@ class NodeTaints(msgspec.Struct, gc=False):
     metadata: _Name = msgspec.field(default_factory=_Name)
     spec: _Spec = msgspec.field(default_factory=_Spec)
 
-    def taints(self) -> tuple[api.Taint, ...]:
+    def taints(self) -> tuple[Taint, ...]:
         return _taints(self.metadata.name, self.spec.taints)
 
 

@@ -45,10 +45,10 @@ from typing import Any
 
 import msgspec
 
-from nodeagent import errors, heap
-from nodeagent.actuators.events import NORMAL, InvolvedObject, UniqueEvents
+from nodeagent.base import errors, heap
 from nodeagent.kube import client, pipeline, ratelimit, retry, writes
 from nodeagent.kube.address import Address
+from nodeagent.kube.events import NORMAL, InvolvedObject, UniqueEvents
 from nodeagent.scheduler.api import BindResult
 from nodeagent.scheduler.live import reporter
 

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import client, retry
 from nodeagent.kube.address import Address
 from nodeagent.scheduler import api

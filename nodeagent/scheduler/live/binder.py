@@ -1,4 +1,4 @@
-"""The binding cycle, off the scheduling thread (reference §1 steps 9-11, §18).
+"""The binding cycle, off the scheduling thread (kube-scheduler's ``bindingCycle``).
 
 The scheduling cycle ends once the pod is assumed, reserved and permitted; the rest -
 PreBind, Bind (DefaultBinder: ``POST pods/NAME/binding``), PostBind - runs on a bounded
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import client
 from nodeagent.scheduler import api
 from nodeagent.scheduler.api import BindResult, FinalBindError

@@ -1,5 +1,5 @@
-"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection
-(reference §18): one active scheduler, the others standing by.
+"""Leader election on a coordination.k8s.io/v1 Lease, as client-go's
+``tools/leaderelection``: one active scheduler, the others standing by.
 
 The decision is pure (:func:`decide`): given the Lease as last read, when its record
 last *changed* by this replica's own monotonic clock, the identity and ``now``, it says
@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from nodeagent import errors
+from nodeagent.base import errors
 from nodeagent.kube import client
 
 log = logging.getLogger(__name__)

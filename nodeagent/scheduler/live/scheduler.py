@@ -6,7 +6,7 @@ binding workers, the queue flusher (backoff expiry every second, the 5-minute
 unschedulable flush, expired assumptions), the reporter, leader election and the
 metrics server.
 
-Which pods: kube-scheduler's choice (reference §18). Pods are listed and watched with
+Which pods: kube-scheduler's choice (``addAllEventHandlers``). Pods are listed and watched with
 ``status.phase!=Succeeded,status.phase!=Failed``; a pod with a node feeds the cache, a
 pod without one whose ``schedulerName`` is a profile and that is not being deleted feeds
 the queue. Nothing is fetched per pod: the informers carry everything.
@@ -35,30 +35,31 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from nodeagent import errors, heap
-from nodeagent.actuators.events import EventRecorder
-from nodeagent.agent.logs import FIELDS
-from nodeagent.clock import Clock, RealClock
+from nodeagent.base import errors, heap
+from nodeagent.base.clock import Clock, RealClock
+from nodeagent.base.logs import FIELDS
+from nodeagent.k8s.pods import NOT_TERMINAL_FIELD_SELECTOR
 from nodeagent.kube import client, informer
-from nodeagent.observability.health import ProbeResult
+from nodeagent.kube.events import EventRecorder
 from nodeagent.scheduler import api, framework, objects, registry, scheduling
 from nodeagent.scheduler.api import BindResult
 from nodeagent.scheduler.live import bind_process
 from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool
 from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
-from nodeagent.scheduler.live.events import ClusterEvent
+from nodeagent.scheduler.live.events import ClusterEvent, QueueingHints
 from nodeagent.scheduler.live.leader import LeaderElector, default_identity
 from nodeagent.scheduler.live.metrics import SchedulerMetrics
 from nodeagent.scheduler.live.queue import PodInfo, SchedulingQueue, Where
 from nodeagent.scheduler.live.reporter import Reporter
 from nodeagent.scheduler.live.settings import LiveSettings
 from nodeagent.scheduler.snapshot import ClusterSnapshot
+from nodeagent.serving.health import ProbeResult
 
 log = logging.getLogger("nodeagent.scheduler")
 
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+POD_FIELD_SELECTOR = NOT_TERMINAL_FIELD_SELECTOR
 FLUSH_INTERVAL = 1.0
 STATIC_REFRESH_INTERVAL = 10.0
 """Seconds between refreshes of plugins' per-node caches (published pressure ages)."""
@@ -83,6 +84,22 @@ def _readable(
     except errors.ConfigError as exc:
         log.warning("ignoring a %s the scheduler cannot read: %s", kind, exc)
         return None
+
+
+_RESOURCE_STATUS = ("containerStatuses", "initContainerStatuses", "resources", "allocatedResources")
+_RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
+
+
+def _accounted(obj: client.KubeObject) -> tuple[Any, ...]:
+    """What the cache's accounting of a bound pod reads, but the binding itself."""
+    spec = {k: v for k, v in (obj.get("spec") or {}).items() if k != "nodeName"}
+    status = obj.get("status") or {}
+    return (
+        spec,
+        (obj.get("metadata") or {}).get("labels"),
+        [status.get(key) for key in _RESOURCE_STATUS],
+        [c for c in status.get("conditions") or () if c.get("type") in _RESIZE_CONDITIONS],
+    )
 
 
 def _spec_changed(old: client.KubeObject, new: client.KubeObject) -> bool:
@@ -119,52 +136,21 @@ class LiveScheduler:
         self._clock = clock or RealClock()
         self.identity = identity or default_identity()
         self.metrics = metrics or SchedulerMetrics(settings.profiles)
-        election = settings.leader_election
-        self.elector: LeaderElector | None = None
-        if election.leader_elect:
-            self.elector = LeaderElector(
-                kube,
-                election,
-                identity=self.identity,
-                now=self._clock.now,
-                wall=self._clock.wall,
-                on_started_leading=self._started_leading,
-                on_stopped_leading=self._stopped_leading,
-            )
+        self.elector = self._elector(kube) if settings.leader_election.leader_elect else None
         self.handle = framework.Handle(now=self._clock.wall(), features=settings.features)
         self.metrics.registry.register(self.handle.failures)  # plugin_errors_total
-        self.process_binder: bind_process.ProcessBinder | None = None
-        binding_threads = settings.bind_workers
-        if bind_target is not None:
-            # bindings with DefaultBinder alone take no thread (binder.direct_binder);
-            # the threads are for a profile whose binding cycle waits for more
-            binding_threads = min(settings.bind_workers, PROCESS_BINDING_THREADS)
-            self.process_binder = bind_process.ProcessBinder(
-                bind_target,
-                self.may_bind,
-                observer=self.metrics,
-                on_start=self.metrics.binding_process_starts.inc,
-                # the Scheduled events go out from there too, off this interpreter
-                reporting=bind_process.Reporting(settings.profiles[0], self.identity),
-                on_events_dropped=self.metrics.events_dropped.inc,
-            )
-            self.handle.binder = self.process_binder
-        else:
-            self.handle.binder = APIBinder(kube, self.may_bind)
+        self.process_binder = None if bind_target is None else self._process_binder(bind_target)
+        self.handle.binder = (
+            APIBinder(kube, self.may_bind) if self.process_binder is None else self.process_binder
+        )
         self.frameworks = framework.build_frameworks(
             settings.configuration, plugins or registry.in_tree_registry(), self.handle
         )
         any_fw = next(iter(self.frameworks.values()))
         self.handle.rng = random.Random(seed)
         self.cache = SchedulerCache(clock=self._clock.now, nominator=self.handle.nominator)
-        self.queue = SchedulingQueue(
-            less=any_fw.less,
-            pre_enqueue=self._pre_enqueue,
-            clock=self._clock.now,
-            initial_backoff=settings.initial_backoff,
-            max_backoff=settings.max_backoff,
-            on_move=self._moved,
-        )
+        self.hints = QueueingHints(self.frameworks, observe=self.metrics.hint_ran)
+        self.queue = self._queue(any_fw.less)
         self.metrics.watch_queue(self.queue.pending)
         self.algorithm = scheduling.Scheduler(
             self.frameworks,
@@ -178,7 +164,68 @@ class LiveScheduler:
             clock=self._clock,
             component=settings.profiles[0],
         )
-        self.reporter = Reporter(
+        self.reporter = self._reporter(kube)
+        self.binder = BindingPool(
+            0 if stepped else self._binding_threads(bind_target), self._binding_done
+        )
+        self.pods, self.nodes, self.budgets = self._informers(kube, watch_timeout)
+        self._stopping = threading.Event()
+        self._lost = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._last_beat = self._last_refresh = self._clock.now()
+        self.times = {"algorithm": 0.0, "assume": 0.0, "failure": 0.0, "cycles": 0.0}
+        self.bound_count = 0
+        self._bound_lock = threading.Lock()
+
+    # --- the parts ----------------------------------------------------------------------
+    def _elector(self, kube: client.ClusterClient) -> LeaderElector:
+        return LeaderElector(
+            kube,
+            self.settings.leader_election,
+            identity=self.identity,
+            now=self._clock.now,
+            wall=self._clock.wall,
+            on_started_leading=self._started_leading,
+            on_stopped_leading=self._stopped_leading,
+        )
+
+    def _process_binder(self, target: bind_process.Target) -> bind_process.ProcessBinder:
+        """The binding process reaching the API server through ``target``."""
+        return bind_process.ProcessBinder(
+            target,
+            self.may_bind,
+            observer=self.metrics,
+            on_start=self.metrics.binding_process_starts.inc,
+            # the Scheduled events go out from there too, off this interpreter
+            reporting=bind_process.Reporting(self.settings.profiles[0], self.identity),
+            on_events_dropped=self.metrics.events_dropped.inc,
+        )
+
+    def _binding_threads(self, bind_target: bind_process.Target | None) -> int:
+        if bind_target is None:
+            return self.settings.bind_workers
+        # bindings with DefaultBinder alone take no thread (binder.direct_binder);
+        # the threads are for a profile whose binding cycle waits for more
+        return min(self.settings.bind_workers, PROCESS_BINDING_THREADS)
+
+    def _queue(
+        self, less: Callable[[framework.QueuedPod, framework.QueuedPod], bool]
+    ) -> SchedulingQueue:
+        settings = self.settings
+        return SchedulingQueue(
+            less=less,
+            pre_enqueue=self._pre_enqueue,
+            clock=self._clock.now,
+            initial_backoff=settings.initial_backoff,
+            max_backoff=settings.max_backoff,
+            on_move=self._moved,
+            hints=self.hints,
+            on_wasted=self.metrics.wasted_retry,
+        )
+
+    def _reporter(self, kube: client.ClusterClient) -> Reporter:
+        settings = self.settings
+        return Reporter(
             kube,
             self.recorder,
             wall=self._clock.wall,
@@ -187,21 +234,26 @@ class LiveScheduler:
             clock=self._clock,
             event_qps=settings.qps,
             event_burst=settings.burst,
+            on_victim_done=self._victim_done,
         )
-        self.binder = BindingPool(0 if stepped else binding_threads, self._binding_done)
-        self.pods = informer.Informer(
+
+    def _informers(
+        self, kube: client.ClusterClient, watch_timeout: int
+    ) -> tuple[informer.Informer, informer.Informer, informer.Informer]:
+        """The pod, node and PodDisruptionBudget informers, feeding the handlers below."""
+        pods = informer.Informer(
             informer.pods(kube, field_selector=POD_FIELD_SELECTOR),
             informer.Handlers(self._pod_added, self._pod_updated, self._pod_deleted),
             watch_timeout=watch_timeout,
             name="pod-informer",
         )
-        self.nodes = informer.Informer(
+        nodes = informer.Informer(
             informer.nodes(kube),
             informer.Handlers(self._node_added, self._node_updated, self._node_deleted),
             watch_timeout=watch_timeout,
             name="node-informer",
         )
-        self.budgets = informer.Informer(
+        budgets = informer.Informer(
             informer.disruption_budgets(kube),
             informer.Handlers(
                 self._budget_changed,
@@ -211,13 +263,7 @@ class LiveScheduler:
             watch_timeout=watch_timeout,
             name="pdb-informer",
         )
-        self._stopping = threading.Event()
-        self._lost = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._last_beat = self._last_refresh = self._clock.now()
-        self.times = {"algorithm": 0.0, "assume": 0.0, "failure": 0.0, "cycles": 0.0}
-        self.bound_count = 0
-        self._bound_lock = threading.Lock()
+        return pods, nodes, budgets
 
     # --- leadership ---------------------------------------------------------------------
     def may_schedule(self) -> bool:
@@ -257,7 +303,7 @@ class LiveScheduler:
             self.queue.delete(pod.uid)
             self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
             self.cache.add_bound(pod)
-            self._event(ClusterEvent.ASSIGNED_POD_ADD)
+            self._event(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
         elif self._responsible(pod) and not self.cache.accounts(pod.uid):
             self.cache.set_nominated(pod)
             self.queue.add(pod)
@@ -266,10 +312,13 @@ class LiveScheduler:
         node_name = (obj.get("spec") or {}).get("nodeName")
         if node_name and not (old_obj.get("spec") or {}).get("nodeName"):
             uid = str((obj.get("metadata") or {}).get("uid") or "")
-            if self.cache.confirm(uid, node_name):
+            # the shortcut holds only if nothing else changed since: the watch may show the
+            # binding and a resize at once, as kube-scheduler's cache updates the assumed
+            # pod from the informer's (cache.AddPod)
+            if _accounted(old_obj) == _accounted(obj) and self.cache.confirm(uid, node_name):
                 # our own binding, seen bound: the assumed pod is the bound one
                 self.queue.delete(uid)
-                self._event(ClusterEvent.ASSIGNED_POD_ADD)
+                self._event(ClusterEvent.ASSIGNED_POD_ADD, None, self.cache.bound(uid))
                 return
         pod = self._parse_pod(obj)
         if pod is None:
@@ -279,10 +328,14 @@ class LiveScheduler:
             self.queue.delete(pod.uid)
             if newly_bound:
                 self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
+            before = None if newly_bound else self.cache.bound(pod.uid)
             self.cache.add_bound(pod)
-            self._event(
-                ClusterEvent.ASSIGNED_POD_ADD if newly_bound else ClusterEvent.ASSIGNED_POD_UPDATE
-            )
+            if before is None:
+                self._event(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
+            else:
+                # a resize down frees room (isPodResourcesResizedDown)
+                for event in framework.pod_update_events(before, pod):
+                    self._event(event, before, pod)
         elif self.cache.accounts(pod.uid):
             # assumed (its binding in flight or not yet seen) or already seen bound: an
             # older version of the pod (a late update, our own status patch) must not
@@ -311,22 +364,31 @@ class LiveScheduler:
         if pod is not None:
             self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
         if gone is not None:
-            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE, gone, None)
+        elif pod is not None and pod.nominated_node_name and not pod.node_name:
+            # the room nominated to it is free again
+            self._event(ClusterEvent.UNSCHEDULED_POD_DELETE, pod, None)
 
     def _node_added(self, obj: client.KubeObject) -> None:
         node = self._parse_node(obj)
         if node is not None:
-            for event in self.cache.add_node(node):
-                self._event(event)
+            self._node_seen(node, self.cache.node(node.name), self.cache.add_node(node))
 
     def _node_updated(self, old_obj: client.KubeObject, obj: client.KubeObject) -> None:
         node = self._parse_node(obj)
         if node is not None:
-            for event in self.cache.update_node(node):
-                self._event(event)
+            self._node_seen(node, self.cache.node(node.name), self.cache.update_node(node))
+
+    def _node_seen(
+        self, node: api.Node, before: api.Node | None, events: frozenset[ClusterEvent]
+    ) -> None:
+        for event in events:
+            self._event(event, None if event is ClusterEvent.NODE_ADD else before, node)
 
     def _node_deleted(self, obj: client.KubeObject) -> None:
-        self.cache.remove_node(str((obj.get("metadata") or {}).get("name") or ""))
+        gone = self.cache.remove_node(str((obj.get("metadata") or {}).get("name") or ""))
+        if gone is not None:
+            self._event(ClusterEvent.NODE_DELETE, gone, None)
 
     @staticmethod
     def _parse_node(obj: client.KubeObject) -> api.Node | None:
@@ -339,8 +401,8 @@ class LiveScheduler:
         self.cache.set_budget(budget, present=present)
         self._event(ClusterEvent.PDB_CHANGE)
 
-    def _event(self, event: ClusterEvent) -> None:
-        self.queue.on_event(event)
+    def _event(self, event: ClusterEvent, old: object = None, new: object = None) -> None:
+        self.queue.on_event(event, old, new)
 
     def _moved(self, where: Where, event: str) -> None:
         self.metrics.incoming.labels(where.value, event).inc()
@@ -441,6 +503,9 @@ class LiveScheduler:
             ", ".join(v.key for v in victims),
         )
         nominated = dataclasses.replace(pod, nominated_node_name=node)
+        # asynchronous preemption: the victims are deleted by the reporter's thread; until
+        # the last deletion is answered DefaultPreemption's PreEnqueue holds the pod back
+        self.handle.preemptions.start(pod.uid, len(victims))
         self.cache.set_nominated(nominated)
         self.queue.update(nominated, relevant=False)  # its next cycle tries that node first
         self.reporter.nominate(pod, node)
@@ -450,6 +515,19 @@ class LiveScheduler:
         for cleared in offer.cleared_nominations:
             self.cache.set_nominated(dataclasses.replace(cleared, nominated_node_name=""))
             self.reporter.clear_nomination(cleared)
+
+    def _victim_done(self, preemptor_uid: str, ok: bool) -> None:
+        """A victim's deletion was answered (reporter's thread). After the last one the
+        preemptor may go on: if every deletion went through, it waits (ungated) for the
+        events of the victims leaving; if one failed, it is retried at once
+        (``prepareCandidateAsync``: ``Activate`` on an error)."""
+        finished = self.handle.preemptions.victim_done(preemptor_uid, ok=ok)
+        if finished is None:
+            return
+        if finished:
+            self.queue.recheck_gate(preemptor_uid, ClusterEvent.ASSIGNED_POD_DELETE)
+        else:
+            self.queue.activate(preemptor_uid)
 
     def _attempt(self, result: str, fw: framework.Framework, started: float) -> None:
         self.metrics.attempt(result, fw.scheduler_name, self._clock.now() - started)
@@ -473,7 +551,7 @@ class LiveScheduler:
         if self.cache.forget(pod.uid):
             # the room it held is free again: pods it kept out may fit now (as
             # kube-scheduler moves them, with AssignedPodDelete, on a failed binding)
-            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE, pod, None)
         if result is BindResult.FINAL:
             # 409/404: bound already, deleted, or its node is gone. It backs off like
             # any failure (kube-scheduler's handleSchedulingFailure): the watch removes
@@ -528,8 +606,8 @@ class LiveScheduler:
         and stale unschedulable pods back to activeQ, expired assumptions dropped,
         aggregated events written, plugins' aging node data refreshed."""
         self.queue.flush()
-        if self.cache.expire_assumed():
-            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
+        for expired in self.cache.expire_assumed():
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE, expired, None)
         self.reporter.retry_failed()
         self.recorder.flush()
         if self._clock.now() - self._last_refresh >= STATIC_REFRESH_INTERVAL:
@@ -553,7 +631,7 @@ class LiveScheduler:
         (or stand by). Returns False if the informers did not sync in time, or ``stop``
         was set meanwhile (SIGTERM while the API is unreachable). ``freeze_heap``: the
         informers list with the collector off and what they listed is then taken out of
-        its reach (:func:`nodeagent.heap.building`), for a process that is the scheduler
+        its reach (:func:`nodeagent.base.heap.building`), for a process that is the scheduler
         (not a test run, which starts many)."""
         if self.process_binder is not None:
             self.process_binder.start()  # its start-up overlaps the informers' lists

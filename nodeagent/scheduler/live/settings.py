@@ -18,7 +18,7 @@ the framework's Handle through :attr:`LiveSettings.features`.
 Without ``--config`` there is one profile, ``nodeagent-scheduler`` (never
 ``default-scheduler``, so it does not fight the cluster's own scheduler), with the
 default plugins and NodePressure. Flags override the file. Every error names the field
-path and raises :class:`~nodeagent.errors.ConfigError` (exit 2).
+path and raises :class:`~nodeagent.base.errors.ConfigError` (exit 2).
 """
 
 from __future__ import annotations
@@ -31,16 +31,12 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from nodeagent import durations
-from nodeagent.errors import ConfigError
-from nodeagent.observability.settings import (
-    DEFAULT_METRICS_ADDRESS,
-    ListenAddress,
-    parse_listen_address,
-)
+from nodeagent.base import durations
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import config
 from nodeagent.scheduler.framework import Registry
 from nodeagent.scheduler.live.leader import LeaderElectionSettings
+from nodeagent.serving.settings import DEFAULT_METRICS_ADDRESS, ListenAddress, parse_listen_address
 
 DEFAULT_PROFILE = "nodeagent-scheduler"
 DEFAULT_LEASE_NAME = "nodeagent-scheduler"
@@ -59,10 +55,7 @@ class LeaderElectionDocument(config.ConfigModel):
     @field_validator("lease_duration", "renew_deadline", "retry_period", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
-        seconds = durations.parse_seconds(value)
-        if seconds <= 0:
-            raise ValueError("must be a positive duration such as 15s")
-        return seconds
+        return durations.positive_seconds(value, "15s")
 
     @field_validator("resource_lock")
     @classmethod

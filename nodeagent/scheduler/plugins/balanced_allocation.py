@@ -1,5 +1,5 @@
 """NodeResourcesBalancedAllocation (PreScore, Score): prefer nodes whose resource
-fractions stay close together once the pod is placed (reference §6).
+fractions stay close together once the pod is placed (``noderesources/balanced_allocation.go``).
 
 Uses plain requests (no non-zero defaults). A pod that requests none of the configured
 resources is skipped (a best-effort pod would otherwise pile onto one node).
@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, model_validator
 
+from nodeagent.k8s.resources import CPU, MEMORY
 from nodeagent.scheduler import api, config
 from nodeagent.scheduler.framework import CycleState, Handle
 from nodeagent.scheduler.plugins import resource_allocation as ra
@@ -31,8 +32,8 @@ class Args(config.ConfigModel):
     """``NodeResourcesBalancedAllocationArgs``."""
 
     resources: tuple[ResourceSpec, ...] = (
-        ResourceSpec(name=api.CPU, weight=1),
-        ResourceSpec(name=api.MEMORY, weight=1),
+        ResourceSpec(name=CPU, weight=1),
+        ResourceSpec(name=MEMORY, weight=1),
     )
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ What it reads (written by the nodeagent agent; a stock cluster has the kubelet's
   ``node.kubernetes.io/{memory,disk,pid}-pressure``;
 * conditions: ``NodeAgentMemoryPressure``/``NodeAgentDiskPressure``/``NodeAgentPIDPressure``
   and the kubelet's ``MemoryPressure``/``DiskPressure``/``PIDPressure``;
-* the annotation ``nodeagent.io/pressure`` (:data:`nodeagent.model.PRESSURE_ANNOTATION`):
+* the annotation ``nodeagent.io/pressure`` (:data:`nodeagent.PRESSURE_ANNOTATION`):
   ``{"time": RFC 3339, "signals": {signal: {"available", "capacity", "threshold"}}}``.
 
 Filter: a node carrying one of those taints with effect ``NoSchedule``/``NoExecute`` that
@@ -33,52 +33,57 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
-from nodeagent import model
+from nodeagent.k8s.pressure import (
+    DEFAULT_CONDITION_TYPES,
+    DEFAULT_TAINT_KEYS,
+    KUBELET_CONDITION_TYPES,
+    KUBELET_TAINT_KEYS,
+    PRESSURE_ANNOTATION,
+    Pressure,
+    Taint,
+)
 from nodeagent.scheduler import api, config, objects
-from nodeagent.scheduler.framework import CycleState, Handle
+from nodeagent.scheduler.framework import (
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    QueueingHint,
+)
 from nodeagent.scheduler.plugins import helpers
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
 NAME = "NodePressure"
 log = logging.getLogger(__name__)
 
-KUBELET_TAINT_KEYS: Mapping[model.Pressure, str] = {
-    model.Pressure.MEMORY: "node.kubernetes.io/memory-pressure",
-    model.Pressure.DISK: "node.kubernetes.io/disk-pressure",
-    model.Pressure.PID: "node.kubernetes.io/pid-pressure",
-}
-KUBELET_CONDITION_TYPES: Mapping[model.Pressure, str] = {
-    model.Pressure.MEMORY: "MemoryPressure",
-    model.Pressure.DISK: "DiskPressure",
-    model.Pressure.PID: "PIDPressure",
-}
 FILTERED_EFFECTS = (api.TaintEffect.NO_SCHEDULE, api.TaintEffect.NO_EXECUTE)
 
 
-def reason(pressure: model.Pressure) -> str:
+def reason(pressure: Pressure) -> str:
     return f"node(s) had {pressure.value} pressure"
 
 
 def _defaults(
-    agent: Mapping[model.Pressure, str], kubelet: Mapping[model.Pressure, str]
-) -> dict[model.Pressure, tuple[str, ...]]:
-    return {p: (agent[p], kubelet[p]) for p in model.Pressure}
+    agent: Mapping[Pressure, str], kubelet: Mapping[Pressure, str]
+) -> dict[Pressure, tuple[str, ...]]:
+    return {p: (agent[p], kubelet[p]) for p in Pressure}
 
 
 class Args(config.ConfigModel):
     """``NodePressureArgs``."""
 
-    taint_keys: dict[model.Pressure, tuple[str, ...]] = Field(
-        default_factory=lambda: _defaults(model.DEFAULT_TAINT_KEYS, KUBELET_TAINT_KEYS)
+    taint_keys: dict[Pressure, tuple[str, ...]] = Field(
+        default_factory=lambda: _defaults(DEFAULT_TAINT_KEYS, KUBELET_TAINT_KEYS)
     )
     """Taint keys meaning "under pressure", per pressure (memory, disk, pid)."""
-    condition_types: dict[model.Pressure, tuple[str, ...]] = Field(
-        default_factory=lambda: _defaults(model.DEFAULT_CONDITION_TYPES, KUBELET_CONDITION_TYPES)
+    condition_types: dict[Pressure, tuple[str, ...]] = Field(
+        default_factory=lambda: _defaults(DEFAULT_CONDITION_TYPES, KUBELET_CONDITION_TYPES)
     )
     """Node condition types meaning "under pressure" when ``True``."""
     full_score_headroom_percent: int = Field(default=20, ge=1, le=100)
@@ -155,7 +160,7 @@ class NodePressure:
         self._tolerated = helpers.StaticNodeCache[Mask]()
         self._scores = helpers.StaticNodeCache[Int64s]()
 
-    def filtered_taints(self, taints: tuple[api.Taint, ...]) -> tuple[api.Taint, ...]:
+    def filtered_taints(self, taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
         """The taints among ``taints`` that Filter reads (a pressure key with a filtered
         effect), in order: :meth:`first_pressure` of them and of all ``taints`` is the
         same for every pod. Nodes whose taint lists differ elsewhere (a node-specific
@@ -167,8 +172,8 @@ class NodePressure:
         )
 
     def first_pressure(
-        self, taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]
-    ) -> model.Pressure | None:
+        self, taints: tuple[Taint, ...], tolerations: tuple[api.Toleration, ...]
+    ) -> Pressure | None:
         for taint in taints:
             pressure = self._pressure_of_key.get(taint.key)
             if (
@@ -205,7 +210,7 @@ class NodePressure:
         pressured = sorted(t for t in self._condition_types if node.conditions.get(t) == "True")
         if pressured:
             return 0, f"condition {pressured[0]} is True"
-        annotation = node.annotations.get(model.PRESSURE_ANNOTATION)
+        annotation = node.annotations.get(PRESSURE_ANNOTATION)
         if annotation is None:
             return self.args.neutral_score, "no pressure annotation"
         score, note = headroom_score(
@@ -229,7 +234,7 @@ class NodePressure:
             log.warning(
                 "%d node(s) have an unusable %s annotation and score %d (neutral): %s%s",
                 len(unusable),
-                model.PRESSURE_ANNOTATION,
+                PRESSURE_ANNOTATION,
                 self.args.neutral_score,
                 "; ".join(unusable[:3]),
                 "; ..." if len(unusable) > 3 else "",
@@ -248,6 +253,35 @@ class NodePressure:
     ) -> Mask:
         """Every rejection of this plugin is UnschedulableAndUnresolvable."""
         return np.zeros(len(nodes), dtype=bool)
+
+    # --- QueueingHints ------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """Filter reads only taints: a node added or retainted, or the pod's own new
+        toleration (the score's conditions and annotation reject nothing)."""
+        return (
+            EventHint(
+                frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_TAINT_CHANGE}),
+                self.is_schedulable_after_node_change,
+            ),
+            EventHint(
+                frozenset({ClusterEvent.UNSCHEDULED_POD_TOLERATION_CHANGE}),
+                _own_update,
+            ),
+        )
+
+    def is_schedulable_after_node_change(self, pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when the node (new, or under pressure for this pod before) is not under
+        pressure for it now."""
+        if self.first_pressure(new.taints, pod.tolerations) is not None:
+            return QueueingHint.QUEUE_SKIP
+        if old is None or self.first_pressure(old.taints, pod.tolerations) is not None:
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+
+def _own_update(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    return QueueingHint.QUEUE if new.uid == pod.uid else QueueingHint.QUEUE_SKIP
 
 
 def new(args: Args | None, handle: Handle) -> NodePressure:

@@ -1,8 +1,8 @@
 """Resource scoring formulas, each in two forms that must agree exactly.
 
-The scalar functions transcribe kube-scheduler's per-node formulas (reference §5.3, §6)
-and are the specification; the ``*_vector`` functions evaluate the same formula over
-many nodes at once with numpy and are what the plugins run. Inputs are per configured
+The scalar functions transcribe kube-scheduler's per-node formulas (``noderesources``'
+scorers) and are the specification; the ``*_vector`` functions evaluate the same formula
+over many nodes at once with numpy and are what the plugins run. Inputs are per configured
 resource ``r`` (rows) and node (columns): ``requested`` (node's requests plus the
 pod's), ``allocatable``, and ``included``, false where kube-scheduler skips the
 resource for that node (no allocatable, or a scalar resource the pod does not request).
@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from nodeagent.k8s.resources import CPU, MEMORY
 from nodeagent.scheduler import api
 from nodeagent.scheduler.plugins import helpers
 from nodeagent.scheduler.snapshot import (
@@ -193,9 +194,9 @@ def scoring_inputs(
         if row is None:
             continue
         allocatable[i] = snapshot.allocatable[row, nodes]
-        if nonzero and name == api.CPU:
+        if nonzero and name == CPU:
             requested[i] = snapshot.nonzero_requested[CPU_ROW, nodes] + amount
-        elif nonzero and name == api.MEMORY:
+        elif nonzero and name == MEMORY:
             requested[i] = snapshot.nonzero_requested[MEMORY_ROW, nodes] + amount
         else:
             requested[i] = snapshot.requested[row, nodes] + amount

@@ -1,13 +1,14 @@
 """A plain-loop reference of kube-scheduler's default plugins, for one pod against a
 cluster: which nodes are feasible, each score plugin's normalized scores, and what
-preemption would do. Written straight from ../shared/reference/kube-scheduler.md (the
-section of each rule is cited), one node and one pod at a time, no arrays, no caches:
+preemption would do. Written straight from kube-scheduler's rules (each names the upstream
+plugin or function it follows), one node and one pod at a time, no arrays, no caches:
 slow and obviously right, so the product's vectorised plugins can be checked against
 it.
 
-It reads the parsed values (:mod:`nodeagent.scheduler.api`): quantity parsing and
-request aggregation are the parser's, checked by their own tests; everything a plugin
-decides is recomputed here.
+It reads the parsed values (:mod:`nodeagent.scheduler.api`): quantity parsing is the
+parser's, checked by its own tests; everything a plugin decides is recomputed here, and
+so is a pod's request (:func:`requests`: containers, sidecars, init containers and the
+in-place resize rule over the status, from the pod object as written).
 """
 
 from __future__ import annotations
@@ -16,11 +17,111 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from nodeagent.k8s.pressure import Taint
+from nodeagent.k8s.quantities import quantity_value
 from nodeagent.scheduler import api
 
 CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
 HOSTNAME = "kubernetes.io/hostname"
-UNSCHEDULABLE_TAINT = api.Taint("node.kubernetes.io/unschedulable", "NoSchedule", "")
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "NoSchedule", "")
+
+
+# --- a pod's requests ----------------------------------------------------------------------
+Amounts = dict[str, int]
+
+
+def _amounts(raw: object) -> Amounts:
+    out: Amounts = {}
+    for name, text in dict(raw or {}).items():  # type: ignore[call-overload]
+        value = quantity_value(text)
+        out[name] = math.ceil(value * 1000 if name == CPU else value)
+    return out
+
+
+def _spec_requests(container: Mapping[str, object]) -> Amounts:
+    resources = dict(container.get("resources") or {})  # type: ignore[call-overload]
+    out = _amounts(resources.get("limits"))  # the API server defaults requests to limits
+    out.update(_amounts(resources.get("requests")))
+    return out
+
+
+def _resize_infeasible(status: Mapping[str, object]) -> bool:
+    for condition in list(status.get("conditions") or []):  # type: ignore[call-overload]
+        if condition.get("type") == "PodResizePending":
+            return bool(condition.get("reason") == "Infeasible")
+    return False
+
+
+def _counted(spec: Amounts, entry: Mapping[str, object] | None, infeasible: bool) -> Amounts:
+    """KEP-1287 as kube-scheduler counts a container that may be resizing: for each
+    resource, the largest of what is asked (unless the kubelet found it infeasible), what
+    runs, and what was allocated."""
+    if entry is None or entry.get("resources") is None:
+        return spec
+    actual = _amounts(dict(entry["resources"]).get("requests"))  # type: ignore[call-overload]
+    granted = _amounts(entry.get("allocatedResources"))
+    candidates = [actual, granted] if infeasible else [spec, actual, granted]
+    names = {name for amounts in candidates for name in amounts}
+    return {name: max(a.get(name, 0) for a in candidates if name in a) for name in names}
+
+
+def requests(pod: api.Pod, defaults: Mapping[str, int] | None = None) -> Amounts:
+    """The pod's requests, written out again from the pod object: sum of app containers
+    and sidecars; each ordinary init container with the sidecars started before it, the
+    largest of those if larger; the status counted for app containers and sidecars;
+    ``defaults`` fill what a container leaves out."""
+    if pod.raw is None:
+        return dict(pod.requests)
+    spec = dict(pod.raw.get("spec") or {})
+    status = dict(pod.raw.get("status") or {})
+    infeasible = _resize_infeasible(status)
+    entries = {
+        str(e.get("name")): e
+        for key in ("containerStatuses", "initContainerStatuses")
+        for e in list(status.get(key) or [])
+    }
+
+    def one(container: Mapping[str, object], with_status: bool) -> Amounts:
+        mine = _spec_requests(container)
+        if with_status:
+            mine = _counted(mine, entries.get(str(container.get("name"))), infeasible)
+        for name, value in (defaults or {}).items():
+            mine.setdefault(name, value)
+        return mine
+
+    total: Amounts = {}
+    for container in list(spec.get("containers") or []):
+        for name, value in one(container, True).items():
+            total[name] = total.get(name, 0) + value
+    sidecars: Amounts = {}
+    peak: Amounts = {}
+    for container in list(spec.get("initContainers") or []):
+        sidecar = container.get("restartPolicy") == "Always"
+        mine = one(container, sidecar)
+        if sidecar:
+            for name, value in mine.items():
+                total[name] = total.get(name, 0) + value
+                sidecars[name] = sidecars.get(name, 0) + value
+            running = dict(sidecars)
+        else:
+            running = {n: mine.get(n, 0) + sidecars.get(n, 0) for n in set(mine) | set(sidecars)}
+        for name, value in running.items():
+            peak[name] = max(peak.get(name, value), value)
+    for name, value in peak.items():
+        total[name] = max(total.get(name, value), value)
+    for name, value in _amounts(spec.get("overhead")).items():
+        total[name] = total.get(name, 0) + value
+    return total
+
+
+NON_ZERO = {CPU: 100, MEMORY: 200 * 1024 * 1024}
+
+
+def nonzero(pod: api.Pod, name: str) -> int:
+    """What scoring counts: :func:`requests` with kube-scheduler's defaults."""
+    if pod.raw is None:
+        return pod.nonzero_cpu if name == CPU else pod.nonzero_memory
+    return requests(pod, NON_ZERO).get(name, 0)
 
 
 class Verdict:
@@ -41,10 +142,10 @@ class World:
         return [(p, n) for n in self.nodes for p in self.pods_on[n.name]]
 
 
-# --- matching helpers (§7.1, §9, §10) ------------------------------------------------------
+# --- matching helpers (ToleratesTaint, node selector terms, pod affinity terms) ------------
 
 
-def tolerated(tolerations: Sequence[api.Toleration], taint: api.Taint) -> bool:
+def tolerated(tolerations: Sequence[api.Toleration], taint: Taint) -> bool:
     for t in tolerations:
         if t.effect and t.effect != taint.effect:
             continue
@@ -99,7 +200,7 @@ def requirement_matches(r: api.Requirement, labels: Mapping[str, str]) -> bool:
 
 
 def term_matches(term: api.SelectorTerm, node: api.Node) -> bool:
-    """§9: expressions and fields ANDed; a term with neither matches nothing."""
+    """NodeAffinity: expressions and fields ANDed; a term with neither matches nothing."""
     if not term.match_expressions and not term.match_fields:
         return False
     for r in term.match_expressions:
@@ -114,7 +215,7 @@ def term_matches(term: api.SelectorTerm, node: api.Node) -> bool:
 
 
 def term_namespaces_match(term: api.PodAffinityTerm, owner_ns: str, ns: str, world: World) -> bool:
-    """§10: namespaces ∪ namespaceSelector; both empty: the owner's namespace."""
+    """InterPodAffinity: namespaces ∪ namespaceSelector; both empty: the owner's namespace."""
     if not term.namespaces and term.namespace_selector is None:
         return ns == owner_ns
     if ns in term.namespaces:
@@ -137,7 +238,7 @@ def affinity_term_matches(
 
 
 def node_unschedulable(pod: api.Pod, node: api.Node) -> str:
-    """§8."""
+    """NodeUnschedulable."""
     if node.unschedulable and not tolerated(pod.tolerations, UNSCHEDULABLE_TAINT):
         return Verdict.UNRESOLVABLE
     return Verdict.FIT
@@ -148,7 +249,7 @@ def node_name(pod: api.Pod, node: api.Node) -> str:
 
 
 def taint_toleration(pod: api.Pod, node: api.Node) -> str:
-    """§7.2."""
+    """TaintToleration Filter."""
     for taint in node.taints:
         if taint.effect in ("NoSchedule", "NoExecute") and not tolerated(pod.tolerations, taint):
             return Verdict.UNRESOLVABLE
@@ -165,7 +266,7 @@ def required_node_affinity(pod: api.Pod, node: api.Node) -> bool:
 
 
 def node_affinity(pod: api.Pod, node: api.Node) -> str:
-    """§9."""
+    """NodeAffinity Filter."""
     return Verdict.FIT if required_node_affinity(pod, node) else Verdict.UNRESOLVABLE
 
 
@@ -183,20 +284,20 @@ def node_ports(pod: api.Pod, node: api.Node, world: World) -> str:
 def used(node: api.Node, world: World) -> dict[str, int]:
     total: dict[str, int] = {}
     for other in world.pods_on[node.name]:
-        for name, amount in other.requests.items():
+        for name, amount in requests(other).items():
             total[name] = total.get(name, 0) + amount
     return total
 
 
 def resources_fit(pod: api.Pod, node: api.Node, world: World) -> str:
-    """§5.2."""
+    """NodeResourcesFit Filter (``fitsRequest``)."""
     alloc = node.allocatable
     unresolvable = False
     failed = False
     if len(world.pods_on[node.name]) + 1 > alloc.get(PODS, 0):
         failed = True
     have = used(node, world)
-    for name, request in pod.requests.items():
+    for name, request in requests(pod).items():
         if request <= 0:
             continue
         free = alloc.get(name, 0) - have.get(name, 0)
@@ -210,7 +311,7 @@ def resources_fit(pod: api.Pod, node: api.Node, world: World) -> str:
 
 
 def spread_eligible(pod: api.Pod, node: api.Node, c: api.SpreadConstraint) -> bool:
-    """§11 inclusion policies."""
+    """PodTopologySpread's inclusion policies (``nodeAffinityPolicy``, ``nodeTaintsPolicy``)."""
     if c.honor_node_affinity and not required_node_affinity(pod, node):
         return False
     if c.honor_node_taints:
@@ -233,7 +334,7 @@ def spread_matching(pod: api.Pod, c: api.SpreadConstraint, node: api.Node, world
 
 
 def topology_spread(pod: api.Pod, node: api.Node, world: World) -> str:
-    """§11 Filter."""
+    """PodTopologySpread Filter."""
     hard = [c for c in pod.spread_constraints if c.when_unsatisfiable.value == "DoNotSchedule"]
     keys = [c.topology_key for c in hard]
     worst = Verdict.FIT
@@ -257,7 +358,8 @@ def topology_spread(pod: api.Pod, node: api.Node, world: World) -> str:
 
 
 def inter_pod_affinity(pod: api.Pod, node: api.Node, world: World) -> str:
-    """§10 Filter: the pod's affinity, its anti-affinity, existing pods' anti-affinity."""
+    """InterPodAffinity Filter: the pod's affinity, its anti-affinity, existing pods'
+    anti-affinity."""
     affinity = pod.pod_affinity
     required = affinity.required if affinity else ()
     anti = affinity.required_anti if affinity else ()
@@ -311,7 +413,8 @@ def inter_pod_affinity(pod: api.Pod, node: api.Node, world: World) -> str:
 
 
 def filter_node(pod: api.Pod, node: api.Node, world: World) -> str:
-    """The default Filter plugins in order (§2), stopping at the first rejection."""
+    """The default Filter plugins in order (``getDefaultPlugins``), stopping at the first
+    rejection."""
     for verdict in (
         node_unschedulable(pod, node),
         node_name(pod, node),
@@ -335,7 +438,7 @@ def feasible(pod: api.Pod, world: World) -> list[str]:
 
 
 def default_normalize(scores: list[int], reverse: bool) -> list[int]:
-    """§3 DefaultNormalizeScore."""
+    """``DefaultNormalizeScore`` (``plugins/helper/normalize_score.go``)."""
     top = max(scores, default=0)
     if top == 0:
         return [100] * len(scores) if reverse else list(scores)
@@ -344,7 +447,7 @@ def default_normalize(scores: list[int], reverse: bool) -> list[int]:
 
 
 def taint_toleration_scores(pod: api.Pod, nodes: list[api.Node]) -> list[int]:
-    """§7.3."""
+    """TaintToleration Score."""
     useful = [t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")]
     raw = [
         sum(
@@ -358,7 +461,7 @@ def taint_toleration_scores(pod: api.Pod, nodes: list[api.Node]) -> list[int]:
 
 
 def node_affinity_scores(pod: api.Pod, nodes: list[api.Node]) -> list[int] | None:
-    """§9 Score; None: PreScore skips (no preferred terms)."""
+    """NodeAffinity Score; None: PreScore skips (no preferred terms)."""
     preferred = pod.affinity.preferred if pod.affinity else ()
     if not preferred:
         return None
@@ -370,7 +473,7 @@ def node_affinity_scores(pod: api.Pod, nodes: list[api.Node]) -> list[int] | Non
 
 
 def least_allocated_scores(pod: api.Pod, nodes: list[api.Node], world: World) -> list[int]:
-    """§5.3 LeastAllocated over cpu and memory (weights 1), non-zero requests."""
+    """NodeResourcesFit's LeastAllocated over cpu and memory (weights 1), non-zero requests."""
     out = []
     for n in nodes:
         total = weights = 0
@@ -378,10 +481,8 @@ def least_allocated_scores(pod: api.Pod, nodes: list[api.Node], world: World) ->
             cap = n.allocatable.get(name, 0)
             if cap == 0:
                 continue
-            mine = pod.nonzero_cpu if name == CPU else pod.nonzero_memory
-            theirs = sum(
-                (o.nonzero_cpu if name == CPU else o.nonzero_memory) for o in world.pods_on[n.name]
-            )
+            mine = nonzero(pod, name)
+            theirs = sum(nonzero(o, name) for o in world.pods_on[n.name])
             requested = mine + theirs
             total += 0 if requested > cap else (cap - requested) * 100 // cap
             weights += 1
@@ -392,8 +493,9 @@ def least_allocated_scores(pod: api.Pod, nodes: list[api.Node], world: World) ->
 def balanced_allocation_scores(
     pod: api.Pod, nodes: list[api.Node], world: World
 ) -> list[int] | None:
-    """§6; None: a pod requesting neither cpu nor memory is skipped."""
-    mine = {name: pod.requests.get(name, 0) for name in (CPU, MEMORY)}
+    """NodeResourcesBalancedAllocation; None: a pod requesting neither cpu nor memory is skipped."""
+    own = requests(pod)
+    mine = {name: own.get(name, 0) for name in (CPU, MEMORY)}
     if not any(mine.values()):
         return None
     out = []
@@ -416,7 +518,8 @@ def go_round(x: float) -> int:
 
 
 def topology_spread_scores(pod: api.Pod, nodes: list[api.Node], world: World) -> list[int] | None:
-    """§11 Score (ScheduleAnyway constraints; no system defaults in these clusters)."""
+    """PodTopologySpread Score (ScheduleAnyway constraints; no system defaults in these
+    clusters)."""
     soft = [c for c in pod.spread_constraints if c.when_unsatisfiable.value == "ScheduleAnyway"]
     if not soft:
         return None
@@ -471,7 +574,7 @@ def topology_spread_scores(pod: api.Pod, nodes: list[api.Node], world: World) ->
 def inter_pod_affinity_scores(
     pod: api.Pod, nodes: list[api.Node], world: World, hard_weight: int = 1
 ) -> list[int] | None:
-    """§10 Score; None: no topology score at all (PreScore skips)."""
+    """InterPodAffinity Score; None: no topology score at all (PreScore skips)."""
     topology: dict[tuple[str, str], int] = {}
 
     def add(key: str, where: api.Node, amount: int) -> None:
@@ -539,7 +642,7 @@ def scores(pod: api.Pod, names: list[str], world: World) -> dict[str, list[int]]
     return {name: s for name, s in found.items() if s is not None}
 
 
-# --- Preemption (§13) ------------------------------------------------------------------------
+# --- Preemption (DefaultPreemption) ----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -601,8 +704,8 @@ def select_victims(
 def preemption(
     pod: api.Pod, world: World, budgets: Sequence[api.DisruptionBudget]
 ) -> list[Candidate]:
-    """The best candidates (every one tied on §13.7's criteria 1-5); empty: no
-    nomination. The product breaks the remaining tie by its random starting offset."""
+    """The best candidates (every one tied on ``pickOneNodeForPreemption``'s criteria 1-5);
+    empty: no nomination. The product breaks the remaining tie by its random starting offset."""
     if pod.preemption_policy == "Never":
         return []
     candidates = []

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from nodeagent import cli
-from nodeagent.errors import ConfigError
+from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import objects
 from tests.scheduler.fuzz import checks, strategies
 

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from nodeagent.errors import NotFound
+from nodeagent.base.errors import NotFound
+from nodeagent.extender import server as extender_server
+from nodeagent.extender.nodeview import NodeView
+from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api, objects
-from nodeagent.scheduler.extenders import server as extender_server
 from nodeagent.scheduler.extenders import wire
-from nodeagent.scheduler.extenders.nodeview import NodeView
 from nodeagent.scheduler.plugins import node_pressure
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.fuzz import strategies
@@ -148,7 +149,7 @@ def test_the_extender_judges_generated_nodes_one_by_one(
     broken = nodes[-1]["metadata"]["name"]
     original = judge.rejection
 
-    def rejection(taints: tuple[api.Taint, ...], tolerations: tuple[api.Toleration, ...]) -> Any:
+    def rejection(taints: tuple[Taint, ...], tolerations: tuple[api.Toleration, ...]) -> Any:
         if any(t.key == "example.com/broken" for t in taints):
             raise RuntimeError("judging bug")
         return original(taints, tolerations)

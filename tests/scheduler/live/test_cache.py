@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from nodeagent.clock import FakeClock
+from nodeagent.base.clock import FakeClock
+from nodeagent.k8s.pressure import Taint
+from nodeagent.k8s.resources import CPU
 from nodeagent.scheduler import api
 from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
 from nodeagent.scheduler.live.events import ClusterEvent
 from nodeagent.scheduler.snapshot import ClusterSnapshot
-
-CPU = api.CPU
 
 
 def node(name: str, cpu: int = 2000, **fields: object) -> api.Node:
@@ -93,7 +93,7 @@ def test_node_changes_are_written_in_place_and_reported_as_events() -> None:
     cache.add_bound(pod("a", node_name="n1"))
     with cache.cycle():
         pass
-    taint = api.Taint("node.kubernetes.io/memory-pressure", "NoSchedule")
+    taint = Taint("node.kubernetes.io/memory-pressure", "NoSchedule")
     events = cache.update_node(node("n1", cpu=4000, taints=(taint,)))
     assert events == {ClusterEvent.NODE_ALLOCATABLE_CHANGE, ClusterEvent.NODE_TAINT_CHANGE}
     with cache.cycle() as snapshot:
@@ -110,7 +110,7 @@ def test_node_changes_are_written_in_place_and_reported_as_events() -> None:
 
 labels = st.dictionaries(st.sampled_from(["zone", "disk", "gpu"]), st.sampled_from("abc"))
 taints = st.lists(
-    st.builds(api.Taint, st.sampled_from(["k1", "k2"]), st.sampled_from(["NoSchedule"])),
+    st.builds(Taint, st.sampled_from(["k1", "k2"]), st.sampled_from(["NoSchedule"])),
     max_size=2,
 ).map(tuple)
 nodes_strategy = st.lists(
@@ -121,9 +121,9 @@ nodes_strategy = st.lists(
 @settings(max_examples=80, deadline=None)
 @given(nodes_strategy, st.data())
 def test_in_place_updates_equal_a_rebuild(
-    initial: list[tuple[dict[str, str], tuple[api.Taint, ...], int, bool]], data: st.DataObject
+    initial: list[tuple[dict[str, str], tuple[Taint, ...], int, bool]], data: st.DataObject
 ) -> None:
-    def make(i: int, spec: tuple[dict[str, str], tuple[api.Taint, ...], int, bool]) -> api.Node:
+    def make(i: int, spec: tuple[dict[str, str], tuple[Taint, ...], int, bool]) -> api.Node:
         lab, tai, cpu, unschedulable = spec
         return api.Node(
             f"n{i}", labels=lab, taints=tai, allocatable={CPU: cpu}, unschedulable=unschedulable

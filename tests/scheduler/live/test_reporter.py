@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from nodeagent.actuators.events import EventRecorder
-from nodeagent.clock import RealClock
-from nodeagent.kube import fake
+from nodeagent.base.clock import RealClock
+from nodeagent.kube.events import EventRecorder
 from nodeagent.scheduler import api
 from nodeagent.scheduler.live.reporter import Reporter
+from tests.doubles import kube as fake
 from tests.scheduler.live import harness as h
 from tests.waiting import eventually
 
