@@ -36,7 +36,11 @@ def detection(guest: machine.Guest) -> dict[str, Any]:
 @pytest.mark.parametrize("scope", SCOPES)
 def test_the_memory_poll_decides_the_crossing(detection: dict[str, Any], scope: str) -> None:
     found = detection[scope]
-    assert found["caught_by"] == ["memory-poll"] * 2
+    # The memory poll reads every 30 ms this close; the node poll, once a second, is
+    # sometimes first (a full cycle takes tens of milliseconds under emulation): a
+    # crossing it decides is no miss, but the memory poll must decide one of the two.
+    assert "memory-poll" in found["caught_by"]
+    assert set(found["caught_by"]) <= {"memory-poll", "poll:node", "poll:filesystems+node"}
     # Well under the 1 s node poll that caught every crossing before (p50 ~400 ms); not
     # before the crossing by more than a few charge batches.
     assert -0.1 < min(found["latencies_s"]) <= max(found["latencies_s"]) < 0.5
