@@ -254,6 +254,7 @@ class Guest:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+            _wait_gone(process.pid)
         for sock in self._sockets:
             sock.close()
         for path in self._cleanup:
@@ -323,6 +324,18 @@ class Guest:
     def _guest_log(self) -> str:
         path = self.work / "guest.log"
         return "\n" + path.read_text(errors="replace") if path.is_file() else ""
+
+
+def _wait_gone(group: int, timeout_s: float = 10.0) -> None:
+    """Until no process of the kernel's process group is left: user-mode-linux runs each
+    guest process as a host process of its group, and those killed take a moment to go."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
 
 
 def _is_listening(sock: socket.socket) -> bool:
