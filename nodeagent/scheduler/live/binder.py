@@ -36,7 +36,7 @@ from nodeagent.base import errors
 from nodeagent.kube import client
 from nodeagent.scheduler import api
 from nodeagent.scheduler.api import BindResult, FinalBindError
-from nodeagent.scheduler.framework import CycleState, Framework
+from nodeagent.scheduler.framework import CycleState, Framework, PreBindPreFlight
 from nodeagent.scheduler.plugins.default_binder import DefaultBinder
 
 __all__ = [
@@ -95,10 +95,11 @@ class AsyncBinder(Protocol):
 
 def direct_binder(fw: Framework) -> AsyncBinder | None:
     """The binder ``fw``'s bindings go to without a worker thread: when the binding
-    cycle is DefaultBinder's alone (no PreBind plugin, no binder extender, DefaultBinder
-    the first Bind plugin) and the binder answers asynchronously. A worker thread would
-    only wait for its answer."""
-    if fw.pre_bind or not fw.bind or not isinstance(fw.bind[0], DefaultBinder):
+    cycle is DefaultBinder's alone (no PreBind plugin, or only ones that may skip, no
+    binder extender, DefaultBinder the first Bind plugin) and the binder answers
+    asynchronously. A worker thread would only wait for its answer."""
+    skippable = all(isinstance(p, PreBindPreFlight) for p in fw.pre_bind)
+    if not skippable or not fw.bind or not isinstance(fw.bind[0], DefaultBinder):
         return None
     extenders = fw.handle.extenders
     if extenders is not None and any(e.is_binder for e in extenders.items):
@@ -178,7 +179,9 @@ class BindingPool:
         if fw not in self._direct:
             self._direct[fw] = direct_binder(fw)
         direct = self._direct[fw]
-        if direct is not None:
+        if direct is not None and (
+            not fw.pre_bind or fw.pre_bind_skipped(binding.state, binding.pod, binding.node)
+        ):
             direct.bind_async(binding.pod, binding.node, functools.partial(self._answered, binding))
             return
         self._queue.put(binding)
