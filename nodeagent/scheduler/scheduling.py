@@ -447,7 +447,8 @@ class Scheduler:
             result.status = api.unschedulable("no nodes available to schedule pods")
             return result
         if pod.unsupported:
-            result.status = result.prefilter_status = unsupported_status(pod)
+            result.prefilter_status = unsupported_status(pod)
+            result.status = api.unschedulable(result.fit_error_message(), unresolvable=True)
             return result
         nominated: dict[int, list[api.Pod]] = {}
         for other, name in fw.handle.nominator.counted_for(pod):

@@ -311,7 +311,7 @@ def test_bad_cluster_file_exits_2(
 @pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
 def test_examples_are_valid_kubernetes_objects(example: Path) -> None:
     for item in yaml.safe_load(example.read_text())["items"]:
-        kubernetes_validate.validate(item, "1.30", strict=True)
+        kubernetes_validate.validate(item, "1.36", strict=True)
 
 
 def test_a_reader_that_stops_early_is_not_an_error() -> None:
@@ -428,3 +428,26 @@ def test_configuration_does_not_import_the_framework() -> None:
         " assert 'nodeagent.scheduler.framework' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_volumes_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/clusters/volumes.yaml (its header says why): local PVs taken one per pod,
+    a zonal PV, an unbound Immediate claim, a pod asking for a ResourceClaim."""
+    args = ["--cluster", str(EXAMPLES / "volumes.yaml"), "--seed", "1", "--explain"]
+    result = schedule(capsys, *args)
+    got = placements(result)
+    assert {got["default/db-0"][0], got["default/db-1"][0]} == {"n1", "n2"}
+    assert got["default/zonal-1"][0] in ("n2", "n3")
+    for pod in ("db-2", "legacy-1", "dra-1"):
+        assert got[f"default/{pod}"] == (None, "Unschedulable")
+    by_pod = {p["pod"]: p for p in result["placements"]}
+    no_volume = "node(s) didn't find available persistent volumes to bind"
+    assert by_pod["default/db-2"]["nodes"]["n3"]["reasons"] == [no_volume]
+    assert by_pod["default/db-2"]["message"].startswith(f"0/3 nodes are available: 3 {no_volume}.")
+    zone = by_pod["default/zonal-1"]["nodes"]["n1"]
+    assert zone["reasons"] == ["node(s) had no available volume zone"]
+    immediate = "pod has unbound immediate PersistentVolumeClaims"
+    assert by_pod["default/legacy-1"]["message"].startswith(
+        f"0/3 nodes are available: {immediate}."
+    )
+    assert "spec.resourceClaims" in by_pod["default/dra-1"]["message"]
