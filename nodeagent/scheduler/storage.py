@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from nodeagent.scheduler import api
 
@@ -278,6 +278,15 @@ def later_or_same(candidate: str, than: str) -> bool:
     return candidate == than or _later(candidate, than)
 
 
+class VolumeWriter(Protocol):
+    """How VolumeBinding's PreBind writes (the live scheduler: ``PUT`` through the API);
+    each returns the object as the API server stored it."""
+
+    def update_volume(self, pv: PersistentVolume) -> PersistentVolume: ...
+
+    def update_claim(self, claim: PersistentVolumeClaim) -> PersistentVolumeClaim: ...
+
+
 class VolumeCatalog:
     """The storage objects a scheduler knows, with assumed PVs and PVCs on top (see the
     module docstring). Reads return the assumed version where there is one."""
@@ -294,6 +303,9 @@ class VolumeCatalog:
         self._assumed_volumes: dict[str, PersistentVolume] = {}
         self._assumed_claims: dict[str, PersistentVolumeClaim] = {}
         self.generation = 0
+        self.writer: VolumeWriter | None = None
+        """Set by the live scheduler; ``None`` (the planner): PreBind commits its choices
+        to the catalog, there being no API to write to."""
         """Bumped by every change: what may have made a volume-blocked pod fit."""
         if objects is not None:
             for pv in objects.volumes:

@@ -32,6 +32,17 @@ class ClusterEvent(StrEnum):
     ASSIGNED_POD_DELETE = "AssignedPodDelete"
     UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
     PDB_CHANGE = "PodDisruptionBudgetChange"
+    PV_ADD = "PersistentVolumeAdd"
+    PV_UPDATE = "PersistentVolumeUpdate"
+    PVC_ADD = "PersistentVolumeClaimAdd"
+    PVC_UPDATE = "PersistentVolumeClaimUpdate"
+    STORAGE_CLASS_ADD = "StorageClassAdd"
+    STORAGE_CLASS_UPDATE = "StorageClassUpdate"
+    CSI_NODE_ADD = "CSINodeAdd"
+    CSI_NODE_UPDATE = "CSINodeUpdate"
+    CSI_DRIVER_UPDATE = "CSIDriverUpdate"
+    CSI_STORAGE_CAPACITY_ADD = "CSIStorageCapacityAdd"
+    CSI_STORAGE_CAPACITY_UPDATE = "CSIStorageCapacityUpdate"
     UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
     """The 5-minute flush: moves every pod regardless of registrations."""
 
@@ -58,6 +69,44 @@ REGISTRATIONS: Mapping[str, frozenset[ClusterEvent]] = {
     "PodTopologySpread": frozenset({E.NODE_ADD, E.NODE_LABEL_CHANGE, *_ASSIGNED_POD}),
     "InterPodAffinity": frozenset({E.NODE_ADD, E.NODE_LABEL_CHANGE, *_ASSIGNED_POD}),
     "DefaultPreemption": frozenset({E.ASSIGNED_POD_DELETE, E.PDB_CHANGE}),
+    # the volume plugins (their EventsToRegister); a deleted PV, claim or class never
+    # makes a pod fit, so deletions are not registered
+    "VolumeRestrictions": frozenset(
+        {E.ASSIGNED_POD_DELETE, E.NODE_ADD, E.NODE_TAINT_CHANGE, E.NODE_LABEL_CHANGE, E.PVC_ADD}
+    ),
+    "VolumeZone": frozenset(
+        {
+            E.STORAGE_CLASS_ADD,
+            E.NODE_ADD,
+            E.NODE_LABEL_CHANGE,
+            E.NODE_TAINT_CHANGE,
+            E.PVC_ADD,
+            E.PVC_UPDATE,
+            E.PV_ADD,
+            E.PV_UPDATE,
+        }
+    ),
+    "NodeVolumeLimits": frozenset(
+        {E.CSI_NODE_ADD, E.CSI_NODE_UPDATE, E.ASSIGNED_POD_DELETE, E.PVC_ADD}
+    ),
+    "VolumeBinding": frozenset(
+        {
+            E.STORAGE_CLASS_ADD,
+            E.STORAGE_CLASS_UPDATE,
+            E.PVC_ADD,
+            E.PVC_UPDATE,
+            E.PV_ADD,
+            E.PV_UPDATE,
+            E.NODE_ADD,
+            E.NODE_LABEL_CHANGE,
+            E.NODE_TAINT_CHANGE,
+            E.CSI_NODE_ADD,
+            E.CSI_NODE_UPDATE,
+            E.CSI_DRIVER_UPDATE,
+            E.CSI_STORAGE_CAPACITY_ADD,
+            E.CSI_STORAGE_CAPACITY_UPDATE,
+        }
+    ),
 }
 
 

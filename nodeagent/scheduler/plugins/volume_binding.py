@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -80,16 +79,6 @@ class Args(config.ConfigModel):
 
 DEFAULT_SHAPE = ((0, MAX_CUSTOM_PRIORITY_SCORE), (100, 0))
 """With StorageCapacityScoring on and no shape: the emptiest volume scores highest."""
-
-
-class VolumeWriter(Protocol):
-    """How PreBind writes: the live scheduler's API client (``PUT`` the objects)."""
-
-    def update_volume(self, pv: storage.PersistentVolume) -> storage.PersistentVolume: ...
-
-    def update_claim(
-        self, claim: storage.PersistentVolumeClaim
-    ) -> storage.PersistentVolumeClaim: ...
 
 
 class BindingFailed(Exception):
@@ -261,8 +250,6 @@ class VolumeBinding:
         points = [(p.utilization, p.score) for p in args.shape] or list(DEFAULT_SHAPE)
         scale = api.MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
         self._shape = [(u, s * scale) for u, s in points]
-        self.writer: VolumeWriter | None = None
-        """Set by the live scheduler; ``None``: the planner, which commits its choices."""
 
     # --- PreFilter -------------------------------------------------------------------------
     def pre_filter(
@@ -598,11 +585,12 @@ class VolumeBinding:
         volumes = found.by_node.get(node_name)
         if volumes is None:
             return api.error(f'no pod volume found for node "{node_name}"')
-        if self.writer is None:
+        writer = self._catalog.writer
+        if writer is None:
             self._commit(volumes)
             return api.SUCCESS
         try:
-            self._bind(pod, node_name, volumes, self.writer)
+            self._bind(pod, node_name, volumes, writer)
         except BindingFailed as exc:
             return api.error(str(exc))
         return api.SUCCESS
@@ -625,7 +613,7 @@ class VolumeBinding:
         self._catalog.commit(pvs, claims)
 
     def _bind(
-        self, pod: api.Pod, node_name: str, volumes: PodVolumes, writer: VolumeWriter
+        self, pod: api.Pod, node_name: str, volumes: PodVolumes, writer: storage.VolumeWriter
     ) -> None:
         """``bindAPIUpdate`` then ``checkBindings`` until done or ``bindTimeout``."""
         written_pvs: list[storage.PersistentVolume] = []
