@@ -101,10 +101,9 @@ class AgentSettings(BaseModel):
     @field_validator("decision_log_interval", mode="before")
     @classmethod
     def _seconds(cls, value: Any) -> Any:
-        seconds = durations.parse_seconds(value) if isinstance(value, str | int | float) else value
-        if isinstance(seconds, float) and seconds <= 0:
-            raise ValueError("must be a positive duration such as 10s")
-        return seconds
+        if isinstance(value, str | int | float):
+            return durations.positive_seconds(value, "10s")
+        return value
 
 
 class ObservabilitySettings(BaseModel):
@@ -166,10 +165,7 @@ class ObservabilitySettings(BaseModel):
     @field_validator("liveness_timeout", mode="before")
     @classmethod
     def _positive_duration(cls, value: Any) -> float:
-        seconds = durations.parse_seconds(value)
-        if seconds <= 0:
-            raise ValueError("must be a positive duration")
-        return seconds
+        return durations.positive_seconds(value)
 
     @property
     def metrics_listen_address(self) -> ListenAddress:

@@ -108,6 +108,15 @@ def parse_seconds(value: Any) -> float:
     return seconds
 
 
+def positive_seconds(value: Any, example: str = "") -> float:
+    """:func:`parse_seconds` for a setting that must be above zero (a period, a timeout);
+    the error suggests ``example`` when given."""
+    seconds = parse_seconds(value)
+    if seconds <= 0:
+        raise ValueError("must be a positive duration" + (f" such as {example}" if example else ""))
+    return seconds
+
+
 def _trim_fraction(amount: int, unit: int) -> str:
     whole, fraction = divmod(amount, unit)
     if not fraction:

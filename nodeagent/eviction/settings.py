@@ -38,7 +38,12 @@ from pydantic_settings import NoDecode
 
 from nodeagent.base import durations
 from nodeagent.eviction import thresholds
-from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure
+from nodeagent.k8s.pressure import (
+    DEFAULT_CONDITION_TYPES,
+    DEFAULT_TAINT_KEYS,
+    KUBELET_CONDITION_TYPES,
+    Pressure,
+)
 from nodeagent.model import Signal
 
 __all__ = [
@@ -376,6 +381,11 @@ class EvictionSettings(BaseModel):
         for pressure, name in merged.items():
             if _CONDITION_TYPE.fullmatch(name) is None:
                 raise _invalid(f"{pressure}: {name!r} is not a valid condition type")
+            if name in _KUBELET_CONDITIONS:
+                raise _invalid(
+                    f"{pressure}: {name!r} is the kubelet's own condition, which it rewrites on"
+                    " every status update; the agent writes under a name of its own"
+                )
         _distinct(merged)
         return merged
 
@@ -389,8 +399,18 @@ class EvictionSettings(BaseModel):
                     f"{pressure}: {key!r} is not a valid taint key ([prefix/]name, "
                     f"alphanumerics, '-', '_', '.', name at most 63 characters)"
                 )
+            if key.startswith(_RESERVED_TAINT_PREFIX):
+                raise _invalid(
+                    f"{pressure}: {key!r} is reserved: the node lifecycle controller and the"
+                    f" kubelet own the {_RESERVED_TAINT_PREFIX}* taints"
+                )
         _distinct(merged)
         return merged
+
+
+_KUBELET_CONDITIONS = frozenset({*KUBELET_CONDITION_TYPES.values(), "Ready", "NetworkUnavailable"})
+"""Condition types the kubelet (or the network plugin) owns: never the agent's."""
+_RESERVED_TAINT_PREFIX = "node.kubernetes.io/"
 
 
 def _distinct(names: Mapping[Pressure, str]) -> None:

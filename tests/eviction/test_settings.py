@@ -274,6 +274,20 @@ def test_names_the_agent_publishes() -> None:
             id="shared-taint-key",
         ),
         pytest.param(
+            {"condition_types": "memory=MemoryPressure"},
+            "conditionTypes",
+            "'memory=MemoryPressure'",
+            "the kubelet's own condition",
+            id="kubelet-condition",
+        ),
+        pytest.param(
+            {"taint_keys": "pid=node.kubernetes.io/pid-pressure"},
+            "taintKeys",
+            "'pid=node.kubernetes.io/pid-pressure'",
+            "node lifecycle controller",
+            id="reserved-taint",
+        ),
+        pytest.param(
             {"condition_types": "cpu=CPUPressure"},
             "conditionTypes",
             "'cpu'",

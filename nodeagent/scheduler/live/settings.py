@@ -55,10 +55,7 @@ class LeaderElectionDocument(config.ConfigModel):
     @field_validator("lease_duration", "renew_deadline", "retry_period", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
-        seconds = durations.parse_seconds(value)
-        if seconds <= 0:
-            raise ValueError("must be a positive duration such as 15s")
-        return seconds
+        return durations.positive_seconds(value, "15s")
 
     @field_validator("resource_lock")
     @classmethod
