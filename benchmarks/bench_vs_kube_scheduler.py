@@ -7,10 +7,17 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
 * ``spread``: every pending pod in a 100-replica group with a zone topology-spread
   constraint (DoNotSchedule, maxSkew 1);
 * ``anti-affinity``: a tenth of the pending pods in groups of 10 with required hostname
-  anti-affinity to their group.
+  anti-affinity to their group;
+* ``csi-pvs`` (SchedulingCSIPVs, ``volumes/performance-config.yaml``): every node has a
+  CSINode allowing 39 volumes of ``ebs.csi.aws.com``; every pending pod has its own claim,
+  already bound to its own CSI PV (scheduler_perf's pv-csi and pvc templates);
+* ``local-pvs``: a WaitForFirstConsumer StorageClass without a provisioner and one local
+  PV per pending pod, each on one node (round robin): VolumeBinding picks a PV per pod,
+  PreBind writes its claimRef, and kube-controller-manager's PV controller (started for
+  this shape) completes the binding both schedulers wait for.
 
     python -m benchmarks.bench_vs_kube_scheduler [--nodes 5000] [--pods 10000] [--repeat 3]
-        [--shapes basic,spread,anti-affinity]
+        [--shapes basic,spread,anti-affinity,csi-pvs,local-pvs]
 
 Per shape and repetition, each scheduler gets the same cluster: the pending pods are
 created while no scheduler runs, the scheduler process starts, and the clock runs from
@@ -58,6 +65,9 @@ INIT_NAMESPACE = "bench-init"
 INIT_PODS = 1000
 QPS = 5000
 SHAPES = ("basic", "spread", "anti-affinity")
+VOLUME_SHAPES = ("csi-pvs", "local-pvs")
+CSI_DRIVER = "ebs.csi.aws.com"
+LOCAL_CLASS = "bench-local"
 SCHEDULERS = ("kube-scheduler", "nodeagent")
 SCHEDULER_NAME = {"kube-scheduler": "default-scheduler", "nodeagent": "nodeagent-scheduler"}
 REPO = Path(__file__).resolve().parents[1]
@@ -84,12 +94,105 @@ def populate(plane: ControlPlane, nodes: int) -> None:
     create_all(plane.admin, "/api/v1/namespaces/{namespace}/pods", init)
 
 
+def populate_storage(plane: ControlPlane, nodes: int, shapes: list[str]) -> None:
+    """What the volume shapes need once: the CSINodes, the local StorageClass."""
+    if "csi-pvs" in shapes:
+        csi_nodes = [
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSINode",
+                "metadata": {"name": f"node-{i}"},
+                "spec": {
+                    "drivers": [
+                        {"name": CSI_DRIVER, "nodeID": f"node-{i}", "allocatable": {"count": 39}}
+                    ]
+                },
+            }
+            for i in range(nodes)
+        ]
+        create_all(plane.admin, "/apis/storage.k8s.io/v1/csinodes", csi_nodes)
+    if "local-pvs" in shapes:
+        plane.admin.create(
+            "/apis/storage.k8s.io/v1/storageclasses",
+            {
+                "metadata": {"name": LOCAL_CLASS},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            },
+        )
+
+
+def storage_objects(
+    shape: str, count: int, run: str, nodes: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The PVs and claims of a volume shape's pending pods (claim ``data-<i>`` for pod
+    ``i``), labelled with the run so they can be deleted after it."""
+    pvs: list[dict[str, Any]] = []
+    claims: list[dict[str, Any]] = []
+    labels = {"bench-run": run}
+    for i in range(count):
+        index = INIT_PODS + i
+        name, pv_name = f"data-{index}", f"{run}-{index}"
+        claim: dict[str, Any] = {
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+            "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+        }
+        pv: dict[str, Any] = {
+            "metadata": {"name": pv_name, "labels": labels},
+            "spec": {"capacity": {"storage": "1Gi"}, "persistentVolumeReclaimPolicy": "Retain"},
+        }
+        if shape == "csi-pvs":  # scheduler_perf's pv-csi.yaml and pvc.yaml, bound
+            claim["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "true"}
+            claim["spec"].update(accessModes=["ReadOnlyMany"], volumeName=pv_name)
+            pv["spec"].update(
+                accessModes=["ReadOnlyMany"],
+                csi={"driver": CSI_DRIVER, "volumeHandle": f"vol-{pv_name}"},
+                claimRef={"namespace": NAMESPACE, "name": name},
+            )
+        else:
+            node = f"node-{i % nodes}"
+            claim["spec"].update(accessModes=["ReadWriteOnce"], storageClassName=LOCAL_CLASS)
+            term = {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                ]
+            }
+            pv["spec"].update(
+                accessModes=["ReadWriteOnce"],
+                storageClassName=LOCAL_CLASS,
+                local={"path": f"/mnt/{pv_name}"},
+                nodeAffinity={"required": {"nodeSelectorTerms": [term]}},
+            )
+        pvs.append(pv)
+        claims.append(claim)
+    return pvs, claims
+
+
+def wait_for_volumes(plane: ControlPlane, run: str, count: int) -> None:
+    deadline = time.monotonic() + 300
+    while True:
+        listed = plane.admin.get("/api/v1/persistentvolumes", labelSelector=f"bench-run={run}")
+        seen = sum(
+            1
+            for pv in listed["items"]
+            if (pv.get("status") or {}).get("phase") in ("Available", "Bound")
+        )
+        if seen == count:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the PV controller saw {seen}/{count} PVs after 300 s")
+        time.sleep(0.5)
+
+
 def pending_pods(shape: str, count: int, scheduler: str) -> list[dict[str, Any]]:
     pods = []
     for i in range(count):
         pod = shaped_pod(shape, INIT_PODS + i)
         pod["metadata"]["namespace"] = NAMESPACE
         pod["spec"]["schedulerName"] = SCHEDULER_NAME[scheduler]
+        if shape in VOLUME_SHAPES:
+            claim = {"claimName": f"data-{INIT_PODS + i}"}
+            pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": claim}]
         pod.pop("status", None)
         pods.append(pod)
     return pods
@@ -213,8 +316,17 @@ def start_scheduler(plane: ControlPlane, which: str, directory: Path) -> process
 
 
 def one_run(
-    plane: ControlPlane, shape: str, which: str, pods: int, directory: Path
+    plane: ControlPlane, shape: str, which: str, pods: int, directory: Path, *, nodes: int
 ) -> dict[str, float]:
+    run = f"{which}-{shape}-{time.monotonic_ns()}"
+    if shape in VOLUME_SHAPES:
+        pvs, claims = storage_objects(shape, pods, run, nodes)
+        create_all(plane.admin, "/api/v1/persistentvolumes", pvs)
+        if "persistentvolume-binder-controller" in plane.controllers:
+            # a claim naming a PV the PV controller has not seen yet is marked Lost:
+            # the claims go in once it has processed every PV (made them Available)
+            wait_for_volumes(plane, run, pods)
+        create_all(plane.admin, "/api/v1/namespaces/{namespace}/persistentvolumeclaims", claims)
     create_all(
         plane.admin,
         "/api/v1/namespaces/{namespace}/pods",
@@ -252,6 +364,12 @@ def one_run(
     if unbound:
         raise RuntimeError(f"{which}: {len(unbound)} pods unbound after the run")
     delete_pending_namespace_pods(plane)
+    if shape in VOLUME_SHAPES:
+        selector = {"labelSelector": f"bench-run={run}"}
+        plane.admin.call(
+            "DELETE", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims", query=selector
+        )
+        plane.admin.call("DELETE", "/api/v1/persistentvolumes", query=selector)
     return result
 
 
@@ -274,7 +392,11 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument(
+        "--shapes",
+        default=",".join(SHAPES),
+        help=f"of {', '.join((*SHAPES, *VOLUME_SHAPES))}",
+    )
     parser.add_argument("--json", type=Path, help="also write every run here")
     args = parser.parse_args()
     # SIGTERM (timeout, CI) unwinds like ^C, so the control plane is stopped by PID
@@ -289,9 +411,13 @@ def main() -> None:
         # nodes are objects here, as in scheduler_perf: no node lifecycle controller would
         # lift TaintNodesByCondition's not-ready taint, so that plugin is off; the only
         # controller is the one that makes the namespace's default ServiceAccount
+        # the PV controller completes the bindings VolumeBinding starts (local-pvs)
+        controllers: tuple[str, ...] = ("serviceaccount-controller",)
+        if "local-pvs" in shapes:
+            controllers += ("persistentvolume-binder-controller",)
         with cluster.running(
             directory / "controlplane",
-            controllers=("serviceaccount-controller",),
+            controllers=controllers,
             apiserver_flags=(
                 "--disable-admission-plugins=TaintNodesByCondition",
                 # clearing 10,000 pods between runs: one worker takes minutes
@@ -301,6 +427,7 @@ def main() -> None:
             print(f"control plane {cluster.pinned_version()} started in {plane.times}")
             began = time.monotonic()
             populate(plane, args.nodes)
+            populate_storage(plane, args.nodes, shapes)
             plane.namespace(NAMESPACE)
             print(
                 f"{args.nodes} nodes and {INIT_PODS} bound pods in {time.monotonic() - began:.0f} s"
@@ -309,7 +436,9 @@ def main() -> None:
                 for shape in shapes:
                     order = SCHEDULERS if repetition % 2 == 0 else SCHEDULERS[::-1]
                     for which in order:
-                        result = one_run(plane, shape, which, args.pods, directory)
+                        result = one_run(
+                            plane, shape, which, args.pods, directory, nodes=args.nodes
+                        )
                         runs.setdefault((shape, which), []).append(result)
                         print(
                             f"[{repetition + 1}] {shape:13} {which:14} {describe(result)}",

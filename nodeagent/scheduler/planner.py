@@ -217,15 +217,17 @@ def placements(
     explain_nodes: bool = False,
     now: float,
     features: config.FeatureGates | None = None,
+    volumes: storage.VolumeCatalog | None = None,
 ) -> Iterator[Placement]:
     """Place ``cluster``'s pending pods as of ``now`` (Unix seconds), which decides
     whether the pressure the nodes publish is fresh enough to use; one placement at a
-    time, as decided."""
+    time, as decided. ``volumes``: the catalog to plan in (default: one of the cluster's
+    storage objects), which holds the plan's volume bindings afterwards."""
     handle = framework.Handle(
         now=now,
         rng=random.Random(seed),
         features=features or config.FeatureGates(),
-        volumes=storage.VolumeCatalog(cluster.storage),
+        volumes=storage.VolumeCatalog(cluster.storage) if volumes is None else volumes,
     )
     frameworks = framework.build_frameworks(
         configuration, plugins or registry.in_tree_registry(), handle
@@ -298,6 +300,7 @@ def plan(
     explain_nodes: bool = False,
     now: float,
     features: config.FeatureGates | None = None,
+    volumes: storage.VolumeCatalog | None = None,
 ) -> Plan:
     """Every placement at once (see :func:`placements`)."""
     return Plan(
@@ -310,6 +313,7 @@ def plan(
                 explain_nodes=explain_nodes,
                 now=now,
                 features=features,
+                volumes=volumes,
             )
         )
     )

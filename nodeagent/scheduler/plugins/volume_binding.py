@@ -281,7 +281,9 @@ class VolumeBinding:
                 error = storage.claim_is_for_pod(pod, claim)
                 if error is not None:
                     return None, _unresolvable(error)
-            claims.append(claim)
+            if all(c.key != claim.key for c in claims):
+                # a claim mounted twice is one claim: matched (and bound) once
+                claims.append(claim)
         if not claims:
             state.write(_STATE, _State([], [], {}, all_bound=True))
             return None, api.SKIP
