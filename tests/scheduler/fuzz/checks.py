@@ -228,8 +228,8 @@ def volume_invariants(
             claim = volumes.claim(pod.namespace, name)
             assert claim is not None, f"{pod.key} scheduled without its claim {name}"
             if claim.volume_name:
-                pv = volumes.volume(claim.volume_name)
-                assert pv is not None and oracle.pv_accepts(pv, node), (
+                bound = volumes.volume(claim.volume_name)
+                assert bound is not None and oracle.pv_accepts(bound, node), (
                     f"{pod.key} on {node.name}: its claim {name}'s PV cannot reach the node"
                 )
             else:
