@@ -168,19 +168,46 @@ def storage_objects(
     return pvs, claims
 
 
-def wait_for_volumes(plane: ControlPlane, run: str, count: int) -> None:
-    deadline = time.monotonic() + 300
+CLAIMS_PATH = "/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+
+
+def create_storage(plane: ControlPlane, shape: str, run: str, pods: int, nodes: int) -> None:
+    """The run's PVs and claims, before the scheduler starts. With the PV controller
+    running (for local-pvs), csi-pvs' claims are bound by it as in a cluster: the claims
+    first (without the bind-completed mark, naming their PV), then the PVs naming each
+    claim's UID, then a wait until every claim is Bound (a pre-marked claim whose PV the
+    controller has not seen, or whose claimRef lacks its UID, would be marked Lost)."""
+    pvs, claims = storage_objects(shape, pods, run, nodes)
+    controller = "persistentvolume-binder-controller" in plane.controllers
+    if shape != "csi-pvs" or not controller:
+        create_all(plane.admin, "/api/v1/persistentvolumes", pvs)
+        if controller:
+            wait_for(plane, "/api/v1/persistentvolumes", run, pods, ("Available",))
+        create_all(plane.admin, CLAIMS_PATH, claims)
+        return
+    for claim in claims:
+        claim["metadata"].pop("annotations", None)
+    create_all(plane.admin, CLAIMS_PATH, claims)
+    listed = plane.admin.get(
+        CLAIMS_PATH.format(namespace=NAMESPACE), labelSelector=f"bench-run={run}"
+    )
+    uids = {c["metadata"]["name"]: c["metadata"]["uid"] for c in listed["items"]}
+    for pv in pvs:
+        pv["spec"]["claimRef"]["uid"] = uids[pv["spec"]["claimRef"]["name"]]
+    create_all(plane.admin, "/api/v1/persistentvolumes", pvs)
+    wait_for(plane, CLAIMS_PATH.format(namespace=NAMESPACE), run, pods, ("Bound",))
+
+
+def wait_for(plane: ControlPlane, path: str, run: str, count: int, phases: tuple[str, ...]) -> None:
+    """Until the PV controller has put all ``count`` objects of the run in ``phases``."""
+    deadline = time.monotonic() + 600
     while True:
-        listed = plane.admin.get("/api/v1/persistentvolumes", labelSelector=f"bench-run={run}")
-        seen = sum(
-            1
-            for pv in listed["items"]
-            if (pv.get("status") or {}).get("phase") in ("Available", "Bound")
-        )
+        listed = plane.admin.get(path, labelSelector=f"bench-run={run}")
+        seen = sum(1 for o in listed["items"] if (o.get("status") or {}).get("phase") in phases)
         if seen == count:
             return
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the PV controller saw {seen}/{count} PVs after 300 s")
+            raise RuntimeError(f"{path}: {seen}/{count} {'/'.join(phases)} after 600 s")
         time.sleep(0.5)
 
 
@@ -320,13 +347,7 @@ def one_run(
 ) -> dict[str, float]:
     run = f"{which}-{shape}-{time.monotonic_ns()}"
     if shape in VOLUME_SHAPES:
-        pvs, claims = storage_objects(shape, pods, run, nodes)
-        create_all(plane.admin, "/api/v1/persistentvolumes", pvs)
-        if "persistentvolume-binder-controller" in plane.controllers:
-            # a claim naming a PV the PV controller has not seen yet is marked Lost:
-            # the claims go in once it has processed every PV (made them Available)
-            wait_for_volumes(plane, run, pods)
-        create_all(plane.admin, "/api/v1/namespaces/{namespace}/persistentvolumeclaims", claims)
+        create_storage(plane, shape, run, pods, nodes)
     create_all(
         plane.admin,
         "/api/v1/namespaces/{namespace}/pods",
@@ -365,12 +386,27 @@ def one_run(
         raise RuntimeError(f"{which}: {len(unbound)} pods unbound after the run")
     delete_pending_namespace_pods(plane)
     if shape in VOLUME_SHAPES:
-        selector = {"labelSelector": f"bench-run={run}"}
-        plane.admin.call(
-            "DELETE", f"/api/v1/namespaces/{NAMESPACE}/persistentvolumeclaims", query=selector
-        )
-        plane.admin.call("DELETE", "/api/v1/persistentvolumes", query=selector)
+        delete_storage(plane, run)
     return result
+
+
+def delete_storage(plane: ControlPlane, run: str) -> None:
+    """The run's claims and PVs, gone before the next run reuses the claims' names. The
+    API server's StorageObjectInUseProtection gives both a finalizer that only the
+    protection controllers (not run here) would lift: it is lifted by hand."""
+    selector = {"labelSelector": f"bench-run={run}"}
+    unprotect = {"metadata": {"finalizers": None}}
+    for path in (CLAIMS_PATH.format(namespace=NAMESPACE), "/api/v1/persistentvolumes"):
+        items = plane.admin.get(path, **selector)["items"]
+        paths = [f"{path}/{o['metadata']['name']}" for o in items]
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(plane.admin.merge_patch, paths, [unprotect] * len(paths)))
+        plane.admin.call("DELETE", path, query=selector)
+        deadline = time.monotonic() + 300
+        while plane.admin.get(path, **selector)["items"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{path} of run {run} not gone after 300 s")
+            time.sleep(0.5)
 
 
 FIELDS = (
@@ -413,11 +449,20 @@ def main() -> None:
         # controller is the one that makes the namespace's default ServiceAccount
         # the PV controller completes the bindings VolumeBinding starts (local-pvs)
         controllers: tuple[str, ...] = ("serviceaccount-controller",)
+        controller_flags: tuple[str, ...] = ()
         if "local-pvs" in shapes:
             controllers += ("persistentvolume-binder-controller",)
+            # claims are bound on the controller's claim resync: every second, and with
+            # room for its writes, so that the schedulers, not it, set the pace
+            controller_flags = (
+                "--pvclaimbinder-sync-period=1s",
+                "--kube-api-qps=2000",
+                "--kube-api-burst=2000",
+            )
         with cluster.running(
             directory / "controlplane",
             controllers=controllers,
+            controller_manager_flags=controller_flags,
             apiserver_flags=(
                 "--disable-admission-plugins=TaintNodesByCondition",
                 # clearing 10,000 pods between runs: one worker takes minutes

@@ -221,6 +221,7 @@ class ControlPlane:
     binaries: Path = field(default_factory=binaries_directory)
     controllers: Sequence[str] = CONTROLLERS
     apiserver_flags: Sequence[str] = ()
+    controller_manager_flags: Sequence[str] = ()
     times: StartupTimes = field(default_factory=StartupTimes)
     _components: list[_Component] = field(default_factory=list)
 
@@ -376,6 +377,7 @@ class ControlPlane:
                 f"--root-ca-file={self.ca.certificate}",
                 "--leader-elect=false",
                 "--v=1",
+                *self.controller_manager_flags,
             ],
         )
         # ready when its controllers act: the service-account controller made ``default``
