@@ -4,6 +4,8 @@ before the kernel's OOM killer kills it?
     sudo python -m benchmarks.bench_oom_race                       # cgroup v1 here; 20 runs
     sudo python -m benchmarks.bench_oom_race --runs 5 --thresholds 100Mi --rates 256Mi,1Gi
     sudo python -m benchmarks.bench_oom_race --uml --mem-mib 1536  # cgroup v2 (user-mode-linux)
+    sudo python -m benchmarks.bench_oom_race --kubelet --runs 10 --rates 256Mi,1Gi,max \
+        --thresholds 100Mi,500Mi                                   # the real kubelet
 
 Issue 22's measurement (root needed). The node is a real memory cgroup with a limit
 (``--node-limit``: 2 GiB on the host's cgroup v1; in user-mode-linux a cgroup v2
@@ -771,7 +773,20 @@ def main() -> None:
     )
     parser.add_argument("--uml", action="store_true", help="run inside user-mode-linux (v2)")
     parser.add_argument("--mem-mib", type=int, default=1536, help="the guest's mem= (--uml)")
+    parser.add_argument(
+        "--kubelet",
+        action="store_true",
+        help="race the real kubelet on a real node (benchmarks/oom_race_kubelet.py)",
+    )
+    parser.add_argument(
+        "--allocatable", default="2Gi", help="the node's kubepods limit (--kubelet)"
+    )
     args = parser.parse_args()
+    if args.kubelet:
+        from benchmarks import oom_race_kubelet
+
+        oom_race_kubelet.main(args)
+        return
     rates, labels = args.rates.split(","), args.configurations.split(",")
     if args.report_from is not None:
         results = [Run(**run) for run in json.loads(args.report_from.read_text())]

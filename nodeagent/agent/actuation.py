@@ -20,7 +20,9 @@ reading and deciding meanwhile. So the loop only *submits* each decision here
 * **Evictions are for the current decision only.** A decision older than
   ``max_decision_age`` when the worker gets to it has its evictions dropped: the loop
   re-decides every cycle, and a stale choice (made on a sample the pods have moved on
-  from) must not be replayed after an outage.
+  from) must not be replayed after an outage. Its node state is not published either: a
+  condition the transition period alone held True would come back after the period ran
+  out (the deterministic simulation found it, seed 555485).
 * **One at a time, as the kubelet.** After an eviction the kubelet waits for the pod's
   cleanup before it evicts again, so a pod whose memory is being freed is not followed
   by a second victim. Here an eviction waits while an earlier one is still in flight (the
@@ -102,6 +104,8 @@ class ActuationStats:
     replaced: int = 0
     """Submissions replaced by a newer one before the worker got to them."""
     stale_evictions: int = 0
+    stale_node_states: int = 0
+    """Decisions whose conditions, taints and annotation were too old to publish."""
     waits_for_cleanup: int = 0
     results: list[EvictionResult] = field(default_factory=list)
     """Every eviction result, in order (bounded by what the evictor caps)."""
@@ -293,6 +297,15 @@ class Actuation:
         now = self._clock.now()
         if self.node_status.state is None:
             self._adopt(now)
+        elif now - job.made_at > self._max_age:
+            # A condition held True by the transition period alone must not be published
+            # after that period ran out: the loop decides again every cycle, and its
+            # next decision is the one applied.
+            self.stats.stale_node_states += 1
+            log.debug(
+                "not publishing the node state of a stale decision; the loop decides again",
+                extra={FIELDS: {"ageSeconds": round(now - job.made_at, 3)}},
+            )
         else:
             self._publish(job, now)
 

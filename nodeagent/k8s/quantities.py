@@ -27,7 +27,7 @@ import math
 import re
 import struct
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Context, Decimal
 from enum import StrEnum
 
 __all__ = [
@@ -75,6 +75,9 @@ _QUANTITY_HELP = (
     "expected a number with an optional suffix: Ki, Mi, Gi, Ti, Pi, Ei (powers of 1024), "
     "n, u, m, k, M, G, T, P, E (powers of 1000) or an exponent such as e6"
 )
+_EXACT = Context(prec=1000)
+"""Scaling by a suffix rounds nothing (the default context keeps 28 digits, and
+``10000000000000000000000000001`` has 29)."""
 _BINARY_SCALE = {prefix: Decimal(1024**power) for power, prefix in enumerate("KMGTPE", 1)}
 _DECIMAL_SCALE = {
     "": Decimal(1),
@@ -96,11 +99,26 @@ def parse_exact_quantity(text: str) -> tuple[Decimal, QuantityFormat]:
         raise UnitError(f"invalid quantity {text!r}: {_QUANTITY_HELP}")
     suffix = match.group("suffix") or ""
     if len(suffix) > 1 and not suffix.endswith("i"):  # e3, E-2: an exponent, not exa (E)
-        return Decimal(text), QuantityFormat.DECIMAL_EXPONENT
+        return _in_range(Decimal(text), text), QuantityFormat.DECIMAL_EXPONENT
     number = Decimal(text[: len(text) - len(suffix)])
     if suffix.endswith("i"):
-        return number * _BINARY_SCALE[suffix[0]], QuantityFormat.BINARY_SI
-    return number * _DECIMAL_SCALE[suffix], QuantityFormat.DECIMAL_SI
+        exact = _EXACT.multiply(number, _BINARY_SCALE[suffix[0]])
+        return _in_range(exact, text), QuantityFormat.BINARY_SI
+    exact = _EXACT.multiply(number, _DECIMAL_SCALE[suffix])
+    return _in_range(exact, text), QuantityFormat.DECIMAL_SI
+
+
+MAX_EXPONENT = 36
+"""Quantities from 10^36 up are refused. ``resource.Quantity`` holds any exponent, but no
+amount of memory, storage, cpu or anything a node counts comes near it; refusing such a
+figure (``1e400000``) with a clear error beats computing with it (its exact integer
+alone is too large to print or to compare cheaply)."""
+
+
+def _in_range(value: Decimal, text: str) -> Decimal:
+    if value and value.adjusted() >= MAX_EXPONENT:
+        raise UnitError(f"invalid quantity {text!r}: too large (10^{MAX_EXPONENT} or more)")
+    return value
 
 
 def quantity_value(value: str | int | float | Decimal) -> Decimal:

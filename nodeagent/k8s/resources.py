@@ -187,13 +187,16 @@ class FieldReader(Protocol[P_contra]):
     def sequence(self, value: Any, where: P_contra) -> Sequence[Any]: ...
 
     def quantity(self, resource: str, value: Any, where: P_contra) -> int:
-        """An amount in base units (millicores for cpu), rounded up."""
+        """``resource``'s amount in base units (millicores for cpu), rounded up; ``where``
+        is the path of the list holding it (an error adds the resource's name)."""
         ...
 
 
 def resource_list(fields: FieldReader[P], value: Any, where: P) -> dict[str, int]:
+    if value is None:
+        return {}
     return {
-        str(name): fields.quantity(str(name), amount, where / str(name))
+        str(name): fields.quantity(str(name), amount, where)
         for name, amount in fields.mapping(value, where).items()
     }
 
@@ -201,30 +204,57 @@ def resource_list(fields: FieldReader[P], value: Any, where: P) -> dict[str, int
 def read_container(
     fields: FieldReader[P], container: Mapping[str, Any], where: P, *, init: bool
 ) -> ContainerResources:
-    res = fields.mapping(container.get("resources"), where / "resources")
-    requests = resource_list(fields, res.get("requests"), where / "resources" / "requests")
-    limits = resource_list(fields, res.get("limits"), where / "resources" / "limits")
+    sidecar = init and container.get("restartPolicy") == "Always"
+    raw = container.get("resources")
+    if raw is None:
+        return ContainerResources(sidecar=sidecar)
+    rwhere = where / "resources"
+    res = fields.mapping(raw, rwhere)
+    raw_requests, raw_limits = res.get("requests"), res.get("limits")
+    requests = resource_list(fields, raw_requests, rwhere / "requests") if raw_requests else {}
+    limits = resource_list(fields, raw_limits, rwhere / "limits") if raw_limits else {}
     for name, amount in limits.items():  # API defaulting: a missing request takes the limit
         requests.setdefault(name, amount)
-    return ContainerResources(requests, limits, init and container.get("restartPolicy") == "Always")
+    return ContainerResources(requests, limits, sidecar)
 
 
-def read_pod_resources(fields: FieldReader[P], spec: Mapping[str, Any], where: P) -> PodResources:
+Visit = Callable[[str, Mapping[str, Any], P], None]
+"""Called with each container (``containers`` or ``initContainers``, the container, its
+path) as the reader meets it, so a caller reading more of each container walks them once."""
+
+
+def read_pod_resources(
+    fields: FieldReader[P], spec: Mapping[str, Any], where: P, visit: Visit[P] | None = None
+) -> PodResources:
     """A pod spec's resources, each container read once."""
-    pod_level = fields.mapping(spec.get("resources"), where / "resources")
 
     def containers(key: str, *, init: bool) -> tuple[ContainerResources, ...]:
-        return tuple(
-            read_container(fields, fields.mapping(c, where / key / i), where / key / i, init=init)
-            for i, c in enumerate(fields.sequence(spec.get(key), where / key))
-        )
+        read = []
+        kwhere = where / key
+        for i, raw in enumerate(fields.sequence(spec.get(key), kwhere)):
+            cwhere = kwhere / i
+            container = fields.mapping(raw, cwhere)
+            if visit is not None:
+                visit(key, container, cwhere)
+            read.append(read_container(fields, container, cwhere, init=init))
+        return tuple(read)
 
+    init_containers = containers("initContainers", init=True)
+    app = containers("containers", init=False)
+    pod_level = spec.get("resources")
+    if pod_level is None:
+        pod_requests: dict[str, int] = {}
+        pod_limits: dict[str, int] = {}
+    else:
+        pwhere = where / "resources"
+        pod_level = fields.mapping(pod_level, pwhere)
+        pod_requests = resource_list(fields, pod_level.get("requests"), pwhere / "requests")
+        pod_limits = resource_list(fields, pod_level.get("limits"), pwhere / "limits")
+    overhead = spec.get("overhead")
     return PodResources(
-        containers=containers("containers", init=False),
-        init_containers=containers("initContainers", init=True),
-        pod_requests=resource_list(
-            fields, pod_level.get("requests"), where / "resources" / "requests"
-        ),
-        pod_limits=resource_list(fields, pod_level.get("limits"), where / "resources" / "limits"),
-        overhead=resource_list(fields, spec.get("overhead"), where / "overhead"),
+        containers=app,
+        init_containers=init_containers,
+        pod_requests=pod_requests,
+        pod_limits=pod_limits,
+        overhead=resource_list(fields, overhead, where / "overhead") if overhead else {},
     )

@@ -129,13 +129,16 @@ class _Negative(Exception):
 
 
 def parse_quantity(name: str, value: Any, where: FieldPath) -> int:
-    """A quantity in base units, rounded up as the API does (cpu in milli-CPU)."""
+    """``name``'s quantity in base units, rounded up as the API does (cpu in milli-CPU);
+    ``where`` is the path of the resource list holding it."""
     try:
         return _base_units(name, value)
     except (ValueError, TypeError, InvalidOperation) as exc:
-        raise where.fail(value, "expected a Kubernetes quantity such as 500m, 2, 1Gi") from exc
+        raise (where / name).fail(
+            value, "expected a Kubernetes quantity such as 500m, 2, 1Gi"
+        ) from exc
     except _Negative as exc:  # the API server rejects them; one would hand resources back
-        raise where.fail(value, "expected a non-negative quantity") from exc
+        raise (where / name).fail(value, "expected a non-negative quantity") from exc
 
 
 @functools.lru_cache(maxsize=4096)
@@ -534,13 +537,14 @@ class _Containers:
 def _read_containers(spec: Mapping[str, Any], swhere: FieldPath) -> _Containers:
     images: list[str] = []
     ports: list[api.HostPort] = []
-    for key in ("initContainers", "containers"):
-        for i, raw in enumerate(_sequence(spec.get(key), swhere / key)):
-            container = _mapping(raw, swhere / key / i)
-            images.append(normalized_image_name(str(container.get("image") or "")))
-            if key == "containers":
-                ports.extend(_host_ports(container, swhere / key / i))
-    return _Containers(read_pod_resources(STRICT, spec, swhere), tuple(images), tuple(ports))
+
+    def visit(key: str, container: Mapping[str, Any], where: FieldPath) -> None:
+        images.append(normalized_image_name(str(container.get("image") or "")))
+        if key == "containers":
+            ports.extend(_host_ports(container, where))
+
+    resources = read_pod_resources(STRICT, spec, swhere, visit)
+    return _Containers(resources, tuple(images), tuple(ports))
 
 
 def _priority(

@@ -173,6 +173,22 @@ def test_evictions_of_a_stale_decision_are_dropped(tmp_path: Path) -> None:
     assert rig.evicted() == [("hog", 1)]
 
 
+def test_the_node_state_of_a_stale_decision_is_not_published(tmp_path: Path) -> None:
+    """A decision the worker gets to late may hold a condition the transition period no
+    longer holds by then: its state is dropped, and the next decision's is written."""
+    rig = pressured_rig(tmp_path)
+    rig.run_for(1.0)  # adopted the node, pressure published
+    written = rig.condition_writes(MEMORY_CONDITION)
+    rig.set_node_usage(GIB)  # the pressure ends
+    rig.loop.tick()
+    rig.clock.advance(5.0)  # the worker was stuck on a slow API
+    rig.actuation.apply_pending()
+    assert rig.actuation.stats.stale_node_states == 1
+    assert rig.condition_writes(MEMORY_CONDITION) == written
+    rig.cycle()  # decided afresh, and applied
+    assert rig.actuation.stats.stale_node_states == 1
+
+
 def test_the_latest_submission_wins(tmp_path: Path) -> None:
     rig = pressured_rig(tmp_path)
     rig.cycle()

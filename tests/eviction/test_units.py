@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 
 import pytest
@@ -43,6 +44,19 @@ def test_quantities_parse(text: str, value: int, quantity_format: QuantityFormat
 def test_malformed_quantities_are_refused_with_the_grammar(text: str) -> None:
     with pytest.raises(units.UnitError, match="expected a number with an optional suffix"):
         units.parse_quantity(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["1e400000", "1e36", "-1e36", "10000000000000000000Ei", "1" + "0" * 36]
+)
+def test_absurdly_large_quantities_are_refused_not_computed(text: str) -> None:
+    with pytest.raises(units.UnitError, match=r"too large \(10\^36 or more\)"):
+        units.parse_quantity(text)
+
+
+@pytest.mark.parametrize("text", ["999999999999999999999999999999999e2", "1e-400000", "0e99999"])
+def test_large_small_and_zero_quantities_below_the_bound_parse(text: str) -> None:
+    assert units.parse_quantity(text).value == math.ceil(Decimal(text))
 
 
 @pytest.mark.parametrize(
@@ -129,8 +143,14 @@ class TestTheOneQuantityParser:
         from kubernetes.utils import quantity
 
         expected = quantity.parse_quantity(text)  # type: ignore[no-untyped-call]
-        assert units.parse_exact_quantity(text)[0] == expected
-        assert units.quantity_value(text) == expected
+        if abs(expected) >= Decimal(10) ** units.MAX_EXPONENT:
+            with pytest.raises(units.UnitError, match="too large"):
+                units.parse_exact_quantity(text)
+            return
+        # the client rounds its products to the default context's 28 digits, ours are
+        # exact: both agree rounded to 28 digits (unary plus rounds to the context)
+        assert +units.parse_exact_quantity(text)[0] == +expected
+        assert +units.quantity_value(text) == +expected
 
     @pytest.mark.parametrize(
         ("value", "expected"),

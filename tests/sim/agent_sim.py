@@ -98,6 +98,9 @@ class AgentSimulation:
         self.pressure = False
         self.observed: list[tuple[float, bool]] = []
         """(time, memory threshold met) of every cycle: what the agent saw."""
+        self.observed_at_write: list[int] = []
+        """Per node write (the API's history), how many cycles had run when it was made:
+        checked after every step, and a step's cycle comes before its writes."""
         self.relief_observed = True
         self.foreign_taint = False
         self.step_no = 0
@@ -265,26 +268,36 @@ class AgentSimulation:
             raise self.violation("A4", f"another owner's taint was removed: {taints}")
         self.check_flaps()
 
-    def pressure_seen_within(self, start: float, end: float) -> bool:
-        """A cycle in [start, end] sampled the node under pressure."""
-        return any(on and start <= at <= end for at, on in self.observed)
+    def pressure_seen_within(self, start: float, end: float, before: int) -> bool:
+        """One of the first ``before`` cycles, in [start, end], sampled the node under
+        pressure."""
+        return any(on and start <= at <= end for at, on in self.observed[:before])
 
     def check_flaps(self) -> None:
-        """A5 over every write of our condition the API has seen."""
+        """A5 over every write of our condition the API has seen, each judged by what the
+        agent had observed when it was written: a cycle at the same virtual instant but
+        after the write (a step later) cannot have caused it."""
+        history, written_at = self.api.history["nodes"], self.api.written_at["nodes"]
+        while len(self.observed_at_write) < len(history):
+            self.observed_at_write.append(len(self.observed))
         previous = None
-        for event, at in zip(self.api.history["nodes"], self.api.written_at["nodes"], strict=True):
+        for event, at, seen in zip(history, written_at, self.observed_at_write, strict=True):
             status = _condition(event.object)
             if status is None or status == previous:
                 previous = status
                 continue
             if previous is not None:
-                if status == "False" and self.pressure_seen_within(at - TRANSITION + 1e-6, at):
+                if status == "False" and self.pressure_seen_within(
+                    at - TRANSITION + 1e-6, at, seen
+                ):
                     raise self.violation(
                         "A5",
                         f"the condition turned False at {at:.2f} within the "
                         f"transition period of pressure (seen: {self.observed[-12:]})",
                     )
-                if status == "True" and not self.pressure_seen_within(at - TRANSITION - 3.0, at):
+                if status == "True" and not self.pressure_seen_within(
+                    at - TRANSITION - 3.0, at, seen
+                ):
                     raise self.violation(
                         "A5",
                         f"the condition turned True at {at:.2f} without pressure "
