@@ -40,6 +40,10 @@ class NodeVolumeLimits:
         # unbound claims get a made-up handle unique to this scheduler, as upstream's
         # randomVolumeIDPrefix: never equal to a real volume's
         self._prefix = secrets.token_hex(16)
+        self._wanted_key: tuple[object, ...] | None = None
+        self._wanted_cache: dict[str, str] = {}
+        self._attached_cache: dict[str, tuple[tuple[object, ...], dict[str, str]]] = {}
+        """Node name -> (what the entry was computed from, the node's volumes)."""
 
     def pre_filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
@@ -121,7 +125,7 @@ class NodeVolumeLimits:
     def node_status(self, pod: api.Pod, snapshot: ClusterSnapshot, node: int) -> api.Status:
         csi_node = self._catalog.csi_node(snapshot.names[node])
         try:
-            wanted = self.attachable(pod, csi_node, new_pod=True)
+            wanted = self._wanted(pod, csi_node)
         except _NotFound as exc:
             return api.unschedulable(str(exc), unresolvable=True)
         if not wanted or csi_node is None:
@@ -129,10 +133,8 @@ class NodeVolumeLimits:
         limits = {d: n for d, n in csi_node.drivers.items() if n is not None}
         if not limits:
             return api.SUCCESS
-        attached: dict[str, str] = {}
-        for other in snapshot.pods_on_node[node]:
-            if other.volumes:
-                attached.update(self.attachable(other, csi_node, new_pod=False))
+        attached = self._attached(snapshot, node, csi_node)
+        wanted = dict(wanted)
         in_use: dict[str, int] = {}
         for unique, driver in attached.items():
             wanted.pop(unique, None)
@@ -145,6 +147,35 @@ class NodeVolumeLimits:
             if limit is not None and in_use.get(driver, 0) + count > limit:
                 return api.unschedulable(REASON_MAX_VOLUME_COUNT)
         return api.SUCCESS
+
+    def _wanted(self, pod: api.Pod, csi_node: storage.CSINode | None) -> dict[str, str]:
+        """The pod's attachable volumes: they depend on the node only through whether it
+        has a CSINode (in-tree migration), so a cycle computes them at most twice."""
+        key = (pod.key, pod.uid, pod.volumes, csi_node is None, self._catalog.generation)
+        if self._wanted_key != key:
+            self._wanted_cache = self.attachable(pod, csi_node, new_pod=True)  # may raise
+            self._wanted_key = key
+        return self._wanted_cache
+
+    def _attached(
+        self, snapshot: ClusterSnapshot, node: int, csi_node: storage.CSINode
+    ) -> dict[str, str]:
+        """The unique volumes the node's pods use, kept per node until its pods, its
+        CSINode or the storage objects change."""
+        pods = [p for p in snapshot.pods_on_node[node] if p.volumes]
+        key = (
+            self._catalog.generation,
+            csi_node,
+            tuple((id(p), p.uid) for p in pods),
+        )
+        cached = self._attached_cache.get(snapshot.names[node])
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        attached: dict[str, str] = {}
+        for other in pods:
+            attached.update(self.attachable(other, csi_node, new_pod=False))
+        self._attached_cache[snapshot.names[node]] = (key, attached)
+        return attached
 
     # --- the Filter ----------------------------------------------------------------------
     def filter(
