@@ -7,6 +7,13 @@ pods/s (Go, in-process API server and etcd); issue 20 asks 1,200 pods/s and at m
 
     python -m benchmarks.bench_scheduler_live [--nodes 5000] [--pods 10000] [--repeat 3]
     python -m benchmarks.bench_scheduler_live --profile     # + where the CPU goes (py-spy)
+    python -m benchmarks.bench_scheduler_live --never-fit 200 --churn 50   # Unschedulable
+
+With ``--never-fit N`` (scheduler_perf's Unschedulable shape), N more pods ask 9 CPU,
+more than any node has, and while the run goes on a churn of events that cannot help
+them (``--churn`` a second of each: a node's allocatable memory changed, a bound pod's
+status patched) is written to the server; printed besides: the never-fit pods'
+**wasted retries** (``unschedulable`` attempts beyond each pod's first) per pod.
 
 Each repetition runs in a fresh interpreter. The fake API server (tests/fakeapi:
 Python, ThreadingHTTPServer, JSON) runs in its own process, so it does not share the
@@ -43,11 +50,14 @@ import functools
 import multiprocessing
 import multiprocessing.connection
 import os
+import random
 import resource
 import statistics
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +73,46 @@ from tests.fakeapi import server
 from tests.fakeapi.fixtures import configuration, write_kubeconfig
 
 PROFILE = live_settings.DEFAULT_PROFILE
+NEVER_FIT_CPU = "9"
+"""More than any node's 4 CPU (scheduler_perf's pod-large-cpu)."""
+
+
+class Churn:
+    """Events that cannot help a pod no node fits, ``rate`` of each a second: a node's
+    allocatable memory changed (32 GiB <-> 31 GiB) and a bound pod's status patched."""
+
+    def __init__(
+        self, kube: http.HTTPKubeClient, nodes: int, rate: float, bound: Callable[[], int]
+    ) -> None:
+        self._kube, self._nodes, self._rate, self._bound = kube, nodes, rate, bound
+        self._stop = threading.Event()
+        self.events = 0
+        self._thread = threading.Thread(target=self._run, name="churn", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        rng = random.Random(3)
+        n = 0
+        while not self._stop.wait(1 / self._rate):
+            memory = "31Gi" if n % 2 else "32Gi"
+            self._kube.patch_node_status(
+                f"node-{rng.randrange(self._nodes):05d}",
+                {"status": {"allocatable": {"cpu": "4", "memory": memory, "pods": "110"}}},
+            )
+            self.events += 1
+            bound = self._bound()
+            if bound:
+                self._kube.patch_pod_status(
+                    "default",
+                    f"pod-{rng.randrange(bound):05d}",
+                    {"status": {"message": f"churn {n}"}},
+                )
+                self.events += 1
+            n += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
 
 
 def node(name: str, zone: int) -> dict[str, Any]:
@@ -100,11 +150,17 @@ def pending_pod(name: str, scheduler: str = PROFILE) -> dict[str, Any]:
     }
 
 
-def serve(conn: multiprocessing.connection.Connection, nodes: int, pods: int) -> None:
+def serve(
+    conn: multiprocessing.connection.Connection, nodes: int, pods: int, never_fit: int = 0
+) -> None:
     """The fake API server's process: fill the store, serve, report binds, stop."""
-    cluster = fake.FakeCluster(history_limit=4 * (nodes + pods) + 10_000)
+    cluster = fake.FakeCluster(history_limit=4 * (nodes + pods) + 100_000)
     for i in range(nodes):
         cluster.create("nodes", node(f"node-{i:05d}", i % 3))
+    for i in range(never_fit):
+        big = pending_pod(f"never-fit-{i:05d}")
+        big["spec"]["containers"][0]["resources"]["requests"]["cpu"] = NEVER_FIT_CPU
+        cluster.create("pods", big)
     for i in range(pods):
         cluster.create("pods", pending_pod(f"pod-{i:05d}"))
     api = server.FakeAPIServer(cluster)
@@ -120,10 +176,10 @@ def serve(conn: multiprocessing.connection.Connection, nodes: int, pods: int) ->
 
 
 class ServerProcess:
-    def __init__(self, nodes: int, pods: int) -> None:
+    def __init__(self, nodes: int, pods: int, never_fit: int = 0) -> None:
         self._conn, child = multiprocessing.Pipe()
         self._process = multiprocessing.Process(
-            target=serve, args=(child, nodes, pods), daemon=True
+            target=serve, args=(child, nodes, pods, never_fit), daemon=True
         )
         self._process.start()
         self.pid = self._process.pid or 0
@@ -254,15 +310,31 @@ def _system_cpu(who: int) -> float:
     return resource.getrusage(who).ru_stime
 
 
+@dataclasses.dataclass(frozen=True)
+class Unschedulable:
+    """The Unschedulable shape's part: pods that fit no node, and the churn."""
+
+    never_fit: int = 0
+    churn: float = 0.0
+
+
 def end_to_end(
-    nodes: int, pods: int, *, workers: int, profile: bool, binding_process: bool, directory: Path
+    nodes: int,
+    pods: int,
+    *,
+    workers: int,
+    profile: bool,
+    binding_process: bool,
+    directory: Path,
+    unschedulable: Unschedulable = Unschedulable(),
 ) -> dict[str, Any]:
     settings = live_settings.load(None, registry.in_tree_registry(), leader_elect=False)
     # as scheduler_perf does: no client-side rate limit (events have the same budget)
     settings = dataclasses.replace(settings, bind_workers=workers, qps=100_000, burst=100_000)
-    proc = ServerProcess(nodes, pods)
+    proc = ServerProcess(nodes, pods, unschedulable.never_fit)
     kube = client(proc.url, workers + 8)
     target = bind_target(proc.url, directory) if binding_process else None
+    churn: Churn | None = None
     scheduler = LiveScheduler(kube, settings, seed=1, bind_target=target)
     sampling = contextlib.ExitStack()
     raw = Path(os.environ.get("BENCH_PROFILE_RAW") or directory / "profile.raw")
@@ -282,11 +354,15 @@ def end_to_end(
         binder = scheduler.process_binder
         binder_pid = binder.pid if binder else None
         startup_cpu = _process_cpu(binder_pid) if binder_pid else 0.0
+        if unschedulable.never_fit and unschedulable.churn:
+            churn = Churn(kube, nodes, unschedulable.churn, lambda: scheduler.bound_count)
         while scheduler.bound_count < pods:
             time.sleep(0.01)
             if time.perf_counter() - started > 600:
                 raise RuntimeError(f"only {scheduler.bound_count} of {pods} bound in 600 s")
         elapsed = time.perf_counter() - started
+        if churn is not None:
+            churn.stop()
         while not scheduler.reporter.idle():  # the last pods' events are part of the cost
             time.sleep(0.01)
         cpu = time.process_time() - cpu_started
@@ -295,6 +371,8 @@ def end_to_end(
         binding = scheduler.metrics.binding_duration.labels("bound")
         times = dict(scheduler.times)
     finally:
+        if churn is not None:
+            churn.stop()
         scheduler.stop(bind_timeout=60)  # joins the binding process, its events written
         binding_process_cpu = _children_cpu() - children_started
         binding_process_system = _system_cpu(resource.RUSAGE_CHILDREN) - children_system_started
@@ -321,6 +399,12 @@ def end_to_end(
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "binding_mean_ms": 1000 * binding._sum.get() / max(1, pods),
     }
+    if unschedulable.never_fit:
+        attempts = scheduler.metrics.attempts.labels("unschedulable", PROFILE)._value.get()
+        result["wasted_retries_per_pod"] = (
+            attempts - unschedulable.never_fit
+        ) / unschedulable.never_fit
+        result["churn_events"] = churn.events if churn is not None else 0
     if profile:
         processes = {"scheduler process": (os.getpid(), cpu - system, system)}
         if binder_pid:
@@ -345,6 +429,7 @@ def _repetition(conn: multiprocessing.connection.Connection, args: argparse.Name
             profile=args.profile,
             binding_process=not args.in_process_binding,
             directory=Path(directory),
+            unschedulable=Unschedulable(args.never_fit, args.churn),
         )
     conn.send((ceiling, run))
 
@@ -373,6 +458,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=16, help="binding workers")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--never-fit", type=int, default=0, help="pods no node fits")
+    parser.add_argument("--churn", type=float, default=50.0, help="churn events/s of each kind")
     parser.add_argument(
         "--in-process-binding",
         action="store_true",
@@ -439,6 +526,12 @@ def main() -> None:
         f"{binding}fake API server: {best['server_cpu_seconds']:.1f} s CPU; wall"
         f" {best['seconds']:.1f} s on {os.cpu_count()} cores"
     )
+    if "wasted_retries_per_pod" in best:
+        wasted = statistics.median(r["wasted_retries_per_pod"] for r in runs)
+        print(
+            f"never-fit pods: {args.never_fit}, wasted retries per pod {wasted:.2f} (median;"
+            f" {best['churn_events']} churn events in the run shown)"
+        )
     if "profile" in best:
         print(best["profile"])
 

@@ -15,9 +15,24 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
   PV per pending pod, each on one node (round robin): VolumeBinding picks a PV per pod,
   PreBind writes its claimRef, and kube-controller-manager's PV controller (started for
   this shape) completes the binding both schedulers wait for.
+* ``unschedulable`` (Unschedulable): besides the ``--pods`` basic pods, ``--never-fit``
+  pods (200, scheduler_perf's count) asking 9 CPU, more than any node has, created
+  first; while the run goes on, a churn of events that cannot help them: a cordoned
+  4-CPU node created and an older one deleted, and a label changed on a bound pod, each
+  ``--churn`` times a second. Also printed: the never-fit pods' **wasted retries** (their
+  ``unschedulable`` attempts beyond the first, from the scheduler's
+  ``scheduler_schedule_attempts_total``) per pod.
 
     python -m benchmarks.bench_vs_kube_scheduler [--nodes 5000] [--pods 10000] [--repeat 3]
-        [--shapes basic,spread,anti-affinity,csi-pvs,local-pvs]
+        [--shapes basic,spread,anti-affinity,unschedulable,csi-pvs,local-pvs]
+        [--schedulers ...] [--ceiling]
+
+``--ceiling``: before the schedulers, the apiserver's **ceiling** for the per-pod writes,
+measured with the same pods: a client that only binds each pending pod (round robin over
+the nodes) and writes its ``Scheduled`` event, as nodeagent's binding process writes
+them (its pipelined posters), everything at once, nothing scheduled. Every run then
+also prints the time from process start to the **first binding**, and its pods/s from
+start as a share of the ceiling.
 
 Per shape and repetition, each scheduler gets the same cluster: the pending pods are
 created while no scheduler runs, the scheduler process starts, and the clock runs from
@@ -40,6 +55,9 @@ stale, so it scores neutral). Printed per run and as medians:
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
+import functools
 import json
 import random
 import signal
@@ -49,6 +67,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +76,9 @@ import urllib3
 import yaml
 
 from benchmarks.bench_scheduler import node_object, pod_object, shaped_pod
+from nodeagent.kube import http, pipeline, retry, writes
+from nodeagent.kube.events import NORMAL, InvolvedObject, UniqueEvents
+from nodeagent.scheduler.live.bind_child import BINDING_LIMITS, EVENT_LIMITS
 from tests.controlplane import cluster, processes
 from tests.controlplane.cluster import ControlPlane, Rest
 
@@ -64,7 +86,11 @@ NAMESPACE = "bench"
 INIT_NAMESPACE = "bench-init"
 INIT_PODS = 1000
 QPS = 5000
-SHAPES = ("basic", "spread", "anti-affinity")
+SHAPES = ("basic", "spread", "anti-affinity", "unschedulable")
+NEVER_FIT_CPU = "9"
+"""pod-large-cpu: more than any node's 4 CPU."""
+CEILING_SCHEDULER = "bench-ceiling"
+"""No scheduler has this name: the ceiling's pods wait for its client alone."""
 VOLUME_SHAPES = ("csi-pvs", "local-pvs")
 CSI_DRIVER = "ebs.csi.aws.com"
 LOCAL_CLASS = "bench-local"
@@ -214,15 +240,176 @@ def wait_for(plane: ControlPlane, path: str, run: str, count: int, phases: tuple
 def pending_pods(shape: str, count: int, scheduler: str) -> list[dict[str, Any]]:
     pods = []
     for i in range(count):
-        pod = shaped_pod(shape, INIT_PODS + i)
+        pod = shaped_pod("basic" if shape == "unschedulable" else shape, INIT_PODS + i)
         pod["metadata"]["namespace"] = NAMESPACE
-        pod["spec"]["schedulerName"] = SCHEDULER_NAME[scheduler]
+        pod["spec"]["schedulerName"] = SCHEDULER_NAME.get(scheduler, scheduler)
         if shape in VOLUME_SHAPES:
             claim = {"claimName": f"data-{INIT_PODS + i}"}
             pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": claim}]
         pod.pop("status", None)
         pods.append(pod)
     return pods
+
+
+def never_fit_pods(count: int, scheduler: str) -> list[dict[str, Any]]:
+    """Pods asking more CPU than any node has (scheduler_perf's pod-large-cpu)."""
+    pods = []
+    for i in range(count):
+        pod = pod_object(i, None, cpu=NEVER_FIT_CPU)
+        pod["metadata"] = {"name": f"never-fit-{i}", "namespace": NAMESPACE}
+        pod["spec"]["schedulerName"] = SCHEDULER_NAME[scheduler]
+        pods.append(pod)
+    return pods
+
+
+class Churn:
+    """Events that cannot help a pod that fits no node, ``rate`` of each a second: a
+    cordoned 4-CPU node created (and the one before last deleted), and a label of a
+    bound pod changed."""
+
+    def __init__(self, plane: ControlPlane, rate: float, nodes: int) -> None:
+        self._plane, self._rate, self._nodes = plane, rate, nodes
+        self._stop = threading.Event()
+        self.events = 0
+        self._thread = threading.Thread(target=self._run, daemon=True, name="churn")
+        self._thread.start()
+
+    def _run(self) -> None:
+        rng = random.Random(7)
+        rest = self._plane.admin
+        created: list[str] = []
+        n = 0
+        while not self._stop.wait(1 / self._rate):
+            node = node_object(self._nodes + n, 3, rng)
+            node["metadata"]["name"] = name = f"churn-{n}"
+            node["spec"] = {"unschedulable": True}
+            rest.create("/api/v1/nodes", node)
+            created.append(name)
+            if len(created) > 2:
+                rest.delete(f"/api/v1/nodes/{created.pop(0)}")
+            victim = f"pod-{rng.randrange(INIT_PODS)}"
+            rest.merge_patch(
+                f"/api/v1/namespaces/{INIT_NAMESPACE}/pods/{victim}",
+                {"metadata": {"labels": {"churn": str(n)}}},
+            )
+            self.events += 3 if n >= 2 else 2
+            n += 1
+        for name in created:
+            rest.delete(f"/api/v1/nodes/{name}")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def informers_synced(log: Path) -> float | None:
+    """When nodeagent logged "informers synced" (its JSON log's ``time``), Unix seconds."""
+    for line in log.read_text(errors="replace").splitlines():
+        if '"informers synced"' in line:
+            stamp = json.loads(line)["time"]
+            return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return None
+
+
+def unschedulable_attempts(plane: ControlPlane, which: str, port: int) -> float:
+    """``scheduler_schedule_attempts_total{result="unschedulable"}`` summed over
+    profiles, from the scheduler's own metrics (kube-scheduler's secure port is read
+    with the admin's client certificate)."""
+    if which == "kube-scheduler":
+        urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # its own cert
+        pool = urllib3.PoolManager(
+            cert_reqs="CERT_NONE",
+            cert_file=str(plane.admin_credentials.certificate),
+            key_file=str(plane.admin_credentials.key),
+        )
+        url = f"https://127.0.0.1:{port}/metrics"
+    else:
+        pool = urllib3.PoolManager()
+        url = f"http://127.0.0.1:{port}/metrics"
+    text = pool.request("GET", url, timeout=10.0).data.decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("scheduler_schedule_attempts_total{")
+        and 'result="unschedulable"' in line
+    )
+
+
+def bind_ceiling(plane: ControlPlane, pods: int, nodes: int) -> float:
+    """Pods per second the apiserver takes the per-pod writes for (a binding and its
+    ``Scheduled`` event), written as nodeagent's binding process writes them, every
+    pod at once: the pace no scheduler can pass on this apiserver."""
+    create_all(
+        plane.admin,
+        "/api/v1/namespaces/{namespace}/pods",
+        pending_pods("basic", pods, CEILING_SCHEDULER),
+    )
+    listed = plane.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+    targets = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in listed]
+    spec = http.ConnectionSpec(
+        plane.scheduler_kubeconfig,
+        qps=100_000,
+        burst=100_000,
+        retry_policy=retry.RetryPolicy(attempts=3),
+        timeout=(5.0, 60.0),
+    )
+    address, credentials = spec.resolve()
+    events = UniqueEvents(
+        reason="Scheduled", event_type=NORMAL, component=CEILING_SCHEDULER, host="ceiling"
+    )
+    failures: list[BaseException] = []
+
+    async def write_all() -> float:
+        bindings = pipeline.Poster(address, credentials, limits=BINDING_LIMITS)
+        recorder = pipeline.Poster(address, credentials, limits=EVENT_LIMITS)
+        finished = asyncio.Event()
+        left = 2 * len(targets)
+
+        def done(error: BaseException | None) -> None:
+            nonlocal left
+            if error is not None:
+                failures.append(error)
+            left -= 1
+            if left == 0:
+                finished.set()
+
+        def bound(name: str, uid: str, node: str, error: BaseException | None) -> None:
+            done(error)
+            body = events.body(
+                InvolvedObject("Pod", name, NAMESPACE, uid),
+                f"Successfully assigned {NAMESPACE}/{name} to {node}",
+            )
+            recorder.post(
+                "create",
+                "events",
+                what=name,
+                path=writes.events_path(NAMESPACE),
+                body=body,
+                done=done,
+            )
+
+        started = time.perf_counter()
+        for i, (name, uid) in enumerate(targets):
+            node = f"node-{i % nodes}"
+            bindings.post(
+                "create",
+                "pods/binding",
+                what=name,
+                path=writes.binding_path(NAMESPACE, name),
+                body=writes.binding_body(NAMESPACE, name, uid=uid, node_name=node),
+                done=functools.partial(bound, name, uid, node),
+            )
+        await finished.wait()
+        elapsed = time.perf_counter() - started
+        bindings.close()
+        recorder.close()
+        return elapsed
+
+    elapsed = asyncio.run(write_all())
+    if failures:
+        raise RuntimeError(f"ceiling: {len(failures)} writes failed, e.g. {failures[0]}")
+    delete_pending_namespace_pods(plane)
+    return len(targets) / elapsed
 
 
 def delete_pending_namespace_pods(plane: ControlPlane) -> None:
@@ -338,16 +525,37 @@ def start_scheduler(plane: ControlPlane, which: str, directory: Path) -> process
         "bench-nodeagent-scheduler",
         kubeconfig=plane.scheduler_kubeconfig,
         config=config,
-        extra=["--log-level=warning"],
+        # plain-HTTP metrics on loopback, read at the end of an unschedulable run
+        extra=["--log-level=info", "--metrics-auth=none"],
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class RunShape:
+    """What one run creates besides its pods: the never-fit pods and the churn."""
+
+    never_fit: int = 0
+    churn: float = 0.0
+    nodes: int = 0
+
+
 def one_run(
-    plane: ControlPlane, shape: str, which: str, pods: int, directory: Path, *, nodes: int
+    plane: ControlPlane,
+    shape: str,
+    which: str,
+    pods: int,
+    directory: Path,
+    *,
+    extra: RunShape,
 ) -> dict[str, float]:
+    never_fit = extra.never_fit if shape == "unschedulable" else 0
+    if never_fit:
+        create_all(
+            plane.admin, "/api/v1/namespaces/{namespace}/pods", never_fit_pods(never_fit, which)
+        )
     run = f"{which}-{shape}-{time.monotonic_ns()}"
     if shape in VOLUME_SHAPES:
-        create_storage(plane, shape, run, pods, nodes)
+        create_storage(plane, shape, run, pods, extra.nodes)
     create_all(
         plane.admin,
         "/api/v1/namespaces/{namespace}/pods",
@@ -357,8 +565,9 @@ def one_run(
     apiserver = psutil.Process(plane.pid("kube-apiserver"))
     etcd = psutil.Process(plane.pid("etcd"))
     api_cpu, etcd_cpu = cpu_seconds([apiserver]), cpu_seconds([etcd])
-    started = time.monotonic()
+    started, started_wall = time.monotonic(), time.time()
     scheduler = start_scheduler(plane, which, directory)
+    churn = Churn(plane, extra.churn, extra.nodes) if never_fit and extra.churn else None
     try:
         root = psutil.Process(scheduler.pid)
         while not watch.done.wait(0.5):
@@ -367,8 +576,11 @@ def one_run(
             if time.monotonic() - started > 1800:
                 raise RuntimeError(f"{which}: {watch.count}/{pods} bound after 30 min")
         procs = tree(root)
+        if churn is not None:
+            churn.stop()
         result = {
             "seconds": watch.last - started,
+            "first_binding_seconds": watch.first - started,
             "pods_per_second": pods / (watch.last - started),
             "steady_pods_per_second": pods / max(1e-9, watch.last - watch.first),
             "cpu_ms_per_pod": 1000 * cpu_seconds(procs) / pods,
@@ -376,14 +588,23 @@ def one_run(
             "apiserver_cpu_ms_per_pod": 1000 * (cpu_seconds([apiserver]) - api_cpu) / pods,
             "etcd_cpu_ms_per_pod": 1000 * (cpu_seconds([etcd]) - etcd_cpu) / pods,
         }
+        synced = informers_synced(scheduler.log) if which == "nodeagent" else None
+        if synced is not None:
+            result["informers_synced_seconds"] = synced - started_wall
+        if never_fit:
+            attempts = unschedulable_attempts(plane, which, scheduler.port)
+            result["wasted_retries_per_pod"] = (attempts - never_fit) / never_fit
+            result["churn_events"] = float(churn.events if churn is not None else 0)
     finally:
+        if churn is not None:
+            churn.stop()
         scheduler.stop()
         watch.close()
     unbound = plane.admin.get(
         f"/api/v1/namespaces/{NAMESPACE}/pods", fieldSelector="spec.nodeName="
     )["items"]
-    if unbound:
-        raise RuntimeError(f"{which}: {len(unbound)} pods unbound after the run")
+    if len(unbound) != never_fit:
+        raise RuntimeError(f"{which}: {len(unbound) - never_fit} pods unbound after the run")
     delete_pending_namespace_pods(plane)
     if shape in VOLUME_SHAPES:
         delete_storage(plane, run)
@@ -410,17 +631,22 @@ def delete_storage(plane: ControlPlane, run: str) -> None:
 
 
 FIELDS = (
+    ("informers_synced_seconds", "informers synced s", "{:.2f}"),
+    ("first_binding_seconds", "first binding s", "{:.2f}"),
     ("pods_per_second", "pods/s from start", "{:.0f}"),
     ("steady_pods_per_second", "pods/s first->last", "{:.0f}"),
     ("cpu_ms_per_pod", "CPU ms/pod", "{:.2f}"),
     ("peak_rss_mib", "peak RSS MiB", "{:.0f}"),
     ("apiserver_cpu_ms_per_pod", "apiserver CPU ms/pod", "{:.2f}"),
     ("etcd_cpu_ms_per_pod", "etcd CPU ms/pod", "{:.2f}"),
+    ("wasted_retries_per_pod", "wasted retries/never-fit pod", "{:.2f}"),
 )
 
 
 def describe(result: dict[str, float]) -> str:
-    return ", ".join(f"{label} {fmt.format(result[key])}" for key, label, fmt in FIELDS)
+    return ", ".join(
+        f"{label} {fmt.format(result[key])}" for key, label, fmt in FIELDS if key in result
+    )
 
 
 def main() -> None:
@@ -433,11 +659,18 @@ def main() -> None:
         default=",".join(SHAPES),
         help=f"of {', '.join((*SHAPES, *VOLUME_SHAPES))}",
     )
+    parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
+    parser.add_argument("--never-fit", type=int, default=200)
+    parser.add_argument("--churn", type=float, default=10.0, help="churn events/s of each kind")
+    parser.add_argument("--ceiling", action="store_true", help="measure the apiserver's ceiling")
     parser.add_argument("--json", type=Path, help="also write every run here")
     args = parser.parse_args()
     # SIGTERM (timeout, CI) unwinds like ^C, so the control plane is stopped by PID
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     shapes = [s for s in args.shapes.split(",") if s]
+    schedulers = tuple(s for s in args.schedulers.split(",") if s)
+    extra = RunShape(args.never_fit, args.churn, args.nodes)
+    ceilings: list[float] = []
     reason = cluster.unavailable()
     if reason is not None:
         raise SystemExit(reason)
@@ -478,12 +711,13 @@ def main() -> None:
                 f"{args.nodes} nodes and {INIT_PODS} bound pods in {time.monotonic() - began:.0f} s"
             )
             for repetition in range(args.repeat):
+                if args.ceiling:
+                    ceilings.append(bind_ceiling(plane, args.pods, args.nodes))
+                    print(f"[{repetition + 1}] ceiling: {ceilings[-1]:.0f} pods/s", flush=True)
                 for shape in shapes:
-                    order = SCHEDULERS if repetition % 2 == 0 else SCHEDULERS[::-1]
+                    order = schedulers if repetition % 2 == 0 else schedulers[::-1]
                     for which in order:
-                        result = one_run(
-                            plane, shape, which, args.pods, directory, nodes=args.nodes
-                        )
+                        result = one_run(plane, shape, which, args.pods, directory, extra=extra)
                         runs.setdefault((shape, which), []).append(result)
                         print(
                             f"[{repetition + 1}] {shape:13} {which:14} {describe(result)}",
@@ -492,15 +726,25 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({f"{s}/{w}": r for (s, w), r in runs.items()}, indent=2))
     print(f"\nmedians of {args.repeat} ({args.nodes} nodes, {args.pods} pods per run):")
+    ceiling = statistics.median(ceilings) if ceilings else None
+    if ceiling is not None:
+        print(f"  apiserver ceiling (binding + Scheduled event): {ceiling:.0f} pods/s")
     for shape in shapes:
         medians = {
             which: {
-                key: statistics.median(r[key] for r in runs[(shape, which)]) for key, _, _ in FIELDS
+                key: statistics.median(r[key] for r in runs[(shape, which)])
+                for key, _, _ in FIELDS
+                if key in runs[(shape, which)][0]
             }
-            for which in SCHEDULERS
+            for which in schedulers
         }
-        for which in SCHEDULERS:
-            print(f"  {shape:13} {which:14} {describe(medians[which])}")
+        for which in schedulers:
+            share = ""
+            if ceiling is not None:
+                share = f", {100 * medians[which]['pods_per_second'] / ceiling:.0f}% of the ceiling"
+            print(f"  {shape:13} {which:14} {describe(medians[which])}{share}")
+        if set(SCHEDULERS) - set(schedulers):
+            continue
         ours, theirs = medians["nodeagent"], medians["kube-scheduler"]
         print(
             f"  {shape:13} nodeagent / kube-scheduler: throughput"

@@ -4,7 +4,9 @@ A thin view over Kubernetes' pod rules (:mod:`nodeagent.k8s.pods`,
 :mod:`nodeagent.k8s.resources`), which kube-scheduler's view in
 :mod:`nodeagent.scheduler.objects` shares. What only the agent reads is here:
 
-* **effective requests and limits** (``PodRequests``/``PodLimits``), zeros dropped except
+* **requests and limits** as the kubelet's eviction manager reads them
+  (``GetResourceRequestQuantity`` and ``PodLimits`` over the *allocated* pod, so a
+  granted resize counts at once and a deferred one not yet), zeros dropped except
   a zero ``ephemeral-storage`` limit, which the kubelet's local-storage check enforces (any
   usage is over it);
 * **local-storage limits**: each app container's ``ephemeral-storage`` limit, and each
@@ -31,8 +33,8 @@ from nodeagent.k8s.resources import (
     EPHEMERAL_STORAGE,
     PodResources,
     aggregate,
-    pod_limits,
-    pod_requests,
+    kubelet_limits,
+    kubelet_requests,
     read_pod_resources,
 )
 from nodeagent.model import ContainerInfo, EmptyDirVolume, PodInfo, PodUID
@@ -164,17 +166,20 @@ def empty_dir_volumes(spec: Mapping[str, Any]) -> tuple[EmptyDirVolume, ...]:
     return tuple(volumes)
 
 
-def read_resources(spec: Mapping[str, Any]) -> PodResources:
-    return read_pod_resources(LENIENT, spec, _NOWHERE)
+def read_resources(
+    spec: Mapping[str, Any], status: Mapping[str, Any] | None = None
+) -> PodResources:
+    return read_pod_resources(LENIENT, spec, _NOWHERE, status=status, status_where=_NOWHERE)
 
 
 def requests_and_limits(resources: PodResources) -> tuple[dict[str, int], dict[str, int]]:
-    """The pod's effective requests and limits without zeros, but for a zero
-    ``ephemeral-storage`` limit (see the module docstring)."""
-    requests = {name: value for name, value in pod_requests(resources).items() if value}
+    """The pod's requests and limits as the kubelet's eviction manager counts them (the
+    allocated pod: a resize it granted counts, one it deferred does not), without zeros
+    but for a zero ``ephemeral-storage`` limit (see the module docstring)."""
+    requests = {name: value for name, value in kubelet_requests(resources).items() if value}
     limits = {
         name: value
-        for name, value in pod_limits(resources).items()
+        for name, value in kubelet_limits(resources).items()
         if value or name == EPHEMERAL_STORAGE
     }
     return requests, limits
@@ -192,7 +197,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo:
         ref.get("kind") == "DaemonSet" and ref.get("controller", False)
         for ref in meta.get("ownerReferences") or ()
     )
-    resources = read_resources(spec)
+    resources = read_resources(spec, status)
     try:
         qos = QOSClass(status["qosClass"])
     except (KeyError, ValueError):

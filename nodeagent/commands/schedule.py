@@ -104,7 +104,11 @@ def run(args: argparse.Namespace) -> int:
         text = args.cluster.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read cluster file {args.cluster}: {exc.strerror}") from exc
-    cluster = objects.load_cluster(text, str(args.cluster))
+    cluster = objects.load_cluster(
+        text,
+        str(args.cluster),
+        comparison_operators=features.taint_toleration_comparison_operators,
+    )
     del text
     placements = planner.placements(
         cluster,

@@ -176,10 +176,13 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef(name="NodeResourcesBalancedAllocation", weight=1),
     PluginRef(name="ImageLocality", weight=1),
     PluginRef(name="DefaultBinder"),
+    PluginRef(name="NodeDeclaredFeatures"),
 )
-"""kube-scheduler's v1 default plugins and weights, in its order, minus the ones
-nodeagent does not implement yet , plus NodePressure (before TaintToleration, so a node
-under pressure is reported as such). Disable NodePressure for stock behaviour."""
+"""kube-scheduler v1.36's default plugins and weights (``getDefaultPlugins``; what
+``kube-scheduler --write-config-to`` prints), in its order, minus the ones nodeagent
+does not implement yet (DynamicResources), plus NodePressure
+(before TaintToleration, so a node under pressure is reported as such). Disable
+NodePressure for stock behaviour."""
 
 UPSTREAM_NOT_IMPLEMENTED = frozenset(
     {

@@ -37,6 +37,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, KeysView, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -220,6 +221,50 @@ class Nominator:
         ]
 
 
+class Preemptions:
+    """Preemptors whose victims are still being deleted, off the scheduling loop
+    (asynchronous preemption's ``preempting`` set in ``preemption.Executor``). While a
+    pod is here, DefaultPreemption's PreEnqueue holds it back, so it is not scheduled
+    (nor preempts again) on a cluster the deletions have not reached yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, int] = {}
+        self._failed: set[str] = set()
+
+    def start(self, uid: str, victims: int) -> None:
+        """``uid`` preempts ``victims`` pods (none: nothing to wait for)."""
+        if victims <= 0:
+            return
+        with self._lock:
+            self._pending[uid] = self._pending.get(uid, 0) + victims
+
+    def victim_done(self, uid: str, *, ok: bool = True) -> bool | None:
+        """One victim's deletion was answered. When it was the last one: whether every
+        deletion succeeded (None: others are still on the way)."""
+        with self._lock:
+            left = self._pending.get(uid)
+            if left is None:
+                return None
+            if not ok:
+                self._failed.add(uid)
+            if left > 1:
+                self._pending[uid] = left - 1
+                return None
+            del self._pending[uid]
+            failed = uid in self._failed
+            self._failed.discard(uid)
+            return not failed
+
+    def running(self, uid: str) -> bool:
+        with self._lock:
+            return uid in self._pending
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+
 @dataclass(frozen=True, slots=True)
 class Victims:
     """What preempting on one node would take: the pods (most important first) and how
@@ -274,9 +319,152 @@ class Handle:
     volumes: storage.VolumeCatalog = field(default_factory=storage.VolumeCatalog)
     """PVs, PVCs, StorageClasses and the CSI objects, with the volume binder's
     assumptions (kube-scheduler's storage listers and assume cache)."""
+    preemptions: Preemptions = field(default_factory=Preemptions)
+    """Preemptions whose victims are being deleted (live only; the planner applies a
+    preemption at once)."""
 
     def guard(self, plugin: str, point: str, pod: api.Pod) -> _Guard:
         return self.failures.guard(plugin, point, pod)
+
+
+class ClusterEvent(StrEnum):
+    """What can happen in the cluster that may make a rejected pod schedulable: the
+    resource and action of kube-scheduler's ``fwk.ClusterEvent``, one member per action
+    a plugin can register for (``pkg/scheduler/framework/events.go``). A Node update is
+    split into what changed, a Pod update likewise (``PodSchedulingPropertiesChange``,
+    ``NodeSchedulingPropertiesChange``)."""
+
+    NODE_ADD = "NodeAdd"
+    NODE_DELETE = "NodeDelete"
+    NODE_ALLOCATABLE_CHANGE = "NodeAllocatableChange"
+    NODE_LABEL_CHANGE = "NodeLabelChange"
+    NODE_TAINT_CHANGE = "NodeTaintChange"
+    NODE_CONDITION_CHANGE = "NodeConditionChange"
+    NODE_SPEC_UNSCHEDULABLE_CHANGE = "NodeSpecUnschedulableChange"
+    NODE_ANNOTATION_CHANGE = "NodeAnnotationChange"
+    NODE_DECLARED_FEATURE_CHANGE = "NodeDeclaredFeatureChange"
+    ASSIGNED_POD_ADD = "AssignedPodAdd"
+    ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
+    """A bound pod changed in none of the ways below (only a plugin registering every
+    Pod update hears it)."""
+    ASSIGNED_POD_LABEL_CHANGE = "AssignedPodUpdatePodLabel"
+    ASSIGNED_POD_SCALE_DOWN = "AssignedPodUpdatePodScaleDown"
+    """A bound pod's requests went down (in-place resize, ``extractPodScaleDown``)."""
+    ASSIGNED_POD_DELETE = "AssignedPodDelete"
+    UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
+    UNSCHEDULED_POD_LABEL_CHANGE = "UnscheduledPodUpdatePodLabel"
+    UNSCHEDULED_POD_SCALE_DOWN = "UnscheduledPodUpdatePodScaleDown"
+    UNSCHEDULED_POD_TOLERATION_CHANGE = "UnscheduledPodUpdatePodToleration"
+    UNSCHEDULED_POD_GATES_ELIMINATED = "UnscheduledPodUpdatePodSchedulingGatesEliminated"
+    UNSCHEDULED_POD_DELETE = "UnscheduledPodDelete"
+    PDB_CHANGE = "PodDisruptionBudgetChange"
+    PV_ADD = "PersistentVolumeAdd"
+    PV_UPDATE = "PersistentVolumeUpdate"
+    PVC_ADD = "PersistentVolumeClaimAdd"
+    PVC_UPDATE = "PersistentVolumeClaimUpdate"
+    STORAGE_CLASS_ADD = "StorageClassAdd"
+    STORAGE_CLASS_UPDATE = "StorageClassUpdate"
+    CSI_NODE_ADD = "CSINodeAdd"
+    CSI_NODE_UPDATE = "CSINodeUpdate"
+    CSI_DRIVER_UPDATE = "CSIDriverUpdate"
+    CSI_STORAGE_CAPACITY_ADD = "CSIStorageCapacityAdd"
+    CSI_STORAGE_CAPACITY_UPDATE = "CSIStorageCapacityUpdate"
+    UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
+    """The 5-minute flush: moves every pod whatever the hints say."""
+    FORCE_ACTIVATE = "ForceActivate"
+    """A pod moved on purpose (its asynchronous preemption failed): no hint asked."""
+
+
+E = ClusterEvent
+POD_ADD_EVENTS = frozenset({E.ASSIGNED_POD_ADD})
+POD_DELETE_EVENTS = frozenset({E.ASSIGNED_POD_DELETE, E.UNSCHEDULED_POD_DELETE})
+POD_LABEL_EVENTS = frozenset({E.ASSIGNED_POD_LABEL_CHANGE, E.UNSCHEDULED_POD_LABEL_CHANGE})
+POD_SCALE_DOWN_EVENTS = frozenset({E.ASSIGNED_POD_SCALE_DOWN, E.UNSCHEDULED_POD_SCALE_DOWN})
+POD_UPDATE_EVENTS = frozenset(
+    {
+        E.ASSIGNED_POD_UPDATE,
+        E.UNSCHEDULED_POD_UPDATE,
+        *POD_LABEL_EVENTS,
+        *POD_SCALE_DOWN_EVENTS,
+        E.UNSCHEDULED_POD_TOLERATION_CHANGE,
+        E.UNSCHEDULED_POD_GATES_ELIMINATED,
+    }
+)
+"""``Pod/Update``: every kind of Pod update (kube-scheduler's ``fwk.Update``)."""
+NODE_UPDATE_EVENTS = frozenset(
+    {
+        E.NODE_ALLOCATABLE_CHANGE,
+        E.NODE_LABEL_CHANGE,
+        E.NODE_TAINT_CHANGE,
+        E.NODE_CONDITION_CHANGE,
+        E.NODE_SPEC_UNSCHEDULABLE_CHANGE,
+        E.NODE_ANNOTATION_CHANGE,
+        E.NODE_DECLARED_FEATURE_CHANGE,
+    }
+)
+
+
+class QueueingHint(StrEnum):
+    """A plugin's answer to "may this event make the pod I rejected schedulable?"
+    (``fwk.QueueingHint``)."""
+
+    QUEUE_SKIP = "QueueSkip"
+    QUEUE = "Queue"
+
+
+HintFn = Callable[[api.Pod, Any, Any], QueueingHint]
+"""``(rejected pod, old object, new object)``: the objects are the event's
+:class:`api.Pod` or :class:`api.Node` (old ``None`` on Add, new ``None`` on Delete).
+An exception counts as :attr:`QueueingHint.QUEUE` (kube-scheduler's rule: an error must
+not strand a pod)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventHint:
+    """``fwk.ClusterEventWithHint``: the events, and the hint deciding for each pod
+    (``None``: always Queue)."""
+
+    events: frozenset[ClusterEvent]
+    hint: HintFn | None = None
+
+
+@runtime_checkable
+class EnqueueExtensions(Protocol):
+    """A plugin that says which events may undo its rejections (``EventsToRegister``).
+    A plugin without it is taken to care about every event, which is safe."""
+
+    name: str
+
+    def events_to_register(self) -> Sequence[EventHint]: ...
+
+
+def pod_update_events(old: api.Pod, new: api.Pod) -> list[ClusterEvent]:
+    """What a Pod update is, as events (``PodSchedulingPropertiesChange``): a label
+    change, a scale-down of its requests (with in-place resize, ``requests`` is already
+    the larger of spec and status), a toleration added, its scheduling gates all
+    removed; none of these: a plain update."""
+    bound = bool(new.node_name)
+    found: list[ClusterEvent] = []
+    if old.labels != new.labels:
+        found.append(E.ASSIGNED_POD_LABEL_CHANGE if bound else E.UNSCHEDULED_POD_LABEL_CHANGE)
+    if is_scaled_down(old, new):
+        found.append(E.ASSIGNED_POD_SCALE_DOWN if bound else E.UNSCHEDULED_POD_SCALE_DOWN)
+    if not bound:
+        if not new.scheduling_gates and old.scheduling_gates:
+            found.append(E.UNSCHEDULED_POD_GATES_ELIMINATED)
+        if len(new.tolerations) != len(old.tolerations):
+            found.append(E.UNSCHEDULED_POD_TOLERATION_CHANGE)
+    if not found:
+        found.append(E.ASSIGNED_POD_UPDATE if bound else E.UNSCHEDULED_POD_UPDATE)
+    return found
+
+
+def is_scaled_down(old: api.Pod, new: api.Pod) -> bool:
+    """``extractPodScaleDown``: a resource the old pod requested is gone or lower."""
+    requests = new.requests
+    return any(
+        name not in requests or requests[name] < value for name, value in old.requests.items()
+    )
 
 
 @runtime_checkable
@@ -563,6 +751,28 @@ class Framework:
     @property
     def scheduler_name(self) -> str:
         return self.profile.scheduler_name
+
+    def queueing_hints(self) -> dict[str, tuple[EventHint, ...] | None]:
+        """The events each plugin that can reject a pod (at PreEnqueue, PreFilter,
+        Filter, Reserve or Permit) registered, with their hints; ``None``: a plugin
+        without :class:`EnqueueExtensions`, which hears every event
+        (``buildQueueingHintMap``)."""
+        hints: dict[str, tuple[EventHint, ...] | None] = {}
+        rejecting: list[Any] = [
+            *self.pre_enqueue,
+            *self.pre_filter,
+            *self.filter,
+            *self.reserve,
+            *self.permit,
+        ]
+        for plugin in rejecting:
+            if plugin.name in hints:
+                continue
+            if isinstance(plugin, EnqueueExtensions):
+                hints[plugin.name] = tuple(plugin.events_to_register())
+            else:
+                hints[plugin.name] = None
+        return hints
 
     @property
     def percentage_of_nodes_to_score(self) -> int | None:

@@ -42,9 +42,13 @@ from nodeagent.k8s.resources import (
     PodResources,
     pod_requests,
     read_pod_resources,
+    reads_status,
     resource_list,
 )
-from nodeagent.scheduler import api, storage
+from nodeagent.scheduler import api, fieldpath, storage, validation
+
+FieldPath = fieldpath.FieldPath
+"""Re-exported: plugins and the extender name fields through it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,45 +67,6 @@ class ClusterObjects:
 
     def bound_pods(self) -> Iterator[api.Pod]:
         return (pod for pod in self.pods if pod.node_name)
-
-
-class FieldPath:
-    """A field path for error messages: ``Pod default/web: spec.containers[0]...``
-    (``what`` may be empty when the path alone says where).
-
-    Every field read makes one (about 55 per pod), and almost none is ever printed, so
-    the text is only joined when asked for."""
-
-    __slots__ = ("_parent", "_part", "_path", "what")
-
-    def __init__(self, what: str, path: str = "") -> None:
-        self.what = what
-        self._path: str | None = path
-        self._parent: FieldPath | None = None
-        self._part: str | int = ""
-
-    def __truediv__(self, part: str | int) -> FieldPath:
-        child = FieldPath.__new__(FieldPath)
-        child.what = self.what
-        child._path = None
-        child._parent = self
-        child._part = part
-        return child
-
-    @property
-    def path(self) -> str:
-        if self._path is None:
-            assert self._parent is not None
-            parent, part = self._parent.path, self._part
-            if isinstance(part, int):
-                self._path = f"{parent}[{part}]"
-            else:
-                self._path = f"{parent}.{part}" if parent else part
-        return self._path
-
-    def fail(self, value: object, expected: str) -> ConfigError:
-        where = f"{self.what}: {self.path}" if self.what else self.path
-        return ConfigError(f"{where} = {value!r}: {expected}", field=self.path)
 
 
 def _mapping(value: Any, where: FieldPath) -> Mapping[str, Any]:
@@ -534,7 +499,12 @@ class _Containers:
     host_ports: tuple[api.HostPort, ...]
 
 
-def _read_containers(spec: Mapping[str, Any], swhere: FieldPath) -> _Containers:
+def _read_containers(
+    spec: Mapping[str, Any],
+    swhere: FieldPath,
+    status: Mapping[str, Any],
+    stwhere: FieldPath | None,
+) -> _Containers:
     images: list[str] = []
     ports: list[api.HostPort] = []
 
@@ -543,7 +513,7 @@ def _read_containers(spec: Mapping[str, Any], swhere: FieldPath) -> _Containers:
         if key == "containers":
             ports.extend(_host_ports(container, where))
 
-    resources = read_pod_resources(STRICT, spec, swhere, visit)
+    resources = read_pod_resources(STRICT, spec, swhere, visit, status=status, status_where=stwhere)
     return _Containers(resources, tuple(images), tuple(ports))
 
 
@@ -578,7 +548,9 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
     status = _mapping(obj.get("status"), where / "status")
     swhere = where / "spec"
 
-    containers = _read_containers(spec, swhere)
+    containers = _read_containers(
+        spec, swhere, status, where / "status" if reads_status(status) else None
+    )
     requests = pod_requests(containers.resources)
     nonzero = pod_requests(containers.resources, non_zero_defaults=NON_ZERO_DEFAULTS)
     affinity = _mapping(spec.get("affinity"), swhere / "affinity")
@@ -764,17 +736,23 @@ def _flatten(documents: Sequence[Any], source: str) -> Iterator[_Located]:
             yield _Located(here, item_kind, item)
 
 
-def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObjects:
+def read_cluster(
+    objects: Sequence[Any], source: str = "cluster", *, comparison_operators: bool = False
+) -> ClusterObjects:
     """Nodes, pods, PriorityClasses, PDBs, Namespaces, the workloads that select pods
     (Services, ReplicaSets, StatefulSets, ReplicationControllers) and the storage kinds
-    (:data:`STORAGE_KINDS`) from decoded documents. Other kinds are skipped; a file
-    with neither Nodes nor Pods is an error."""
+    (:data:`STORAGE_KINDS`) from decoded documents. Other kinds are skipped; a file with
+    neither Nodes nor Pods is an error. Nodes, pods, PriorityClasses, PDBs, Namespaces
+    and workloads are refused where the API server would refuse them
+    (:mod:`~nodeagent.scheduler.validation`; ``comparison_operators``: the
+    TaintTolerationComparisonOperators gate is on)."""
     flat = list(_flatten(objects, source))
     classes: dict[str, int] = {}
     for located in flat:
         if located.kind == "PriorityClass":
             with _located(source, located):
                 obj = located.obj
+                validation.priority_class(obj)
                 meta = _mapping(obj.get("metadata"), FieldPath("PriorityClass", "metadata"))
                 name = _text(meta.get("name"), FieldPath("PriorityClass", "metadata.name"))
                 value = _int(obj.get("value"), FieldPath(f"PriorityClass {name}", "value"))
@@ -791,19 +769,24 @@ def read_cluster(objects: Sequence[Any], source: str = "cluster") -> ClusterObje
         kind, obj = located.kind, located.obj
         with _located(source, located):
             if kind == "Node":
+                validation.node(obj)
                 nodes.append(parse_node(obj))
             elif kind == "Pod":
                 phase = _mapping(obj.get("status"), FieldPath("Pod", "status")).get("phase")
                 if not is_terminal(phase):  # the scheduler never sees finished pods
+                    validation.pod(obj, comparison=comparison_operators)
                     pods.append(parse_pod(obj, classes))
             elif kind == "PodDisruptionBudget":
+                validation.disruption_budget(obj)
                 budgets.append(parse_disruption_budget(obj))
             elif kind == "Namespace":
+                validation.namespace(obj)
                 meta = _mapping(obj.get("metadata"), FieldPath("Namespace", "metadata"))
                 name = _text(meta.get("name"), FieldPath("Namespace", "metadata.name"))
                 labels = _string_map(meta.get("labels"), FieldPath(f"Namespace {name}", "labels"))
                 namespaces[name] = labels
             elif kind in set(api.WorkloadKind):
+                validation.workload(kind, obj)
                 workloads.append(parse_workload(api.WorkloadKind(kind), obj))
             elif kind in STORAGE_KINDS:
                 kept[kind].append(STORAGE_KINDS[kind](obj))
@@ -854,7 +837,9 @@ def _reject_duplicates(kind: str, names: Sequence[str], source: str) -> None:
         raise ConfigError(f"{source}: {kind} {repeated[0]} appears more than once")
 
 
-def load_cluster(text: str, source: str = "cluster") -> ClusterObjects:
+def load_cluster(
+    text: str, source: str = "cluster", *, comparison_operators: bool = False
+) -> ClusterObjects:
     """Parse a cluster file's text (YAML, multi-document YAML or JSON).
 
     JSON (``kubectl get -o json``) is read with the json module first: for a large
@@ -866,13 +851,17 @@ def load_cluster(text: str, source: str = "cluster") -> ClusterObjects:
         except ValueError:
             pass  # YAML flow style, or broken JSON: the YAML parser says where
         else:
-            return read_cluster(decoded if isinstance(decoded, list) else [decoded], source)
+            return read_cluster(
+                decoded if isinstance(decoded, list) else [decoded],
+                source,
+                comparison_operators=comparison_operators,
+            )
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         documents = list(yaml.load_all(text, Loader=loader))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML or JSON: {exc}") from exc
-    return read_cluster(documents, source)
+    return read_cluster(documents, source, comparison_operators=comparison_operators)
 
 
 # --- the storage kinds ----------------------------------------------------------------

@@ -14,6 +14,7 @@ from nodeagent.scheduler.plugins import (
     image_locality,
     inter_pod_affinity,
     node_affinity,
+    node_declared_features,
     node_name,
     node_ports,
     node_pressure,
@@ -51,4 +52,5 @@ def in_tree_registry() -> Registry:
         node_volume_limits.NAME: PluginSpec(node_volume_limits.new),
         volume_binding.NAME: PluginSpec(volume_binding.new, volume_binding.Args),
         volume_zone.NAME: PluginSpec(volume_zone.new),
+        node_declared_features.NAME: PluginSpec(node_declared_features.new),
     }

@@ -303,7 +303,9 @@ def test_only_pods_using_a_managed_resource_are_sent(extender: stub.StubExtender
         [node_dict(f"n{i}", extra={"example.com/gpu": "2"}) for i in (1, 2)]
         + [
             pod_dict("plain", requests={"cpu": "100m"}),
-            pod_dict("init-gpu", init_containers=[container(requests={"example.com/gpu": "1"})]),
+            pod_dict(
+                "init-gpu", init_containers=[container("init", requests={"example.com/gpu": "1"})]
+            ),
             pod_dict("limit-gpu", containers=[gpu_limit]),
         ]
     )

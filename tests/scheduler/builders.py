@@ -58,6 +58,9 @@ def container(
         "resources": {"requests": dict(requests or {})},
         "ports": [{"containerPort": p, "hostPort": p} for p in host_ports],
     }
+    extended = {n: v for n, v in (requests or {}).items() if "/" in n}
+    if extended:  # the API server wants a limit, equal, on what cannot be overcommitted
+        out["resources"]["limits"] = extended
     if restart_always:
         out["restartPolicy"] = "Always"
     return out

@@ -35,7 +35,9 @@ def names(plugins: list[Any]) -> list[str]:
 def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
     fw = build(None)
     assert names(fw.queue_sort) == ["PrioritySort"]
-    assert names(fw.pre_enqueue) == ["SchedulingGates"]
+    # v1.36: DefaultPreemption holds a pod back while its asynchronous preemption runs
+    assert names(fw.pre_enqueue) == ["SchedulingGates", "DefaultPreemption"]
+    assert names(fw.pre_filter)[-1] == "NodeDeclaredFeatures"
     assert names(fw.filter) == [
         "NodeUnschedulable",
         "NodeName",
@@ -50,6 +52,7 @@ def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "NodeDeclaredFeatures",
     ]
     assert names(fw.reserve) == ["VolumeBinding"]
     assert names(fw.pre_bind) == ["VolumeBinding"]

@@ -292,7 +292,7 @@ items:
         ),
         pytest.param(
             "kind: Pod\nmetadata: {name: x}\n"
-            "spec: {containers: [{resources: {requests: {cpu: many}}}]}",
+            "spec: {containers: [{name: c, image: i, resources: {requests: {cpu: many}}}]}",
             "requests.cpu",
             id="bad-quantity",
         ),
@@ -403,8 +403,10 @@ def test_feature_gate_flag_enables_gt_tolerations(
 ) -> None:
     path = tmp_path / "cluster.yaml"
     path.write_text(GT_CLUSTER)
-    off = schedule(capsys, "--cluster", str(path))
-    assert placements(off) == {"default/picky": (None, "Unschedulable")}
+    # with the gate off (the default) the API server refuses a Gt toleration: the file
+    # cannot come from such a cluster, and the error says which gate admits it
+    assert cli.main(["schedule", "--cluster", str(path)]) == 2
+    assert "TaintTolerationComparisonOperators" in capsys.readouterr().err
     gate = "TaintTolerationComparisonOperators=true"
     on = schedule(capsys, "--cluster", str(path), "--feature-gates", gate)
     assert placements(on) == {"default/picky": ("gold", "Scheduled")}

@@ -271,3 +271,20 @@ def test_signals_carried_over_keep_the_time_they_were_read(tree: HostTree) -> No
         assert filesystems.sampled_at[Signal.PID_AVAILABLE] == 1.0
         assert Signal.NODEFS_AVAILABLE not in filesystems.sampled_at
         assert filesystems.psi_sampled_at == 1.0
+
+
+def test_a_resized_pod_is_read_from_the_same_cgroup(tree: HostTree) -> None:
+    """In-place resize (KEP-1287): the kubelet rewrites the pod cgroup's limits in place
+    (the QoS class, hence the parent, never changes). Nothing about the pod is cached
+    from its limits: the next collection reads the same files, usage past the old limit
+    included, and no pod is reported gone and back."""
+    populate(tree)
+    with SignalCollector(host_root=tree.root) as collector:
+        assert collector.collect(0.0).pods[PodUID("b")].memory == 512 * MIB
+        cgroups = collector.pod_cgroups
+        open_before = collector._reader.open_count
+        tree.cgroup(tree.pod_cgroup("b", QOSClass.BURSTABLE), Memory(1536 * MIB), limit=2 * GIB)
+        pods = collector.collect(1.0, PER_SECOND_GROUPS).pods
+        assert pods[PodUID("b")].memory == 1536 * MIB
+        assert collector.pod_cgroups[PodUID("b")] == cgroups[PodUID("b")]
+        assert collector._reader.open_count == open_before  # the same files, still open

@@ -15,12 +15,18 @@ one ``random.Random``, what happens next, as a real cluster may order it:
 * the clock moving on (the flush loop's and the leader elector's rounds come due);
 * the cluster changing: pods created, updated (an annotation), deleted (at once or
   gracefully), nodes added, deleted, tainted, cordoned, relabelled, grown; PDBs changed;
+  bound pods resized in place (KEP-1287) as the API server and a kubelet write it: the
+  spec changed through ``resize``, then the kubelet's verdict in the status (a resize
+  down granted and in progress, later actuated; a resize up beyond the node Infeasible);
 * an API outage (every call refused for a while; watches come back or answer 410), a
   Lease write rejected, a replica killed and a new one started.
 
 The invariants (:class:`Violation` names which one failed, with the step and the seed)
-are checked after every step (1, 2, 5) and at quiescence (3, 4), which the run reaches by
-healing every fault and letting the clock run until nothing changes.
+are checked after every step (1, 2, 5, 6) and at quiescence (3, 4), which the run reaches
+by healing every fault and letting the clock run until nothing changes. A pod's requests
+are counted by :func:`requests_of`: for a pod mid-resize, the larger of spec and actual
+(and allocated), as kube-scheduler counts it; 6 is that no node is ever over its
+allocatable so counted.
 
 The same code runs a seed (``random.Random(seed)``: the fast set in the suite, the long
 run in ``benchmarks/sim_scheduler.py``) and a hypothesis-drawn ``Random`` (which
@@ -86,10 +92,28 @@ def quantity(text: object) -> int:
 
 
 def requests_of(pod: client.KubeObject) -> dict[str, int]:
+    """Each container's request; mid-resize, per resource the largest of spec (unless the
+    kubelet found it Infeasible), actual and allocated."""
+    status = pod.get("status") or {}
+    infeasible = any(
+        c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
+        for c in status.get("conditions") or ()
+    )
+    reported = {c["name"]: c for c in status.get("containerStatuses") or () if "resources" in c}
     total = {"cpu": 0, "memory": 0, "pods": 1000, GPU: 0}
     for container in pod["spec"].get("containers") or ():
-        for name, amount in ((container.get("resources") or {}).get("requests") or {}).items():
-            total[name] = total.get(name, 0) + quantity(amount)
+        spec = (container.get("resources") or {}).get("requests") or {}
+        entry = reported.get(container["name"])
+        lists = [spec]
+        if entry is not None:
+            lists = [
+                entry["resources"].get("requests") or {},
+                entry.get("allocatedResources") or {},
+            ]
+            if not infeasible:
+                lists.append(spec)
+        for name in {n for amounts in lists for n in amounts}:
+            total[name] = total.get(name, 0) + max(quantity(a[name]) for a in lists if name in a)
     return total
 
 
@@ -186,6 +210,8 @@ class SchedulerSimulation:
         own keeps the other choices of a seed as they were before partitions existed."""
         self.rng = rng
         self.partitions = partitions or rng
+        self.resizes = random.Random(self.partitions.random())
+        """In-place resizes draw from a stream of their own, like the partitions."""
         self.label = label
         self.clock = FakeClock(start=1000.0)
         self.shape = Shape.draw(rng)
@@ -310,6 +336,8 @@ class SchedulerSimulation:
         self.note(f"pod {pod['metadata']['name']} placed on {node} by someone else")
 
     def change_cluster(self) -> None:
+        if self.resizes.random() < 0.15:
+            self.resize()
         rng = self.rng
         pods = self.api.items("pods")
         nodes = self.api.items("nodes")
@@ -353,6 +381,45 @@ class SchedulerSimulation:
             self.change_budget()
         else:
             self.collect_orphans()
+
+    def resize(self) -> None:
+        """A bound pod's cpu resized in place, or the kubelet acting on an earlier resize.
+
+        Only what a lagging scheduler cannot overcommit by: a resize down (granted at
+        once, then actuated: counted at the old amount until then), or up beyond the
+        node's allocatable (Infeasible: counted at what runs). A resize up that would fit
+        races every scheduler's bindings (the kubelet's admission settles it) and is left
+        out."""
+        rng = self.resizes
+        nodes = {n["metadata"]["name"]: n for n in self.api.items("nodes")}
+        bound = [
+            p
+            for p in self.api.items("pods")
+            if p["spec"].get("nodeName") in nodes and not p["metadata"].get("deletionTimestamp")
+        ]
+        if not bound:
+            return
+        pod = rng.choice(bound)
+        name = pod["metadata"]["name"]
+        status = pod.get("status") or {}
+        if any(c.get("type") == "PodResizeInProgress" for c in status.get("conditions") or ()):
+            self.api.update("pods", "default", name, _actuated)
+            self.note(f"pod {name} resize actuated")
+            return
+        if status.get("conditions") and any(
+            c.get("type") == "PodResizePending" for c in status["conditions"]
+        ):
+            return  # Infeasible stays so until the spec changes
+        current = quantity(pod["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+        node_cpu = allocatable_of(nodes[pod["spec"]["nodeName"]])["cpu"]
+        smaller = [c for c in (50, 100, 250, 500) if c < current]
+        if smaller and rng.random() < 0.7:
+            target, verdict = rng.choice(smaller), "granted"
+        else:
+            target, verdict = node_cpu + rng.choice((500, 1000)), "infeasible"
+        self.api.update("pods", "default", name, _resized_spec(f"{target}m"))
+        self.api.update("pods", "default", name, _kubelet_verdict(verdict, f"{current}m"))
+        self.note(f"pod {name} resized cpu {current}m -> {target}m: {verdict}")
 
     def change_budget(self) -> None:
         name = f"pdb-{self.rng.choice('ab')}"
@@ -537,6 +604,18 @@ class SchedulerSimulation:
         leaders = [r.identity for r in self.replicas if not r.lost and r.scheduler.may_bind()]
         if len(leaders) > 1:
             raise self.violation(5, f"two replicas may bind at once: {leaders}")
+        # 6: no node over its allocatable, pods mid-resize counted at the larger amount
+        nodes = {n["metadata"]["name"]: n for n in self.api.items("nodes")}
+        for node_name, used in usage_by_node(self.api).items():
+            node = nodes.get(node_name)
+            if node is None:
+                continue  # its pods are orphans, about to be collected
+            alloc = allocatable_of(node)
+            over = {n: v for n, v in used.items() if v > alloc.get(n, 0) and v}
+            if over:
+                raise self.violation(
+                    6, f"{node_name} is over its allocatable {alloc}: in use {used}"
+                )
 
     def check_quiescent(self) -> None:
         applied: dict[str, int] = {}
@@ -807,6 +886,59 @@ def _annotate(value: str) -> Callable[[client.KubeObject], None]:
         pod["metadata"].setdefault("annotations", {})["touched"] = value
 
     return change
+
+
+def _resized_spec(cpu: str) -> Callable[[client.KubeObject], None]:
+    """``PATCH pods/NAME/resize``: the container's cpu request, nothing else."""
+
+    def change(pod: client.KubeObject) -> None:
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+
+    return change
+
+
+def _kubelet_verdict(verdict: str, running: str) -> Callable[[client.KubeObject], None]:
+    """The kubelet's status for a resize (``handlePodResourcesResize``): granted (the
+    spec allocated, ``running`` still actual, PodResizeInProgress), or Infeasible (the
+    old allocation kept, PodResizePending)."""
+
+    def change(pod: client.KubeObject) -> None:
+        container = pod["spec"]["containers"][0]
+        spec = dict(container["resources"]["requests"])
+        actual = {**spec, "cpu": running}
+        allocated = spec if verdict == "granted" else actual
+        status = pod.setdefault("status", {})
+        status["containerStatuses"] = [
+            {
+                "name": container["name"],
+                "allocatedResources": allocated,
+                "resources": {"requests": actual},
+            }
+        ]
+        conditions = [
+            c
+            for c in status.get("conditions") or ()
+            if c.get("type") not in ("PodResizePending", "PodResizeInProgress")
+        ]
+        if verdict == "granted":
+            conditions.append({"type": "PodResizeInProgress", "status": "True"})
+        else:
+            conditions.append(
+                {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
+            )
+        status["conditions"] = conditions
+
+    return change
+
+
+def _actuated(pod: client.KubeObject) -> None:
+    """The runtime applied the allocation: actual = allocated, the condition gone."""
+    status = pod["status"]
+    for entry in status.get("containerStatuses") or ():
+        entry["resources"] = {"requests": dict(entry["allocatedResources"])}
+    status["conditions"] = [
+        c for c in status.get("conditions") or () if c.get("type") != "PodResizeInProgress"
+    ]
 
 
 def _ungate(pod: client.KubeObject) -> None:

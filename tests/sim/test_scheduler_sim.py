@@ -67,6 +67,10 @@ class TestRegressions:
     def test_capacity_freed_by_a_failed_binding_moves_the_pods_it_kept_out(self, seed: int) -> None:
         sim.run_seed(seed)
 
+    @pytest.mark.parametrize("seed", [334])
+    def test_a_resize_seen_with_our_own_binding_is_accounted(self, seed: int) -> None:
+        sim.run_seed(seed)
+
 
 def _stepped(rng_seed: int = 0) -> tuple[sim.SchedulerSimulation, sim.Replica]:
     """A simulation without faults: one 4-cpu node, one replica synced, nothing else."""

@@ -147,14 +147,30 @@ class SchedulerCache:
             self._node_updates += 1
         return changes
 
-    def remove_node(self, name: str) -> None:
+    def remove_node(self, name: str) -> api.Node | None:
+        """Forget the node; returns it (None: it was not known)."""
         with self._lock:
-            if self._nodes.pop(name, None) is not None:
+            gone = self._nodes.pop(name, None)
+            if gone is not None:
                 self._snapshot = None
+            return gone
 
     def has_node(self, name: str) -> bool:
         with self._lock:
             return name in self._nodes
+
+    def node(self, name: str) -> api.Node | None:
+        """The node as last seen (the old object of a Node event's hints)."""
+        with self._lock:
+            return self._nodes.get(name)
+
+    def bound(self, uid: str) -> api.Pod | None:
+        """The pod accounted as bound or assumed (the old object of a Pod event's hints)."""
+        with self._lock:
+            pod = self._bound.get(uid)
+            if pod is None and uid in self._assumed:
+                pod = self._assumed[uid].pod
+            return pod
 
     # --- pods ---------------------------------------------------------------------------
     def add_bound(self, pod: api.Pod) -> None:

@@ -5,6 +5,11 @@
 * ``scheduler_scheduling_attempt_duration_seconds{result,profile}``: the scheduling cycle;
 * ``scheduler_pending_pods{queue}``: active, backoff, unschedulable, gated;
 * ``scheduler_queue_incoming_pods_total{queue,event}``: moves into activeQ/backoffQ;
+* ``scheduler_queueing_hint_execution_duration_seconds{plugin,event,hint}``: each run
+  of a plugin's QueueingHint function;
+* ``nodeagent_scheduler_wasted_retries_total{event}``: pods rejected again by the same
+  plugins after ``event`` moved them (retries for nothing; kube-scheduler has no
+  such metric);
 * ``scheduler_pod_scheduling_sli_duration_seconds{attempts}``: first seen to bound;
 * ``scheduler_preemption_attempts_total``, ``scheduler_preemption_victims``;
 * ``scheduler_binding_duration_seconds{result}``: the binding cycle;
@@ -29,6 +34,8 @@ DURATION_BUCKETS = tuple(0.001 * 2**i for i in range(16))
 """1 ms to 32 s, doubling (kube-scheduler's attempt-duration buckets)."""
 SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
 """10 ms to ~87 min, doubling (kube-scheduler's SLI buckets)."""
+HINT_BUCKETS = tuple(0.00001 * 1.5**i for i in range(20))
+"""10 us to ~22 ms, by 1.5 (kube-scheduler's QueueingHint buckets)."""
 VICTIM_BUCKETS = tuple(float(2**i) for i in range(7))
 """1 to 64 victims."""
 RESULTS = ("scheduled", "unschedulable", "error")
@@ -103,6 +110,28 @@ def _queue_families(
         registry=registry,
     )
     return incoming, sli
+
+
+def _hint_families(
+    registry: prometheus_client.CollectorRegistry,
+) -> tuple[prometheus_client.Histogram, prometheus_client.Counter]:
+    """QueueingHints: how long each hint function ran, and the retries they did not
+    spare (rejected again for the same reason)."""
+    duration = prometheus_client.Histogram(
+        "scheduler_queueing_hint_execution_duration_seconds",
+        "Duration for running a queueing hint function of a plugin.",
+        ["plugin", "event", "hint"],
+        buckets=HINT_BUCKETS,
+        registry=registry,
+    )
+    wasted = prometheus_client.Counter(
+        "nodeagent_scheduler_wasted_retries",
+        "Scheduling attempts that were rejected by the same plugins as the attempt before,"
+        " by the event that moved the pod back to the queue (retries for nothing).",
+        ["event"],
+        registry=registry,
+    )
+    return duration, wasted
 
 
 def _preemption_families(
@@ -190,6 +219,7 @@ class SchedulerMetrics:
         _register_process(registry, process=process_metrics)
         self.attempts, self.attempt_duration = _attempt_families(registry)
         self.incoming, self.sli = _queue_families(registry)
+        self.hint_duration, self.wasted = _hint_families(registry)
         self.preemption_attempts, self.preemption_victims = _preemption_families(registry)
         self.binding_duration = _binding_family(registry)
         self.leader = _leader_family(registry)
@@ -208,6 +238,8 @@ class SchedulerMetrics:
                 self.attempt_duration.labels(result, profile),
             )
         )
+        self._hint_child = functools.cache(self.hint_duration.labels)
+        self._wasted_child = functools.cache(self.wasted.labels)
         self.binding_child = functools.cache(self.binding_duration.labels)
         self.sli_child = functools.cache(self.sli.labels)
 
@@ -216,6 +248,14 @@ class SchedulerMetrics:
         counter, duration = self._attempt_children(result, profile)
         counter.inc()
         duration.observe(seconds)
+
+    def hint_ran(self, plugin: str, event: str, hint: str, seconds: float) -> None:
+        """One QueueingHint function ran."""
+        self._hint_child(plugin, event, hint).observe(seconds)
+
+    def wasted_retry(self, event: str) -> None:
+        """A pod ``event`` moved was rejected again by the same plugins."""
+        self._wasted_child(event).inc()
 
     def watch_queue(self, pending: Callable[[], Mapping[str, int]]) -> None:
         self.registry.register(_PendingCollector(pending))

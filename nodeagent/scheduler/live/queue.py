@@ -10,9 +10,12 @@ Where a pending pod can be:
   their last failure, by expiry; pods whose cycle *errored* (or whose bind failed) wait
   in a separate error backoff heap with the same timing, never popped early;
 * **unschedulablePods**: pods rejected by plugins; they leave only on a cluster event
-  one of their rejecting plugins registered for (:mod:`.events`), or after 5 minutes;
-* **gated**: pods a PreEnqueue plugin holds (``schedulingGates``) until an update
-  removes the gates;
+  for which one of their rejecting plugins' QueueingHints answers Queue
+  (:mod:`.events`), or after 5 minutes (``podMaxInUnschedulablePodsDuration``), to
+  backoffQ if their backoff has not expired yet, else to activeQ;
+* **gated**: pods a PreEnqueue plugin holds: ``schedulingGates`` until an update
+  removes them, DefaultPreemption while the pod's victims are being deleted (each
+  move to activeQ or backoffQ runs PreEnqueue first, as ``moveToActiveQ`` does);
 * **in flight** (popped, being scheduled) and **assumed** (binding in progress): not
   queued, but known, so an event during the cycle is not lost and a pod deleted
   meanwhile is not requeued.
@@ -30,16 +33,18 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from nodeagent.scheduler import api
-from nodeagent.scheduler.framework import QueuedPod
-from nodeagent.scheduler.live import events
-from nodeagent.scheduler.live.events import ClusterEvent
+from nodeagent.scheduler.framework import ClusterEvent, QueuedPod, pod_update_events
 
 MAX_IN_UNSCHEDULABLE = 300.0
 """Seconds after which a pod leaves unschedulablePods anyway
 (``podMaxInUnschedulablePodsDuration``)."""
 
+
+ANY_REJECTOR = "*"
+"""Where a parked pod with no known rejector is indexed: every event concerns it."""
 
 POD_ADD = "PodAdd"
 BACKOFF_COMPLETE = "BackoffComplete"
@@ -76,10 +81,50 @@ class PodInfo:
     token: int = 0
     """Bumped on every move, so stale heap entries are recognised and skipped."""
     popped_at_event: int = 0
+    moved_by: str = POD_ADD
+    """What last moved it to activeQ or backoffQ (a wasted retry is charged to it)."""
 
     @property
     def uid(self) -> str:
         return self.pod.uid
+
+
+class Hints(Protocol):
+    """Which events may help which rejected pod (:class:`.events.QueueingHints`)."""
+
+    def interested(self, event: ClusterEvent) -> bool: ...
+
+    def plugins_for(self, event: ClusterEvent) -> frozenset[str] | None: ...
+
+    def worth_requeuing(
+        self,
+        pod: api.Pod,
+        rejectors: Iterable[str],
+        event: ClusterEvent,
+        old: object = None,
+        new: object = None,
+    ) -> bool: ...
+
+
+class _EveryEvent:
+    """No hints known: every event may help every pod (kube-scheduler without
+    QueueingHints and without registrations)."""
+
+    def interested(self, event: ClusterEvent) -> bool:
+        return True
+
+    def plugins_for(self, event: ClusterEvent) -> frozenset[str] | None:
+        return None
+
+    def worth_requeuing(
+        self,
+        pod: api.Pod,
+        rejectors: Iterable[str],
+        event: ClusterEvent,
+        old: object = None,
+        new: object = None,
+    ) -> bool:
+        return True
 
 
 class SchedulingQueue:
@@ -93,7 +138,14 @@ class SchedulingQueue:
         max_backoff: float = 10.0,
         max_in_unschedulable: float = MAX_IN_UNSCHEDULABLE,
         on_move: Callable[[Where, str], None] | None = None,
+        hints: Hints | None = None,
+        on_wasted: Callable[[str], None] | None = None,
     ) -> None:
+        """``hints``: which events may help which rejected pod (None: every event every
+        pod). ``on_wasted(event)``: a pod moved by ``event`` was rejected again by the
+        same plugins (a retry for nothing)."""
+        self._hints: Hints = hints or _EveryEvent()
+        self._on_wasted = on_wasted
         self._less = less
         self._pre_enqueue = pre_enqueue
         self._clock = clock
@@ -108,10 +160,14 @@ class SchedulingQueue:
         self._error_backoff: list[tuple[float, int, int, PodInfo]] = []
         self._counts: dict[Where, int] = dict.fromkeys(Where, 0)
         self._unschedulable: dict[str, PodInfo] = {}
-        """The unschedulablePods map: what a cluster event scans."""
+        """The unschedulablePods map."""
+        self._by_rejector: dict[str, dict[str, PodInfo]] = {}
+        """unschedulablePods by rejecting plugin: an event looks only at the pods one of
+        its registered plugins rejected (thousands of bindings, each an
+        ``AssignedPodAdd``, must not scan every parked pod)."""
         self._sequence = itertools.count()
         self._event_sequence = 0
-        self._recent_events: list[tuple[int, ClusterEvent]] = []
+        self._recent_events: list[tuple[int, ClusterEvent, object, object]] = []
         self._closed = False
 
     # --- backoff ------------------------------------------------------------------------
@@ -130,9 +186,11 @@ class SchedulingQueue:
         if self._infos.get(info.uid) is info:
             self._counts[info.where] -= 1
             if info.where is Where.UNSCHEDULABLE:
-                del self._unschedulable[info.uid]
+                self._forget_unschedulable(info)
         if where is Where.UNSCHEDULABLE:
             self._unschedulable[info.uid] = info
+            for plugin in info.rejectors or (ANY_REJECTOR,):
+                self._by_rejector.setdefault(plugin, {})[info.uid] = info
         info.where = where
         info.token += 1
         self._infos[info.uid] = info
@@ -144,28 +202,51 @@ class SchedulingQueue:
             heap = self._backoff if where is Where.BACKOFF else self._error_backoff
             heapq.heappush(heap, (self.backoff_expiry(info), info.sequence, info.token, info))
             self._lock.notify()  # pop may take a backoffQ head when activeQ is empty
-        if self._on_move is not None and where in (Where.ACTIVE, Where.BACKOFF):
-            self._on_move(where, event)
+        if where in (Where.ACTIVE, Where.BACKOFF):
+            if event != BACKOFF_COMPLETE:  # the move out of unschedulablePods is what counts
+                info.moved_by = event
+            if self._on_move is not None:
+                self._on_move(where, event)
+
+    def _forget_unschedulable(self, info: PodInfo) -> None:
+        del self._unschedulable[info.uid]
+        for plugin in info.rejectors or (ANY_REJECTOR,):
+            parked = self._by_rejector[plugin]
+            del parked[info.uid]
+            if not parked:
+                del self._by_rejector[plugin]
 
     def _remove(self, info: PodInfo) -> None:
         self._counts[info.where] -= 1
         if info.where is Where.UNSCHEDULABLE:
-            del self._unschedulable[info.uid]
+            self._forget_unschedulable(info)
         info.token += 1
         del self._infos[info.uid]
 
     def _activate_or_backoff(self, info: PodInfo, now: float, event: str) -> None:
+        """To backoffQ while its backoff runs, else activeQ; PreEnqueue first (a pod
+        it holds is gated instead)."""
+        gate = self._pre_enqueue(info.pod)
+        if not gate.is_success:
+            info.gate = gate.message
+            if info.where is not Where.GATED:
+                self._place(info, Where.GATED, event)
+            return
+        info.gate = ""
         where = Where.BACKOFF if self.backoff_expiry(info) > now else Where.ACTIVE
         self._place(info, where, event)
 
-    def _gate_or_activate(self, info: PodInfo) -> None:
+    def _gate_or_activate(self, info: PodInfo, event: str = POD_ADD) -> None:
+        if info.attempts:  # tried before: its backoff still applies
+            self._activate_or_backoff(info, self._clock(), event)
+            return
         gate = self._pre_enqueue(info.pod)
         if gate.is_success:
             info.gate = ""
-            self._place(info, Where.ACTIVE)
+            self._place(info, Where.ACTIVE, event)
         else:
             info.gate = gate.message
-            self._place(info, Where.GATED)
+            self._place(info, Where.GATED, event)
 
     # --- informer side ------------------------------------------------------------------
     def add(self, pod: api.Pod) -> None:
@@ -190,11 +271,15 @@ class SchedulingQueue:
             now = self._clock()
             self._gate_or_activate(PodInfo(pod, now, now, next(self._sequence)))
             return
-        info.pod = pod
+        old, info.pod = info.pod, pod
         if info.where is Where.GATED:
-            self._gate_or_activate(info)
+            self._gate_or_activate(info, ClusterEvent.UNSCHEDULED_POD_UPDATE)
         elif info.where is Where.UNSCHEDULABLE and relevant:
-            self._activate_or_backoff(info, self._clock(), ClusterEvent.UNSCHEDULED_POD_UPDATE)
+            # each kind of change the update is, asked of the pod's rejecting plugins
+            for event in pod_update_events(old, pod):
+                if self._hints.worth_requeuing(pod, info.rejectors, event, old, pod):
+                    self._activate_or_backoff(info, self._clock(), event)
+                    break
         elif info.where is Where.ACTIVE and relevant:
             # re-sorted; the old heap entry goes stale
             self._place(info, Where.ACTIVE, ClusterEvent.UNSCHEDULED_POD_UPDATE)
@@ -206,19 +291,67 @@ class SchedulingQueue:
             if info is not None:
                 self._remove(info)
 
-    def on_event(self, event: ClusterEvent) -> int:
-        """A cluster event: move the unschedulable pods it may help. Returns how many."""
+    def on_event(self, event: ClusterEvent, old: object = None, new: object = None) -> int:
+        """A cluster event (``old``/``new``: its objects, an :class:`api.Pod` or
+        :class:`api.Node`): move the unschedulable pods whose rejecting plugins' hints
+        say it may help them (``movePodsToActiveOrBackoffQueue``). Returns how many."""
+        hints = self._hints
+        if not hints.interested(event):
+            return 0
         with self._lock:
             now = self._clock()
             if self._counts[Where.IN_FLIGHT]:
                 self._event_sequence += 1
-                self._recent_events.append((self._event_sequence, event))
+                self._recent_events.append((self._event_sequence, event, old, new))
+            plugins = hints.plugins_for(event)
+            if plugins is None:
+                candidates: Iterable[PodInfo] = self._unschedulable.values()
+            else:
+                found: dict[str, PodInfo] = {}
+                for plugin in (*plugins, ANY_REJECTOR):
+                    found.update(self._by_rejector.get(plugin, {}))
+                candidates = found.values()
             moved = [
-                info for info in self._unschedulable.values() if events.moves(info.rejectors, event)
+                info
+                for info in candidates
+                if hints.worth_requeuing(info.pod, info.rejectors, event, old, new)
             ]
             for info in moved:
                 self._activate_or_backoff(info, now, event)
             return len(moved)
+
+    def activate(self, uid: str) -> bool:
+        """Move a waiting pod (unschedulable, gated or backing off) to activeQ now,
+        PreEnqueue permitting (``Activate``: a failed asynchronous preemption). False
+        if it is not waiting."""
+        with self._lock:
+            info = self._infos.get(uid)
+            if info is None or info.where not in (
+                Where.UNSCHEDULABLE,
+                Where.GATED,
+                Where.BACKOFF,
+                Where.ERROR_BACKOFF,
+            ):
+                return False
+            gate = self._pre_enqueue(info.pod)
+            if not gate.is_success:
+                info.gate = gate.message
+                if info.where is not Where.GATED:
+                    self._place(info, Where.GATED, ClusterEvent.FORCE_ACTIVATE)
+                return False
+            info.gate = ""
+            self._place(info, Where.ACTIVE, ClusterEvent.FORCE_ACTIVATE)
+            return True
+
+    def recheck_gate(self, uid: str, event: str) -> bool:
+        """Run PreEnqueue again for a gated pod (what held it may be over); it goes to
+        backoffQ or activeQ if it passes. False if it was not gated or still is."""
+        with self._lock:
+            info = self._infos.get(uid)
+            if info is None or info.where is not Where.GATED:
+                return False
+            self._gate_or_activate(info, event)
+            return info.where is not Where.GATED
 
     # --- scheduling side ----------------------------------------------------------------
     def pop(self, timeout: float | None = None) -> PodInfo | None:
@@ -274,13 +407,18 @@ class SchedulingQueue:
                 return None
             now = self._clock()
             info.timestamp = now
-            info.rejectors = frozenset(rejectors)
+            previous, info.rejectors = info.rejectors, frozenset(rejectors)
+            if info.rejectors and info.rejectors == previous and self._on_wasted is not None:
+                self._on_wasted(info.moved_by)
+            hints = self._hints
             if not info.rejectors:
                 self._place(info, Where.ERROR_BACKOFF)
             elif any(
-                seq > info.popped_at_event and events.moves(info.rejectors, event)
-                for seq, event in self._recent_events
+                seq > info.popped_at_event
+                and hints.worth_requeuing(info.pod, info.rejectors, event, old, new)
+                for seq, event, old, new in self._recent_events
             ):
+                # an event during its cycle may have helped (determineSchedulingHintForInFlightPod)
                 self._activate_or_backoff(info, now, SCHEDULE_ATTEMPT_FAILURE)
             else:
                 self._place(info, Where.UNSCHEDULABLE)

@@ -78,8 +78,11 @@ class Reporter:
         clock: Clock | None = None,
         event_qps: float = EVENT_QPS,
         event_burst: int = EVENT_BURST,
+        on_victim_done: Callable[[str, bool], None] = lambda _uid, _ok: None,
     ) -> None:
-        """``clock`` paces the events' budget (the real clock by default)."""
+        """``clock`` paces the events' budget (the real clock by default).
+        ``on_victim_done(preemptor uid, ok)``: a victim's deletion was answered."""
+        self._on_victim_done = on_victim_done
         self._kube = kube
         self._recorder = recorder
         self._wall = wall
@@ -148,11 +151,13 @@ class Reporter:
 
     def preempt(self, victim: api.Pod, preemptor: api.Pod, node: str) -> None:
         with self._lock:
-            if victim.uid in self._preempted:
-                return  # its deletion is already on the way
-            self._preempted.add(victim.uid)
-            self._victims.append(_Victim(victim, preemptor, node))
-            self._lock.notify()
+            already = victim.uid in self._preempted  # its deletion is already on the way
+            if not already:
+                self._preempted.add(victim.uid)
+                self._victims.append(_Victim(victim, preemptor, node))
+                self._lock.notify()
+        if already:
+            self._on_victim_done(preemptor.uid, True)
 
     def forget(self, uid: str) -> None:
         """The pod is gone: drop what is remembered about it."""
@@ -290,10 +295,16 @@ class Reporter:
             )
             self._kube.delete_pod(pod.namespace, pod.name, grace_period_seconds=None, uid=pod.uid)
         except errors.NotFound:
+            self._on_victim_done(preemptor.uid, True)
             return  # already gone: what preemption wanted
         except errors.KubeAPIError as exc:
             log.warning("could not preempt pod %s: %s", pod.key, exc)
+            self._on_victim_done(preemptor.uid, False)
             return
+        except Exception:
+            self._on_victim_done(preemptor.uid, False)  # the preemptor must not wait forever
+            raise
+        self._on_victim_done(preemptor.uid, True)
         self._recorder.record(
             pod_object(pod),
             "Preempted",

@@ -35,7 +35,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from nodeagent.base import errors, heap
 from nodeagent.base.clock import Clock, RealClock
@@ -48,7 +48,7 @@ from nodeagent.scheduler.api import BindResult
 from nodeagent.scheduler.live import bind_process, volumes
 from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool
 from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
-from nodeagent.scheduler.live.events import ClusterEvent
+from nodeagent.scheduler.live.events import ClusterEvent, QueueingHints
 from nodeagent.scheduler.live.leader import LeaderElector, default_identity
 from nodeagent.scheduler.live.metrics import SchedulerMetrics
 from nodeagent.scheduler.live.queue import PodInfo, SchedulingQueue, Where
@@ -84,6 +84,22 @@ def _readable(
     except errors.ConfigError as exc:
         log.warning("ignoring a %s the scheduler cannot read: %s", kind, exc)
         return None
+
+
+_RESOURCE_STATUS = ("containerStatuses", "initContainerStatuses", "resources", "allocatedResources")
+_RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
+
+
+def _accounted(obj: client.KubeObject) -> tuple[Any, ...]:
+    """What the cache's accounting of a bound pod reads, but the binding itself."""
+    spec = {k: v for k, v in (obj.get("spec") or {}).items() if k != "nodeName"}
+    status = obj.get("status") or {}
+    return (
+        spec,
+        (obj.get("metadata") or {}).get("labels"),
+        [status.get(key) for key in _RESOURCE_STATUS],
+        [c for c in status.get("conditions") or () if c.get("type") in _RESIZE_CONDITIONS],
+    )
 
 
 def _spec_changed(old: client.KubeObject, new: client.KubeObject) -> bool:
@@ -134,6 +150,7 @@ class LiveScheduler:
         any_fw = next(iter(self.frameworks.values()))
         self.handle.rng = random.Random(seed)
         self.cache = SchedulerCache(clock=self._clock.now, nominator=self.handle.nominator)
+        self.hints = QueueingHints(self.frameworks, observe=self.metrics.hint_ran)
         self.queue = self._queue(any_fw.less)
         self.metrics.watch_queue(self.queue.pending)
         self.algorithm = scheduling.Scheduler(
@@ -206,6 +223,8 @@ class LiveScheduler:
             initial_backoff=settings.initial_backoff,
             max_backoff=settings.max_backoff,
             on_move=self._moved,
+            hints=self.hints,
+            on_wasted=self.metrics.wasted_retry,
         )
 
     def _reporter(self, kube: client.ClusterClient) -> Reporter:
@@ -219,6 +238,7 @@ class LiveScheduler:
             clock=self._clock,
             event_qps=settings.qps,
             event_burst=settings.burst,
+            on_victim_done=self._victim_done,
         )
 
     def _informers(
@@ -287,7 +307,7 @@ class LiveScheduler:
             self.queue.delete(pod.uid)
             self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
             self.cache.add_bound(pod)
-            self._event(ClusterEvent.ASSIGNED_POD_ADD)
+            self._event(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
         elif self._responsible(pod) and not self.cache.accounts(pod.uid):
             self.cache.set_nominated(pod)
             self.queue.add(pod)
@@ -296,10 +316,13 @@ class LiveScheduler:
         node_name = (obj.get("spec") or {}).get("nodeName")
         if node_name and not (old_obj.get("spec") or {}).get("nodeName"):
             uid = str((obj.get("metadata") or {}).get("uid") or "")
-            if self.cache.confirm(uid, node_name):
+            # the shortcut holds only if nothing else changed since: the watch may show the
+            # binding and a resize at once, as kube-scheduler's cache updates the assumed
+            # pod from the informer's (cache.AddPod)
+            if _accounted(old_obj) == _accounted(obj) and self.cache.confirm(uid, node_name):
                 # our own binding, seen bound: the assumed pod is the bound one
                 self.queue.delete(uid)
-                self._event(ClusterEvent.ASSIGNED_POD_ADD)
+                self._event(ClusterEvent.ASSIGNED_POD_ADD, None, self.cache.bound(uid))
                 return
         pod = self._parse_pod(obj)
         if pod is None:
@@ -309,10 +332,14 @@ class LiveScheduler:
             self.queue.delete(pod.uid)
             if newly_bound:
                 self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
+            before = None if newly_bound else self.cache.bound(pod.uid)
             self.cache.add_bound(pod)
-            self._event(
-                ClusterEvent.ASSIGNED_POD_ADD if newly_bound else ClusterEvent.ASSIGNED_POD_UPDATE
-            )
+            if before is None:
+                self._event(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
+            else:
+                # a resize down frees room (isPodResourcesResizedDown)
+                for event in framework.pod_update_events(before, pod):
+                    self._event(event, before, pod)
         elif self.cache.accounts(pod.uid):
             # assumed (its binding in flight or not yet seen) or already seen bound: an
             # older version of the pod (a late update, our own status patch) must not
@@ -341,22 +368,31 @@ class LiveScheduler:
         if pod is not None:
             self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
         if gone is not None:
-            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE, gone, None)
+        elif pod is not None and pod.nominated_node_name and not pod.node_name:
+            # the room nominated to it is free again
+            self._event(ClusterEvent.UNSCHEDULED_POD_DELETE, pod, None)
 
     def _node_added(self, obj: client.KubeObject) -> None:
         node = self._parse_node(obj)
         if node is not None:
-            for event in self.cache.add_node(node):
-                self._event(event)
+            self._node_seen(node, self.cache.node(node.name), self.cache.add_node(node))
 
     def _node_updated(self, old_obj: client.KubeObject, obj: client.KubeObject) -> None:
         node = self._parse_node(obj)
         if node is not None:
-            for event in self.cache.update_node(node):
-                self._event(event)
+            self._node_seen(node, self.cache.node(node.name), self.cache.update_node(node))
+
+    def _node_seen(
+        self, node: api.Node, before: api.Node | None, events: frozenset[ClusterEvent]
+    ) -> None:
+        for event in events:
+            self._event(event, None if event is ClusterEvent.NODE_ADD else before, node)
 
     def _node_deleted(self, obj: client.KubeObject) -> None:
-        self.cache.remove_node(str((obj.get("metadata") or {}).get("name") or ""))
+        gone = self.cache.remove_node(str((obj.get("metadata") or {}).get("name") or ""))
+        if gone is not None:
+            self._event(ClusterEvent.NODE_DELETE, gone, None)
 
     @staticmethod
     def _parse_node(obj: client.KubeObject) -> api.Node | None:
@@ -369,8 +405,8 @@ class LiveScheduler:
         self.cache.set_budget(budget, present=present)
         self._event(ClusterEvent.PDB_CHANGE)
 
-    def _event(self, event: ClusterEvent) -> None:
-        self.queue.on_event(event)
+    def _event(self, event: ClusterEvent, old: object = None, new: object = None) -> None:
+        self.queue.on_event(event, old, new)
 
     def _moved(self, where: Where, event: str) -> None:
         self.metrics.incoming.labels(where.value, event).inc()
@@ -471,6 +507,9 @@ class LiveScheduler:
             ", ".join(v.key for v in victims),
         )
         nominated = dataclasses.replace(pod, nominated_node_name=node)
+        # asynchronous preemption: the victims are deleted by the reporter's thread; until
+        # the last deletion is answered DefaultPreemption's PreEnqueue holds the pod back
+        self.handle.preemptions.start(pod.uid, len(victims))
         self.cache.set_nominated(nominated)
         self.queue.update(nominated, relevant=False)  # its next cycle tries that node first
         self.reporter.nominate(pod, node)
@@ -480,6 +519,19 @@ class LiveScheduler:
         for cleared in offer.cleared_nominations:
             self.cache.set_nominated(dataclasses.replace(cleared, nominated_node_name=""))
             self.reporter.clear_nomination(cleared)
+
+    def _victim_done(self, preemptor_uid: str, ok: bool) -> None:
+        """A victim's deletion was answered (reporter's thread). After the last one the
+        preemptor may go on: if every deletion went through, it waits (ungated) for the
+        events of the victims leaving; if one failed, it is retried at once
+        (``prepareCandidateAsync``: ``Activate`` on an error)."""
+        finished = self.handle.preemptions.victim_done(preemptor_uid, ok=ok)
+        if finished is None:
+            return
+        if finished:
+            self.queue.recheck_gate(preemptor_uid, ClusterEvent.ASSIGNED_POD_DELETE)
+        else:
+            self.queue.activate(preemptor_uid)
 
     def _attempt(self, result: str, fw: framework.Framework, started: float) -> None:
         self.metrics.attempt(result, fw.scheduler_name, self._clock.now() - started)
@@ -503,7 +555,7 @@ class LiveScheduler:
         if self.cache.forget(pod.uid):
             # the room it held is free again: pods it kept out may fit now (as
             # kube-scheduler moves them, with AssignedPodDelete, on a failed binding)
-            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE, pod, None)
         if result is BindResult.FINAL:
             # 409/404: bound already, deleted, or its node is gone. It backs off like
             # any failure (kube-scheduler's handleSchedulingFailure): the watch removes
@@ -558,8 +610,8 @@ class LiveScheduler:
         and stale unschedulable pods back to activeQ, expired assumptions dropped,
         aggregated events written, plugins' aging node data refreshed."""
         self.queue.flush()
-        if self.cache.expire_assumed():
-            self._event(ClusterEvent.ASSIGNED_POD_DELETE)
+        for expired in self.cache.expire_assumed():
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE, expired, None)
         self.reporter.retry_failed()
         self.recorder.flush()
         if self._clock.now() - self._last_refresh >= STATIC_REFRESH_INTERVAL:

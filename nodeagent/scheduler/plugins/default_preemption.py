@@ -1,4 +1,4 @@
-"""DefaultPreemption (PostFilter): when no node fits, find the node where evicting
+"""DefaultPreemption (PostFilter, PreEnqueue): when no node fits, find the node where evicting
 lower-priority pods makes room, and nominate it (``plugins/defaultpreemption``).
 
 The work is :func:`nodeagent.scheduler.preemption.preempt`, a pure function of the
@@ -9,19 +9,26 @@ kube-scheduler does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from pydantic import Field, model_validator
 
 from nodeagent.scheduler import api, config, preemption
 from nodeagent.scheduler.framework import (
+    POD_DELETE_EVENTS,
     CycleState,
     Diagnosis,
+    EventHint,
     Framework,
     Handle,
     PostFilterResult,
+    QueueingHint,
 )
 from nodeagent.scheduler.snapshot import ClusterSnapshot
 
 NAME = "DefaultPreemption"
+REASON_PREEMPTION_RUNNING = "waiting for the preemption for this pod to be finished"
 
 
 class Args(config.ConfigModel):
@@ -71,6 +78,23 @@ class DefaultPreemption:
         if status.message:
             status = api.Status(status.code, (f"preemption: {status.message}",), status.plugin)
         return result, status
+
+    # --- asynchronous preemption ---------------------------------------------------------
+
+    def pre_enqueue(self, pod: api.Pod) -> api.Status:
+        """Hold the pod back while its victims' deletions are on the way."""
+        if self._handle.preemptions.running(pod.uid):
+            return api.unschedulable(REASON_PREEMPTION_RUNNING, unresolvable=True)
+        return api.SUCCESS
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        return (EventHint(POD_DELETE_EVENTS, is_schedulable_after_pod_deletion),)
+
+
+def is_schedulable_after_pod_deletion(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """Always Skip (``isPodSchedulableAfterPodDeletion``): the plugins whose
+    rejection the preemption resolves decide when the pod is retried, not this one."""
+    return QueueingHint.QUEUE_SKIP
 
 
 def new(args: Args | None, handle: Handle) -> DefaultPreemption:

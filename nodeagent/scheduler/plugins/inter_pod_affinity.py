@@ -25,15 +25,26 @@ deduplicated term index; Filter and Score then index per node.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import Field
 
 from nodeagent.scheduler import api, config
-from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
+from nodeagent.scheduler.framework import (
+    POD_ADD_EVENTS,
+    POD_DELETE_EVENTS,
+    POD_LABEL_EVENTS,
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    PreFilterResult,
+    QueueingHint,
+)
 from nodeagent.scheduler.snapshot import (
     ClusterSnapshot,
     Int64s,
@@ -295,6 +306,94 @@ class InterPodAffinity:
             return np.zeros_like(scores)
         scaled = api.MAX_NODE_SCORE * ((scores - lowest).astype(np.float64) / float(spread))
         return scaled.astype(np.int64)  # Go's int64(float): truncation, values >= 0
+
+    # --- QueueingHints ------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        return (
+            EventHint(
+                POD_ADD_EVENTS | POD_LABEL_EVENTS | POD_DELETE_EVENTS,
+                is_schedulable_after_pod_change,
+            ),
+            EventHint(
+                frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL_CHANGE}),
+                is_schedulable_after_node_change,
+            ),
+        )
+
+
+def _term_matches(term: api.PodAffinityTerm, owner: api.Pod, other: api.Pod) -> bool:
+    """``AffinityTerm.Matches`` without namespace labels: a term with a non-empty
+    ``namespaceSelector`` is taken to select every namespace (a hint can only say Queue
+    too often, never too rarely)."""
+    if term.selector is None or not term.selector.matches(other.labels):
+        return False
+    selector = term.namespace_selector
+    if selector is not None and not selector.is_empty:
+        return True
+    return term.namespace_matches(owner.namespace, other.namespace, {})
+
+
+def _matches_all(terms: Sequence[api.PodAffinityTerm], owner: api.Pod, other: api.Pod) -> bool:
+    """``podMatchesAllAffinityTerms``: no terms never match."""
+    return bool(terms) and all(_term_matches(t, owner, other) for t in terms)
+
+
+def _required(
+    pod: api.Pod,
+) -> tuple[tuple[api.PodAffinityTerm, ...], tuple[api.PodAffinityTerm, ...]]:
+    affinity = pod.pod_affinity
+    if affinity is None:
+        return (), ()
+    return affinity.required, affinity.required_anti
+
+
+def is_schedulable_after_pod_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPodChange``: the rejected pod's own label change; else a
+    bound or nominated pod now matching all its affinity terms, no longer matching all
+    its anti-affinity terms, or (deleted) one whose anti-affinity matched it."""
+    queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
+    if new is not None and old is not None and new.uid == pod.uid:
+        return queue
+    for other in (new, old):
+        if other is not None and not other.node_name and not other.nominated_node_name:
+            return skip
+    terms, anti = _required(pod)
+    if new is not None and old is not None:
+        if not _matches_all(terms, pod, old) and _matches_all(terms, pod, new):
+            return queue
+        if _matches_all(anti, pod, old) and not _matches_all(anti, pod, new):
+            return queue
+        return skip
+    if new is not None:
+        return queue if _matches_all(terms, pod, new) else skip
+    if _matches_all(anti, pod, old):
+        return queue
+    _, old_anti = _required(old)
+    return queue if _matches_all(old_anti, old, pod) else skip
+
+
+def is_schedulable_after_node_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterNodeChange``: a node gaining or changing an affinity term's
+    topology key, or losing or changing an anti-affinity term's (any anti-affinity
+    term on a new node)."""
+    queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
+    terms, anti = _required(pod)
+    for term in terms:
+        key = term.topology_key
+        if old is None:
+            if key in new.labels:
+                return queue
+            continue
+        if key in new.labels and (key not in old.labels or old.labels[key] != new.labels[key]):
+            return queue
+    for term in anti:
+        if old is None:
+            return queue
+        key = term.topology_key
+        if key in old.labels and (key not in new.labels or old.labels[key] != new.labels[key]):
+            return queue
+    return skip
 
 
 def new(args: Args | None, handle: Handle) -> InterPodAffinity:

@@ -15,7 +15,7 @@ given selector is cached per snapshot (labels do not change during a plan).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,14 @@ from pydantic import model_validator
 
 from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config, objects
-from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
+from nodeagent.scheduler.framework import (
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    PreFilterResult,
+    QueueingHint,
+)
 from nodeagent.scheduler.plugins import helpers
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
@@ -381,6 +388,36 @@ class NodeAffinity:
 
     def normalize_score(self, state: CycleState, pod: api.Pod, scores: Int64s) -> Int64s:
         return helpers.default_normalize_score(scores, reverse=False)
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        return (
+            EventHint(
+                frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_LABEL_CHANGE}),
+                self.is_schedulable_after_node_change,
+            ),
+        )
+
+    def _matches(self, pod: api.Pod, node: api.Node) -> bool:
+        """The pod's ``nodeSelector`` and required node affinity (``GetRequiredNodeAffinity``)."""
+        if not selector_matches(pod.node_selector, node):
+            return False
+        affinity = pod.affinity
+        return (
+            affinity is None
+            or affinity.required is None
+            or required_matches(affinity.required, node)
+        )
+
+    def is_schedulable_after_node_change(self, pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when the node now matches the profile's added affinity and the pod's
+        required affinity, and did not before (or is new)."""
+        if self._added_required is not None and not required_matches(self._added_required, new):
+            return QueueingHint.QUEUE_SKIP
+        if not self._matches(pod, new):
+            return QueueingHint.QUEUE_SKIP
+        if old is None or not self._matches(pod, old):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
 
 
 def new(args: Args | None, handle: Handle) -> NodeAffinity:

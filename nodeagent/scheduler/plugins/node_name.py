@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from nodeagent.scheduler import api
-from nodeagent.scheduler.framework import CycleState, Handle
+from nodeagent.scheduler.framework import ClusterEvent, CycleState, EventHint, Handle
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Mask, NodeIndices
 
 NAME = "NodeName"
@@ -39,6 +40,10 @@ class NodeName:
     ) -> Mask:
         """Every rejection of this plugin is UnschedulableAndUnresolvable."""
         return np.zeros(len(nodes), dtype=bool)
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """Only a new node can be the one the pod names (no hint: always Queue)."""
+        return (EventHint(frozenset({ClusterEvent.NODE_ADD})),)
 
 
 def new(args: Any, handle: Handle) -> NodeName:

@@ -4,13 +4,21 @@ node; ``0.0.0.0`` conflicts with every address, a specific address with itself a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from nodeagent.scheduler import api
-from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
+from nodeagent.scheduler.framework import (
+    POD_DELETE_EVENTS,
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    PreFilterResult,
+    QueueingHint,
+)
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Mask, NodeIndices
 
 NAME = "NodePorts"
@@ -63,6 +71,23 @@ class NodePorts:
     ) -> Mask:
         """A port conflict is resolved by preempting the pod holding the port."""
         return np.ones(len(nodes), dtype=bool)
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        # ports are immutable: only a deletion or a new node frees one
+        return (
+            EventHint(POD_DELETE_EVENTS, is_schedulable_after_pod_deleted),
+            EventHint(frozenset({ClusterEvent.NODE_ADD})),
+        )
+
+
+def is_schedulable_after_pod_deleted(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPodDeleted``: Queue when the deleted pod (bound or
+    nominated) held a host port the rejected pod conflicts with."""
+    if not old.node_name and not old.nominated_node_name:
+        return QueueingHint.QUEUE_SKIP
+    if not old.host_ports or fits(old.host_ports, pod.host_ports):
+        return QueueingHint.QUEUE_SKIP
+    return QueueingHint.QUEUE
 
 
 def new(args: Any, handle: Handle) -> NodePorts:

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -48,7 +49,13 @@ from nodeagent.k8s.pressure import (
     Taint,
 )
 from nodeagent.scheduler import api, config, objects
-from nodeagent.scheduler.framework import CycleState, Handle
+from nodeagent.scheduler.framework import (
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    QueueingHint,
+)
 from nodeagent.scheduler.plugins import helpers
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
@@ -246,6 +253,35 @@ class NodePressure:
     ) -> Mask:
         """Every rejection of this plugin is UnschedulableAndUnresolvable."""
         return np.zeros(len(nodes), dtype=bool)
+
+    # --- QueueingHints ------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """Filter reads only taints: a node added or retainted, or the pod's own new
+        toleration (the score's conditions and annotation reject nothing)."""
+        return (
+            EventHint(
+                frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_TAINT_CHANGE}),
+                self.is_schedulable_after_node_change,
+            ),
+            EventHint(
+                frozenset({ClusterEvent.UNSCHEDULED_POD_TOLERATION_CHANGE}),
+                _own_update,
+            ),
+        )
+
+    def is_schedulable_after_node_change(self, pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when the node (new, or under pressure for this pod before) is not under
+        pressure for it now."""
+        if self.first_pressure(new.taints, pod.tolerations) is not None:
+            return QueueingHint.QUEUE_SKIP
+        if old is None or self.first_pressure(old.taints, pod.tolerations) is not None:
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
+
+def _own_update(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    return QueueingHint.QUEUE if new.uid == pod.uid else QueueingHint.QUEUE_SKIP
 
 
 def new(args: Args | None, handle: Handle) -> NodePressure:

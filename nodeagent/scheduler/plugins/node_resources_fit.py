@@ -13,8 +13,9 @@ requests (100m / 200 MiB for a container that omits them). The arithmetic lives 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +23,16 @@ from pydantic import Field, model_validator
 
 from nodeagent.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from nodeagent.scheduler import api, config
-from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
+from nodeagent.scheduler.framework import (
+    POD_DELETE_EVENTS,
+    POD_SCALE_DOWN_EVENTS,
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    PreFilterResult,
+    QueueingHint,
+)
 from nodeagent.scheduler.plugins import resource_allocation as ra
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
@@ -346,11 +356,70 @@ class NodeResourcesFit:
             return ra.most_allocated_score(req, alloc, weights, inc)
         return ra.requested_to_capacity_ratio_score(self._shape, req, alloc, weights, inc)
 
+    # --- QueueingHints ------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        return (
+            EventHint(POD_DELETE_EVENTS | POD_SCALE_DOWN_EVENTS, is_schedulable_after_pod_event),
+            EventHint(
+                frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE_CHANGE}),
+                self.is_schedulable_after_node_change,
+            ),
+        )
+
+    def fits_empty(self, pod: api.Pod, node: api.Node) -> bool:
+        """Whether ``pod`` fits ``node`` with nothing on it (``isFit``)."""
+        if node.allocatable.get(api.PODS, 0) < 1:
+            return False
+        return all(amount <= node.allocatable.get(name, 0) for name, amount in self._checked(pod))
+
+    def is_schedulable_after_node_change(self, pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when the pod fits the node when empty and the node is new or grew in a
+        resource the pod requests (``isSchedulableAfterNodeChange``)."""
+        if not self.fits_empty(pod, new):
+            return QueueingHint.QUEUE_SKIP
+        if old is None or requested_resources_increased(pod, old, new):
+            return QueueingHint.QUEUE
+        return QueueingHint.QUEUE_SKIP
+
 
 def _report_order(name: str) -> int:
     """Report order: cpu, memory, ephemeral-storage, then other resources by name."""
     fixed = {CPU: 0, MEMORY: 1, EPHEMERAL_STORAGE: 2}
     return fixed.get(name, 3)
+
+
+def requested_resources_increased(pod: api.Pod, old: api.Node, new: api.Node) -> bool:
+    """``haveAnyRequestedResourcesIncreased``: more pods allowed, or more of a resource
+    the pod requests."""
+    before, after = old.allocatable, new.allocatable
+    if after.get(api.PODS, 0) > before.get(api.PODS, 0):
+        return True
+    return any(
+        amount > 0 and after.get(name, 0) > before.get(name, 0)
+        for name, amount in pod.requests.items()
+        if name != api.PODS
+    )
+
+
+def is_schedulable_after_pod_event(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPodEvent``: a bound (or nominated) pod deleted, or a pod
+    scaled down in a resource the rejected pod requests (``isPodResourcesResizedDown``:
+    the rejected pod itself, or a bound pod)."""
+    if new is None:
+        if not old.node_name and not old.nominated_node_name:
+            return QueueingHint.QUEUE_SKIP
+        return QueueingHint.QUEUE
+    if new.uid == pod.uid:
+        return QueueingHint.QUEUE
+    if not new.node_name:
+        return QueueingHint.QUEUE_SKIP
+    before, after = old.requests, new.requests
+    scaled_down = any(
+        amount > 0 and before.get(name, 0) > after.get(name, 0)
+        for name, amount in pod.requests.items()
+    )
+    return QueueingHint.QUEUE if scaled_down else QueueingHint.QUEUE_SKIP
 
 
 def new(args: Args | None, handle: Handle) -> NodeResourcesFit:

@@ -19,6 +19,7 @@ node come from the snapshot's pod-group index (no pod is looked at), domain coun
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -29,7 +30,17 @@ from pydantic import Field, model_validator
 
 from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config, objects
-from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
+from nodeagent.scheduler.framework import (
+    POD_ADD_EVENTS,
+    POD_DELETE_EVENTS,
+    POD_LABEL_EVENTS,
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    PreFilterResult,
+    QueueingHint,
+)
 from nodeagent.scheduler.plugins import helpers, node_affinity, taint_toleration
 from nodeagent.scheduler.snapshot import (
     ZONE_LABEL,
@@ -390,6 +401,99 @@ class PodTopologySpread:
             normalized = api.MAX_NODE_SCORE * (highest + lowest - scores) // highest
         result: Int64s = np.where(ignored, 0, normalized)
         return result
+
+    # --- QueueingHints ------------------------------------------------------------------
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        pod_events = POD_ADD_EVENTS | POD_LABEL_EVENTS | POD_DELETE_EVENTS
+        node_events = frozenset(
+            {
+                ClusterEvent.NODE_ADD,
+                ClusterEvent.NODE_DELETE,
+                ClusterEvent.NODE_LABEL_CHANGE,
+                ClusterEvent.NODE_TAINT_CHANGE,
+            }
+        )
+        return (
+            EventHint(
+                pod_events | {ClusterEvent.UNSCHEDULED_POD_TOLERATION_CHANGE},
+                self.is_schedulable_after_pod_change,
+            ),
+            EventHint(node_events, self.is_schedulable_after_node_change),
+        )
+
+    def _hard_constraints(self, pod: api.Pod) -> tuple[api.SpreadConstraint, ...] | None:
+        """The pod's DoNotSchedule constraints; ``None`` when they are defaults whose
+        selector comes from the pod's Services and controllers, which a hint cannot
+        read (the hint then answers Queue, as it does on an error upstream)."""
+        kind = api.Unsatisfiable.DO_NOT_SCHEDULE
+        if pod.spread_constraints:
+            return tuple(c for c in pod.spread_constraints if c.when_unsatisfiable is kind)
+        if any(c.when_unsatisfiable is kind for c in self._defaults):
+            return None
+        return ()
+
+    def is_schedulable_after_pod_change(self, pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterPodChange``: a pod of the same namespace, bound or
+        nominated, whose labels (now or before) match a constraint."""
+        queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
+        if (new is not None and not _involved(new, pod)) or (
+            old is not None and not _involved(old, pod)
+        ):
+            return skip
+        constraints = self._hard_constraints(pod)
+        if constraints is None:
+            return queue
+        if new is not None and old is not None:
+            if (
+                new.uid == pod.uid
+                and new.tolerations != old.tolerations
+                and any(c.honor_node_taints for c in constraints)
+            ):
+                return queue
+            if new.labels == old.labels:
+                return skip
+            changed = any(c.selects(old.labels) != c.selects(new.labels) for c in constraints)
+            return queue if changed else skip
+        labels = (new if new is not None else old).labels
+        return queue if any(c.selects(labels) for c in constraints) else skip
+
+    def is_schedulable_after_node_change(self, pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+        """``isSchedulableAfterNodeChange``: a node that has (or had) every topology key
+        added, deleted, or changed in a topology value or taints."""
+        queue, skip = QueueingHint.QUEUE, QueueingHint.QUEUE_SKIP
+        constraints = self._hard_constraints(pod)
+        if constraints is None:
+            return queue
+        was = old is not None and _has_topology_keys(old, constraints)
+        now = new is not None and _has_topology_keys(new, constraints)
+        if old is not None and new is not None:
+            if was != now:
+                return queue
+            if now and (
+                any(
+                    old.labels.get(c.topology_key) != new.labels.get(c.topology_key)
+                    for c in constraints
+                )
+                or old.taints != new.taints
+            ):
+                return queue
+            return skip
+        return queue if (now if new is not None else was) else skip
+
+
+def _involved(other: api.Pod, pod: api.Pod) -> bool:
+    """``involvedInTopologySpreading``: the pod itself, or a bound or nominated pod of
+    its namespace."""
+    if other.uid == pod.uid:
+        return True
+    if not other.node_name and not other.nominated_node_name:
+        return False
+    return other.namespace == pod.namespace
+
+
+def _has_topology_keys(node: api.Node, constraints: Sequence[api.SpreadConstraint]) -> bool:
+    return all(c.topology_key in node.labels for c in constraints)
 
 
 def new(args: Args | None, handle: Handle) -> PodTopologySpread:

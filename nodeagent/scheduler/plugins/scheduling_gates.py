@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from nodeagent.scheduler import api
-from nodeagent.scheduler.framework import Handle
+from nodeagent.scheduler.framework import ClusterEvent, EventHint, Handle, QueueingHint
 
 NAME = "SchedulingGates"
 
@@ -21,6 +22,19 @@ class SchedulingGates:
         if not pod.scheduling_gates:
             return api.SUCCESS
         return api.unschedulable(reason(pod.scheduling_gates), unresolvable=True)
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        return (
+            EventHint(
+                frozenset({ClusterEvent.UNSCHEDULED_POD_GATES_ELIMINATED}),
+                is_schedulable_after_gates_eliminated,
+            ),
+        )
+
+
+def is_schedulable_after_gates_eliminated(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterUpdatePodSchedulingGatesEliminated``: the pod's own gates."""
+    return QueueingHint.QUEUE if new.uid == pod.uid else QueueingHint.QUEUE_SKIP
 
 
 def new(args: Any, handle: Handle) -> SchedulingGates:

@@ -11,13 +11,20 @@ and looked up per node.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from nodeagent.k8s.pressure import Taint
 from nodeagent.scheduler import api
-from nodeagent.scheduler.framework import CycleState, Handle
+from nodeagent.scheduler.framework import (
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    QueueingHint,
+)
 from nodeagent.scheduler.plugins import helpers
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
@@ -135,6 +142,37 @@ class TaintToleration:
 
     def normalize_score(self, state: CycleState, pod: api.Pod, scores: Int64s) -> Int64s:
         return helpers.default_normalize_score(scores, reverse=True)
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        return (
+            EventHint(
+                frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_TAINT_CHANGE}),
+                self.is_schedulable_after_node_change,
+            ),
+            EventHint(
+                frozenset({ClusterEvent.UNSCHEDULED_POD_TOLERATION_CHANGE}),
+                is_schedulable_after_pod_toleration_change,
+            ),
+        )
+
+    def is_schedulable_after_node_change(self, pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+        """Queue when the node had an untolerated NoSchedule/NoExecute taint (or is
+        new) and has none now."""
+        was = old is None or self._untolerated(old, pod)
+        return (
+            QueueingHint.QUEUE
+            if was and not self._untolerated(new, pod)
+            else QueueingHint.QUEUE_SKIP
+        )
+
+    def _untolerated(self, node: api.Node, pod: api.Pod) -> bool:
+        found = first_untolerated(node.taints, pod.tolerations, comparison_operators=self._compare)
+        return found is not None
+
+
+def is_schedulable_after_pod_toleration_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """The rejected pod itself got a toleration."""
+    return QueueingHint.QUEUE if new.uid == pod.uid else QueueingHint.QUEUE_SKIP
 
 
 def new(args: Any, handle: Handle) -> TaintToleration:

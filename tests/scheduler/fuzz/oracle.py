@@ -5,9 +5,10 @@ plugin or function it follows), one node and one pod at a time, no arrays, no ca
 slow and obviously right, so the product's vectorised plugins can be checked against
 it.
 
-It reads the parsed values (:mod:`nodeagent.scheduler.api`): quantity parsing and
-request aggregation are the parser's, checked by their own tests; everything a plugin
-decides is recomputed here.
+It reads the parsed values (:mod:`nodeagent.scheduler.api`): quantity parsing is the
+parser's, checked by its own tests; everything a plugin decides is recomputed here, and
+so is a pod's request (:func:`requests`: containers, sidecars, init containers and the
+in-place resize rule over the status, from the pod object as written).
 """
 
 from __future__ import annotations
@@ -17,11 +18,110 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodeagent.k8s.pressure import Taint
+from nodeagent.k8s.quantities import quantity_value
 from nodeagent.scheduler import api, storage
 
 CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
 HOSTNAME = "kubernetes.io/hostname"
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "NoSchedule", "")
+
+
+# --- a pod's requests ----------------------------------------------------------------------
+Amounts = dict[str, int]
+
+
+def _amounts(raw: object) -> Amounts:
+    out: Amounts = {}
+    for name, text in dict(raw or {}).items():  # type: ignore[call-overload]
+        value = quantity_value(text)
+        out[name] = math.ceil(value * 1000 if name == CPU else value)
+    return out
+
+
+def _spec_requests(container: Mapping[str, object]) -> Amounts:
+    resources = dict(container.get("resources") or {})  # type: ignore[call-overload]
+    out = _amounts(resources.get("limits"))  # the API server defaults requests to limits
+    out.update(_amounts(resources.get("requests")))
+    return out
+
+
+def _resize_infeasible(status: Mapping[str, object]) -> bool:
+    for condition in list(status.get("conditions") or []):  # type: ignore[call-overload]
+        if condition.get("type") == "PodResizePending":
+            return bool(condition.get("reason") == "Infeasible")
+    return False
+
+
+def _counted(spec: Amounts, entry: Mapping[str, object] | None, infeasible: bool) -> Amounts:
+    """KEP-1287 as kube-scheduler counts a container that may be resizing: for each
+    resource, the largest of what is asked (unless the kubelet found it infeasible), what
+    runs, and what was allocated."""
+    if entry is None or entry.get("resources") is None:
+        return spec
+    actual = _amounts(dict(entry["resources"]).get("requests"))  # type: ignore[call-overload]
+    granted = _amounts(entry.get("allocatedResources"))
+    candidates = [actual, granted] if infeasible else [spec, actual, granted]
+    names = {name for amounts in candidates for name in amounts}
+    return {name: max(a.get(name, 0) for a in candidates if name in a) for name in names}
+
+
+def requests(pod: api.Pod, defaults: Mapping[str, int] | None = None) -> Amounts:
+    """The pod's requests, written out again from the pod object: sum of app containers
+    and sidecars; each ordinary init container with the sidecars started before it, the
+    largest of those if larger; the status counted for app containers and sidecars;
+    ``defaults`` fill what a container leaves out."""
+    if pod.raw is None:
+        return dict(pod.requests)
+    spec = dict(pod.raw.get("spec") or {})
+    status = dict(pod.raw.get("status") or {})
+    infeasible = _resize_infeasible(status)
+    entries = {
+        str(e.get("name")): e
+        for key in ("containerStatuses", "initContainerStatuses")
+        for e in list(status.get(key) or [])
+    }
+
+    def one(container: Mapping[str, object], with_status: bool) -> Amounts:
+        mine = _spec_requests(container)
+        if with_status:
+            mine = _counted(mine, entries.get(str(container.get("name"))), infeasible)
+        for name, value in (defaults or {}).items():
+            mine.setdefault(name, value)
+        return mine
+
+    total: Amounts = {}
+    for container in list(spec.get("containers") or []):
+        for name, value in one(container, True).items():
+            total[name] = total.get(name, 0) + value
+    sidecars: Amounts = {}
+    peak: Amounts = {}
+    for container in list(spec.get("initContainers") or []):
+        sidecar = container.get("restartPolicy") == "Always"
+        mine = one(container, sidecar)
+        if sidecar:
+            for name, value in mine.items():
+                total[name] = total.get(name, 0) + value
+                sidecars[name] = sidecars.get(name, 0) + value
+            running = dict(sidecars)
+        else:
+            running = {n: mine.get(n, 0) + sidecars.get(n, 0) for n in set(mine) | set(sidecars)}
+        for name, value in running.items():
+            peak[name] = max(peak.get(name, value), value)
+    for name, value in peak.items():
+        total[name] = max(total.get(name, value), value)
+    for name, value in _amounts(spec.get("overhead")).items():
+        total[name] = total.get(name, 0) + value
+    return total
+
+
+NON_ZERO = {CPU: 100, MEMORY: 200 * 1024 * 1024}
+
+
+def nonzero(pod: api.Pod, name: str) -> int:
+    """What scoring counts: :func:`requests` with kube-scheduler's defaults."""
+    if pod.raw is None:
+        return pod.nonzero_cpu if name == CPU else pod.nonzero_memory
+    return requests(pod, NON_ZERO).get(name, 0)
 
 
 class Verdict:
@@ -185,7 +285,7 @@ def node_ports(pod: api.Pod, node: api.Node, world: World) -> str:
 def used(node: api.Node, world: World) -> dict[str, int]:
     total: dict[str, int] = {}
     for other in world.pods_on[node.name]:
-        for name, amount in other.requests.items():
+        for name, amount in requests(other).items():
             total[name] = total.get(name, 0) + amount
     return total
 
@@ -198,7 +298,7 @@ def resources_fit(pod: api.Pod, node: api.Node, world: World) -> str:
     if len(world.pods_on[node.name]) + 1 > alloc.get(PODS, 0):
         failed = True
     have = used(node, world)
-    for name, request in pod.requests.items():
+    for name, request in requests(pod).items():
         if request <= 0:
             continue
         free = alloc.get(name, 0) - have.get(name, 0)
@@ -625,10 +725,8 @@ def least_allocated_scores(pod: api.Pod, nodes: list[api.Node], world: World) ->
             cap = n.allocatable.get(name, 0)
             if cap == 0:
                 continue
-            mine = pod.nonzero_cpu if name == CPU else pod.nonzero_memory
-            theirs = sum(
-                (o.nonzero_cpu if name == CPU else o.nonzero_memory) for o in world.pods_on[n.name]
-            )
+            mine = nonzero(pod, name)
+            theirs = sum(nonzero(o, name) for o in world.pods_on[n.name])
             requested = mine + theirs
             total += 0 if requested > cap else (cap - requested) * 100 // cap
             weights += 1
@@ -640,7 +738,8 @@ def balanced_allocation_scores(
     pod: api.Pod, nodes: list[api.Node], world: World
 ) -> list[int] | None:
     """NodeResourcesBalancedAllocation; None: a pod requesting neither cpu nor memory is skipped."""
-    mine = {name: pod.requests.get(name, 0) for name in (CPU, MEMORY)}
+    own = requests(pod)
+    mine = {name: own.get(name, 0) for name in (CPU, MEMORY)}
     if not any(mine.values()):
         return None
     out = []

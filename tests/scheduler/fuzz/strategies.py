@@ -279,12 +279,15 @@ def container(src: Source, index: int, init: bool = False) -> Obj:
     requests = resource_list(src)
     if requests:
         resources["requests"] = requests
+    limits: Obj = {}
     if src.number(0, 4) == 4:  # limits only: the API defaults requests to them
         limits = resource_list(src)
         for name in requests:
             limits.pop(name, None)  # never a limit below its request
-        if limits:
-            resources["limits"] = limits
+    if GPU in requests:  # an extended resource cannot be overcommitted: limit = request
+        limits[GPU] = requests[GPU]
+    if limits:
+        resources["limits"] = limits
     if resources:
         out["resources"] = resources
     if not init and src.number(0, 4) == 4:
@@ -299,6 +302,43 @@ def container(src: Source, index: int, init: bool = False) -> Obj:
     if init and src.number(0, 3) == 3:
         out["restartPolicy"] = "Always"  # a sidecar
     return out
+
+
+RESIZE_CONDITIONS: tuple[tuple[Obj, ...], ...] = (
+    (),
+    ({"type": "PodResizePending", "status": "True", "reason": "Deferred"},),
+    ({"type": "PodResizePending", "status": "True", "reason": "Infeasible"},),
+    ({"type": "PodResizeInProgress", "status": "True"},),
+    (
+        {"type": "PodResizeInProgress", "status": "True"},
+        {"type": "PodResizePending", "status": "True", "reason": "Infeasible"},
+    ),
+)
+
+
+def resize_status(src: Source, spec: Obj, status: Obj) -> None:
+    """A bound pod in the middle of an in-place resize: the kubelet's status for some of
+    its containers and sidecars (actual and allocated requests that differ from the
+    spec's) and a resize condition."""
+    for key, status_key in (
+        ("containers", "containerStatuses"),
+        ("initContainers", "initContainerStatuses"),
+    ):
+        entries = []
+        for c in spec.get(key) or ():
+            if key == "initContainers" and c.get("restartPolicy") != "Always" and not src.flip():
+                continue  # an ordinary init container's status (which no rule reads), sometimes
+            if src.flip():
+                continue
+            entry: Obj = {"name": c["name"], "resources": {"requests": resource_list(src)}}
+            if src.flip():
+                entry["allocatedResources"] = resource_list(src)
+            entries.append(entry)
+        if entries:
+            status[status_key] = entries
+    conditions = src.pick(RESIZE_CONDITIONS)
+    if conditions:
+        status["conditions"] = [dict(c) for c in conditions]
 
 
 # --- objects -----------------------------------------------------------------------------
@@ -415,9 +455,11 @@ def pod(src: Source, name: str, node_names: tuple[str, ...], bound_to: str = "")
     if affinity:
         spec["affinity"] = affinity
     if src.number(0, 2) == 2:
-        spec["topologySpreadConstraints"] = [
-            spread_constraint(src) for _ in range(src.number(1, 2))
-        ]
+        constraints: dict[tuple[str, str], Obj] = {}
+        for _ in range(src.number(1, 2)):  # the API server refuses a repeated pair
+            drawn = spread_constraint(src)
+            constraints.setdefault((drawn["topologyKey"], drawn["whenUnsatisfiable"]), drawn)
+        spec["topologySpreadConstraints"] = list(constraints.values())
     status: Obj = {"phase": "Pending"}
     if bound_to:
         spec["nodeName"] = bound_to
@@ -425,6 +467,8 @@ def pod(src: Source, name: str, node_names: tuple[str, ...], bound_to: str = "")
             "phase": "Running",
             "startTime": f"2024-05-01T11:{src.number(0, 59):02d}:00Z",
         }
+        if src.number(0, 2) == 2:
+            resize_status(src, spec, status)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": status}
 
 

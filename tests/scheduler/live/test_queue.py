@@ -1,6 +1,7 @@
 """The scheduling queue against kube-scheduler's ``PriorityQueue``: QueueSort order,
 backoff 1, 2, 4, 8, 10, 10 s, unschedulable pods moved only by events their rejecting
-plugins registered for, the 5-minute flush, gates, events during a cycle, deletions."""
+plugins' QueueingHints say may help (the default profile's hints), the 5-minute flush,
+gates, events during a cycle, deletions, wasted retries counted."""
 
 from __future__ import annotations
 
@@ -9,24 +10,67 @@ import pytest
 from hypothesis import given, settings
 
 from nodeagent.base.clock import FakeClock
-from nodeagent.scheduler import api
-from nodeagent.scheduler.live.events import ClusterEvent
+from nodeagent.k8s.pressure import Taint
+from nodeagent.scheduler import api, config, framework, registry
+from nodeagent.scheduler.live.events import ClusterEvent, QueueingHints
 from nodeagent.scheduler.live.queue import SchedulingQueue, Where
-from nodeagent.scheduler.plugins import priority_sort, scheduling_gates
+from nodeagent.scheduler.plugins import default_preemption, priority_sort, scheduling_gates
 
 E = ClusterEvent
+HINTS = QueueingHints(
+    framework.build_frameworks(
+        config.load_configuration(None, registry.in_tree_registry()),
+        registry.in_tree_registry(),
+    )
+)
+ROOMY = api.Node("n1", allocatable={"cpu": 4000, "memory": 2**33, "pods": 110})
+TAINTED = api.Node("n1", taints=(Taint("example.com/x", api.TaintEffect.NO_SCHEDULE),))
 
 
-def pod(name: str, *, priority: int = 0, gates: tuple[str, ...] = ()) -> api.Pod:
-    return api.Pod("default", name, uid=f"u-{name}", priority=priority, scheduling_gates=gates)
+def pod(
+    name: str,
+    *,
+    priority: int = 0,
+    gates: tuple[str, ...] = (),
+    tolerations: tuple[api.Toleration, ...] = (),
+) -> api.Pod:
+    return api.Pod(
+        "default",
+        name,
+        uid=f"u-{name}",
+        priority=priority,
+        scheduling_gates=gates,
+        tolerations=tolerations,
+        requests={"cpu": 100},
+    )
 
 
-def make(clock: FakeClock) -> SchedulingQueue:
+def make(clock: FakeClock, wasted: list[str] | None = None) -> SchedulingQueue:
     return SchedulingQueue(
         less=priority_sort.PrioritySort().less,
         pre_enqueue=scheduling_gates.SchedulingGates().pre_enqueue,
         clock=clock.now,
+        hints=HINTS,
+        on_wasted=None if wasted is None else wasted.append,
     )
+
+
+def objects_of(event: ClusterEvent, n: int) -> tuple[object, object]:
+    """Plausible old and new objects for ``event`` (what the informers would hand)."""
+    bound = api.Pod("default", f"b{n}", uid=f"b{n}", node_name="n1", requests={"cpu": 500})
+    if event is E.NODE_ADD:
+        return None, ROOMY
+    if event is E.NODE_DELETE:
+        return ROOMY, None
+    if event.value.startswith("Node"):
+        return TAINTED, ROOMY
+    if event in framework.POD_DELETE_EVENTS:
+        return bound, None
+    if event is E.ASSIGNED_POD_ADD:
+        return None, bound
+    if event.value.startswith(("AssignedPod", "UnscheduledPod")):
+        return bound, api.Pod("default", f"b{n}", uid=f"b{n}", node_name="n1")
+    return None, None
 
 
 @pytest.fixture
@@ -75,10 +119,11 @@ def test_rejected_pod_waits_for_an_event_its_rejector_registered(clock: FakeCloc
     info = queue.pop(0)
     assert info is not None
     assert queue.unschedulable(info, {"TaintToleration"}) is Where.UNSCHEDULABLE
-    assert queue.on_event(E.NODE_LABEL_CHANGE) == 0
-    assert queue.on_event(E.ASSIGNED_POD_DELETE) == 0
+    assert queue.on_event(E.NODE_LABEL_CHANGE, ROOMY, ROOMY) == 0, "not registered"
+    assert queue.on_event(E.ASSIGNED_POD_DELETE, *objects_of(E.ASSIGNED_POD_DELETE, 1)) == 0
+    assert queue.on_event(E.NODE_TAINT_CHANGE, ROOMY, TAINTED) == 0, "the hint says Skip"
     assert queue.where("u-a") is Where.UNSCHEDULABLE
-    assert queue.on_event(E.NODE_TAINT_CHANGE) == 1
+    assert queue.on_event(E.NODE_TAINT_CHANGE, TAINTED, ROOMY) == 1
     assert queue.where("u-a") is Where.BACKOFF, "still inside its 1 s backoff"
     # activeQ is empty: pop takes the backoffQ head (SchedulerPopFromBackoffQ)
     assert queue.pop(0) is info
@@ -91,7 +136,9 @@ def test_moved_after_its_backoff_goes_straight_to_active(clock: FakeClock) -> No
     assert info is not None
     queue.unschedulable(info, {"NodeResourcesFit"})
     clock.advance(5)
-    queue.on_event(E.NODE_ADD)
+    queue.on_event(E.NODE_ADD, None, api.Node("small", allocatable={"cpu": 50, "pods": 1}))
+    assert queue.where("u-a") is Where.UNSCHEDULABLE, "it would not fit the new node"
+    queue.on_event(E.NODE_ADD, None, ROOMY)
     assert queue.where("u-a") is Where.ACTIVE
 
 
@@ -100,8 +147,19 @@ def test_an_event_during_the_cycle_is_not_lost(clock: FakeClock) -> None:
     queue.add(pod("a"))
     info = queue.pop(0)
     assert info is not None
-    queue.on_event(E.NODE_ADD)  # arrives while the pod is being scheduled
+    queue.on_event(E.NODE_LABEL_CHANGE, ROOMY, ROOMY)  # while the pod is being scheduled
+    queue.on_event(E.NODE_ADD, None, ROOMY)
     assert queue.unschedulable(info, {"NodeResourcesFit"}) in (Where.BACKOFF, Where.ACTIVE)
+
+
+def test_an_event_during_the_cycle_that_cannot_help_is_ignored(clock: FakeClock) -> None:
+    queue = make(clock)
+    queue.add(pod("a"))
+    info = queue.pop(0)
+    assert info is not None
+    queue.on_event(E.NODE_LABEL_CHANGE, ROOMY, ROOMY)
+    queue.on_event(E.NODE_TAINT_CHANGE, TAINTED, ROOMY)
+    assert queue.unschedulable(info, {"NodeResourcesFit"}) is Where.UNSCHEDULABLE
 
 
 def test_unschedulable_pods_are_retried_after_five_minutes(clock: FakeClock) -> None:
@@ -123,7 +181,7 @@ def test_gated_pods_wait_for_their_gates_to_go(clock: FakeClock) -> None:
     queue.add(pod("a", gates=("example.com/wait",)))
     assert queue.pending() == {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 1}
     assert queue.pop(0) is None
-    queue.on_event(E.NODE_ADD)
+    queue.on_event(E.NODE_ADD, None, ROOMY)
     assert queue.where("u-a") is Where.GATED
     queue.update(pod("a"))
     info = queue.pop(0)
@@ -146,11 +204,36 @@ def test_status_only_updates_do_not_requeue(clock: FakeClock) -> None:
     queue.add(pod("a"))
     info = queue.pop(0)
     assert info is not None
-    queue.unschedulable(info, {"NodeAffinity"})
+    queue.unschedulable(info, {"TaintToleration"})
+    tolerant = pod("a", tolerations=(api.Toleration(operator="Exists"),))
     queue.update(pod("a"), relevant=False)
     assert queue.where("u-a") is Where.UNSCHEDULABLE
-    queue.update(pod("a"), relevant=True)
+    queue.update(pod("a", priority=3), relevant=True)
+    assert queue.where("u-a") is Where.UNSCHEDULABLE, "no rejector's hint wants this update"
+    queue.update(tolerant, relevant=True)
     assert queue.where("u-a") in (Where.ACTIVE, Where.BACKOFF)
+
+
+def test_a_retry_rejected_for_the_same_reason_is_counted_as_wasted(clock: FakeClock) -> None:
+    wasted: list[str] = []
+    queue = make(clock, wasted)
+    queue.add(pod("a"))
+    info = queue.pop(0)
+    assert info is not None
+    queue.unschedulable(info, {"NodeResourcesFit"})
+    assert wasted == []
+    queue.on_event(E.NODE_ADD, None, ROOMY)
+    clock.advance(2)
+    queue.flush()
+    again = queue.pop(0)
+    assert again is info
+    queue.unschedulable(info, {"NodeResourcesFit"})
+    assert wasted == ["NodeAdd"]
+    clock.advance(300)
+    queue.flush()
+    assert queue.pop(0) is info
+    queue.unschedulable(info, {"TaintToleration"})
+    assert wasted == ["NodeAdd"], "another reason: not the same retry again"
 
 
 Op = st.sampled_from(["add", "pop_fail", "pop_reject", "pop_bind", "event", "tick", "delete"])
@@ -181,7 +264,8 @@ def test_counts_stay_consistent_and_nothing_is_lost(ops: list[tuple[str, int]]) 
                 queue.bound(info)
                 alive.discard(info.uid)
         elif op == "event":
-            queue.on_event(list(E)[n])
+            event = list(E)[(n * 7 + len(alive)) % len(E)]
+            queue.on_event(event, *objects_of(event, n))
         elif op == "tick":
             clock.advance(n * 3)
             queue.flush()
@@ -198,3 +282,42 @@ def test_counts_stay_consistent_and_nothing_is_lost(ops: list[tuple[str, int]]) 
         queue.assumed(info)
         queue.bound(info)
     assert seen == alive
+
+
+def test_a_preemptor_is_held_while_its_victims_are_deleted(clock: FakeClock) -> None:
+    """Asynchronous preemption: DefaultPreemption's PreEnqueue gates the preemptor while
+    its victims' deletions are on the way; an event that would move it gates it instead;
+    the last answered deletion releases it (to backoffQ: it was tried), a failed one
+    activates it at once."""
+    handle = framework.Handle()
+    preemption = default_preemption.new(None, handle)
+    queue = SchedulingQueue(
+        less=priority_sort.PrioritySort().less,
+        pre_enqueue=preemption.pre_enqueue,
+        clock=clock.now,
+        hints=HINTS,
+    )
+    queue.add(pod("a"))
+    info = queue.pop(0)
+    assert info is not None
+    handle.preemptions.start("u-a", 2)
+    assert queue.unschedulable(info, {"NodeResourcesFit"}) is Where.UNSCHEDULABLE
+    freed = api.Pod("default", "v1", uid="v1", node_name="n1", requests={"cpu": 500})
+    assert queue.on_event(E.ASSIGNED_POD_DELETE, freed, None) == 1
+    assert queue.where("u-a") is Where.GATED
+    assert queue.pending()["gated"] == 1
+    assert handle.preemptions.victim_done("u-a") is None, "one deletion still on the way"
+    assert not queue.recheck_gate("u-a", E.ASSIGNED_POD_DELETE)
+    assert handle.preemptions.victim_done("u-a") is True
+    assert queue.recheck_gate("u-a", E.ASSIGNED_POD_DELETE)
+    assert queue.where("u-a") is Where.BACKOFF
+    # a failed deletion: activated at once
+    clock.advance(20)
+    queue.flush()
+    again = queue.pop(0)
+    assert again is info
+    handle.preemptions.start("u-a", 1)
+    queue.unschedulable(info, {"NodeResourcesFit"})
+    assert handle.preemptions.victim_done("u-a", ok=False) is False
+    assert queue.activate("u-a")
+    assert queue.where("u-a") is Where.ACTIVE
