@@ -34,34 +34,7 @@ log = logging.getLogger(__name__)
 
 E = ClusterEvent
 
-_VOLUME_NODE_EVENTS = frozenset({E.NODE_ADD, E.NODE_LABEL_CHANGE, E.NODE_TAINT_CHANGE})
-REGISTRATIONS: Mapping[str, frozenset[ClusterEvent]] = {
-    # the volume plugins' EventsToRegister, without their hints yet; a deleted PV, claim
-    # or class never makes a pod fit, so deletions are not registered
-    "VolumeRestrictions": frozenset({E.ASSIGNED_POD_DELETE, E.PVC_ADD, *_VOLUME_NODE_EVENTS}),
-    "VolumeZone": frozenset(
-        {E.STORAGE_CLASS_ADD, E.PVC_ADD, E.PVC_UPDATE, E.PV_ADD, E.PV_UPDATE, *_VOLUME_NODE_EVENTS}
-    ),
-    "NodeVolumeLimits": frozenset(
-        {E.CSI_NODE_ADD, E.CSI_NODE_UPDATE, E.ASSIGNED_POD_DELETE, E.PVC_ADD}
-    ),
-    "VolumeBinding": frozenset(
-        {
-            E.STORAGE_CLASS_ADD,
-            E.STORAGE_CLASS_UPDATE,
-            E.PVC_ADD,
-            E.PVC_UPDATE,
-            E.PV_ADD,
-            E.PV_UPDATE,
-            E.CSI_NODE_ADD,
-            E.CSI_NODE_UPDATE,
-            E.CSI_DRIVER_UPDATE,
-            E.CSI_STORAGE_CAPACITY_ADD,
-            E.CSI_STORAGE_CAPACITY_UPDATE,
-            *_VOLUME_NODE_EVENTS,
-        }
-    ),
-}
+REGISTRATIONS: Mapping[str, frozenset[ClusterEvent]] = {}
 """Events of plugins that have no ``events_to_register`` yet, without hints (a
 registered event always moves the pod). A plugin in neither hears every event."""
 

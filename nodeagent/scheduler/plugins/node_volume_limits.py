@@ -15,12 +15,20 @@ to only on a node with a CSINode (``isCSIMigrationOn``), under the driver's name
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from nodeagent.scheduler import api, storage
-from nodeagent.scheduler.framework import CycleState, Handle, PluginError, PreFilterResult
+from nodeagent.scheduler.framework import (
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    PluginError,
+    PreFilterResult,
+)
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Mask, NodeIndices
 
 NAME = "NodeVolumeLimits"
@@ -34,6 +42,16 @@ class _NotFound(Exception):
 
 class NodeVolumeLimits:
     name = NAME
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """kube-scheduler's EventsToRegister, without hints yet (always Queue).
+        A higher limit, a pod (and its attachments) gone, the missing claim created."""
+        e = ClusterEvent
+        return (
+            EventHint(
+                frozenset({e.CSI_NODE_ADD, e.CSI_NODE_UPDATE, e.ASSIGNED_POD_DELETE, e.PVC_ADD})
+            ),
+        )
 
     def __init__(self, catalog: storage.VolumeCatalog) -> None:
         self._catalog = catalog

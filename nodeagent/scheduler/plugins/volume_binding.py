@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -39,7 +39,13 @@ from pydantic import Field, model_validator
 
 from nodeagent.base.errors import ConfigError
 from nodeagent.scheduler import api, config, storage
-from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
+from nodeagent.scheduler.framework import (
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    PreFilterResult,
+)
 from nodeagent.scheduler.plugins import node_affinity, resource_allocation
 from nodeagent.scheduler.plugins.node_resources_fit import (
     MAX_CUSTOM_PRIORITY_SCORE,
@@ -236,6 +242,33 @@ def smallest_on_node(
 
 class VolumeBinding:
     name = NAME
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """kube-scheduler's EventsToRegister, without hints yet (always Queue).
+        A PV, claim, class or CSI object that may give the pod its volumes, or a node they reach."""
+        e = ClusterEvent
+        return (
+            EventHint(
+                frozenset(
+                    {
+                        e.STORAGE_CLASS_ADD,
+                        e.STORAGE_CLASS_UPDATE,
+                        e.PVC_ADD,
+                        e.PVC_UPDATE,
+                        e.PV_ADD,
+                        e.PV_UPDATE,
+                        e.CSI_NODE_ADD,
+                        e.CSI_NODE_UPDATE,
+                        e.CSI_DRIVER_UPDATE,
+                        e.CSI_STORAGE_CAPACITY_ADD,
+                        e.CSI_STORAGE_CAPACITY_UPDATE,
+                        e.NODE_ADD,
+                        e.NODE_LABEL_CHANGE,
+                        e.NODE_TAINT_CHANGE,
+                    }
+                )
+            ),
+        )
 
     def __init__(self, args: Args, handle: Handle) -> None:
         self._catalog = handle.volumes

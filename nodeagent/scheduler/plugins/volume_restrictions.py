@@ -15,13 +15,20 @@ kube-scheduler's ``volumerestrictions`` plugin, two rules:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from nodeagent.scheduler import api, storage
-from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
+from nodeagent.scheduler.framework import (
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    PreFilterResult,
+)
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Mask, NodeIndices
 
 NAME = "VolumeRestrictions"
@@ -67,6 +74,25 @@ def disk_conflict(pod: api.Pod, existing: list[api.Pod]) -> bool:
 
 class VolumeRestrictions:
     name = NAME
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """kube-scheduler's EventsToRegister, without hints yet (always Queue).
+        A deleted pod may free its disk or its ReadWriteOncePod claim; a new claim may
+        be the missing one."""
+        e = ClusterEvent
+        return (
+            EventHint(
+                frozenset(
+                    {
+                        e.ASSIGNED_POD_DELETE,
+                        e.PVC_ADD,
+                        e.NODE_ADD,
+                        e.NODE_LABEL_CHANGE,
+                        e.NODE_TAINT_CHANGE,
+                    }
+                )
+            ),
+        )
 
     def __init__(self, catalog: storage.VolumeCatalog) -> None:
         self._catalog = catalog

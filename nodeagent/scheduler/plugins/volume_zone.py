@@ -14,13 +14,20 @@ kube-scheduler's messages.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from nodeagent.scheduler import api, storage
-from nodeagent.scheduler.framework import CycleState, Handle, PreFilterResult
+from nodeagent.scheduler.framework import (
+    ClusterEvent,
+    CycleState,
+    EventHint,
+    Handle,
+    PreFilterResult,
+)
 from nodeagent.scheduler.snapshot import (
     BETA_REGION_LABEL,
     BETA_ZONE_LABEL,
@@ -76,6 +83,27 @@ def node_allows(labels: dict[str, str] | Any, topologies: list[Topology]) -> boo
 
 class VolumeZone:
     name = NAME
+
+    def events_to_register(self) -> Sequence[EventHint]:
+        """kube-scheduler's EventsToRegister, without hints yet (always Queue).
+        A node in the volume's zone, or the claim, its PV or its class appearing."""
+        e = ClusterEvent
+        return (
+            EventHint(
+                frozenset(
+                    {
+                        e.STORAGE_CLASS_ADD,
+                        e.PVC_ADD,
+                        e.PVC_UPDATE,
+                        e.PV_ADD,
+                        e.PV_UPDATE,
+                        e.NODE_ADD,
+                        e.NODE_LABEL_CHANGE,
+                        e.NODE_TAINT_CHANGE,
+                    }
+                )
+            ),
+        )
 
     def __init__(self, catalog: storage.VolumeCatalog) -> None:
         self._catalog = catalog
