@@ -27,7 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import InvalidOperation
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import yaml
 
@@ -936,21 +937,26 @@ def _meta(kind: str, obj: Mapping[str, Any], *, namespaced: bool) -> tuple[str, 
     return namespace, name, where
 
 
-def _enum_set(value: Any, where: FieldPath, kind: type[storage.AccessMode]) -> frozenset[Any]:
-    out = set()
-    for i, item in enumerate(_sequence(value, where)):
-        if item not in set(kind):
-            raise (where / i).fail(item, f"expected one of {', '.join(kind)}")
-        out.add(kind(item))
-    return frozenset(out)
+E = TypeVar("E", bound=StrEnum)
+
+
+def _choice(value: Any, where: FieldPath, kind: type[E]) -> E:
+    """One of a closed set of strings (any other value, of any type, refused)."""
+    if not isinstance(value, str) or value not in kind.__members__.values():
+        raise where.fail(value, f"expected one of {', '.join(kind)}")
+    return kind(value)
+
+
+def _enum_set(value: Any, where: FieldPath, kind: type[E]) -> frozenset[E]:
+    return frozenset(
+        _choice(item, where / i, kind) for i, item in enumerate(_sequence(value, where))
+    )
 
 
 def _volume_mode(value: Any, where: FieldPath) -> storage.VolumeMode:
     if value is None:
         return storage.VolumeMode.FILESYSTEM
-    if value not in set(storage.VolumeMode):
-        raise where.fail(value, f"expected one of {', '.join(storage.VolumeMode)}")
-    return storage.VolumeMode(value)
+    return _choice(value, where, storage.VolumeMode)
 
 
 def _storage_bytes(value: Any, where: FieldPath) -> int | None:
@@ -1001,10 +1007,7 @@ def parse_persistent_volume(obj: Mapping[str, Any]) -> storage.PersistentVolume:
             parse_selector_term(t, rwhere / i) for i, t in enumerate(_sequence(terms, rwhere))
         )
     phase = _mapping(obj.get("status"), where / "status").get("phase") or "Pending"
-    if phase not in set(storage.VolumePhase):
-        raise (where / "status" / "phase").fail(
-            phase, f"expected one of {', '.join(storage.VolumePhase)}"
-        )
+    volume_phase = _choice(phase, where / "status" / "phase", storage.VolumePhase)
     capacity = _storage_bytes(spec.get("capacity"), swhere / "capacity")
     return storage.PersistentVolume(
         name=name,
@@ -1016,7 +1019,7 @@ def parse_persistent_volume(obj: Mapping[str, Any]) -> storage.PersistentVolume:
         node_affinity=affinity,
         labels=_labels(meta.get("labels"), where / "metadata" / "labels"),
         annotations=annotations,
-        phase=storage.VolumePhase(phase),
+        phase=volume_phase,
         deleting=bool(meta.get("deletionTimestamp")),
         attributes_class=_text(
             spec.get("volumeAttributesClassName"), swhere / "volumeAttributesClassName"
@@ -1046,10 +1049,7 @@ def parse_persistent_volume_claim(obj: Mapping[str, Any]) -> storage.PersistentV
         storage_class = _text(spec.get("storageClassName"), swhere / "storageClassName")
     resources = _mapping(spec.get("resources"), swhere / "resources")
     phase = _mapping(obj.get("status"), where / "status").get("phase") or "Pending"
-    if phase not in set(storage.ClaimPhase):
-        raise (where / "status" / "phase").fail(
-            phase, f"expected one of {', '.join(storage.ClaimPhase)}"
-        )
+    claim_phase = _choice(phase, where / "status" / "phase", storage.ClaimPhase)
     return storage.PersistentVolumeClaim(
         namespace=namespace,
         name=name,
@@ -1060,7 +1060,7 @@ def parse_persistent_volume_claim(obj: Mapping[str, Any]) -> storage.PersistentV
         volume_mode=_volume_mode(spec.get("volumeMode"), swhere / "volumeMode"),
         selector=parse_label_selector(spec.get("selector"), swhere / "selector"),
         volume_name=_text(spec.get("volumeName"), swhere / "volumeName"),
-        phase=storage.ClaimPhase(phase),
+        phase=claim_phase,
         annotations=annotations,
         deleting=bool(meta.get("deletionTimestamp")),
         controller_uid=_controller_uid(meta, where / "metadata" / "ownerReferences"),
@@ -1075,10 +1075,8 @@ def parse_persistent_volume_claim(obj: Mapping[str, Any]) -> storage.PersistentV
 def parse_storage_class(obj: Mapping[str, Any]) -> storage.StorageClass:
     _, name, where = _meta("StorageClass", obj, namespaced=False)
     mode = obj.get("volumeBindingMode")
-    if mode is not None and mode not in set(storage.BindingMode):
-        raise (where / "volumeBindingMode").fail(
-            mode, f"expected one of {', '.join(storage.BindingMode)}"
-        )
+    if mode is not None:
+        mode = _choice(mode, where / "volumeBindingMode", storage.BindingMode)
     terms = []
     twhere = where / "allowedTopologies"
     for i, raw in enumerate(_sequence(obj.get("allowedTopologies"), twhere)):
