@@ -8,6 +8,13 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
   constraint (DoNotSchedule, maxSkew 1);
 * ``anti-affinity``: a tenth of the pending pods in groups of 10 with required hostname
   anti-affinity to their group;
+* ``csi-pvs`` (SchedulingCSIPVs, ``volumes/performance-config.yaml``): every node has a
+  CSINode allowing 39 volumes of ``ebs.csi.aws.com``; every pending pod has its own claim,
+  already bound to its own CSI PV (scheduler_perf's pv-csi and pvc templates);
+* ``local-pvs``: a WaitForFirstConsumer StorageClass without a provisioner and one local
+  PV per pending pod, each on one node (round robin): VolumeBinding picks a PV per pod,
+  PreBind writes its claimRef, and kube-controller-manager's PV controller (started for
+  this shape) completes the binding both schedulers wait for.
 * ``unschedulable`` (Unschedulable): besides the ``--pods`` basic pods, ``--never-fit``
   pods (200, scheduler_perf's count) asking 9 CPU, more than any node has, created
   first; while the run goes on, a churn of events that cannot help them: a cordoned
@@ -17,7 +24,8 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
   ``scheduler_schedule_attempts_total``) per pod.
 
     python -m benchmarks.bench_vs_kube_scheduler [--nodes 5000] [--pods 10000] [--repeat 3]
-        [--shapes basic,spread,anti-affinity,unschedulable] [--schedulers ...] [--ceiling]
+        [--shapes basic,spread,anti-affinity,unschedulable,csi-pvs,local-pvs]
+        [--schedulers ...] [--ceiling]
 
 ``--ceiling``: before the schedulers, the apiserver's **ceiling** for the per-pod writes,
 measured with the same pods: a client that only binds each pending pod (round robin over
@@ -83,6 +91,9 @@ NEVER_FIT_CPU = "9"
 """pod-large-cpu: more than any node's 4 CPU."""
 CEILING_SCHEDULER = "bench-ceiling"
 """No scheduler has this name: the ceiling's pods wait for its client alone."""
+VOLUME_SHAPES = ("csi-pvs", "local-pvs")
+CSI_DRIVER = "ebs.csi.aws.com"
+LOCAL_CLASS = "bench-local"
 SCHEDULERS = ("kube-scheduler", "nodeagent")
 SCHEDULER_NAME = {"kube-scheduler": "default-scheduler", "nodeagent": "nodeagent-scheduler"}
 REPO = Path(__file__).resolve().parents[1]
@@ -109,12 +120,132 @@ def populate(plane: ControlPlane, nodes: int) -> None:
     create_all(plane.admin, "/api/v1/namespaces/{namespace}/pods", init)
 
 
+def populate_storage(plane: ControlPlane, nodes: int, shapes: list[str]) -> None:
+    """What the volume shapes need once: the CSINodes, the local StorageClass."""
+    if "csi-pvs" in shapes:
+        csi_nodes = [
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSINode",
+                "metadata": {"name": f"node-{i}"},
+                "spec": {
+                    "drivers": [
+                        {"name": CSI_DRIVER, "nodeID": f"node-{i}", "allocatable": {"count": 39}}
+                    ]
+                },
+            }
+            for i in range(nodes)
+        ]
+        create_all(plane.admin, "/apis/storage.k8s.io/v1/csinodes", csi_nodes)
+    if "local-pvs" in shapes:
+        plane.admin.create(
+            "/apis/storage.k8s.io/v1/storageclasses",
+            {
+                "metadata": {"name": LOCAL_CLASS},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            },
+        )
+
+
+def storage_objects(
+    shape: str, count: int, run: str, nodes: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The PVs and claims of a volume shape's pending pods (claim ``data-<i>`` for pod
+    ``i``), labelled with the run so they can be deleted after it."""
+    pvs: list[dict[str, Any]] = []
+    claims: list[dict[str, Any]] = []
+    labels = {"bench-run": run}
+    for i in range(count):
+        index = INIT_PODS + i
+        name, pv_name = f"data-{index}", f"{run}-{index}"
+        claim: dict[str, Any] = {
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+            "spec": {"resources": {"requests": {"storage": "1Gi"}}},
+        }
+        pv: dict[str, Any] = {
+            "metadata": {"name": pv_name, "labels": labels},
+            "spec": {"capacity": {"storage": "1Gi"}, "persistentVolumeReclaimPolicy": "Retain"},
+        }
+        if shape == "csi-pvs":  # scheduler_perf's pv-csi.yaml and pvc.yaml, bound
+            claim["metadata"]["annotations"] = {"pv.kubernetes.io/bind-completed": "true"}
+            claim["spec"].update(accessModes=["ReadOnlyMany"], volumeName=pv_name)
+            pv["spec"].update(
+                accessModes=["ReadOnlyMany"],
+                csi={"driver": CSI_DRIVER, "volumeHandle": f"vol-{pv_name}"},
+                claimRef={"namespace": NAMESPACE, "name": name},
+            )
+        else:
+            node = f"node-{i % nodes}"
+            claim["spec"].update(accessModes=["ReadWriteOnce"], storageClassName=LOCAL_CLASS)
+            term = {
+                "matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                ]
+            }
+            pv["spec"].update(
+                accessModes=["ReadWriteOnce"],
+                storageClassName=LOCAL_CLASS,
+                local={"path": f"/mnt/{pv_name}"},
+                nodeAffinity={"required": {"nodeSelectorTerms": [term]}},
+            )
+        pvs.append(pv)
+        claims.append(claim)
+    return pvs, claims
+
+
+CLAIMS_PATH = "/api/v1/namespaces/{namespace}/persistentvolumeclaims"
+
+
+def create_storage(plane: ControlPlane, shape: str, run: str, pods: int, nodes: int) -> None:
+    """The run's PVs and claims, before the scheduler starts. With the PV controller
+    running (for local-pvs), csi-pvs' claims are bound by it as in a cluster: the claims
+    first (without the bind-completed mark, naming their PV), then the PVs naming each
+    claim's UID, then a wait until every claim is Bound (a pre-marked claim whose PV the
+    controller has not seen, or whose claimRef lacks its UID, would be marked Lost)."""
+    pvs, claims = storage_objects(shape, pods, run, nodes)
+    controller = "persistentvolume-binder-controller" in plane.controllers
+    if shape != "csi-pvs" or not controller:
+        create_all(plane.admin, "/api/v1/persistentvolumes", pvs)
+        if controller:
+            wait_for(plane, "/api/v1/persistentvolumes", run, pods, ("Available",))
+        create_all(plane.admin, CLAIMS_PATH, claims)
+        return
+    for claim in claims:
+        claim["metadata"].pop("annotations", None)
+    create_all(plane.admin, CLAIMS_PATH, claims)
+    listed = plane.admin.get(
+        CLAIMS_PATH.format(namespace=NAMESPACE), labelSelector=f"bench-run={run}"
+    )
+    uids = {c["metadata"]["name"]: c["metadata"]["uid"] for c in listed["items"]}
+    for pv in pvs:
+        pv["spec"]["claimRef"]["uid"] = uids[pv["spec"]["claimRef"]["name"]]
+    create_all(plane.admin, "/api/v1/persistentvolumes", pvs)
+    wait_for(plane, CLAIMS_PATH.format(namespace=NAMESPACE), run, pods, ("Bound",))
+
+
+def wait_for(plane: ControlPlane, path: str, run: str, count: int, phases: tuple[str, ...]) -> None:
+    """Until the PV controller has put all ``count`` objects of the run in ``phases``."""
+    deadline = time.monotonic() + 600
+    while True:
+        listed = plane.admin.get(path, labelSelector=f"bench-run={run}")
+        seen = sum(1 for o in listed["items"] if (o.get("status") or {}).get("phase") in phases)
+        if seen == count:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path}: {seen}/{count} {'/'.join(phases)} after 600 s")
+        time.sleep(0.5)
+
+
 def pending_pods(shape: str, count: int, scheduler: str) -> list[dict[str, Any]]:
     pods = []
     for i in range(count):
         pod = shaped_pod("basic" if shape == "unschedulable" else shape, INIT_PODS + i)
         pod["metadata"]["namespace"] = NAMESPACE
         pod["spec"]["schedulerName"] = SCHEDULER_NAME.get(scheduler, scheduler)
+        if shape in VOLUME_SHAPES:
+            claim = {"claimName": f"data-{INIT_PODS + i}"}
+            pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": claim}]
         pod.pop("status", None)
         pods.append(pod)
     return pods
@@ -422,6 +553,9 @@ def one_run(
         create_all(
             plane.admin, "/api/v1/namespaces/{namespace}/pods", never_fit_pods(never_fit, which)
         )
+    run = f"{which}-{shape}-{time.monotonic_ns()}"
+    if shape in VOLUME_SHAPES:
+        create_storage(plane, shape, run, pods, extra.nodes)
     create_all(
         plane.admin,
         "/api/v1/namespaces/{namespace}/pods",
@@ -472,7 +606,28 @@ def one_run(
     if len(unbound) != never_fit:
         raise RuntimeError(f"{which}: {len(unbound) - never_fit} pods unbound after the run")
     delete_pending_namespace_pods(plane)
+    if shape in VOLUME_SHAPES:
+        delete_storage(plane, run)
     return result
+
+
+def delete_storage(plane: ControlPlane, run: str) -> None:
+    """The run's claims and PVs, gone before the next run reuses the claims' names. The
+    API server's StorageObjectInUseProtection gives both a finalizer that only the
+    protection controllers (not run here) would lift: it is lifted by hand."""
+    selector = {"labelSelector": f"bench-run={run}"}
+    unprotect = {"metadata": {"finalizers": None}}
+    for path in (CLAIMS_PATH.format(namespace=NAMESPACE), "/api/v1/persistentvolumes"):
+        items = plane.admin.get(path, **selector)["items"]
+        paths = [f"{path}/{o['metadata']['name']}" for o in items]
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(plane.admin.merge_patch, paths, [unprotect] * len(paths)))
+        plane.admin.call("DELETE", path, query=selector)
+        deadline = time.monotonic() + 300
+        while plane.admin.get(path, **selector)["items"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{path} of run {run} not gone after 300 s")
+            time.sleep(0.5)
 
 
 FIELDS = (
@@ -499,7 +654,11 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument(
+        "--shapes",
+        default=",".join(SHAPES),
+        help=f"of {', '.join((*SHAPES, *VOLUME_SHAPES))}",
+    )
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
     parser.add_argument("--never-fit", type=int, default=200)
     parser.add_argument("--churn", type=float, default=10.0, help="churn events/s of each kind")
@@ -521,9 +680,22 @@ def main() -> None:
         # nodes are objects here, as in scheduler_perf: no node lifecycle controller would
         # lift TaintNodesByCondition's not-ready taint, so that plugin is off; the only
         # controller is the one that makes the namespace's default ServiceAccount
+        # the PV controller completes the bindings VolumeBinding starts (local-pvs)
+        controllers: tuple[str, ...] = ("serviceaccount-controller",)
+        controller_flags: tuple[str, ...] = ()
+        if "local-pvs" in shapes:
+            controllers += ("persistentvolume-binder-controller",)
+            # claims are bound on the controller's claim resync: every second, and with
+            # room for its writes, so that the schedulers, not it, set the pace
+            controller_flags = (
+                "--pvclaimbinder-sync-period=1s",
+                "--kube-api-qps=2000",
+                "--kube-api-burst=2000",
+            )
         with cluster.running(
             directory / "controlplane",
-            controllers=("serviceaccount-controller",),
+            controllers=controllers,
+            controller_manager_flags=controller_flags,
             apiserver_flags=(
                 "--disable-admission-plugins=TaintNodesByCondition",
                 # clearing 10,000 pods between runs: one worker takes minutes
@@ -533,6 +705,7 @@ def main() -> None:
             print(f"control plane {cluster.pinned_version()} started in {plane.times}")
             began = time.monotonic()
             populate(plane, args.nodes)
+            populate_storage(plane, args.nodes, shapes)
             plane.namespace(NAMESPACE)
             print(
                 f"{args.nodes} nodes and {INIT_PODS} bound pods in {time.monotonic() - began:.0f} s"

@@ -108,11 +108,12 @@ def parse_exact_quantity(text: str) -> tuple[Decimal, QuantityFormat]:
     return _in_range(exact, text), QuantityFormat.DECIMAL_SI
 
 
-MAX_EXPONENT = 36
-"""Quantities from 10^36 up are refused. ``resource.Quantity`` holds any exponent, but no
-amount of memory, storage, cpu or anything a node counts comes near it; refusing such a
-figure (``1e400000``) with a clear error beats computing with it (its exact integer
-alone is too large to print or to compare cheaply)."""
+MAX_EXPONENT = 1000
+"""Quantities from 10^1000 up are refused. ``resource.Quantity`` holds any exponent, but
+such a figure (``1e400000``) would be computed with as an integer of that many digits,
+which Python refuses to convert past 4300 digits (and would be slow before): a clear
+error beats a crash at start. The bound is far above anything a node counts (and above
+what the Helm chart's schema lets through: an exponent of two digits)."""
 
 
 def _in_range(value: Decimal, text: str) -> Decimal:

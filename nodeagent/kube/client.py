@@ -157,6 +157,40 @@ class KubeClient(Protocol):
         ...
 
 
+class StorageKind(StrEnum):
+    """The storage kinds the scheduler's volume plugins watch, by resource name."""
+
+    PERSISTENT_VOLUMES = "persistentvolumes"
+    PERSISTENT_VOLUME_CLAIMS = "persistentvolumeclaims"
+    STORAGE_CLASSES = "storageclasses"
+    CSI_NODES = "csinodes"
+    CSI_DRIVERS = "csidrivers"
+    CSI_STORAGE_CAPACITIES = "csistoragecapacities"
+
+    @property
+    def api_version(self) -> str:
+        core = (StorageKind.PERSISTENT_VOLUMES, StorageKind.PERSISTENT_VOLUME_CLAIMS)
+        return "v1" if self in core else "storage.k8s.io/v1"
+
+    @property
+    def namespaced(self) -> bool:
+        return self in (StorageKind.PERSISTENT_VOLUME_CLAIMS, StorageKind.CSI_STORAGE_CAPACITIES)
+
+    @property
+    def kind(self) -> str:
+        return _STORAGE_KIND_NAMES[self]
+
+
+_STORAGE_KIND_NAMES = {
+    StorageKind.PERSISTENT_VOLUMES: "PersistentVolume",
+    StorageKind.PERSISTENT_VOLUME_CLAIMS: "PersistentVolumeClaim",
+    StorageKind.STORAGE_CLASSES: "StorageClass",
+    StorageKind.CSI_NODES: "CSINode",
+    StorageKind.CSI_DRIVERS: "CSIDriver",
+    StorageKind.CSI_STORAGE_CAPACITIES: "CSIStorageCapacity",
+}
+
+
 class ClusterClient(KubeClient, Protocol):
     """What a cluster-wide component (the live scheduler, the extender) needs beyond the
     agent's node-local view: nodes and disruption budgets to watch, bindings, pod status,
@@ -177,6 +211,22 @@ class ClusterClient(KubeClient, Protocol):
     def watch_disruption_budgets(
         self, *, resource_version: str, timeout_seconds: int = 1800
     ) -> WatchStream: ...
+
+    def list_storage(self, kind: StorageKind) -> ObjectList:
+        """Every object of a storage kind (in every namespace for the namespaced ones)."""
+        ...
+
+    def watch_storage(
+        self, kind: StorageKind, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> WatchStream: ...
+
+    def replace_storage(
+        self, kind: StorageKind, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> KubeObject:
+        """PUT a PersistentVolume or claim whose ``metadata.resourceVersion`` is the
+        precondition (:class:`nodeagent.base.errors.Conflict` when stale): what
+        VolumeBinding's PreBind writes."""
+        ...
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         """POST a Binding (``pods/binding create``): the server sets ``spec.nodeName``.

@@ -381,6 +381,26 @@ class HTTPKubeClient:
         return kubernetes.client.PolicyV1Api(self._api)
 
     @functools.cached_property
+    def _storage(self) -> kubernetes.client.StorageV1Api:
+        return kubernetes.client.StorageV1Api(self._api)
+
+    def _storage_lister(self, kind: client.StorageKind) -> Any:
+        """The generated ``list_*`` method of a storage kind (all namespaces)."""
+        listers: dict[client.StorageKind, Any] = {
+            client.StorageKind.PERSISTENT_VOLUMES: self._core.list_persistent_volume,
+            client.StorageKind.PERSISTENT_VOLUME_CLAIMS: (
+                self._core.list_persistent_volume_claim_for_all_namespaces
+            ),
+            client.StorageKind.STORAGE_CLASSES: self._storage.list_storage_class,
+            client.StorageKind.CSI_NODES: self._storage.list_csi_node,
+            client.StorageKind.CSI_DRIVERS: self._storage.list_csi_driver,
+            client.StorageKind.CSI_STORAGE_CAPACITIES: (
+                self._storage.list_csi_storage_capacity_for_all_namespaces
+            ),
+        }
+        return listers[kind]
+
+    @functools.cached_property
     def _coordination(self) -> kubernetes.client.CoordinationV1Api:
         return kubernetes.client.CoordinationV1Api(self._api)
 
@@ -631,6 +651,55 @@ class HTTPKubeClient:
             resource_version,
             timeout_seconds,
         )
+
+    def list_storage(self, kind: client.StorageKind) -> client.ObjectList:
+        lister = self._storage_lister(kind)
+        return self._list(
+            kind.value,
+            f"list {kind.value}",
+            lambda: lister(_preload_content=False, _request_timeout=self._timeout),
+        )
+
+    def watch_storage(
+        self, kind: client.StorageKind, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> client.WatchStream:
+        return self._watch(
+            kind.value,
+            f"watch {kind.value}",
+            self._storage_lister(kind),
+            resource_version,
+            timeout_seconds,
+        )
+
+    def replace_storage(
+        self, kind: client.StorageKind, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> client.KubeObject:
+        what = f"replace {kind.value} {namespace + '/' if namespace else ''}{name}"
+        timeout = self._timeout
+        if kind is client.StorageKind.PERSISTENT_VOLUMES:
+
+            def request() -> Any:
+                return self._core.replace_persistent_volume(
+                    name,
+                    _model(kubernetes.client.V1PersistentVolume, body),
+                    _preload_content=False,
+                    _request_timeout=timeout,
+                )
+
+        elif kind is client.StorageKind.PERSISTENT_VOLUME_CLAIMS:
+
+            def request() -> Any:
+                return self._core.replace_namespaced_persistent_volume_claim(
+                    name,
+                    namespace,
+                    _model(kubernetes.client.V1PersistentVolumeClaim, body),
+                    _preload_content=False,
+                    _request_timeout=timeout,
+                )
+
+        else:
+            raise ValueError(f"replace_storage: {kind.value} is not written by the scheduler")
+        return self._call("update", kind.value, what, request)
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         body = writes.binding_body(namespace, name, uid=uid, node_name=node_name)

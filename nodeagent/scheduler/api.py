@@ -395,6 +395,41 @@ class HostPort:
     ip: str = "0.0.0.0"
 
 
+class VolumeKind(StrEnum):
+    """The kinds of pod volume the volume plugins tell apart."""
+
+    CLAIM = "persistentVolumeClaim"
+    EPHEMERAL = "ephemeral"
+    """A generic ephemeral volume: its claim is ``<pod>-<volume>``, owned by the pod."""
+    GCE_PD = "gcePersistentDisk"
+    AWS_EBS = "awsElasticBlockStore"
+    RBD = "rbd"
+    ISCSI = "iscsi"
+    AZURE_DISK = "azureDisk"
+    CINDER = "cinder"
+    PORTWORX = "portworxVolume"
+    CSI = "csi"
+    """An inline CSI volume (not attachable: never counted against a limit)."""
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class PodVolume:
+    """One ``spec.volumes`` entry, reduced to what scheduling reads."""
+
+    name: str
+    kind: VolumeKind = VolumeKind.OTHER
+    claim_name: str = ""
+    read_only: bool = False
+    disk: str = ""
+    """The disk's identity: GCE ``pdName``, EBS ``volumeID``, iSCSI ``iqn``, RBD
+    ``pool/image``, Azure ``diskURI``, Cinder/Portworx ``volumeID``."""
+    monitors: tuple[str, ...] = ()
+    """RBD ``monitors`` (two RBD volumes conflict when their monitors overlap)."""
+    driver: str = ""
+    """An inline CSI volume's driver."""
+
+
 @dataclass(frozen=True, slots=True)
 class Pod:
     """What the scheduler reads from a Pod.
@@ -440,6 +475,10 @@ class Pod:
     terminating on behalf of a higher-priority pod)."""
     controller: tuple[str, str] | None = None
     """Kind and name of the ``ownerReferences`` entry with ``controller: true``."""
+    volumes: tuple[PodVolume, ...] = ()
+    unsupported: tuple[str, ...] = ()
+    """Fields the pod uses that this scheduler does not implement (``spec.resourceClaims``):
+    such a pod is reported unschedulable, never bound."""
     raw: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     """The Pod object as read (what extenders are sent); ``None`` for pods built in code."""
 

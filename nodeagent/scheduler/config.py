@@ -166,6 +166,10 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef(name="NodeAffinity", weight=2),
     PluginRef(name="NodePorts"),
     PluginRef(name="NodeResourcesFit", weight=1),
+    PluginRef(name="VolumeRestrictions"),
+    PluginRef(name="NodeVolumeLimits"),
+    PluginRef(name="VolumeBinding"),
+    PluginRef(name="VolumeZone"),
     PluginRef(name="PodTopologySpread", weight=2),
     PluginRef(name="InterPodAffinity", weight=2),
     PluginRef(name="DefaultPreemption"),
@@ -176,16 +180,12 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
 )
 """kube-scheduler v1.36's default plugins and weights (``getDefaultPlugins``; what
 ``kube-scheduler --write-config-to`` prints), in its order, minus the ones nodeagent
-does not implement yet (the volume plugins and DynamicResources), plus NodePressure
+does not implement yet (DynamicResources), plus NodePressure
 (before TaintToleration, so a node under pressure is reported as such). Disable
 NodePressure for stock behaviour."""
 
 UPSTREAM_NOT_IMPLEMENTED = frozenset(
     {
-        "VolumeRestrictions",
-        "NodeVolumeLimits",
-        "VolumeBinding",
-        "VolumeZone",
         "DynamicResources",
         "EBSLimits",
         "GCEPDLimits",
@@ -211,6 +211,8 @@ class FeatureGate(StrEnum):
 
     TAINT_TOLERATION_COMPARISON_OPERATORS = "TaintTolerationComparisonOperators"
     """Tolerations with operators ``Gt``/``Lt`` (alpha in 1.35, off by default)."""
+    STORAGE_CAPACITY_SCORING = "StorageCapacityScoring"
+    """VolumeBinding scores nodes by storage utilization (alpha in 1.33, off by default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +222,10 @@ class FeatureGates:
     @property
     def taint_toleration_comparison_operators(self) -> bool:
         return FeatureGate.TAINT_TOLERATION_COMPARISON_OPERATORS in self.enabled
+
+    @property
+    def storage_capacity_scoring(self) -> bool:
+        return FeatureGate.STORAGE_CAPACITY_SCORING in self.enabled
 
 
 def parse_feature_gates(text: str) -> FeatureGates:
@@ -441,8 +447,21 @@ def read_document(path: Path) -> Mapping[str, Any] | None:
     return document
 
 
+NODEAGENT_PROFILE = "nodeagent-scheduler"
+"""The profile ``nodeagent schedule`` and ``nodeagent scheduler`` use without a
+configuration file: the same in both, so a plan covers the pods the live scheduler
+serves. Never ``default-scheduler``: the live scheduler must not take the cluster's own
+scheduler's pods."""
+
+
+def default_document() -> dict[str, Any]:
+    """The configuration both programs use without ``--config``: kube-scheduler's
+    defaults with one profile, :data:`NODEAGENT_PROFILE`."""
+    return {"profiles": [{"schedulerName": NODEAGENT_PROFILE}]}
+
+
 def load_configuration(path: Path | None, registry: Registry) -> SchedulerConfiguration:
-    """Read a configuration file (``None``: kube-scheduler's defaults)."""
+    """Read a configuration file (``None``: :func:`default_document`)."""
     if path is None:
-        return parse_configuration(None, registry)
+        return parse_configuration(default_document(), registry, "defaults")
     return parse_configuration(read_document(path), registry, str(path))

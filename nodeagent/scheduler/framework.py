@@ -45,7 +45,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import BaseModel
 
 from nodeagent.base.errors import ConfigError
-from nodeagent.scheduler import api, config
+from nodeagent.scheduler import api, config, storage
 from nodeagent.scheduler.extenders.chain import Extenders
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
@@ -316,6 +316,9 @@ class Handle:
     cycle calls them, see :mod:`nodeagent.scheduler.extenders.chain`."""
     failures: PluginFailures = field(default_factory=PluginFailures)
     """Where exceptions escaping plugins are logged and counted."""
+    volumes: storage.VolumeCatalog = field(default_factory=storage.VolumeCatalog)
+    """PVs, PVCs, StorageClasses and the CSI objects, with the volume binder's
+    assumptions (kube-scheduler's storage listers and assume cache)."""
     preemptions: Preemptions = field(default_factory=Preemptions)
     """Preemptions whose victims are being deleted (live only; the planner applies a
     preemption at once)."""
@@ -355,6 +358,17 @@ class ClusterEvent(StrEnum):
     UNSCHEDULED_POD_GATES_ELIMINATED = "UnscheduledPodUpdatePodSchedulingGatesEliminated"
     UNSCHEDULED_POD_DELETE = "UnscheduledPodDelete"
     PDB_CHANGE = "PodDisruptionBudgetChange"
+    PV_ADD = "PersistentVolumeAdd"
+    PV_UPDATE = "PersistentVolumeUpdate"
+    PVC_ADD = "PersistentVolumeClaimAdd"
+    PVC_UPDATE = "PersistentVolumeClaimUpdate"
+    STORAGE_CLASS_ADD = "StorageClassAdd"
+    STORAGE_CLASS_UPDATE = "StorageClassUpdate"
+    CSI_NODE_ADD = "CSINodeAdd"
+    CSI_NODE_UPDATE = "CSINodeUpdate"
+    CSI_DRIVER_UPDATE = "CSIDriverUpdate"
+    CSI_STORAGE_CAPACITY_ADD = "CSIStorageCapacityAdd"
+    CSI_STORAGE_CAPACITY_UPDATE = "CSIStorageCapacityUpdate"
     UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
     """The 5-minute flush: moves every pod whatever the hints say."""
     FORCE_ACTIVATE = "ForceActivate"
@@ -580,6 +594,17 @@ class PreBindPlugin(Protocol):
     name: str
 
     def pre_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status: ...
+
+
+@runtime_checkable
+class PreBindPreFlight(Protocol):
+    """A PreBind plugin that can tell, before the binding cycle, that it has nothing to
+    do for this pod (kube-scheduler's ``PreBindPreFlight`` returning Skip): a binding
+    whose PreBind plugins all skip can take the direct path (no worker thread)."""
+
+    def pre_bind_pre_flight(
+        self, state: CycleState, pod: api.Pod, node_name: str
+    ) -> api.Status: ...
 
 
 @runtime_checkable
@@ -1032,6 +1057,15 @@ class Framework:
             if not status.is_success:
                 return status.with_plugin(plugin.name)
         return api.SUCCESS
+
+    def pre_bind_skipped(self, state: CycleState, pod: api.Pod, node_name: str) -> bool:
+        """Whether every PreBind plugin says it has nothing to do for this binding."""
+        for plugin in self.pre_bind:
+            if not isinstance(plugin, PreBindPreFlight):
+                return False
+            if not plugin.pre_bind_pre_flight(state, pod, node_name).is_skip:
+                return False
+        return True
 
     def run_bind(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
         """The bind step: an interested binder extender first (kube-scheduler's

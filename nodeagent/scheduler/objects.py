@@ -2,8 +2,10 @@
 
 Accepted input: a ``List`` (or ``NodeList``/``PodList``...) with ``items``, several YAML
 documents, or a single object; JSON is YAML. Nodes and Pods are required reading,
-PriorityClasses resolve ``priorityClassName`` and PodDisruptionBudgets are kept for
-preemption; other kinds are skipped.
+PriorityClasses resolve ``priorityClassName``, PodDisruptionBudgets are kept for
+preemption, and the storage kinds (PersistentVolumes, PersistentVolumeClaims,
+StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities) for the volume plugins;
+other kinds are skipped.
 
 What the API server would have defaulted is defaulted here too, so hand-written
 fixtures behave like listed objects: a container request missing but a limit present
@@ -25,7 +27,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import InvalidOperation
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 import yaml
 
@@ -43,7 +46,7 @@ from nodeagent.k8s.resources import (
     reads_status,
     resource_list,
 )
-from nodeagent.scheduler import api, fieldpath, validation
+from nodeagent.scheduler import api, fieldpath, storage, validation
 
 FieldPath = fieldpath.FieldPath
 """Re-exported: plugins and the extender name fields through it."""
@@ -60,6 +63,8 @@ class ClusterObjects:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Namespace name -> labels (for pod affinity's ``namespaceSelector``)."""
     workloads: tuple[api.Workload, ...] = ()
+    storage: storage.StorageObjects = field(default_factory=storage.StorageObjects)
+    """PVs, PVCs, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities."""
 
     def bound_pods(self) -> Iterator[api.Pod]:
         return (pod for pod in self.pods if pod.node_name)
@@ -597,6 +602,8 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         else _timestamp(start_time, where / "status" / "startTime"),
         preempted=_preempted(status, where / "status" / "conditions"),
         controller=_controller(meta, where / "metadata" / "ownerReferences"),
+        volumes=parse_pod_volumes(spec.get("volumes"), swhere / "volumes"),
+        unsupported=_unsupported(spec),
         raw=obj,
     )
 
@@ -733,11 +740,11 @@ def _flatten(documents: Sequence[Any], source: str) -> Iterator[_Located]:
 def read_cluster(
     objects: Sequence[Any], source: str = "cluster", *, comparison_operators: bool = False
 ) -> ClusterObjects:
-    """Nodes, pods, PriorityClasses, PDBs, Namespaces and the workloads that select pods
-    (Services, ReplicaSets, StatefulSets, ReplicationControllers) from decoded documents.
-    Other kinds are skipped; a file with neither Nodes nor Pods is an error. Nodes, pods,
-    PriorityClasses, PDBs, Namespaces and workloads are refused where the API server would
-    refuse them
+    """Nodes, pods, PriorityClasses, PDBs, Namespaces, the workloads that select pods
+    (Services, ReplicaSets, StatefulSets, ReplicationControllers) and the storage kinds
+    (:data:`STORAGE_KINDS`) from decoded documents. Other kinds are skipped; a file with
+    neither Nodes nor Pods is an error. Nodes, pods, PriorityClasses, PDBs, Namespaces
+    and workloads are refused where the API server would refuse them
     (:mod:`~nodeagent.scheduler.validation`; ``comparison_operators``: the
     TaintTolerationComparisonOperators gate is on)."""
     flat = list(_flatten(objects, source))
@@ -758,6 +765,7 @@ def read_cluster(
     budgets: list[api.DisruptionBudget] = []
     namespaces: dict[str, Mapping[str, str]] = {}
     workloads: list[api.Workload] = []
+    kept: dict[str, list[Any]] = {kind: [] for kind in STORAGE_KINDS}
     for located in flat:
         kind, obj = located.kind, located.obj
         with _located(source, located):
@@ -781,6 +789,8 @@ def read_cluster(
             elif kind in set(api.WorkloadKind):
                 validation.workload(kind, obj)
                 workloads.append(parse_workload(api.WorkloadKind(kind), obj))
+            elif kind in STORAGE_KINDS:
+                kept[kind].append(STORAGE_KINDS[kind](obj))
     if not nodes and not pods:
         kinds = sorted({located.kind for located in flat})
         raise ConfigError(
@@ -789,8 +799,25 @@ def read_cluster(
         )
     _reject_duplicates("Node", [node.name for node in nodes], source)
     _reject_duplicates("Pod", [pod.key for pod in pods], source)
+    _reject_duplicates("PersistentVolume", [pv.name for pv in kept["PersistentVolume"]], source)
+    _reject_duplicates(
+        "PersistentVolumeClaim", [pvc.key for pvc in kept["PersistentVolumeClaim"]], source
+    )
     return ClusterObjects(
-        tuple(nodes), tuple(pods), classes, tuple(budgets), namespaces, tuple(workloads)
+        tuple(nodes),
+        tuple(pods),
+        classes,
+        tuple(budgets),
+        namespaces,
+        tuple(workloads),
+        storage.StorageObjects(
+            tuple(kept["PersistentVolume"]),
+            tuple(kept["PersistentVolumeClaim"]),
+            tuple(kept["StorageClass"]),
+            tuple(kept["CSINode"]),
+            tuple(kept["CSIDriver"]),
+            tuple(kept["CSIStorageCapacity"]),
+        ),
     )
 
 
@@ -836,3 +863,292 @@ def load_cluster(
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML or JSON: {exc}") from exc
     return read_cluster(documents, source, comparison_operators=comparison_operators)
+
+
+# --- the storage kinds ----------------------------------------------------------------
+
+_IN_TREE_VOLUMES: Mapping[str, tuple[api.VolumeKind, str]] = {
+    "gcePersistentDisk": (api.VolumeKind.GCE_PD, "pdName"),
+    "awsElasticBlockStore": (api.VolumeKind.AWS_EBS, "volumeID"),
+    "iscsi": (api.VolumeKind.ISCSI, "iqn"),
+    "azureDisk": (api.VolumeKind.AZURE_DISK, "diskURI"),
+    "cinder": (api.VolumeKind.CINDER, "volumeID"),
+    "portworxVolume": (api.VolumeKind.PORTWORX, "volumeID"),
+}
+"""Inline in-tree sources the volume plugins read, and the field naming the disk."""
+
+
+def parse_pod_volumes(value: Any, where: FieldPath) -> tuple[api.PodVolume, ...]:
+    """``spec.volumes``, each reduced to its kind and what identifies its disk."""
+    out = []
+    for i, raw in enumerate(_sequence(value, where)):
+        here = where / i
+        item = _mapping(raw, here)
+        name = _text(item.get("name"), here / "name")
+        if "persistentVolumeClaim" in item:
+            source = _mapping(item["persistentVolumeClaim"], here / "persistentVolumeClaim")
+            claim = _text(source.get("claimName"), here / "persistentVolumeClaim" / "claimName")
+            read_only = _bool(source.get("readOnly"), here / "persistentVolumeClaim" / "readOnly")
+            out.append(api.PodVolume(name, api.VolumeKind.CLAIM, claim, read_only))
+        elif "ephemeral" in item:
+            out.append(api.PodVolume(name, api.VolumeKind.EPHEMERAL))
+        elif "rbd" in item:
+            source = _mapping(item["rbd"], here / "rbd")
+            monitors = tuple(str(m) for m in _sequence(source.get("monitors"), here / "rbd"))
+            pool = _text(source.get("pool"), here / "rbd" / "pool") or "rbd"
+            image = _text(source.get("image"), here / "rbd" / "image")
+            read_only = _bool(source.get("readOnly"), here / "rbd" / "readOnly")
+            disk = f"{pool}/{image}"
+            out.append(api.PodVolume(name, api.VolumeKind.RBD, "", read_only, disk, monitors))
+        elif "csi" in item:
+            driver = _text(_mapping(item["csi"], here / "csi").get("driver"), here / "csi")
+            out.append(api.PodVolume(name, api.VolumeKind.CSI, driver=driver))
+        else:
+            for key, (kind, disk_field) in _IN_TREE_VOLUMES.items():
+                if key in item:
+                    source = _mapping(item[key], here / key)
+                    disk = _text(source.get(disk_field), here / key / disk_field)
+                    read_only = _bool(source.get("readOnly"), here / key / "readOnly")
+                    out.append(api.PodVolume(name, kind, "", read_only, disk))
+                    break
+            else:
+                out.append(api.PodVolume(name))
+    return tuple(out)
+
+
+def _unsupported(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """Fields nodeagent's scheduler cannot honour: such a pod must never be bound."""
+    found = []
+    if spec.get("resourceClaims"):
+        found.append("spec.resourceClaims (dynamic resource allocation)")
+    return tuple(found)
+
+
+def _meta(kind: str, obj: Mapping[str, Any], *, namespaced: bool) -> tuple[str, str, FieldPath]:
+    meta = _mapping(obj.get("metadata"), FieldPath(kind, "metadata"))
+    name = _text(meta.get("name"), FieldPath(kind, "metadata.name"))
+    namespace = ""
+    if namespaced:
+        namespace = _text(meta.get("namespace"), FieldPath(kind, "metadata.namespace"))
+        namespace = namespace or "default"
+    where = FieldPath(f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}")
+    if not name:
+        raise (where / "metadata" / "name").fail(name, f"a {kind} needs a name")
+    return namespace, name, where
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def _choice(value: Any, where: FieldPath, kind: type[E]) -> E:
+    """One of a closed set of strings (any other value, of any type, refused)."""
+    if not isinstance(value, str) or value not in kind.__members__.values():
+        raise where.fail(value, f"expected one of {', '.join(kind)}")
+    return kind(value)
+
+
+def _enum_set(value: Any, where: FieldPath, kind: type[E]) -> frozenset[E]:
+    return frozenset(
+        _choice(item, where / i, kind) for i, item in enumerate(_sequence(value, where))
+    )
+
+
+def _volume_mode(value: Any, where: FieldPath) -> storage.VolumeMode:
+    if value is None:
+        return storage.VolumeMode.FILESYSTEM
+    return _choice(value, where, storage.VolumeMode)
+
+
+def _storage_bytes(value: Any, where: FieldPath) -> int | None:
+    raw = _mapping(value, where).get("storage")
+    return None if raw is None else parse_quantity("storage", raw, where / "storage")
+
+
+def _pv_source(spec: Mapping[str, Any], where: FieldPath) -> storage.CSISource | None:
+    """The attachable source behind a PV: CSI as is, a migratable in-tree source as
+    the CSI driver it migrates to (the handle is the in-tree disk's identity)."""
+    if "csi" in spec:
+        csi = _mapping(spec["csi"], where / "csi")
+        return storage.CSISource(
+            _text(csi.get("driver"), where / "csi" / "driver"),
+            _text(csi.get("volumeHandle"), where / "csi" / "volumeHandle"),
+        )
+    for key, (kind, disk_field) in _IN_TREE_VOLUMES.items():
+        plugin = storage.IN_TREE_PLUGIN.get(kind)
+        if key in spec and plugin is not None:
+            disk = _text(_mapping(spec[key], where / key).get(disk_field), where / key)
+            return storage.CSISource(storage.IN_TREE_TO_CSI[plugin], disk, plugin)
+    return None
+
+
+def parse_persistent_volume(obj: Mapping[str, Any]) -> storage.PersistentVolume:
+    _, name, where = _meta("PersistentVolume", obj, namespaced=False)
+    meta = _mapping(obj.get("metadata"), where / "metadata")
+    spec = _mapping(obj.get("spec"), where / "spec")
+    swhere = where / "spec"
+    annotations = _string_map(meta.get("annotations"), where / "metadata" / "annotations")
+    storage_class = annotations.get(storage.BETA_STORAGE_CLASS_ANNOTATION)
+    if storage_class is None:
+        storage_class = _text(spec.get("storageClassName"), swhere / "storageClassName")
+    claim_ref = None
+    if spec.get("claimRef") is not None:
+        ref = _mapping(spec["claimRef"], swhere / "claimRef")
+        claim_ref = storage.ClaimRef(
+            _text(ref.get("namespace"), swhere / "claimRef" / "namespace"),
+            _text(ref.get("name"), swhere / "claimRef" / "name"),
+            _text(ref.get("uid"), swhere / "claimRef" / "uid"),
+        )
+    affinity = None
+    required = _mapping(spec.get("nodeAffinity"), swhere / "nodeAffinity").get("required")
+    if required is not None:
+        rwhere = swhere / "nodeAffinity" / "required" / "nodeSelectorTerms"
+        terms = _mapping(required, rwhere).get("nodeSelectorTerms")
+        affinity = tuple(
+            parse_selector_term(t, rwhere / i) for i, t in enumerate(_sequence(terms, rwhere))
+        )
+    phase = _mapping(obj.get("status"), where / "status").get("phase") or "Pending"
+    volume_phase = _choice(phase, where / "status" / "phase", storage.VolumePhase)
+    capacity = _storage_bytes(spec.get("capacity"), swhere / "capacity")
+    return storage.PersistentVolume(
+        name=name,
+        storage_class=storage_class,
+        capacity=capacity or 0,
+        access_modes=_enum_set(spec.get("accessModes"), swhere / "accessModes", storage.AccessMode),
+        volume_mode=_volume_mode(spec.get("volumeMode"), swhere / "volumeMode"),
+        claim_ref=claim_ref,
+        node_affinity=affinity,
+        labels=_labels(meta.get("labels"), where / "metadata" / "labels"),
+        annotations=annotations,
+        phase=volume_phase,
+        deleting=bool(meta.get("deletionTimestamp")),
+        attributes_class=_text(
+            spec.get("volumeAttributesClassName"), swhere / "volumeAttributesClassName"
+        ),
+        source=_pv_source(spec, swhere),
+        resource_version=_text(meta.get("resourceVersion"), where / "metadata"),
+        raw=obj,
+    )
+
+
+def _controller_uid(meta: Mapping[str, Any], where: FieldPath) -> str:
+    for i, raw in enumerate(_sequence(meta.get("ownerReferences"), where)):
+        ref = _mapping(raw, where / i)
+        if ref.get("controller") is True:
+            return _text(ref.get("uid"), where / i / "uid")
+    return ""
+
+
+def parse_persistent_volume_claim(obj: Mapping[str, Any]) -> storage.PersistentVolumeClaim:
+    namespace, name, where = _meta("PersistentVolumeClaim", obj, namespaced=True)
+    meta = _mapping(obj.get("metadata"), where / "metadata")
+    spec = _mapping(obj.get("spec"), where / "spec")
+    swhere = where / "spec"
+    annotations = _string_map(meta.get("annotations"), where / "metadata" / "annotations")
+    storage_class = annotations.get(storage.BETA_STORAGE_CLASS_ANNOTATION)
+    if storage_class is None and spec.get("storageClassName") is not None:
+        storage_class = _text(spec.get("storageClassName"), swhere / "storageClassName")
+    resources = _mapping(spec.get("resources"), swhere / "resources")
+    phase = _mapping(obj.get("status"), where / "status").get("phase") or "Pending"
+    claim_phase = _choice(phase, where / "status" / "phase", storage.ClaimPhase)
+    return storage.PersistentVolumeClaim(
+        namespace=namespace,
+        name=name,
+        uid=_text(meta.get("uid"), where / "metadata" / "uid"),
+        storage_class=storage_class,
+        request=_storage_bytes(resources.get("requests"), swhere / "resources" / "requests"),
+        access_modes=_enum_set(spec.get("accessModes"), swhere / "accessModes", storage.AccessMode),
+        volume_mode=_volume_mode(spec.get("volumeMode"), swhere / "volumeMode"),
+        selector=parse_label_selector(spec.get("selector"), swhere / "selector"),
+        volume_name=_text(spec.get("volumeName"), swhere / "volumeName"),
+        phase=claim_phase,
+        annotations=annotations,
+        deleting=bool(meta.get("deletionTimestamp")),
+        controller_uid=_controller_uid(meta, where / "metadata" / "ownerReferences"),
+        attributes_class=_text(
+            spec.get("volumeAttributesClassName"), swhere / "volumeAttributesClassName"
+        ),
+        resource_version=_text(meta.get("resourceVersion"), where / "metadata"),
+        raw=obj,
+    )
+
+
+def parse_storage_class(obj: Mapping[str, Any]) -> storage.StorageClass:
+    _, name, where = _meta("StorageClass", obj, namespaced=False)
+    mode = obj.get("volumeBindingMode")
+    if mode is not None:
+        mode = _choice(mode, where / "volumeBindingMode", storage.BindingMode)
+    terms = []
+    twhere = where / "allowedTopologies"
+    for i, raw in enumerate(_sequence(obj.get("allowedTopologies"), twhere)):
+        term = _mapping(raw, twhere / i)
+        ewhere = twhere / i / "matchLabelExpressions"
+        expressions = []
+        for j, expr in enumerate(_sequence(term.get("matchLabelExpressions"), ewhere)):
+            item = _mapping(expr, ewhere / j)
+            key = _label_key(_text(item.get("key"), ewhere / j / "key"), ewhere / j / "key")
+            values = frozenset(str(v) for v in _sequence(item.get("values"), ewhere / j))
+            expressions.append((key, values))
+        terms.append(storage.TopologyTerm(tuple(expressions)))
+    return storage.StorageClass(
+        name,
+        _text(obj.get("provisioner"), where / "provisioner"),
+        # the API server defaults a missing mode to Immediate
+        storage.BindingMode(mode or storage.BindingMode.IMMEDIATE),
+        tuple(terms),
+    )
+
+
+def parse_csi_node(obj: Mapping[str, Any]) -> storage.CSINode:
+    _, name, where = _meta("CSINode", obj, namespaced=False)
+    meta = _mapping(obj.get("metadata"), where / "metadata")
+    dwhere = where / "spec" / "drivers"
+    drivers: dict[str, int | None] = {}
+    for i, raw in enumerate(
+        _sequence(_mapping(obj.get("spec"), where / "spec").get("drivers"), dwhere)
+    ):
+        item = _mapping(raw, dwhere / i)
+        count = _mapping(item.get("allocatable"), dwhere / i / "allocatable").get("count")
+        limit = None if count is None else _int(count, dwhere / i / "allocatable" / "count")
+        drivers[_text(item.get("name"), dwhere / i / "name")] = limit
+    annotations = _string_map(meta.get("annotations"), where / "metadata" / "annotations")
+    migrated = annotations.get(storage.MIGRATED_PLUGINS_ANNOTATION, "")
+    return storage.CSINode(
+        name, drivers, frozenset(p.strip() for p in migrated.split(",") if p.strip())
+    )
+
+
+def parse_csi_driver(obj: Mapping[str, Any]) -> storage.CSIDriver:
+    _, name, where = _meta("CSIDriver", obj, namespaced=False)
+    spec = _mapping(obj.get("spec"), where / "spec")
+    return storage.CSIDriver(
+        name, _bool(spec.get("storageCapacity"), where / "spec" / "storageCapacity")
+    )
+
+
+def parse_csi_storage_capacity(obj: Mapping[str, Any]) -> storage.CSIStorageCapacity:
+    namespace, name, where = _meta("CSIStorageCapacity", obj, namespaced=True)
+    capacity, maximum = obj.get("capacity"), obj.get("maximumVolumeSize")
+    class_name = _text(obj.get("storageClassName"), where / "storageClassName")
+    if not class_name:
+        raise (where / "storageClassName").fail(class_name, "a StorageClass name is required")
+    return storage.CSIStorageCapacity(
+        namespace,
+        name,
+        class_name,
+        None if capacity is None else parse_quantity("storage", capacity, where / "capacity"),
+        None
+        if maximum is None
+        else parse_quantity("storage", maximum, where / "maximumVolumeSize"),
+        parse_label_selector(obj.get("nodeTopology"), where / "nodeTopology"),
+    )
+
+
+STORAGE_KINDS: Mapping[str, Any] = {
+    "PersistentVolume": parse_persistent_volume,
+    "PersistentVolumeClaim": parse_persistent_volume_claim,
+    "StorageClass": parse_storage_class,
+    "CSINode": parse_csi_node,
+    "CSIDriver": parse_csi_driver,
+    "CSIStorageCapacity": parse_csi_storage_capacity,
+}
+"""The storage kinds a cluster file may hold, and how each is read."""

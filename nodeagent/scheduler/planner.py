@@ -6,7 +6,12 @@ finished, not being deleted, and a ``schedulerName`` that has a profile - in que
 order (the profile's QueueSort: PrioritySort by default; creation time, then input
 order, among equals), one at a time, each placement consuming resources in the
 snapshot like kube-scheduler's assume. Gated pods are reported as such and never
-attempted.
+attempted; a pending pod whose ``schedulerName`` no profile serves is reported
+``NotServed`` (first), never silently left out.
+
+The storage kinds in the snapshot (PVs, PVCs, StorageClasses, CSI objects) feed the
+volume plugins; a pod's volumes bound by VolumeBinding's PreBind stay bound for the
+pods planned after it (nothing else would confirm the binding offline).
 
 A pod that fits nowhere may preempt (DefaultPreemption): it is reported ``Nominated``
 with the node and the victims; the plan removes the victims from the snapshot and keeps
@@ -34,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from nodeagent.scheduler import api, config, framework, objects, registry, scheduling
+from nodeagent.scheduler import api, config, framework, objects, registry, scheduling, storage
 from nodeagent.scheduler.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,9 @@ class Outcome(StrEnum):
     GATED = "Gated"
     ERROR = "Error"
     """A plugin failed (not a verdict on the pod)."""
+    NOT_SERVED = "NotServed"
+    """Pending, but its ``schedulerName`` is none of the configuration's profiles: another
+    scheduler's pod, reported rather than silently left out of the plan."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,12 +217,17 @@ def placements(
     explain_nodes: bool = False,
     now: float,
     features: config.FeatureGates | None = None,
+    volumes: storage.VolumeCatalog | None = None,
 ) -> Iterator[Placement]:
     """Place ``cluster``'s pending pods as of ``now`` (Unix seconds), which decides
     whether the pressure the nodes publish is fresh enough to use; one placement at a
-    time, as decided."""
+    time, as decided. ``volumes``: the catalog to plan in (default: one of the cluster's
+    storage objects), which holds the plan's volume bindings afterwards."""
     handle = framework.Handle(
-        now=now, rng=random.Random(seed), features=features or config.FeatureGates()
+        now=now,
+        rng=random.Random(seed),
+        features=features or config.FeatureGates(),
+        volumes=storage.VolumeCatalog(cluster.storage) if volumes is None else volumes,
     )
     frameworks = framework.build_frameworks(
         configuration, plugins or registry.in_tree_registry(), handle
@@ -232,11 +245,16 @@ def placements(
         percentage_of_nodes_to_score=configuration.percentage_of_nodes_to_score,
         rng=random.Random(seed),
     )
-    pending = [
-        p
-        for p in cluster.pods
-        if not p.node_name and not p.deleting and p.scheduler_name in frameworks
-    ]
+    waiting = [p for p in cluster.pods if not p.node_name and not p.deleting]
+    profiles = ", ".join(sorted(frameworks))
+    for pod in waiting:
+        if pod.scheduler_name not in frameworks:
+            message = (
+                f"schedulerName {pod.scheduler_name!r} is not a profile of this configuration"
+                f" (profiles: {profiles}): another scheduler's pod, not planned"
+            )
+            yield Placement(pod.key, None, Outcome.NOT_SERVED, message)
+    pending = [p for p in waiting if p.scheduler_name in frameworks]
     ordered = _queue_order(next(iter(frameworks.values())), pending)
     for pod in ordered:
         try:
@@ -282,6 +300,7 @@ def plan(
     explain_nodes: bool = False,
     now: float,
     features: config.FeatureGates | None = None,
+    volumes: storage.VolumeCatalog | None = None,
 ) -> Plan:
     """Every placement at once (see :func:`placements`)."""
     return Plan(
@@ -294,6 +313,7 @@ def plan(
                 explain_nodes=explain_nodes,
                 now=now,
                 features=features,
+                volumes=volumes,
             )
         )
     )

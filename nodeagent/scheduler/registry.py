@@ -20,10 +20,14 @@ from nodeagent.scheduler.plugins import (
     node_pressure,
     node_resources_fit,
     node_unschedulable,
+    node_volume_limits,
     pod_topology_spread,
     priority_sort,
     scheduling_gates,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 
 
@@ -44,5 +48,9 @@ def in_tree_registry() -> Registry:
         image_locality.NAME: PluginSpec(image_locality.new),
         node_pressure.NAME: PluginSpec(node_pressure.new, node_pressure.Args),
         default_binder.NAME: PluginSpec(default_binder.new),
+        volume_restrictions.NAME: PluginSpec(volume_restrictions.new),
+        node_volume_limits.NAME: PluginSpec(node_volume_limits.new),
+        volume_binding.NAME: PluginSpec(volume_binding.new, volume_binding.Args),
+        volume_zone.NAME: PluginSpec(volume_zone.new),
         node_declared_features.NAME: PluginSpec(node_declared_features.new),
     }

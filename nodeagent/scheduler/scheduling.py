@@ -366,6 +366,16 @@ class CycleResult:
         return f"{message} {', '.join(histogram)}."
 
 
+def unsupported_status(pod: api.Pod) -> api.Status:
+    """A pod needing what this scheduler does not implement is never bound (binding it
+    would ignore the requirement): rejected everywhere, naming the feature."""
+    features = ", ".join(pod.unsupported)
+    return api.unschedulable(
+        f"pod uses {features}, which the nodeagent scheduler does not implement",
+        unresolvable=True,
+    )
+
+
 class Scheduler:
     """Schedules pods one at a time against a snapshot it updates (assume/forget)."""
 
@@ -435,6 +445,10 @@ class Scheduler:
         result = CycleResult(pod, fw, snapshot, CycleState())
         if snapshot.size == 0:
             result.status = api.unschedulable("no nodes available to schedule pods")
+            return result
+        if pod.unsupported:
+            result.prefilter_status = unsupported_status(pod)
+            result.status = api.unschedulable(result.fit_error_message(), unresolvable=True)
             return result
         nominated: dict[int, list[api.Pod]] = {}
         for other, name in fw.handle.nominator.counted_for(pod):

@@ -347,6 +347,8 @@ class ClusterSnapshot:
         drops the entry), so the entry is current when the lengths agree. A pod added
         and removed again (a nominated pod during a cycle) keeps the entry."""
         self.affinity_terms = AffinityTerms()
+        self.claim_users: dict[str, int] = {}
+        """``namespace/claim`` -> how many pods here use it (``IsPVCUsedByPods``)."""
 
         self.static_generation = 0
         """Bumped by :meth:`update_node`: caches of static node data key on it."""
@@ -440,6 +442,8 @@ class ClusterSnapshot:
             self.affinity_terms.update(pod, node, 1)
         if pod.host_ports:
             self.used_ports.setdefault(node, []).extend(pod.host_ports)
+        if pod.volumes:
+            self._count_claims(pod, 1)
 
     def add_pods(self, pods: Sequence[api.Pod], nodes: Sequence[int]) -> None:
         """:meth:`add_pod` for many pods (``pods[j]`` on ``nodes[j]``), the resource
@@ -503,6 +507,24 @@ class ClusterSnapshot:
             ports = self.used_ports[node]
             for port in pod.host_ports:
                 ports.remove(port)
+        if pod.volumes:
+            self._count_claims(pod, -1)
+
+    def _count_claims(self, pod: api.Pod, sign: int) -> None:
+        users = self.claim_users
+        for volume in pod.volumes:
+            if volume.kind is api.VolumeKind.CLAIM:
+                name = volume.claim_name
+            elif volume.kind is api.VolumeKind.EPHEMERAL:
+                name = f"{pod.name}-{volume.name}"
+            else:
+                continue
+            key = f"{pod.namespace}/{name}"
+            left = users.get(key, 0) + sign
+            if left > 0:
+                users[key] = left
+            else:
+                users.pop(key, None)
 
     def _usage_column(self, pod: api.Pod) -> Int64s:
         column = np.zeros(len(self.resource_names) + 3, dtype=np.int64)

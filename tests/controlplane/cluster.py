@@ -8,7 +8,8 @@ plugins (ValidatingAdmissionPolicy among them), service-account tokens issued by
 TokenRequest API, privileged pods allowed (the agent's DaemonSet is one). The
 controller-manager runs only the controllers a cluster without kubelets can keep honest:
 service accounts (pods need their namespace's ``default``), namespaces, the garbage
-collector and disruption budgets. Never the node lifecycle controller: nodes here are
+collector, disruption budgets and the PV controller (it completes the bindings the
+schedulers' VolumeBinding starts). Never the node lifecycle controller: nodes here are
 objects without kubelets, and it would taint every one of them unreachable.
 
 Tests reach it three ways: :class:`Rest` (plain JSON requests as any user),
@@ -50,6 +51,7 @@ CONTROLLERS = (
     "namespace-controller",
     "garbage-collector-controller",
     "disruption-controller",
+    "persistentvolume-binder-controller",
 )
 """kube-controller-manager's controllers started here (see the module docstring)."""
 
@@ -219,6 +221,7 @@ class ControlPlane:
     binaries: Path = field(default_factory=binaries_directory)
     controllers: Sequence[str] = CONTROLLERS
     apiserver_flags: Sequence[str] = ()
+    controller_manager_flags: Sequence[str] = ()
     times: StartupTimes = field(default_factory=StartupTimes)
     _components: list[_Component] = field(default_factory=list)
 
@@ -374,6 +377,7 @@ class ControlPlane:
                 f"--root-ca-file={self.ca.certificate}",
                 "--leader-elect=false",
                 "--v=1",
+                *self.controller_manager_flags,
             ],
         )
         # ready when its controllers act: the service-account controller made ``default``

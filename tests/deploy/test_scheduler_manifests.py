@@ -36,6 +36,24 @@ PERMISSION_OF = {
     "create_lease": ("coordination.k8s.io", "leases", "create"),
     "replace_lease": ("coordination.k8s.io", "leases", "update"),
 }
+STORAGE = {  # the storage kinds the volume plugins read: (API group, resource)
+    ("", "persistentvolumes"),
+    ("", "persistentvolumeclaims"),
+    ("storage.k8s.io", "storageclasses"),
+    ("storage.k8s.io", "csinodes"),
+    ("storage.k8s.io", "csidrivers"),
+    ("storage.k8s.io", "csistoragecapacities"),
+}
+STORAGE_PERMISSIONS = {
+    # methods taking the kind as an argument -> every permission they may need
+    "list_storage": {(group, resource, "list") for group, resource in STORAGE},
+    "watch_storage": {(group, resource, "watch") for group, resource in STORAGE},
+    # VolumeBinding's PreBind: PUT the PV (claimRef) and the claim (selected node)
+    "replace_storage": {
+        ("", "persistentvolumes", "update"),
+        ("", "persistentvolumeclaims", "update"),
+    },
+}
 LEASE_METHODS = {"get_lease", "create_lease", "replace_lease"}
 INFORMERS = {
     "pods": ("list_pods", "watch_pods"),
@@ -51,7 +69,9 @@ def called_methods() -> set[str]:
     for path in LIVE.glob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr in PERMISSION_OF:
+            if isinstance(node, ast.Attribute) and (
+                node.attr in PERMISSION_OF or node.attr in STORAGE_PERMISSIONS
+            ):
                 methods.add(node.attr)
             if (
                 isinstance(node, ast.Call)
@@ -68,7 +88,10 @@ def test_roles_grant_exactly_what_the_scheduler_calls() -> None:
     called = called_methods()
     cluster = permissions(files.one("ClusterRole", "nodeagent-scheduler"))
     lease = permissions(files.one("Role", "nodeagent-scheduler-leader-election"))
-    assert cluster == {PERMISSION_OF[m] for m in called - LEASE_METHODS}
+    storage = {p for m in called & STORAGE_PERMISSIONS.keys() for p in STORAGE_PERMISSIONS[m]}
+    plain = called - LEASE_METHODS - STORAGE_PERMISSIONS.keys()
+    assert cluster == {PERMISSION_OF[m] for m in plain} | storage
+    assert {"list_storage", "watch_storage", "replace_storage"} <= called
     assert lease == {PERMISSION_OF[m] for m in called & LEASE_METHODS}
     assert called >= LEASE_METHODS and "bind_pod" in called
 

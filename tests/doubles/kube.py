@@ -40,13 +40,14 @@ from tests.doubles import reviews as fakereviews
 Key = tuple[str, str]
 """``(namespace, name)``; the namespace is ``""`` for cluster-scoped kinds."""
 
-CLUSTER_SCOPED = frozenset({"nodes"})
+CLUSTER_SCOPED = frozenset({"nodes", *(k.value for k in client.StorageKind if not k.namespaced)})
 KIND_NAMES: Mapping[str, tuple[str, str]] = {
     "nodes": ("v1", "Node"),
     "pods": ("v1", "Pod"),
     "events": ("v1", "Event"),
     "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget"),
     "leases": ("coordination.k8s.io/v1", "Lease"),
+    **{k.value: (k.api_version, k.kind) for k in client.StorageKind},
 }
 
 
@@ -1013,6 +1014,21 @@ class FakeKubeClient:
         return self._watch_kind(
             "poddisruptionbudgets", "watch_disruption_budgets", resource_version, timeout_seconds
         )
+
+    def list_storage(self, kind: client.StorageKind) -> client.ObjectList:
+        self._enter("list_storage", kind.value)
+        return self.cluster.list(kind.value)
+
+    def watch_storage(
+        self, kind: client.StorageKind, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> client.WatchStream:
+        return self._watch_kind(kind.value, "watch_storage", resource_version, timeout_seconds)
+
+    def replace_storage(
+        self, kind: client.StorageKind, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> client.KubeObject:
+        self._enter("replace_storage", kind.value, namespace, name, _copy(dict(body)))
+        return self.cluster.replace(kind.value, namespace, name, body)
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         self._enter("bind_pod", namespace, name, uid=uid, node_name=node_name)

@@ -47,14 +47,14 @@ def test_malformed_quantities_are_refused_with_the_grammar(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["1e400000", "1e36", "-1e36", "10000000000000000000Ei", "1" + "0" * 36]
+    "text", ["1e400000", "1e1000", "-1e1000", "1" + "0" * 1000, "1" + "0" * 997 + "k"]
 )
 def test_absurdly_large_quantities_are_refused_not_computed(text: str) -> None:
-    with pytest.raises(units.UnitError, match=r"too large \(10\^36 or more\)"):
+    with pytest.raises(units.UnitError, match=r"too large \(10\^1000 or more\)"):
         units.parse_quantity(text)
 
 
-@pytest.mark.parametrize("text", ["999999999999999999999999999999999e2", "1e-400000", "0e99999"])
+@pytest.mark.parametrize("text", ["9" * 999, "1e999", "1e-400000", "0e99999", "1e40"])
 def test_large_small_and_zero_quantities_below_the_bound_parse(text: str) -> None:
     assert units.parse_quantity(text).value == math.ceil(Decimal(text))
 

@@ -19,6 +19,10 @@ Routes (what the agent and the live scheduler call):
                                                      PodScheduled=True; 409 if bound)
     PATCH  /api/v1/namespaces/NS/pods/NAME/status
     GET    /apis/policy/v1/poddisruptionbudgets      (?watch=true streams)
+    GET    /api/v1/persistentvolumes[/NAME], /api/v1[/namespaces/NS]/persistentvolumeclaims
+           /apis/storage.k8s.io/v1/{storageclasses,csinodes,csidrivers}[/NAME],
+           /apis/storage.k8s.io/v1[/namespaces/NS]/csistoragecapacities  (?watch=true)
+    POST, PUT the same (PUT: resourceVersion precondition, 409 when stale)
     GET    /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]
     POST   /apis/coordination.k8s.io/v1/namespaces/NS/leases
     PUT    /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME  (resourceVersion: 409)
@@ -115,6 +119,11 @@ _PDBS = re.compile(
 )
 _LEASES = re.compile(
     r"^/apis/coordination\.k8s\.io/v1(?:/namespaces/(?P<ns>[^/]+))?/leases(?:/(?P<name>[^/]+))?$"
+)
+_STORAGE = re.compile(
+    r"^/(?:api/v1|apis/storage\.k8s\.io/v1)(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/(?P<kind>persistentvolumes|persistentvolumeclaims|storageclasses|csinodes|csidrivers"
+    r"|csistoragecapacities)(?:/(?P<name>[^/]+))?$"
 )
 _EVENTS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/events(?:/(?P<name>[^/]+))?$")
 
@@ -491,6 +500,22 @@ class _Handler(BaseHTTPRequestHandler):
                 self._list_or_watch(request, "poddisruptionbudgets", ns, "PodDisruptionBudgetList")
             elif request.method == "GET" and ns:
                 raise _Reply(200, cluster.get("poddisruptionbudgets", ns, name))
+            else:
+                raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
+            return
+        if match := _STORAGE.match(request.path):
+            ns, name, kind = match.group("ns"), match.group("name"), match.group("kind")
+            scoped = kind in fake.CLUSTER_SCOPED
+            if request.method == "GET" and name is None:
+                list_kind = fake.KIND_NAMES[kind][1] + "List"
+                self._list_or_watch(request, kind, None if scoped else ns, list_kind)
+            elif request.method == "GET":
+                raise _Reply(200, cluster.get(kind, "" if scoped else ns or "", name))
+            elif request.method == "POST" and name is None and (scoped or ns):
+                raise _Reply(201, cluster.create(kind, _object_body(request), ns or ""))
+            elif request.method == "PUT" and name and (scoped or ns):
+                body = _object_body(request)
+                raise _Reply(200, cluster.replace(kind, "" if scoped else ns or "", name, body))
             else:
                 raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
             return

@@ -46,15 +46,22 @@ def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
         "NodeDeclaredFeatures",
     ]
+    assert names(fw.reserve) == ["VolumeBinding"]
+    assert names(fw.pre_bind) == ["VolumeBinding"]
     assert fw.weights == {
         "NodePressure": 2,
         "TaintToleration": 3,
         "NodeAffinity": 2,
         "NodeResourcesFit": 1,
+        "VolumeBinding": 1,
         "PodTopologySpread": 2,
         "InterPodAffinity": 2,
         "NodeResourcesBalancedAllocation": 1,
@@ -109,6 +116,7 @@ def test_explicit_overrides_keep_the_order_of_their_own_point() -> None:
         "NodePressure",
         "NodeAffinity",
         "NodeResourcesFit",
+        "VolumeBinding",
         "PodTopologySpread",
         "InterPodAffinity",
         "NodeResourcesBalancedAllocation",
@@ -248,7 +256,7 @@ BAD_CONFIGS = [
         id="unknown-plugin",
     ),
     pytest.param(
-        {"profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "VolumeBinding"}]}}}]},
+        {"profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "DynamicResources"}]}}}]},
         "does not implement yet",
         id="not-implemented-yet",
     ),

@@ -157,7 +157,7 @@ items:
     )
 
 
-def test_pods_of_other_schedulers_are_left_alone() -> None:
+def test_pods_of_other_schedulers_are_reported_not_planned() -> None:
     text = """
 kind: List
 items:
@@ -171,7 +171,41 @@ items:
     result = planner.plan(
         objects.load_cluster(text), config.parse_configuration(None, plugins), now=NOW
     )
-    assert [p.pod for p in result.placements] == ["default/mine"]
+    outcomes = {p.pod: (p.status, p.node) for p in result.placements}
+    assert outcomes == {
+        "default/theirs": (planner.Outcome.NOT_SERVED, None),
+        "default/mine": (planner.Outcome.SCHEDULED, "n1"),
+    }
+    theirs = result.placements[0]
+    assert "'other' is not a profile" in theirs.message and "default-scheduler" in theirs.message
+
+
+def test_planner_and_live_scheduler_default_to_the_same_profile(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --config both serve nodeagent-scheduler: a snapshot of the pods the live
+    scheduler serves is planned, and other pods are reported as not served."""
+    from nodeagent.scheduler.live import settings
+
+    live = settings.load(None, registry.in_tree_registry())
+    planned = config.load_configuration(None, registry.in_tree_registry())
+    assert live.profiles == tuple(p.scheduler_name for p in planned.profiles)
+    assert live.profiles == ("nodeagent-scheduler",)
+    path = tmp_path / "cluster.yaml"
+    path.write_text(
+        """
+kind: List
+items:
+- {kind: Node, metadata: {name: n1}, status: {allocatable: {cpu: "1", memory: 1Gi, pods: "9"}}}
+- {kind: Pod, metadata: {name: ours}, spec: {schedulerName: nodeagent-scheduler,
+   containers: [{name: c, image: i}]}}
+- {kind: Pod, metadata: {name: stock}, spec: {containers: [{name: c, image: i}]}}
+"""
+    )
+    assert placements(schedule(capsys, "--cluster", str(path))) == {
+        "default/stock": (None, "NotServed"),
+        "default/ours": ("n1", "Scheduled"),
+    }
 
 
 def test_each_pod_is_scheduled_by_the_profile_its_scheduler_name_selects() -> None:
@@ -277,7 +311,7 @@ def test_bad_cluster_file_exits_2(
 @pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
 def test_examples_are_valid_kubernetes_objects(example: Path) -> None:
     for item in yaml.safe_load(example.read_text())["items"]:
-        kubernetes_validate.validate(item, "1.30", strict=True)
+        kubernetes_validate.validate(item, "1.36", strict=True)
 
 
 def test_a_reader_that_stops_early_is_not_an_error() -> None:
@@ -358,6 +392,7 @@ items:
 - kind: Pod
   metadata: {name: picky}
   spec:
+    schedulerName: nodeagent-scheduler
     tolerations: [{key: sla, operator: Gt, value: "900", effect: NoSchedule}]
     containers: [{name: c, image: app}]
 """
@@ -384,7 +419,7 @@ def test_streamed_output_is_the_plan(capsys: pytest.CaptureFixture[str], example
     args = ["--cluster", str(EXAMPLES / example), "--seed", "5", "--explain", "--now", PRESSURE_NOW]
     streamed = schedule(capsys, *args)
     cluster = objects.load_cluster((EXAMPLES / example).read_text())
-    configuration = config.parse_configuration(None, registry.in_tree_registry())
+    configuration = config.load_configuration(None, registry.in_tree_registry())
     whole = planner.plan(cluster, configuration, seed=5, explain_nodes=True, now=NOW)
     assert streamed == json.loads(json.dumps(whole.to_dict()))
 
@@ -395,3 +430,26 @@ def test_configuration_does_not_import_the_framework() -> None:
         " assert 'nodeagent.scheduler.framework' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_volumes_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/clusters/volumes.yaml (its header says why): local PVs taken one per pod,
+    a zonal PV, an unbound Immediate claim, a pod asking for a ResourceClaim."""
+    args = ["--cluster", str(EXAMPLES / "volumes.yaml"), "--seed", "1", "--explain"]
+    result = schedule(capsys, *args)
+    got = placements(result)
+    assert {got["default/db-0"][0], got["default/db-1"][0]} == {"n1", "n2"}
+    assert got["default/zonal-1"][0] in ("n2", "n3")
+    for pod in ("db-2", "legacy-1", "dra-1"):
+        assert got[f"default/{pod}"] == (None, "Unschedulable")
+    by_pod = {p["pod"]: p for p in result["placements"]}
+    no_volume = "node(s) didn't find available persistent volumes to bind"
+    assert by_pod["default/db-2"]["nodes"]["n3"]["reasons"] == [no_volume]
+    assert by_pod["default/db-2"]["message"].startswith(f"0/3 nodes are available: 3 {no_volume}.")
+    zone = by_pod["default/zonal-1"]["nodes"]["n1"]
+    assert zone["reasons"] == ["node(s) had no available volume zone"]
+    immediate = "pod has unbound immediate PersistentVolumeClaims"
+    assert by_pod["default/legacy-1"]["message"].startswith(
+        f"0/3 nodes are available: {immediate}."
+    )
+    assert "spec.resourceClaims" in by_pod["default/dra-1"]["message"]

@@ -331,7 +331,17 @@ class SimClient:
     def _no_watch(self, *args: Any, **kwargs: Any) -> client.WatchStream:
         raise AssertionError("the simulation delivers watch events itself")
 
-    watch_pods = watch_nodes = watch_disruption_budgets = _no_watch
+    watch_pods = watch_nodes = watch_disruption_budgets = watch_storage = _no_watch
+
+    def list_storage(self, kind: client.StorageKind) -> client.ObjectList:
+        """No storage objects are simulated: every kind lists empty."""
+        self.faults.check_up(f"list {kind.value}")
+        return client.ObjectList((), str(self.api.rv))
+
+    def replace_storage(
+        self, kind: client.StorageKind, namespace: str, name: str, body: Mapping[str, Any]
+    ) -> client.KubeObject:
+        raise AssertionError("the simulation has no storage objects to write")
 
     # --- writes -------------------------------------------------------------------------
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:

@@ -36,7 +36,7 @@ from nodeagent.base import errors
 from nodeagent.kube import client
 from nodeagent.scheduler import api
 from nodeagent.scheduler.api import BindResult, FinalBindError
-from nodeagent.scheduler.framework import CycleState, Framework
+from nodeagent.scheduler.framework import CycleState, Framework, PreBindPreFlight
 from nodeagent.scheduler.plugins.default_binder import DefaultBinder
 
 __all__ = [
@@ -50,6 +50,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+MAX_BINDING_THREADS = 256
+"""The most binding cycles in flight at once on threads: the pool starts with its
+``workers`` and grows while every one of them is busy."""
 
 
 class APIBinder:
@@ -95,10 +99,11 @@ class AsyncBinder(Protocol):
 
 def direct_binder(fw: Framework) -> AsyncBinder | None:
     """The binder ``fw``'s bindings go to without a worker thread: when the binding
-    cycle is DefaultBinder's alone (no PreBind plugin, no binder extender, DefaultBinder
-    the first Bind plugin) and the binder answers asynchronously. A worker thread would
-    only wait for its answer."""
-    if fw.pre_bind or not fw.bind or not isinstance(fw.bind[0], DefaultBinder):
+    cycle is DefaultBinder's alone (no PreBind plugin, or only ones that may skip, no
+    binder extender, DefaultBinder the first Bind plugin) and the binder answers
+    asynchronously. A worker thread would only wait for its answer."""
+    skippable = all(isinstance(p, PreBindPreFlight) for p in fw.pre_bind)
+    if not skippable or not fw.bind or not isinstance(fw.bind[0], DefaultBinder):
         return None
     extenders = fw.handle.extenders
     if extenders is not None and any(e.is_binder for e in extenders.items):
@@ -136,8 +141,9 @@ def conclude(binding: Binding, result: BindResult, why: str) -> tuple[BindResult
 
 
 class BindingPool:
-    """Runs binding cycles on ``workers`` threads; ``on_done(binding, result, why)`` is
-    called on the worker thread when one ends. A binding whose cycle is a direct
+    """Runs binding cycles on ``workers`` threads, more (up to ``max_workers``) while
+    bindings outnumber the idle ones; ``on_done(binding, result, why)`` is called on the
+    worker thread when one ends. A binding whose cycle is a direct
     binder's bind alone (:func:`direct_binder`: the binding process) takes no worker:
     it is handed over at once and its cycle ends on the thread that reads the answer.
 
@@ -149,24 +155,39 @@ class BindingPool:
     until a driver runs them, in any order it likes, with :meth:`run` (the deterministic
     simulation steps the binding cycles this way; the code that runs is the same)."""
 
-    def __init__(self, workers: int, on_done: Callable[[Binding, BindResult, str], None]) -> None:
+    def __init__(
+        self,
+        workers: int,
+        on_done: Callable[[Binding, BindResult, str], None],
+        *,
+        max_workers: int = MAX_BINDING_THREADS,
+    ) -> None:
         self._queue: queue.SimpleQueue[Binding | None] = queue.SimpleQueue()
         self._on_done = on_done
         self._lock = threading.Condition()
         self._in_flight = 0
         self._closed = False
+        self._idle = 0
+        """Workers waiting for a binding (guarded by ``_lock``)."""
+        self._queued = 0
+        """Bindings submitted to the workers and not taken yet (guarded by ``_lock``)."""
+        self._max_workers = max(workers, max_workers)
         self.stepped = workers == 0
         self.waiting: list[Binding] = []
         """Submitted and not yet run (stepped pools only)."""
         self._direct: dict[Framework, AsyncBinder | None] = {}
         """Per framework, the binder its bindings go to without a worker
         (:func:`direct_binder`), once asked."""
-        self._threads = [
-            threading.Thread(target=self._work, name=f"binder_{i}", daemon=True)
-            for i in range(workers)
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._threads: list[threading.Thread] = []
+        for _ in range(workers):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        thread = threading.Thread(
+            target=self._work, name=f"binder_{len(self._threads)}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
 
     def submit(self, binding: Binding) -> None:
         with self._lock:
@@ -178,9 +199,22 @@ class BindingPool:
         if fw not in self._direct:
             self._direct[fw] = direct_binder(fw)
         direct = self._direct[fw]
-        if direct is not None:
+        if direct is not None and (
+            not fw.pre_bind or fw.pre_bind_skipped(binding.state, binding.pod, binding.node)
+        ):
             direct.bind_async(binding.pod, binding.node, functools.partial(self._answered, binding))
             return
+        with self._lock:
+            # a binding may wait long in PreBind (VolumeBinding waits for the PV
+            # controller, up to bindTimeoutSeconds): one more worker rather than a queue
+            # behind the waiting ones, as kube-scheduler's goroutine per binding
+            if (
+                self._threads
+                and self._queued >= self._idle
+                and len(self._threads) < self._max_workers
+            ):
+                self._spawn()
+            self._queued += 1
         self._queue.put(binding)
 
     def _answered(self, binding: Binding, result: BindResult, why: str) -> None:
@@ -197,7 +231,16 @@ class BindingPool:
                 self._lock.notify_all()
 
     def _work(self) -> None:
-        while (binding := self._queue.get()) is not None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            binding = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+                if binding is not None:
+                    self._queued -= 1
+            if binding is None:
+                return
             self.run(binding)
 
     def run(self, binding: Binding) -> None:
@@ -231,5 +274,7 @@ class BindingPool:
         with self._lock:
             self._in_flight -= len(self.waiting)
             self.waiting.clear()
-        for _ in self._threads:
+        with self._lock:
+            threads = len(self._threads)
+        for _ in range(threads):
             self._queue.put(None)

@@ -1,10 +1,10 @@
 """The live scheduler: informers -> cache and queue -> scheduling loop -> binding pool.
 
 Threads: three informers (pods, nodes, PodDisruptionBudgets; their handlers update the
-cache and the queue), the scheduling loop (one pod at a time, as kube-scheduler), the
-binding workers, the queue flusher (backoff expiry every second, the 5-minute
-unschedulable flush, expired assumptions), the reporter, leader election and the
-metrics server.
+cache and the queue) and six for the volume plugins' storage kinds (:mod:`.volumes`),
+the scheduling loop (one pod at a time, as kube-scheduler), the binding workers, the
+queue flusher (backoff expiry every second, the 5-minute unschedulable flush, expired
+assumptions), the reporter, leader election and the metrics server.
 
 Which pods: kube-scheduler's choice (``addAllEventHandlers``). Pods are listed and watched with
 ``status.phase!=Succeeded,status.phase!=Failed``; a pod with a node feeds the cache, a
@@ -45,7 +45,7 @@ from nodeagent.kube import client, informer
 from nodeagent.kube.events import EventRecorder
 from nodeagent.scheduler import api, framework, objects, registry, scheduling
 from nodeagent.scheduler.api import BindResult
-from nodeagent.scheduler.live import bind_process
+from nodeagent.scheduler.live import bind_process, volumes
 from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool
 from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
 from nodeagent.scheduler.live.events import ClusterEvent, QueueingHints
@@ -138,6 +138,7 @@ class LiveScheduler:
         self.metrics = metrics or SchedulerMetrics(settings.profiles)
         self.elector = self._elector(kube) if settings.leader_election.leader_elect else None
         self.handle = framework.Handle(now=self._clock.wall(), features=settings.features)
+        self.handle.volumes.writer = volumes.APIVolumeWriter(kube)  # VolumeBinding's PreBind
         self.metrics.registry.register(self.handle.failures)  # plugin_errors_total
         self.process_binder = None if bind_target is None else self._process_binder(bind_target)
         self.handle.binder = (
@@ -169,6 +170,9 @@ class LiveScheduler:
             0 if stepped else self._binding_threads(bind_target), self._binding_done
         )
         self.pods, self.nodes, self.budgets = self._informers(kube, watch_timeout)
+        self.storage = volumes.StorageInformers(
+            kube, self.handle.volumes, self._event, watch_timeout=watch_timeout
+        )
         self._stopping = threading.Event()
         self._lost = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -637,6 +641,7 @@ class LiveScheduler:
             self.process_binder.start()  # its start-up overlaps the informers' lists
         self.reporter.start()
         with heap.building() if freeze_heap else contextlib.nullcontext():
+            self.storage.start()  # the volume plugins' objects, before the pods they serve
             for inf in (self.nodes, self.budgets, self.pods):
                 inf.start()
             if not self._wait_synced(sync_timeout, stop):
@@ -685,6 +690,7 @@ class LiveScheduler:
             self.elector.stop(release=not self._lost.is_set())
         for inf in (self.pods, self.nodes, self.budgets):
             inf.stop(2.0)
+        self.storage.stop(2.0)
         self.reporter.stop(2.0)
         with contextlib.suppress(errors.KubeAPIError):
             self.recorder.flush()
@@ -692,7 +698,7 @@ class LiveScheduler:
     # --- probes -------------------------------------------------------------------------
     @property
     def synced(self) -> bool:
-        return all(i.synced for i in (self.pods, self.nodes, self.budgets))
+        return self.storage.synced and all(i.synced for i in (self.pods, self.nodes, self.budgets))
 
     def liveness(self) -> ProbeResult:
         silence = self._clock.now() - self._last_beat

@@ -38,7 +38,7 @@ from nodeagent.scheduler.framework import Registry
 from nodeagent.scheduler.live.leader import LeaderElectionSettings
 from nodeagent.serving.settings import DEFAULT_METRICS_ADDRESS, ListenAddress, parse_listen_address
 
-DEFAULT_PROFILE = "nodeagent-scheduler"
+DEFAULT_PROFILE = config.NODEAGENT_PROFILE
 DEFAULT_LEASE_NAME = "nodeagent-scheduler"
 DEFAULT_LEASE_NAMESPACE = "kube-system"
 
@@ -119,7 +119,7 @@ def _section(model: type[config.ConfigModel], raw: Any, where: str, source: str)
 def read_document(path: Path | None) -> tuple[Mapping[str, Any], str]:
     """The configuration document and its name for messages."""
     if path is None:
-        return {"profiles": [{"schedulerName": DEFAULT_PROFILE}]}, "defaults"
+        return config.default_document(), "defaults"
     return config.read_document(path) or {}, str(path)
 
 

@@ -11,7 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from nodeagent.scheduler import api, config, framework, objects, planner, registry, scheduling
+from nodeagent.scheduler import (
+    api,
+    config,
+    framework,
+    objects,
+    planner,
+    registry,
+    scheduling,
+    storage,
+)
 from nodeagent.scheduler.framework import CycleState
 from nodeagent.scheduler.snapshot import ClusterSnapshot
 from tests.scheduler.fuzz import oracle
@@ -45,7 +54,7 @@ def world_of(cluster: objects.ClusterObjects, order: Sequence[str]) -> oracle.Wo
     for pod in cluster.bound_pods():
         if pod.node_name in pods_on:
             pods_on[pod.node_name].append(pod)
-    return oracle.World([by_name[n] for n in order], pods_on, cluster.namespaces)
+    return oracle.World([by_name[n] for n in order], pods_on, cluster.namespaces, cluster.storage)
 
 
 def product_feasible(
@@ -71,7 +80,9 @@ def differential(objs: list[dict[str, Any]], seed: int = 0) -> None:
     and (fitting nowhere) the preemption verdict, product against oracle."""
     cluster = objects.read_cluster(objs)
     pod = _pending(cluster)[0]
-    handle = framework.Handle(now=0.0, rng=random.Random(seed))
+    handle = framework.Handle(
+        now=0.0, rng=random.Random(seed), volumes=storage.VolumeCatalog(cluster.storage)
+    )
     fw = framework.build_frameworks(STOCK, PLUGINS, handle)[api.DEFAULT_SCHEDULER_NAME]
     snapshot = _snapshot(cluster)
     world = world_of(cluster, snapshot.names)
@@ -100,6 +111,8 @@ def differential(objs: list[dict[str, Any]], seed: int = 0) -> None:
             )
         return
 
+    if pod.volumes:
+        return  # the oracle's preemption knows no volumes (a holder evicted, a disk freed)
     scheduler = scheduling.Scheduler(
         {api.DEFAULT_SCHEDULER_NAME: fw}, _snapshot(cluster), rng=random.Random(seed)
     )
@@ -125,12 +138,22 @@ def differential(objs: list[dict[str, Any]], seed: int = 0) -> None:
 def plan_invariants(objs: list[dict[str, Any]], seed: int = 0) -> planner.Plan:
     """The whole plan (default profile, NodePressure included): every pending pod placed
     at most once; each scheduled pod on a node the oracle's filters accept at that point
-    of the plan (so never over allocatable); ``--explain`` changes nothing and agrees."""
+    of the plan (so never over allocatable; for volumes with the storage as it was before
+    the plan, a necessary condition); ``--explain`` changes nothing and agrees; a PV is
+    bound to at most one claim, and every scheduled pod's claims are bound to PVs its node
+    can reach or selected for provisioning on its node."""
     cluster = objects.read_cluster(objs)
     configuration = config.parse_configuration(None, PLUGINS)
     plain = planner.plan(cluster, configuration, plugins=PLUGINS, seed=seed, now=0.0)
+    volumes = storage.VolumeCatalog(cluster.storage)
     explained = planner.plan(
-        cluster, configuration, plugins=PLUGINS, seed=seed, now=0.0, explain_nodes=True
+        cluster,
+        configuration,
+        plugins=PLUGINS,
+        seed=seed,
+        now=0.0,
+        explain_nodes=True,
+        volumes=volumes,
     )
     pending = {p.key for p in _pending(cluster)}
     keys = [p.pod for p in plain.placements]
@@ -175,4 +198,42 @@ def plan_invariants(objs: list[dict[str, Any]], seed: int = 0) -> planner.Plan:
             assert not any(v.feasible for v in placement.nodes.values()), (
                 f"{pod.key}: unschedulable, yet --explain lists a feasible node"
             )
+    volume_invariants(explained, by_key, by_node, volumes)
     return plain
+
+
+def volume_invariants(
+    plan: planner.Plan,
+    pods: dict[str, api.Pod],
+    nodes: dict[str, api.Node],
+    volumes: storage.VolumeCatalog,
+) -> None:
+    claims = volumes.all_claims()
+    taken = [c.volume_name for c in claims if c.volume_name]
+    assert len(taken) == len(set(taken)), f"a PV bound to two claims: {sorted(taken)}"
+    for pv in volumes.all_volumes():
+        if pv.claim_ref is not None and pv.phase is not storage.VolumePhase.AVAILABLE:
+            claim = volumes.claim(pv.claim_ref.namespace, pv.claim_ref.name)
+            assert claim is None or claim.volume_name in ("", pv.name), (
+                f"{pv.name} names {pv.claim_ref.key}, which is bound to {claim.volume_name}"
+            )
+    for placement in plan.placements:
+        if placement.status is not planner.Outcome.SCHEDULED or placement.node is None:
+            continue
+        pod, node = pods[placement.pod], nodes[placement.node]
+        for volume in pod.volumes:
+            name = storage.claim_name(pod, volume)
+            if not name:
+                continue
+            claim = volumes.claim(pod.namespace, name)
+            assert claim is not None, f"{pod.key} scheduled without its claim {name}"
+            if claim.volume_name:
+                bound = volumes.volume(claim.volume_name)
+                assert bound is not None and oracle.pv_accepts(bound, node), (
+                    f"{pod.key} on {node.name}: its claim {name}'s PV cannot reach the node"
+                )
+            else:
+                selected = claim.annotations.get(storage.ANN_SELECTED_NODE)
+                assert selected == node.name, (
+                    f"{pod.key} on {node.name}: claim {name} unbound, selected node {selected}"
+                )

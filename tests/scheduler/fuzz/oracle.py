@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from nodeagent.k8s.pressure import Taint
 from nodeagent.k8s.quantities import quantity_value
-from nodeagent.scheduler import api
+from nodeagent.scheduler import api, storage
 
 CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
 HOSTNAME = "kubernetes.io/hostname"
@@ -137,6 +137,7 @@ class World:
     nodes: list[api.Node]
     pods_on: dict[str, list[api.Pod]]
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    storage: storage.StorageObjects = field(default_factory=storage.StorageObjects)
 
     def all_pods(self) -> list[tuple[api.Pod, api.Node]]:
         return [(p, n) for n in self.nodes for p in self.pods_on[n.name]]
@@ -412,6 +413,245 @@ def inter_pod_affinity(pod: api.Pod, node: api.Node, world: World) -> str:
     return Verdict.FIT
 
 
+# --- volumes (volumerestrictions, nodevolumelimits, volumebinding, volumezone) ---------------
+
+RWOP = "ReadWriteOncePod"
+ZONE_KEYS = {
+    "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region": "topology.kubernetes.io/region",
+}
+
+
+def claim_of(world: World, namespace: str, name: str) -> storage.PersistentVolumeClaim | None:
+    for claim in world.storage.claims:
+        if claim.namespace == namespace and claim.name == name:
+            return claim
+    return None
+
+
+def volume_of(world: World, name: str) -> storage.PersistentVolume | None:
+    for pv in world.storage.volumes:
+        if pv.name == name:
+            return pv
+    return None
+
+
+def class_of(world: World, name: str) -> storage.StorageClass | None:
+    for sc in world.storage.classes:
+        if sc.name == name:
+            return sc
+    return None
+
+
+def claims_used(pod: api.Pod) -> list[tuple[str, bool]]:
+    """(claim name, ephemeral) of the pod's claim-backed volumes."""
+    out = []
+    for v in pod.volumes:
+        if v.kind is api.VolumeKind.CLAIM:
+            out.append((v.claim_name, False))
+        elif v.kind is api.VolumeKind.EPHEMERAL:
+            out.append((f"{pod.name}-{v.name}", True))
+    return out
+
+
+def volume_restrictions(pod: api.Pod, node: api.Node, world: World) -> str:
+    rwop_in_use = False
+    for name, ephemeral in claims_used(pod):
+        if ephemeral:
+            continue
+        claim = claim_of(world, pod.namespace, name)
+        if claim is None:
+            return Verdict.UNRESOLVABLE
+        if storage.AccessMode(RWOP) in claim.access_modes:
+            for other, _ in world.all_pods():
+                if other.namespace == pod.namespace and any(
+                    n == name for n, _ in claims_used(other)
+                ):
+                    rwop_in_use = True
+    for mine in pod.volumes:
+        for other in world.pods_on[node.name]:
+            for theirs in other.volumes:
+                if mine.kind is not theirs.kind or mine.disk != theirs.disk:
+                    continue
+                both_read_only = mine.read_only and theirs.read_only
+                if mine.kind is api.VolumeKind.AWS_EBS:
+                    return Verdict.UNSCHEDULABLE
+                if (
+                    mine.kind in (api.VolumeKind.GCE_PD, api.VolumeKind.ISCSI)
+                    and not both_read_only
+                ):
+                    return Verdict.UNSCHEDULABLE
+                if (
+                    mine.kind is api.VolumeKind.RBD
+                    and set(mine.monitors) & set(theirs.monitors)
+                    and not both_read_only
+                ):
+                    return Verdict.UNSCHEDULABLE
+    return Verdict.UNSCHEDULABLE if rwop_in_use else Verdict.FIT
+
+
+def _attachable(
+    pod: api.Pod, csi_node: storage.CSINode | None, world: World, *, new: bool
+) -> dict[str, str] | None:
+    """Unique volume -> driver; None when a claim of the ``new`` pod is missing (an
+    existing pod's missing claim is skipped)."""
+    found: dict[str, str] = {}
+    for v in pod.volumes:
+        if v.kind in storage.IN_TREE_PLUGIN and csi_node is not None:
+            driver = storage.IN_TREE_TO_CSI[storage.IN_TREE_PLUGIN[v.kind]]
+            found[f"{driver}/{v.disk}"] = driver
+    for name, _ in claims_used(pod):
+        claim = claim_of(world, pod.namespace, name)
+        if claim is None:
+            if new:
+                return None
+            continue
+        pv = volume_of(world, claim.volume_name) if claim.volume_name else None
+        if pv is not None:
+            if pv.source is not None and not (pv.source.in_tree and csi_node is None):
+                found[f"{pv.source.driver}/{pv.source.handle}"] = pv.source.driver
+            continue
+        sc = class_of(world, claim.class_name) if claim.class_name else None
+        if sc is None:
+            continue
+        driver = storage.IN_TREE_TO_CSI.get(sc.provisioner, sc.provisioner)
+        if sc.provisioner in storage.IN_TREE_TO_CSI and csi_node is None:
+            continue
+        found[f"{driver}/unbound-{claim.namespace}/{claim.name}"] = driver
+    return found
+
+
+def node_volume_limits(pod: api.Pod, node: api.Node, world: World) -> str:
+    csi_node = next((c for c in world.storage.csi_nodes if c.name == node.name), None)
+    wanted = _attachable(pod, csi_node, world, new=True)
+    if wanted is None:
+        return Verdict.UNRESOLVABLE
+    if csi_node is None or not wanted:
+        return Verdict.FIT
+    attached: dict[str, str] = {}
+    for other in world.pods_on[node.name]:
+        attached.update(_attachable(other, csi_node, world, new=False) or {})
+    for driver, limit in csi_node.drivers.items():
+        if limit is None:
+            continue
+        new = {u for u, d in wanted.items() if d == driver and u not in attached}
+        if new and len([u for u, d in attached.items() if d == driver]) + len(new) > limit:
+            return Verdict.UNSCHEDULABLE
+    return Verdict.FIT
+
+
+def pv_accepts(pv: storage.PersistentVolume, node: api.Node) -> bool:
+    if pv.node_affinity is None:
+        return True
+    return any(
+        not t.is_empty and term_matches(t, api.Node("", node.labels)) for t in pv.node_affinity
+    )
+
+
+def volume_binding(pod: api.Pod, node: api.Node, world: World) -> str:
+    delayed = []
+    for name, ephemeral in dict.fromkeys(claims_used(pod)):  # a claim mounted twice: once
+        claim = claim_of(world, pod.namespace, name)
+        if claim is None or claim.phase is storage.ClaimPhase.LOST or claim.deleting:
+            return Verdict.UNRESOLVABLE
+        if ephemeral and claim.controller_uid != pod.uid:
+            return Verdict.UNRESOLVABLE
+        if claim.fully_bound:
+            pv = volume_of(world, claim.volume_name)
+            if pv is None or not pv_accepts(pv, node):
+                return Verdict.UNRESOLVABLE
+            continue
+        sc = class_of(world, claim.class_name) if claim.class_name else None
+        wait = sc is not None and sc.binding_mode is storage.BindingMode.WAIT_FOR_FIRST_CONSUMER
+        if not wait or claim.volume_name:
+            return Verdict.UNRESOLVABLE
+        delayed.append(claim)
+    chosen: set[str] = set()
+    for claim in sorted(delayed, key=lambda c: c.request or 0):
+        selected = claim.annotations.get(storage.ANN_SELECTED_NODE)
+        if selected is not None:
+            if selected != node.name or not _provisionable(claim, node, world):
+                return Verdict.UNRESOLVABLE
+            continue
+        best: storage.PersistentVolume | None = None
+        for pv in world.storage.volumes:
+            if pv.name in chosen or pv.storage_class != claim.class_name or pv.deleting:
+                continue
+            if pv.claim_ref is not None or pv.phase is not storage.VolumePhase.AVAILABLE:
+                continue
+            if pv.capacity < (claim.request or 0) or pv.volume_mode is not claim.volume_mode:
+                continue
+            if not claim.access_modes <= pv.access_modes or not pv_accepts(pv, node):
+                continue
+            if claim.selector is not None and not claim.selector.matches(pv.labels):
+                continue
+            if best is None or (pv.capacity, pv.name) < (best.capacity, best.name):
+                best = pv
+        if best is not None:
+            chosen.add(best.name)
+        elif not _provisionable(claim, node, world):
+            return Verdict.UNRESOLVABLE
+    return Verdict.FIT
+
+
+def _provisionable(claim: storage.PersistentVolumeClaim, node: api.Node, world: World) -> bool:
+    sc = class_of(world, claim.class_name)
+    if sc is None or sc.provisioner in ("", storage.NOT_SUPPORTED_PROVISIONER):
+        return False
+    if sc.allowed_topologies and not any(
+        t.expressions and all(node.labels.get(k) in v for k, v in t.expressions)
+        for t in sc.allowed_topologies
+    ):
+        return False
+    driver = next((d for d in world.storage.csi_drivers if d.name == sc.provisioner), None)
+    if claim.request is None or driver is None or not driver.storage_capacity:
+        return True
+    for capacity in world.storage.capacities:
+        limit = (
+            capacity.capacity
+            if capacity.maximum_volume_size is None
+            else capacity.maximum_volume_size
+        )
+        if (
+            capacity.storage_class == sc.name
+            and limit is not None
+            and limit >= claim.request
+            and capacity.node_topology is not None
+            and selector_matches(capacity.node_topology, node.labels)
+        ):
+            return True
+    return False
+
+
+def volume_zone(pod: api.Pod, node: api.Node, world: World) -> str:
+    for name, ephemeral in claims_used(pod):
+        if ephemeral:
+            continue
+        claim = claim_of(world, pod.namespace, name)
+        if claim is None:
+            return Verdict.UNRESOLVABLE
+        if not claim.volume_name:
+            sc = class_of(world, claim.class_name) if claim.class_name else None
+            if sc is None or sc.binding_mode is not storage.BindingMode.WAIT_FOR_FIRST_CONSUMER:
+                return Verdict.UNRESOLVABLE
+            continue
+        pv = volume_of(world, claim.volume_name)
+        if pv is None:
+            return Verdict.UNRESOLVABLE
+        if not any(k in node.labels for k in ZONE_KEYS):
+            continue
+        for key, value in pv.labels.items():
+            if key not in ZONE_KEYS:
+                continue
+            zones = {z.strip() for z in value.split("__")}
+            have = node.labels.get(key, node.labels.get(ZONE_KEYS[key]))
+            if have is None or have not in zones:
+                return Verdict.UNRESOLVABLE
+    return Verdict.FIT
+
+
 def filter_node(pod: api.Pod, node: api.Node, world: World) -> str:
     """The default Filter plugins in order (``getDefaultPlugins``), stopping at the first
     rejection."""
@@ -422,6 +662,10 @@ def filter_node(pod: api.Pod, node: api.Node, world: World) -> str:
         node_affinity(pod, node),
         node_ports(pod, node, world),
         resources_fit(pod, node, world),
+        volume_restrictions(pod, node, world),
+        node_volume_limits(pod, node, world),
+        volume_binding(pod, node, world),
+        volume_zone(pod, node, world),
         topology_spread(pod, node, world),
         inter_pod_affinity(pod, node, world),
     ):

@@ -496,10 +496,183 @@ def namespaces() -> list[Obj]:
     ]
 
 
+# --- storage ---------------------------------------------------------------------------------
+
+DRIVER = "csi.example.com"
+CLASSES = ("wffc", "dyn", "imm")
+"""WaitForFirstConsumer without a provisioner (local PVs), WaitForFirstConsumer with
+``DRIVER`` as provisioner, Immediate."""
+SIZES = ("1Gi", "2Gi", "5Gi", "500Mi")
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteOncePod", "ReadWriteMany")
+
+
+def storage_classes(src: Source) -> list[Obj]:
+    dynamic: Obj = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "dyn"},
+        "provisioner": DRIVER,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    if src.number(0, 2) == 2:
+        values = src.some(NODE_LABEL_VALUES[:3], 2, min_size=1)
+        dynamic["allowedTopologies"] = [
+            {"matchLabelExpressions": [{"key": ZONE, "values": values}]}
+        ]
+    local = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "wffc"},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+    immediate = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": "imm"},
+        "provisioner": DRIVER,
+        "volumeBindingMode": "Immediate",
+    }
+    driver = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": DRIVER},
+        "spec": {"storageCapacity": src.number(0, 2) == 2},
+    }
+    capacities = [
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "CSIStorageCapacity",
+            "metadata": {"name": f"cap-{i}", "namespace": "default"},
+            "storageClassName": "dyn",
+            "capacity": src.pick(SIZES),
+            "nodeTopology": {"matchLabels": {ZONE: src.pick(NODE_LABEL_VALUES[:3])}},
+        }
+        for i in range(src.number(0, 2))
+    ]
+    return [dynamic, local, immediate, driver, *capacities]
+
+
+def volume_object(src: Source, name: str, node_names: Sequence[str]) -> Obj:
+    """A PV: a local one on one node (class wffc), or a CSI one of ``DRIVER``, some with
+    zone labels."""
+    spec: Obj = {
+        "capacity": {"storage": src.pick(SIZES)},
+        "accessModes": src.some(ACCESS_MODES, 2, min_size=1),
+        "persistentVolumeReclaimPolicy": "Retain",
+    }
+    labels: Obj = {}
+    if src.flip():
+        spec["storageClassName"] = "wffc"
+        spec["local"] = {"path": f"/mnt/{name}"}
+        host = src.pick(node_names)
+        spec["nodeAffinity"] = {
+            "required": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [host]}]}
+                ]
+            }
+        }
+    else:
+        spec["storageClassName"] = src.pick(("dyn", "wffc"))
+        spec["csi"] = {"driver": DRIVER, "volumeHandle": f"h-{name}"}
+        if src.flip():
+            labels[ZONE] = src.pick(NODE_LABEL_VALUES[:3])
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": labels},
+        "spec": spec,
+        "status": {"phase": "Available"},
+    }
+
+
+def claim_object(src: Source, name: str, namespace: str, class_name: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
+        "spec": {
+            "storageClassName": class_name,
+            "accessModes": src.some(ACCESS_MODES[:3], 1, min_size=1),
+            "resources": {"requests": {"storage": src.pick(SIZES)}},
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def bind(pv: Obj, claim: Obj) -> None:
+    """Claim and PV bound to each other, as the PV controller leaves them."""
+    meta = claim["metadata"]
+    pv["spec"]["claimRef"] = {
+        "namespace": meta["namespace"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
+    pv["status"] = {"phase": "Bound"}
+    claim["spec"]["volumeName"] = pv["metadata"]["name"]
+    claim["spec"]["storageClassName"] = pv["spec"]["storageClassName"]
+    meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    claim["status"] = {"phase": "Bound"}
+
+
+def add_storage(src: Source, names: tuple[str, ...], pods: list[Obj]) -> list[Obj]:
+    """Storage for a cluster: classes, CSINodes on some nodes, PVs, and claims some pods
+    use (unbound of each class, bound to a PV, shared between a bound and a pending pod,
+    inline GCE disks that may conflict). Adds the volumes to the pods."""
+    if not src.number(0, 2):
+        return []
+    objs = storage_classes(src)
+    for name in src.some(names, len(names)):
+        count = src.number(0, 3)
+        objs.append(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSINode",
+                "metadata": {"name": name},
+                "spec": {
+                    "drivers": [{"name": DRIVER, "nodeID": name, "allocatable": {"count": count}}]
+                },
+            }
+        )
+    volumes = [volume_object(src, f"pv-{i}", names) for i in range(src.number(0, 6))]
+    claims: list[Obj] = []
+    free = list(volumes)
+    for i, pod_obj in enumerate(pods):
+        if src.number(0, 2) == 0:
+            continue
+        namespace = pod_obj["metadata"]["namespace"]
+        used: list[Obj] = []
+        for j in range(src.number(1, 2)):
+            kind = src.pick(("claim", "bound", "shared", "gce"))
+            if kind == "gce":
+                disk = {"pdName": src.pick(("disk-a", "disk-b")), "readOnly": src.flip()}
+                used.append({"name": f"g{j}", "gcePersistentDisk": disk})
+                continue
+            if kind == "shared" and claims:
+                shared = [c for c in claims if c["metadata"]["namespace"] == namespace]
+                if shared:
+                    claim_name = src.pick(shared)["metadata"]["name"]
+                    used.append(
+                        {"name": f"v{j}", "persistentVolumeClaim": {"claimName": claim_name}}
+                    )
+                    continue
+            claim = claim_object(src, f"c{i}-{j}", namespace, src.pick(CLASSES))
+            if kind == "bound" and free:
+                bind(free.pop(src.number(0, len(free) - 1)), claim)
+            claims.append(claim)
+            used.append(
+                {"name": f"v{j}", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+            )
+        pod_obj["spec"]["volumes"] = used
+    return [*objs, *volumes, *claims]
+
+
 def build_cluster(
     src: Source, max_nodes: int = 6, max_bound: int = 8, max_pending: int = 4
 ) -> list[Obj]:
-    """A whole cluster file's objects: Namespaces, Nodes, bound then pending Pods, PDBs."""
+    """A whole cluster file's objects: Namespaces, Nodes, bound then pending Pods, PDBs,
+    and (in two clusters of three) storage: classes, CSI objects, PVs and claims."""
     count = src.number(1, max_nodes)
     names = tuple(f"n{i}" for i in range(count))
     nodes = [node(src, name) for name in names]
@@ -508,7 +681,8 @@ def build_cluster(
     ]
     pending = [pod(src, f"p{i}", names) for i in range(src.number(1, max_pending))]
     budgets = [disruption_budget(src, i) for i in range(src.number(0, 2))]
-    return [*namespaces(), *nodes, *bound, *pending, *budgets]
+    storage = add_storage(src, names, [*bound, *pending])
+    return [*namespaces(), *nodes, *bound, *pending, *budgets, *storage]
 
 
 @st.composite

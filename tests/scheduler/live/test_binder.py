@@ -60,7 +60,8 @@ def test_every_binding_runs_once_and_a_raising_completion_keeps_the_worker() -> 
         if b.pod.name == "p0":
             raise RuntimeError("a completion bug")
 
-    pool = BindingPool(1, on_done)  # one worker: p1.. run after p0's completion raised
+    # one worker: p1.. run after p0's completion raised
+    pool = BindingPool(1, on_done, max_workers=1)
     try:
         for i in range(20):
             pool.submit(binding(fw, f"p{i}"))
@@ -75,7 +76,7 @@ def test_every_binding_runs_once_and_a_raising_completion_keeps_the_worker() -> 
 def test_after_shutdown_bindings_not_started_are_dropped() -> None:
     gate = threading.Event()
     fw = StubFramework(gate)
-    pool = BindingPool(1, lambda b, r, w: None)
+    pool = BindingPool(1, lambda b, r, w: None, max_workers=1)
     for i in range(5):
         pool.submit(binding(fw, f"p{i}"))
     assert fw.binding.wait(5)
@@ -84,6 +85,23 @@ def test_after_shutdown_bindings_not_started_are_dropped() -> None:
     gate.set()  # p0 was already binding: it finishes; p1..p4 never start
     assert pool.drain(5)
     assert fw.bound == ["p0"]
+
+
+def test_the_pool_grows_while_every_worker_waits_up_to_its_bound() -> None:
+    """Bindings that wait (PreBind waiting for the PV controller) do not queue behind
+    each other: a busy pool adds a worker, up to ``max_workers``."""
+    gate = threading.Event()
+    fw = StubFramework(gate)
+    pool = BindingPool(1, lambda b, r, w: None, max_workers=3)
+    try:
+        for i in range(5):
+            pool.submit(binding(fw, f"p{i}"))
+        assert len(pool._threads) == 3  # grown to its bound, not to five
+        gate.set()
+        assert pool.drain(5)
+        assert sorted(fw.bound) == [f"p{i}" for i in range(5)]
+    finally:
+        pool.shutdown()
 
 
 class AnsweringLater:

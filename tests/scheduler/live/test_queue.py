@@ -19,7 +19,7 @@ from nodeagent.scheduler.plugins import default_preemption, priority_sort, sched
 E = ClusterEvent
 HINTS = QueueingHints(
     framework.build_frameworks(
-        config.load_configuration(None, registry.in_tree_registry()),
+        config.parse_configuration(None, registry.in_tree_registry()),
         registry.in_tree_registry(),
     )
 )
