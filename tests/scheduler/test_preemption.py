@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
 from nodeagent.scheduler import api, objects, preemption, scheduling
@@ -347,7 +347,9 @@ def test_the_generated_dry_runs_find_candidates_and_violations() -> None:
     violations and nodes preemption cannot help."""
     seen = {"victims": False, "violations": False, "failures": False}
 
-    @settings(max_examples=200, deadline=None, database=None)
+    # A fixed seed: the check is about the generator, and must not depend on the draw.
+    @seed(20261128)
+    @settings(max_examples=300, deadline=None, database=None)
     @given(preemption_cases())
     def look(case: tuple[ClusterSnapshot, api.Pod, Nominator]) -> None:
         snap, preemptor, nominator = case
