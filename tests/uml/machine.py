@@ -417,9 +417,22 @@ sleep 60
 """
 
 
+GUEST_TMPFS = ("/tmp", "/var/tmp", "/run")
+"""Where a guest mounts a tmpfs of its own (programs write there; the host is read-only)."""
+
+
+def _checkout_under_tmpfs() -> list[str]:
+    """A checkout under one of :data:`GUEST_TMPFS` (CI clones under ``/tmp``) would be
+    hidden by the guest's tmpfs: mount the host's directory back on it, read-only."""
+    if not any(REPO_ROOT.is_relative_to(where) for where in GUEST_TMPFS):
+        return []
+    repo = shlex.quote(str(REPO_ROOT))
+    return [f"mkdir -p {repo} && mount -r -t hostfs -o {repo} hostfs {repo}"]
+
+
 def _boot_uml(guest: Guest, disk: Path | None, timeout_s: float) -> None:
     work = shlex.quote(str(guest.work))
-    tmpfs = [f"mount -t tmpfs -o mode=1777 tmpfs {where}" for where in ("/tmp", "/var/tmp", "/run")]
+    tmpfs = [f"mount -t tmpfs -o mode=1777 tmpfs {where}" for where in GUEST_TMPFS]
     init = guest.work / "init.sh"
     init.write_text(
         "\n".join(
@@ -433,6 +446,7 @@ def _boot_uml(guest: Guest, disk: Path | None, timeout_s: float) -> None:
                 # The work directory is usually under /tmp, now a tmpfs: its mount point is
                 # made there, and the host's directory mounted on it read-write.
                 f"mkdir -p {work} && mount -t hostfs -o {work} hostfs {work}",
+                *_checkout_under_tmpfs(),
                 f"[ -b /dev/ubdb ] && mount -t ext4 /dev/ubdb {work}/disk",
                 _serve(guest.work, disk=disk is not None),
             ]
