@@ -86,6 +86,14 @@ def refused_requests(process: processes.Process, token: str) -> list[str]:
     return [m.group(1) for line in text.splitlines() if (m := pattern.match(line))]
 
 
+def bindings_in_flight(process: processes.Process, token: str) -> float:
+    """The scheduler's binding cycles started and not ended."""
+    pattern = re.compile(r"^nodeagent_scheduler_bindings_in_flight (\S+)$", re.MULTILINE)
+    found = pattern.search(scrape.metrics(process, token))
+    assert found is not None, "nodeagent_scheduler_bindings_in_flight is not exposed"
+    return float(found.group(1))
+
+
 def start(plane: ControlPlane, name: str, kubeconfig: Path, config: Path) -> processes.Process:
     process = processes.nodeagent_scheduler(plane, name, kubeconfig=kubeconfig, config=config)
     eventually(

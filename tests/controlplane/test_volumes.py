@@ -29,7 +29,12 @@ import pytest
 from tests.controlplane import objects as o
 from tests.controlplane import processes
 from tests.controlplane.cluster import ApiError, ControlPlane, Nodes, Rest
-from tests.controlplane.test_scheduler import refused_requests, shipped_config, start
+from tests.controlplane.test_scheduler import (
+    bindings_in_flight,
+    refused_requests,
+    shipped_config,
+    start,
+)
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
@@ -81,7 +86,10 @@ def schedulers(
 
 @pytest.fixture(params=["nodeagent-scheduler", "default-scheduler"])
 def run(
-    request: pytest.FixtureRequest, control_plane: ControlPlane, schedulers: processes.Process
+    request: pytest.FixtureRequest,
+    control_plane: ControlPlane,
+    schedulers: processes.Process,
+    metrics_token: str,
 ) -> Iterator[Run]:
     scheduler = str(request.param)
     prefix = f"v{uuid.uuid4().hex[:6]}"
@@ -89,6 +97,14 @@ def run(
     yield Run(scheduler, prefix, namespace)
     admin = control_plane.admin
     admin.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", {"gracePeriodSeconds": 0})
+    # A binding still in flight (PreBind waiting on the PV controller) would post into a
+    # terminating namespace and be refused (403) after the namespace's deletion: that is
+    # not a missing RBAC verb, so the namespace goes once the scheduler is done with it.
+    eventually(
+        lambda: bindings_in_flight(schedulers, metrics_token) == 0,
+        timeout=60,
+        what="bindings in flight",
+    )
     admin.request("DELETE", f"/api/v1/namespaces/{namespace}")
     for pv in admin.get("/api/v1/persistentvolumes")["items"]:
         if pv["metadata"]["name"].startswith(prefix):

@@ -13,6 +13,8 @@
 * ``scheduler_pod_scheduling_sli_duration_seconds{attempts}``: first seen to bound;
 * ``scheduler_preemption_attempts_total``, ``scheduler_preemption_victims``;
 * ``scheduler_binding_duration_seconds{result}``: the binding cycle;
+* ``nodeagent_scheduler_bindings_in_flight``: binding cycles started and not ended (what
+  kube-scheduler shows as ``scheduler_goroutines{operation="binding"}``);
 * ``leader_election_master_status{name}``: 1 while leading;
 * ``nodeagent_scheduler_api_requests_total{verb,resource,code}`` and ``..._retries_total``.
 """
@@ -56,6 +58,20 @@ class _PendingCollector(Collector):
         for queue, count in self._pending().items():
             family.add_metric([queue], count)
         yield family
+
+
+class _BindingsCollector(Collector):
+    """Binding cycles in flight, read from the binding pool at scrape time."""
+
+    def __init__(self, in_flight: Callable[[], int]) -> None:
+        self._in_flight = in_flight
+
+    def collect(self) -> Any:
+        yield GaugeMetricFamily(
+            "nodeagent_scheduler_bindings_in_flight",
+            "Binding cycles (PreBind, Bind, PostBind) started and not yet ended.",
+            value=self._in_flight(),
+        )
 
 
 def _register_process(registry: prometheus_client.CollectorRegistry, *, process: bool) -> None:
@@ -259,6 +275,9 @@ class SchedulerMetrics:
 
     def watch_queue(self, pending: Callable[[], Mapping[str, int]]) -> None:
         self.registry.register(_PendingCollector(pending))
+
+    def watch_bindings(self, in_flight: Callable[[], int]) -> None:
+        self.registry.register(_BindingsCollector(in_flight))
 
     # --- ApiCallObserver ----------------------------------------------------------------
     def api_request(self, verb: str, resource: str, code: str) -> None:

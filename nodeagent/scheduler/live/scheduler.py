@@ -169,6 +169,7 @@ class LiveScheduler:
         self.binder = BindingPool(
             0 if stepped else self._binding_threads(bind_target), self._binding_done
         )
+        self.metrics.watch_bindings(lambda: self.binder.in_flight)
         self.pods, self.nodes, self.budgets = self._informers(kube, watch_timeout)
         self.storage = volumes.StorageInformers(
             kube, self.handle.volumes, self._event, watch_timeout=watch_timeout

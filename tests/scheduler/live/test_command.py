@@ -117,6 +117,7 @@ def test_the_process_binds_serves_metrics_and_releases_its_lease_on_sigterm(
         # the binding went out from the binding process, and its request was counted
         assert "nodeagent_scheduler_binding_process_starts_total 1.0" in metrics
         assert 'scheduler_pending_pods{queue="active"} 0.0' in metrics
+        assert "nodeagent_scheduler_bindings_in_flight 0.0" in metrics
         promtool = tools.require("promtool")
         done = tools.run([promtool, "check", "metrics"], stdin=metrics.encode())
         assert done.returncode == 0, done.stdout + done.stderr
