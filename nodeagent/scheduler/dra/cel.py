@@ -65,8 +65,12 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class CelError(Exception):
-    """A selector that does not compile, or fails while evaluated. The message is the
-    library's, prefixed as upstream prefixes it (``compilation failed: ...``)."""
+    """A selector that does not compile (``at_compile``), or fails while evaluated. The
+    message is the library's, prefixed as upstream prefixes it (``compilation failed: ...``)."""
+
+    def __init__(self, message: str, *, at_compile: bool = False) -> None:
+        super().__init__(message)
+        self.at_compile = at_compile
 
 
 # --- the Kubernetes types as protobuf messages ---------------------------------------
@@ -406,7 +410,7 @@ class SelectorCompiler:
         try:
             program = self._env.compile(expression)
         except RuntimeError as exc:
-            return CelError(f"compilation failed: {_error_text(str(exc))}")
+            return CelError(f"compilation failed: {_error_text(str(exc))}", at_compile=True)
         output = program.return_type()
         if output not in (cel.Type.BOOL, cel.Type.DYN):
             return CelError(
