@@ -414,7 +414,8 @@ class SelectorCompiler:
         output = program.return_type()
         if output not in (cel.Type.BOOL, cel.Type.DYN):
             return CelError(
-                f"must evaluate to bool or the unknown type, not {output.name().lower()}"
+                f"must evaluate to bool or the unknown type, not {output.name().lower()}",
+                at_compile=True,
             )
         return CompiledSelector(self, expression, program)
 
