@@ -208,12 +208,12 @@ def test_allocations_are_sound(
                 consumed[result.device_id] = consumed.get(result.device_id, Decimal(0)) + amount
             else:
                 dedicated[result.device_id] += 1
-        for request in claim.spec.requests:
-            assert request.exactly is not None
-            if request.exactly.allocation_mode is model.AllocationMode.EXACT_COUNT:
-                assert per_request[request.name] == request.exactly.count
+        for asked in claim.spec.requests:
+            assert asked.exactly is not None
+            if asked.exactly.allocation_mode is model.AllocationMode.EXACT_COUNT:
+                assert per_request[asked.name] == asked.exactly.count
             else:
-                assert per_request[request.name] >= 1
+                assert per_request[asked.name] >= 1
         if claim.spec.constraints:
             assert len(numas) <= 1
     assert all(n == 1 for n in dedicated.values()), dedicated
