@@ -668,10 +668,10 @@ class Allocator:
             for name, cs in pool.counter_sets.items()
         }
         for s in (*pool.slices, *pool.other_slices):
-            for device in s.devices:
+            for device, device_id in zip(s.devices, s.device_ids, strict=True):
                 if not device.consumes_counters:
                     continue
-                if not self.in_use.is_allocated(DeviceID(s.driver, s.pool, device.name)):
+                if not self.in_use.is_allocated(device_id):
                     continue
                 for consumption in device.consumes_counters:
                     counters = available.get(consumption.counter_set)
@@ -761,8 +761,7 @@ class _Search:
                     f"{pool.id} is currently invalid"
                 )
             for s in pool.slices:
-                for device in s.devices:
-                    device_id = DeviceID(s.driver, s.pool, device.name)
+                for device, device_id in zip(s.devices, s.device_ids, strict=True):
                     if not self._selectable(key, data, s, device, device_id):
                         continue
                     if not self._fits(data.spec, device, device_id):
@@ -911,11 +910,11 @@ class _Search:
             slice_start = start[1] if pool_index == start[0] else 0
             for slice_index in range(slice_start, len(pool.slices)):
                 s = pool.slices[slice_index]
-                devices = s.devices
+                devices, device_ids = s.devices, s.device_ids
                 first = start[2] if pool_index == start[0] and slice_index == start[1] else 0
                 for index in range(first, len(devices)):
                     device = devices[index]
-                    device_id = DeviceID(s.driver, s.pool, device.name)
+                    device_id = device_ids[index]
                     if admin:
                         if claim_index in self.allocating.get(device_id, ()):
                             continue
@@ -991,16 +990,16 @@ class _Search:
         return True
 
     def _fits(self, spec: RequestSpec, device: Device, device_id: DeviceID) -> bool:
-        if not device.capacity and not spec.capacity_requests:
-            return True
-        return bool(
-            _fits_capacity(
-                spec,
-                device,
-                self.in_use.consumed_capacity.get(device_id),
-                self.allocating_capacity.get(device_id),
-            )
-        )
+        allocated = self.in_use.consumed_capacity.get(device_id)
+        allocating = self.allocating_capacity.get(device_id)
+        if (
+            not spec.capacity_requests
+            and device.plain_capacity
+            and allocated is None
+            and allocating is None
+        ):
+            return True  # each capacity is consumed whole, and nothing else consumes it
+        return bool(_fits_capacity(spec, device, allocated, allocating))
 
     def _allocate_device(
         self,
