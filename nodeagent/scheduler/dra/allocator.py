@@ -43,7 +43,7 @@ from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
 
 from nodeagent.scheduler import api
-from nodeagent.scheduler.dra.cel import CelError, DeviceInput, SelectorCompiler
+from nodeagent.scheduler.dra.cel import CelError, DeviceInput, SelectorCompiler, shared_compiler
 from nodeagent.scheduler.dra.model import (
     RESULTS_MAX_SIZE,
     AllocationConfig,
@@ -264,7 +264,11 @@ class Inventory:
         self, slices: Iterable[ResourceSlice], compiler: SelectorCompiler | None = None
     ) -> None:
         self.slices: tuple[ResourceSlice, ...] = tuple(slices)
-        self.compiler = compiler if compiler is not None else SelectorCompiler()
+        self.compiler = compiler if compiler is not None else shared_compiler()
+        devices = sum(len(s.devices) for s in self.slices)
+        if self.compiler.remembered > 8 * devices + 4096:
+            # Slices were replaced often enough that most cached devices are gone.
+            self.compiler.retain(d for s in self.slices for d in s.devices)
         self._on_node: dict[str, list[ResourceSlice]] = {}
         shared: list[ResourceSlice] = []
         self._by_pool: dict[PoolID, list[ResourceSlice]] = {}
@@ -279,20 +283,16 @@ class Inventory:
             s.node_selector is not None or s.per_device_node_selection for s in self._shared
         )
         self._pools: dict[object, _NodePools] = {}
-        self._verdicts: dict[tuple[str, int], tuple[Device, bool | CelError]] = {}
         self._lock = threading.Lock()
 
     def updated(self, slices: Iterable[ResourceSlice]) -> Inventory:
         """The inventory for ``slices`` (parsed objects; unchanged slices the same objects as
-        here). Selector verdicts of devices still published carry over, and so do the pools
-        of every node whose own slices, and the cluster-wide ones, are the same objects."""
+        here). Selector verdicts of unchanged devices are kept by the shared compiler; this
+        also keeps the pools of every node whose own slices, and the cluster-wide ones, are
+        the same objects."""
         fresh = Inventory(slices, self.compiler)
-        alive = {id(d): d for s in fresh.slices for d in s.devices}
-        gone = {id(d): d for s in self.slices for d in s.devices if alive.get(id(d)) is not d}
         with self._lock:
-            verdicts = dict(self._verdicts)
             pools = dict(self._pools)
-        fresh._verdicts = {k: v for k, v in verdicts.items() if alive.get(k[1]) is v[0]}
         same_shared = _same_objects(fresh._shared, self._shared)
         for key, entry in pools.items():
             name = key[0] if isinstance(key, tuple) else key
@@ -303,7 +303,6 @@ class Inventory:
                 and _same_objects(fresh._on_node.get(str(name), ()), entry.own)
             ):
                 fresh._pools[key] = entry
-        self.compiler.forget(gone)
         return fresh
 
     def pools(self, node: api.Node) -> tuple[_Pool, ...]:
@@ -379,21 +378,7 @@ class Inventory:
 
     def selector_verdict(self, expression: str, driver: str, device: Device) -> bool:
         """Whether ``device`` matches ``expression``; raises :class:`CelError` (remembered)."""
-        key = (expression, id(device))
-        entry = self._verdicts.get(key)
-        if entry is None or entry[0] is not device:
-            try:
-                verdict: bool | CelError = self.compiler.compile(expression).matches(
-                    DeviceInput(driver, device)
-                )
-            except CelError as exc:
-                verdict = exc
-            entry = (device, verdict)
-            with self._lock:
-                self._verdicts[key] = entry
-        if isinstance(entry[1], CelError):
-            raise entry[1]
-        return entry[1]
+        return self.compiler.matches(expression, DeviceInput(driver, device))
 
 
 @dataclass(frozen=True, slots=True)

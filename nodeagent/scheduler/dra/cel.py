@@ -40,9 +40,10 @@ already rejected selectors whose estimated cost exceeds the limit.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -59,7 +60,13 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message, message_fa
 from nodeagent.k8s import quantities
 from nodeagent.scheduler.dra.model import AttributeValue, Device, SemVer
 
-__all__ = ["CelError", "CompiledSelector", "DeviceInput", "SelectorCompiler"]
+__all__ = [
+    "CelError",
+    "CompiledSelector",
+    "DeviceInput",
+    "SelectorCompiler",
+    "shared_compiler",
+]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -366,13 +373,15 @@ def _error_text(text: str) -> str:
 
 
 class SelectorCompiler:
-    """Compiles selectors once (``cel.Cache``) and prepares each device's activation once.
+    """Compiles selectors once (``cel.Cache``), prepares each device's activation once,
+    and remembers each selector's verdict on each device (a verdict depends on nothing
+    else, so it stays true for as long as the parsed device lives).
 
     Thread-safe: the caches are guarded by a lock; evaluation itself needs none.
     Devices are keyed by identity (a parsed :class:`Device` is immutable, and a new
-    slice version brings new objects), and the cache holds a reference to each, so an
-    identity is never reused while its entry lives. :meth:`forget` drops devices of
-    slices that are gone."""
+    slice version brings new objects), and every entry holds a reference to its device,
+    so an identity is never reused while its entry lives. :meth:`retain` drops the
+    entries of devices no longer published."""
 
     def __init__(self) -> None:
         self._env = cel.NewEnv(
@@ -390,6 +399,36 @@ class SelectorCompiler:
         self._compiled: dict[str, CompiledSelector | CelError] = {}
         self._domains: frozenset[str] = frozenset()
         self._activations: dict[int, tuple[Device, frozenset[str], cel.Activation]] = {}
+        self._verdicts: dict[tuple[str, int], tuple[Device, bool | CelError]] = {}
+
+    def matches(self, expression: str, device: DeviceInput) -> bool:
+        """Whether ``device`` matches ``expression``, evaluated once per device; raises
+        :class:`CelError` (also remembered) if it does not compile or fails."""
+        key = (expression, id(device.device))
+        entry = self._verdicts.get(key)
+        if entry is None or entry[0] is not device.device:
+            try:
+                verdict: bool | CelError = self.compile(expression).matches(device)
+            except CelError as exc:
+                verdict = exc
+            entry = (device.device, verdict)
+            with self._lock:
+                self._verdicts[key] = entry
+        if isinstance(entry[1], CelError):
+            raise entry[1]
+        return entry[1]
+
+    @property
+    def remembered(self) -> int:
+        """How many device entries the caches hold (activations and verdicts)."""
+        return len(self._activations) + len(self._verdicts)
+
+    def retain(self, devices: Iterable[Device]) -> None:
+        """Keep the cached activations and verdicts of ``devices`` only."""
+        alive = {id(d): d for d in devices}
+        with self._lock:
+            self._activations = {k: v for k, v in self._activations.items() if alive.get(k) is v[0]}
+            self._verdicts = {k: v for k, v in self._verdicts.items() if alive.get(k[1]) is v[0]}
 
     def compile(self, expression: str) -> CompiledSelector:
         """The compiled selector; raises :class:`CelError` (cached too) if it does not compile."""
@@ -429,14 +468,12 @@ class SelectorCompiler:
             self._activations[id(device.device)] = (device.device, domains, built)
         return built
 
-    def forget(self, devices: Mapping[int, Device] | None = None) -> None:
-        """Drop prepared activations (all, or those of ``devices`` by identity)."""
-        with self._lock:
-            if devices is None:
-                self._activations.clear()
-            else:
-                for key in devices:
-                    self._activations.pop(key, None)
+
+@functools.cache
+def shared_compiler() -> SelectorCompiler:
+    """The process's compiler: every inventory built without one shares its caches, so a
+    new inventory over the same parsed slices evaluates nothing again."""
+    return SelectorCompiler()
 
 
 def _split(name: str, driver: str) -> tuple[str, str]:
