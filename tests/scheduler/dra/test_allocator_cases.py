@@ -151,6 +151,9 @@ class Case:
     error: str | None = None
     """A substring of the error (a fatal error, or the unschedulable reason)."""
     verdict: Verdict | None = None
+    invocations: int | None = None
+    """Upstream's ``expectNumAllocateOneInvocations``: how many search steps it took."""
+    shared_ids: tuple[tuple[str, str, str, str], ...] = ()
 
 
 def with_counters(
@@ -1534,6 +1537,304 @@ CASES: dict[str, Case] = {
     ),
 }
 
+MORE_CASES: dict[str, Case] = {
+    "allocation-mode-all-with-multi-host-resource-pool": Case(
+        claims=[claim(CLAIM0, all_request(REQ0, CLASS_A))],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[
+            slice_(SLICE1, NODE1, pool(POOL1, 2), DRIVER_A, device(DEVICE1)),
+            slice_(SLICE2, NODE2, pool(POOL1, 2), DRIVER_A, device(DEVICE2)),
+        ],
+        expect=[local(res(REQ0, DRIVER_A, POOL1, DEVICE1))],
+    ),
+    "multi-host-resource-pool-with-stale-slice-for-current-node": Case(
+        claims=[claim_with_request(CLAIM0, REQ0, CLASS_A)],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[
+            slice_(SLICE1, NODE1, pool(POOL1, 2, generation=1), DRIVER_A, device(DEVICE1)),
+            slice_(SLICE2, NODE2, pool(POOL1, 2, generation=2), DRIVER_A, device(DEVICE2)),
+        ],
+    ),
+    "partitionable-devices-multiple-counters": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A), request(REQ1, CLASS_A))],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[
+            slice_(
+                SLICE1,
+                NODE1,
+                pool(POOL1, 2),
+                DRIVER_A,
+                *(
+                    device(
+                        name,
+                        consumesCounters=[
+                            counters(COUNTER_SET1, memory=m1, cpus=c1),
+                            counters("counter-set-2", cpus=c2, memory=m2),
+                        ],
+                    )
+                    for name, m1, c1, c2, m2 in (
+                        (DEVICE1, "4Gi", "6", "4", "2Gi"),
+                        (DEVICE2, "6Gi", "4", "6", "6Gi"),
+                        (DEVICE3, "4Gi", "4", "4", "4Gi"),
+                    )
+                ),
+            ),
+            slice_(
+                SLICE2,
+                NODE1,
+                pool(POOL1, 2),
+                DRIVER_A,
+                shared_counters=[
+                    counter_set(COUNTER_SET1, cpus="8", memory="18Gi"),
+                    counter_set("counter-set-2", cpus="12", memory="18Gi"),
+                ],
+            ),
+        ],
+        expect=[local(res(REQ0, DRIVER_A, POOL1, DEVICE2), res(REQ1, DRIVER_A, POOL1, DEVICE3))],
+    ),
+    "partitionable-devices-overallocated-capacity-pool": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A))],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[
+            slice_(
+                SLICE1,
+                NODE1,
+                POOL1,
+                DRIVER_A,
+                with_counters(DEVICE1, memory="4Gi"),
+                with_counters(DEVICE2, memory="20Gi"),
+            ),
+            slice_(
+                SLICE2,
+                NODE1,
+                POOL1,
+                DRIVER_A,
+                shared_counters=[counter_set(COUNTER_SET1, memory="18Gi")],
+            ),
+        ],
+        allocated=((DRIVER_A, POOL1, DEVICE2),),
+    ),
+    "partitionable-devices-per-device-node-selection-node-selector": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A))],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[
+            slice_(
+                SLICE1,
+                PER_DEVICE,
+                pool(POOL1, 2),
+                DRIVER_A,
+                {
+                    **with_counters(DEVICE1, memory="4Gi"),
+                    "nodeSelector": node_label_selector("region", REGION1),
+                },
+            ),
+            slice_(
+                SLICE2,
+                PER_DEVICE,
+                pool(POOL1, 2),
+                DRIVER_A,
+                shared_counters=[counter_set(COUNTER_SET1, memory="18Gi")],
+            ),
+        ],
+        expect=[
+            Expected([res(REQ0, DRIVER_A, POOL1, DEVICE1)], node_label_selector("region", REGION1))
+        ],
+    ),
+    "prioritized-list-max-allocation-limit-request": Case(
+        claims=[
+            claim(
+                CLAIM0,
+                prioritized(REQ0, sub(SUB0, CLASS_A, 32), sub(SUB1, CLASS_A, 16)),
+                prioritized(REQ1, sub(SUB0, CLASS_A, 32), sub(SUB1, CLASS_A, 16)),
+            )
+        ],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[slice_with_devices(SLICE1, NODE1, POOL1, DRIVER_A, 64)],
+        expect=[
+            local(
+                *(res(f"{REQ0}/{SUB1}", DRIVER_A, POOL1, f"device-{i}") for i in range(16)),
+                *(res(f"{REQ1}/{SUB1}", DRIVER_A, POOL1, f"device-{i}") for i in range(16, 32)),
+            )
+        ],
+        invocations=75,
+    ),
+    "prioritized-list-max-allocation-allocation-mode-all": Case(
+        claims=[
+            claim(
+                CLAIM0,
+                prioritized(REQ0, sub(SUB0, CLASS_A, mode="All"), sub(SUB1, CLASS_A, 2)),
+                request(REQ1, CLASS_B, 2),
+            )
+        ],
+        classes=[class_(CLASS_A, DRIVER_A), class_(CLASS_B, DRIVER_B)],
+        slices=[
+            slice_with_devices(SLICE1, NODE1, POOL1, DRIVER_A, 31),
+            slice_with_devices(SLICE2, NODE1, POOL2, DRIVER_B, 2),
+        ],
+        expect=[
+            local(
+                res(f"{REQ0}/{SUB1}", DRIVER_A, POOL1, "device-0"),
+                res(f"{REQ0}/{SUB1}", DRIVER_A, POOL1, "device-1"),
+                res(REQ1, DRIVER_B, POOL2, "device-0"),
+                res(REQ1, DRIVER_B, POOL2, "device-1"),
+            )
+        ],
+        invocations=42,
+    ),
+    "invalid-pool-is-ok-if-devices-can-be-allocated-from-other": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A))],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[
+            slice_(SLICE1, NODE1, pool(POOL1, 2), DRIVER_A, device(DEVICE1)),
+            slice_(SLICE2, NODE1, pool(POOL1, 2), DRIVER_A, device(DEVICE1)),
+            slice_("slice-3", NODE1, pool(POOL2, 1), DRIVER_A, device(DEVICE2)),
+        ],
+        expect=[local(res(REQ0, DRIVER_A, POOL2, DEVICE2))],
+    ),
+    "invalid-pool-is-error-if-no-other-device-can-be-allocated": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A))],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[
+            slice_(SLICE1, NODE1, pool(POOL1, 2), DRIVER_A, device(DEVICE1)),
+            slice_(SLICE2, NODE1, pool(POOL1, 2), DRIVER_A, device(DEVICE1)),
+            slice_("slice-3", NODE1, pool(POOL2, 1), DRIVER_A, device(DEVICE2)),
+        ],
+        allocated=((DRIVER_A, POOL2, DEVICE2),),
+        error="invalid resource pools were encountered",
+        verdict=Verdict.UNSCHEDULABLE,
+    ),
+    "no-allocation-from-incomplete-pools": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A))],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[slice_(SLICE1, NODE1, pool(POOL1, 2), DRIVER_A, device(DEVICE1))],
+    ),
+    "check-combinations-within-single-request-single-pool-single-slice": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A, 5))],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[
+            slice_(
+                SLICE1,
+                NODE1,
+                POOL1,
+                DRIVER_A,
+                *(device(d) for d in (DEVICE1, DEVICE2, DEVICE3, DEVICE4)),
+            )
+        ],
+        invocations=16,
+    ),
+    "allow-multiple-allocations-not-allocate-multi-allocatable-device-which-already-dedicated": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A, capacity={"capacity-0": "1"}))],
+        allocated=((DRIVER_A, POOL1, DEVICE1),),
+        classes=[class_multi(CLASS_A, DRIVER_A, True)],
+        slices=[
+            slice_(
+                SLICE1, NODE1, POOL1, DRIVER_A, multi(DEVICE1, {"capacity-0": range_policy("2")})
+            )
+        ],
+    ),
+    "allow-multiple-allocations-with-shared-device-counter-cross-cycle": Case(
+        claims=[
+            claim(
+                CLAIM0,
+                request(
+                    REQ0,
+                    CLASS_A,
+                    1,
+                    f'device.attributes["{DRIVER_A}"].mode == "b"',
+                    capacity={"capacity-0": "1"},
+                ),
+            )
+        ],
+        shared_ids=((DRIVER_A, POOL1, DEVICE1, SHARE_ID),),
+        allocated_capacity={(DRIVER_A, POOL1, DEVICE1): {"capacity-0": "1"}},
+        classes=[class_multi(CLASS_A, DRIVER_A, True)],
+        slices=[
+            slice_(
+                SLICE1,
+                NODE1,
+                pool(POOL1, 2),
+                DRIVER_A,
+                {
+                    **with_counters(DEVICE1, attrs(mode="a"), **{"capacity-0": "1"}),
+                    "allowMultipleAllocations": True,
+                },
+                {
+                    **with_counters(DEVICE2, attrs(mode="b"), **{"capacity-0": "1"}),
+                    "allowMultipleAllocations": True,
+                },
+            ),
+            slice_(
+                SLICE2,
+                NODE1,
+                pool(POOL1, 2),
+                DRIVER_A,
+                shared_counters=[counter_set(COUNTER_SET1, **{"capacity-0": "1"})],
+            ),
+        ],
+    ),
+    "partitionable-devices-with-binding-conditions-some-devices-no-conditions": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A, 3))],
+        classes=[class_(CLASS_A, DRIVER_A)],
+        slices=[
+            slice_(
+                SLICE1,
+                NODE1,
+                pool(POOL1, 2),
+                DRIVER_A,
+                {
+                    **with_counters(DEVICE1, memory="2Gi"),
+                    "bindingConditions": ["IsPrepare"],
+                    "bindingFailureConditions": ["BindingFailed"],
+                },
+                with_counters(DEVICE2, memory="2Gi"),
+                {
+                    **with_counters(DEVICE3, memory="4Gi"),
+                    "bindingConditions": ["IsReady"],
+                    "bindingFailureConditions": ["BindingTimeout"],
+                },
+            ),
+            slice_(
+                SLICE2,
+                NODE1,
+                pool(POOL1, 2),
+                DRIVER_A,
+                shared_counters=[counter_set(COUNTER_SET1, memory="8Gi")],
+            ),
+        ],
+        expect=[
+            local(
+                res(
+                    REQ0,
+                    DRIVER_A,
+                    POOL1,
+                    DEVICE1,
+                    bindingConditions=["IsPrepare"],
+                    bindingFailureConditions=["BindingFailed"],
+                ),
+                res(REQ0, DRIVER_A, POOL1, DEVICE2),
+                res(
+                    REQ0,
+                    DRIVER_A,
+                    POOL1,
+                    DEVICE3,
+                    bindingConditions=["IsReady"],
+                    bindingFailureConditions=["BindingTimeout"],
+                ),
+            )
+        ],
+    ),
+    "consumable-capacity-multi-allocatable-device-with-request-over-max-sharing-policy": Case(
+        claims=[claim(CLAIM0, request(REQ0, CLASS_A, capacity={"capacity-0": "6"}))],
+        classes=[class_multi(CLASS_A, DRIVER_A, True)],
+        slices=[
+            slice_(
+                SLICE1, NODE1, POOL1, DRIVER_A, multi(DEVICE1, {"capacity-0": range_policy("10")})
+            )
+        ],
+    ),
+}
+CASES.update(MORE_CASES)
+
 
 def _canonical(items: list[dict[str, Any]]) -> list[str]:
     return sorted(json.dumps(i, sort_keys=True) for i in items)
@@ -1545,6 +1846,7 @@ def test_upstream_case(name: str) -> None:
     classes, slices, claims = parse_all(case.classes, case.slices, case.claims)
     in_use = InUse(
         devices=frozenset(model.DeviceID(*d) for d in case.allocated),
+        shared=frozenset((model.DeviceID(*s[:3]), s[3]) for s in case.shared_ids),
         consumed_capacity={
             model.DeviceID(*d): {k: Decimal(v) for k, v in c.items()}
             for d, c in case.allocated_capacity.items()
@@ -1552,6 +1854,8 @@ def test_upstream_case(name: str) -> None:
     )
     allocator = Allocator(classes, slices, in_use, new_share_id=lambda: SHARE_ID)
     outcome = allocator.allocate(case.node, claims)
+    if case.invocations is not None:
+        assert allocator.invocations == case.invocations
 
     if case.error is not None:
         assert outcome.verdict is (case.verdict or Verdict.ERROR), outcome
