@@ -1722,7 +1722,7 @@ MORE_CASES: dict[str, Case] = {
         ],
         invocations=16,
     ),
-    "allow-multiple-allocations-not-allocate-multi-allocatable-device-which-already-dedicated": Case(
+    "allow-multiple-allocations-not-allocate-multi-allocatable-device-which-already-dedicated": Case(  # noqa: E501 (upstream's name)
         claims=[claim(CLAIM0, request(REQ0, CLASS_A, capacity={"capacity-0": "1"}))],
         allocated=((DRIVER_A, POOL1, DEVICE1),),
         classes=[class_multi(CLASS_A, DRIVER_A, True)],
