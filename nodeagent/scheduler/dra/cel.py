@@ -30,11 +30,13 @@ Upstream's maps answer a missing *domain* with an empty map (so
 ``"model" in device.attributes["other.example.com"]`` is false, not an error); here every
 domain an expression indexes literally, and every domain the device has, is present.
 
-Not provided (a selector using them fails to compile, which fails allocation with the
-compile error, as upstream does for an expression its version does not know): the
-Kubernetes ``lists``, ``sets``, ``regex``, ``url``, ``ip``/``cidr`` and ``format``
-libraries and cel-go's ``lists``/two-variable comprehension extensions, which
-cel-expr-python does not ship. Cost limits are not enforced: the apiserver's admission
+cel-go's ``sets`` extension and the Kubernetes ``regex`` library (``find``,
+``findAll``; Python's ``re`` standing in for RE2, which agree on the patterns selectors
+use) are Python callables too. Not provided (a selector using them fails to compile,
+which fails allocation with the compile error, as upstream does for an expression its
+version does not know): the Kubernetes ``lists``, ``url``, ``ip``/``cidr`` and ``format``
+libraries and cel-go's ``lists``/two-variable comprehension extensions: none reads a
+device's scalar attributes. Cost limits are not enforced: the apiserver's admission
 already rejected selectors whose estimated cost exceeds the limit.
 """
 
@@ -230,6 +232,43 @@ def _ordered(name: str, suffix: str, ret: Any, outcome: Callable[[int], Any]) ->
     )
 
 
+def _cel_equal(a: Any, b: Any) -> bool:
+    """CEL's equality of two list elements: numbers across int/uint/double by value, a bool
+    only to a bool, anything else within its own type."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and bool(a == b)
+
+
+def _sets_contains(items: list[Any], wanted: list[Any]) -> bool:
+    return all(any(_cel_equal(x, w) for x in items) for w in wanted)
+
+
+def _sets_intersects(a: list[Any], b: list[Any]) -> bool:
+    return any(_cel_equal(x, y) for x in a for y in b)
+
+
+def _regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex: {exc}") from None
+
+
+def _find(text: str, pattern: str) -> str:
+    found = _regex(pattern).search(text)
+    return found.group(0) if found else ""
+
+
+def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    if limit == 0:
+        return []
+    found = [m.group(0) for m in _regex(pattern).finditer(text)]
+    return found if limit < 0 else found[:limit]
+
+
 def _functions() -> list[cel.FunctionDecl]:
     t = cel.Type
     sem, qty = t("kubernetes.Semver"), t("kubernetes.Quantity")
@@ -267,6 +306,36 @@ def _functions() -> list[cel.FunctionDecl]:
         _ordered("isGreaterThan", "is_greater_than", t.BOOL, lambda c: c > 0),
         _ordered("isLessThan", "is_less_than", t.BOOL, lambda c: c < 0),
         _ordered("compareTo", "compare_to", t.INT, lambda c: c),
+        # ext.Sets (cel-go) and the Kubernetes regex library (``regex.go``: find, findAll).
+        cel.FunctionDecl(
+            "sets.contains",
+            [glob("list_sets_contains_list", [t.List(t.DYN)] * 2, t.BOOL, _sets_contains)],
+        ),
+        cel.FunctionDecl(
+            "sets.equivalent",
+            [
+                glob(
+                    "list_sets_equivalent_list",
+                    [t.List(t.DYN)] * 2,
+                    t.BOOL,
+                    lambda a, b: _sets_contains(a, b) and _sets_contains(b, a),
+                )
+            ],
+        ),
+        cel.FunctionDecl(
+            "sets.intersects",
+            [glob("list_sets_intersects_list", [t.List(t.DYN)] * 2, t.BOOL, _sets_intersects)],
+        ),
+        cel.FunctionDecl("find", [member("string_find_n", [t.STRING, t.STRING], t.STRING, _find)]),
+        cel.FunctionDecl(
+            "findAll",
+            [
+                member("string_find_all", [t.STRING, t.STRING], t.List(t.STRING), _find_all),
+                member(
+                    "string_find_all_n", [t.STRING, t.STRING, t.INT], t.List(t.STRING), _find_all
+                ),
+            ],
+        ),
         cel.FunctionDecl("major", [member("semver_major", [sem], t.INT, lambda a: a.major)]),
         cel.FunctionDecl("minor", [member("semver_minor", [sem], t.INT, lambda a: a.minor)]),
         cel.FunctionDecl("patch", [member("semver_patch", [sem], t.INT, lambda a: a.patch)]),

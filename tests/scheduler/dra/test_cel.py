@@ -96,6 +96,12 @@ def matches(expression: str) -> bool:
         (f'device.attributes["{DRIVER}"].model.matches("^A[0-9]+$")', True),
         (f'cel.bind(a, device.attributes["{DRIVER}"], a.index + 1 == 4)', True),
         ("math.greatest(1, 5) == 5", True),
+        (f'sets.contains(["A100", "H100"], [device.attributes["{DRIVER}"].model])', True),
+        ("sets.contains([1, 2.0], [2])", True),
+        ("sets.contains([1], [true])", False),
+        ('sets.intersects(["a"], ["b", "a"]) && sets.equivalent([1, 1, 2], [2, 1])', True),
+        (f'device.attributes["{DRIVER}"].model.find("[0-9]+") == "100"', True),
+        ('"a1b22c333".findAll("[0-9]+", 2) == ["1", "22"]', True),
         # && and || absorb an error on the side that does not decide.
         ('false && device.attributes["nic.example.com"].missing', False),
         ('true || device.attributes["nic.example.com"].missing', True),
