@@ -231,17 +231,21 @@ def placements(
     now: float,
     features: config.FeatureGates | None = None,
     volumes: storage.VolumeCatalog | None = None,
+    resources: resource_claims.ResourceCatalog | None = None,
 ) -> Iterator[Placement]:
     """Place ``cluster``'s pending pods as of ``now`` (Unix seconds), which decides
     whether the pressure the nodes publish is fresh enough to use; one placement at a
     time, as decided. ``volumes``: the catalog to plan in (default: one of the cluster's
-    storage objects), which holds the plan's volume bindings afterwards."""
+    storage objects), which holds the plan's volume bindings afterwards; ``resources``
+    likewise for the claims' allocations."""
     handle = framework.Handle(
         now=now,
         rng=random.Random(seed),
         features=features or config.FeatureGates(),
         volumes=storage.VolumeCatalog(cluster.storage) if volumes is None else volumes,
-        resources=resource_claims.ResourceCatalog(cluster.resources),
+        resources=resource_claims.ResourceCatalog(cluster.resources)
+        if resources is None
+        else resources,
     )
     frameworks = framework.build_frameworks(
         configuration, plugins or registry.in_tree_registry(), handle
@@ -315,6 +319,7 @@ def plan(
     now: float,
     features: config.FeatureGates | None = None,
     volumes: storage.VolumeCatalog | None = None,
+    resources: resource_claims.ResourceCatalog | None = None,
 ) -> Plan:
     """Every placement at once (see :func:`placements`)."""
     return Plan(
@@ -328,6 +333,7 @@ def plan(
                 now=now,
                 features=features,
                 volumes=volumes,
+                resources=resources,
             )
         )
     )
