@@ -225,19 +225,16 @@ def device_invariants(
         for device in claim.devices:
             assert device not in holders, f"{device} allocated to {holders[device]} and {claim.key}"
             holders[device] = claim.key
-    assert not resources.allocations() or all(
-        resources.pending(c.uid) is None for c in resources.claims()
-    ), "an allocation left in flight"
+    left = [c.key for c in resources.claims() if resources.pending(c.uid) is not None]
+    assert not left, f"allocations left in flight: {left}"
     for placement in plan.placements:
         if placement.status is not planner.Outcome.SCHEDULED or placement.node is None:
             continue
         pod = pods[placement.pod]
         for entry in pod.resource_claims:
-            claim = resources.claim(pod.namespace, entry.claim_name)
-            assert claim is not None and claim.allocated, (
-                f"{pod.key}: {entry.claim_name} unallocated"
-            )
-            assert claim.reserved_for_pod(pod), f"{pod.key}: {claim.key} not reserved for it"
+            used = resources.claim(pod.namespace, entry.claim_name)
+            assert used is not None and used.allocated, f"{pod.key}: {entry.claim_name} unallocated"
+            assert used.reserved_for_pod(pod), f"{pod.key}: {used.key} not reserved for it"
             terms = claim.node_selector or ()
             assert not terms or any(oracle.term_matches(t, nodes[placement.node]) for t in terms), (
                 f"{pod.key} on {placement.node}: {claim.key} allocated elsewhere"
