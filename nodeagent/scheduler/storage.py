@@ -253,6 +253,18 @@ def claim_name(pod: api.Pod, volume: api.PodVolume) -> str:
     return ""
 
 
+def uses_claim(pod: api.Pod, claim: PersistentVolumeClaim, *, ephemeral: bool = True) -> bool:
+    """Whether ``pod`` names ``claim`` in a volume (with ``ephemeral``, also as a generic
+    ephemeral volume's ``<pod>-<volume>`` claim): the QueueingHints' test for a claim
+    event concerning the pod."""
+    if claim.namespace != pod.namespace:
+        return False
+    kinds = (
+        (api.VolumeKind.CLAIM, api.VolumeKind.EPHEMERAL) if ephemeral else (api.VolumeKind.CLAIM,)
+    )
+    return any(v.kind in kinds and claim_name(pod, v) == claim.name for v in pod.volumes)
+
+
 def claim_is_for_pod(pod: api.Pod, claim: PersistentVolumeClaim) -> str | None:
     """``ephemeral.VolumeIsForPod``: the error when an ephemeral volume's claim was not
     created for this pod (another owner: never use someone else's data)."""
@@ -351,6 +363,10 @@ class VolumeCatalog:
     def csi_driver(self, name: str) -> CSIDriver | None:
         with self._lock:
             return self._drivers.get(name)
+
+    def capacity(self, namespace: str, name: str) -> CSIStorageCapacity | None:
+        with self._lock:
+            return self._capacities.get(f"{namespace}/{name}")
 
     def capacities(self) -> list[CSIStorageCapacity]:
         with self._lock:
