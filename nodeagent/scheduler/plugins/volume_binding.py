@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -727,14 +726,15 @@ class VolumeBinding:
                 raise BindingFailed(
                     f"binding volumes: updating {provision.claim.key}: {exc}"
                 ) from exc
-        deadline = time.monotonic() + self.bind_timeout
+        now = self._catalog.monotonic
+        deadline = now() + self.bind_timeout
         while True:
             done, error = self.check_bindings(node_name, volumes, written_pvs, written_claims)
             if error:
                 raise BindingFailed(f"binding volumes: {error}")
             if done:
                 return
-            left = deadline - time.monotonic()
+            left = deadline - now()
             if left <= 0:
                 raise BindingFailed("binding volumes: context deadline exceeded")
             self._catalog.wait_changed(min(left, 1.0))
@@ -759,6 +759,10 @@ class VolumeBinding:
                 return False, f'ClaimRef got reset for pv "{pv.name}"'
             if not claim.fully_bound:
                 return False, ""
+            if claim.volume_name != pv.name:
+                # the PV controller bound the claim to another PV that named it (one a
+                # scheduler before a leader change wrote): this node may not reach it
+                return False, f'pvc "{claim.key}" was bound to pv "{claim.volume_name}"'
         for sent in written_claims:
             claim = catalog.api_claim(sent.namespace, sent.name)
             if claim is None:
