@@ -4,7 +4,8 @@
     python -m benchmarks.sim_scheduler --replay SEED
     python -m benchmarks.sim_scheduler --agent --seeds 2000   (the agent's actuation)
 
-Runs seeds ``start .. start+seeds-1`` (in ``jobs`` processes, chunks of seeds each),
+Runs seeds ``start .. start+seeds-1`` (in ``jobs`` processes, chunks of seeds each;
+three in four with PVs, claims and the PV controller, see tests/sim/scheduler_sim.py),
 prints progress with seeds per second, every failing seed with the invariant it broke,
 and a summary; exits 1 if any seed failed. ``--replay`` runs one seed and prints every
 step it took (and the violation, if any): what a failing seed is debugged with.
