@@ -33,6 +33,7 @@ import functools
 import http.client
 import json
 import os
+import queue
 import select
 import socket
 import ssl
@@ -61,6 +62,9 @@ USER_AGENT = "nodeagent"
 
 DEFAULT_TIMEOUT = (5.0, 30.0)
 """(connect, read) seconds for ordinary requests."""
+
+LIST_PAGE_SIZE = 500
+"""Objects per page of a list (client-go's pager asks for 500)."""
 
 
 def load_configuration(
@@ -377,30 +381,6 @@ class HTTPKubeClient:
         return kubernetes.client.CoreV1Api(self._api)
 
     @functools.cached_property
-    def _policy(self) -> kubernetes.client.PolicyV1Api:
-        return kubernetes.client.PolicyV1Api(self._api)
-
-    @functools.cached_property
-    def _storage(self) -> kubernetes.client.StorageV1Api:
-        return kubernetes.client.StorageV1Api(self._api)
-
-    def _storage_lister(self, kind: client.StorageKind) -> Any:
-        """The generated ``list_*`` method of a storage kind (all namespaces)."""
-        listers: dict[client.StorageKind, Any] = {
-            client.StorageKind.PERSISTENT_VOLUMES: self._core.list_persistent_volume,
-            client.StorageKind.PERSISTENT_VOLUME_CLAIMS: (
-                self._core.list_persistent_volume_claim_for_all_namespaces
-            ),
-            client.StorageKind.STORAGE_CLASSES: self._storage.list_storage_class,
-            client.StorageKind.CSI_NODES: self._storage.list_csi_node,
-            client.StorageKind.CSI_DRIVERS: self._storage.list_csi_driver,
-            client.StorageKind.CSI_STORAGE_CAPACITIES: (
-                self._storage.list_csi_storage_capacity_for_all_namespaces
-            ),
-        }
-        return listers[kind]
-
-    @functools.cached_property
     def _coordination(self) -> kubernetes.client.CoordinationV1Api:
         return kubernetes.client.CoordinationV1Api(self._api)
 
@@ -557,30 +537,102 @@ class HTTPKubeClient:
             ),
         )
 
-    def _list(self, resource: str, what: str, request: Any) -> client.ObjectList:
-        document = self._call("list", resource, what, request)
-        return client.ObjectList(
-            tuple(document.get("items") or ()),
-            str((document.get("metadata") or {}).get("resourceVersion", "")),
+    def _get(self, path: str, query: Mapping[str, str], *, read_timeout: float) -> Any:
+        """A GET of ``path`` (a collection: a list or a watch) through the ApiClient's pool,
+        its answer unread: without the generated ``list_*`` methods, whose modules
+        (core_v1_api is 30,000 lines, and the models it pulls in) cost 0.2-0.4 s of CPU to
+        import, on the start-up's critical path of every informer."""
+        timeout = urllib3.Timeout(connect=self._timeout[0], read=read_timeout)
+
+        def request() -> urllib3.BaseHTTPResponse:
+            _, url, headers, _, _ = self._api.param_serialize(
+                "GET",
+                path,
+                query_params=[(k, v) for k, v in query.items() if v],
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            response: urllib3.BaseHTTPResponse = self._api.rest_client.pool_manager.request(
+                "GET", url, headers=headers, timeout=timeout, preload_content=False
+            )
+            return response
+
+        return request
+
+    def _list(self, resource: str, what: str, path: str, **query: str) -> client.ObjectList:
+        """Every page of the collection, as one list."""
+        items: list[client.KubeObject] = []
+        resource_version = ""
+        for page in self._pages(resource, what, path, query):
+            items.extend(page.items)
+            resource_version = page.resource_version
+        return client.ObjectList(tuple(items), resource_version)
+
+    def _pages(
+        self, resource: str, what: str, path: str, query: Mapping[str, str]
+    ) -> Iterator[client.ObjectList]:
+        """The collection in pages of :data:`LIST_PAGE_SIZE` (client-go's pager size), each
+        asked for with the previous page's ``continue`` token: all of one consistent
+        snapshot, whose resourceVersion every page carries. Each page is fetched by a
+        thread of its own while the caller handles the one before, so the API server
+        serialises page n+1 while this process parses page n (one unpaged list of 10,000
+        pods makes the server build 40 MB before the first byte arrives). An expired
+        token (the listing took longer than etcd's compaction window) raises
+        :class:`~nodeagent.kube.errors.Gone`, which makes an informer list again."""
+        token = ""
+        while True:
+            page = dict(query, limit=str(LIST_PAGE_SIZE), **{"continue": token})
+            document = self._call(
+                "list",
+                resource,
+                what,
+                self._get(path, page, read_timeout=self._timeout[1]),
+            )
+            metadata = document.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            yield client.ObjectList(
+                tuple(document.get("items") or ()), str(metadata.get("resourceVersion", ""))
+            )
+            if not token:
+                return
+
+    def list_pages(
+        self, collection: client.Collection, *, field_selector: str = "", label_selector: str = ""
+    ) -> Iterator[client.ObjectList]:
+        """``collection`` page by page, the next page fetched while the caller handles
+        this one (:class:`~nodeagent.kube.informer.Informer`'s first list: its handlers
+        parse page n while the server builds page n+1)."""
+        query = {"fieldSelector": field_selector, "labelSelector": label_selector}
+        return _prefetching(
+            self._pages(collection.resource, f"list {collection.resource}", collection.path, query)
         )
 
     def _watch(
-        self, resource: str, what: str, lister: Any, resource_version: str, timeout_seconds: int
+        self,
+        resource: str,
+        what: str,
+        path: str,
+        resource_version: str,
+        timeout_seconds: int,
+        **query: str,
     ) -> client.WatchStream:
-        """Open a watch with ``lister`` (a generated ``list_*`` method, selectors bound)."""
+        """Open a watch of the collection at ``path`` (selectors in ``query``)."""
         what = f"{what} from {resource_version}"
         response = self._send(
             "watch",
             resource,
             what,
-            lambda: lister(
-                watch=True,
-                allow_watch_bookmarks=True,
-                resource_version=resource_version or None,
-                timeout_seconds=timeout_seconds,
-                _preload_content=False,
+            self._get(
+                path,
+                {
+                    **query,
+                    "watch": "true",
+                    "allowWatchBookmarks": "true",
+                    "resourceVersion": resource_version,
+                    "timeoutSeconds": str(timeout_seconds),
+                },
                 # the server ends the watch; the read timeout only catches a dead peer
-                _request_timeout=(self._timeout[0], timeout_seconds + 30.0),
+                read_timeout=timeout_seconds + 30.0,
             ),
         )
         assert isinstance(response, urllib3.BaseHTTPResponse)  # never a KeepAlive answer
@@ -590,12 +642,9 @@ class HTTPKubeClient:
         return self._list(
             "pods",
             f"list pods {field_selector}".strip(),
-            lambda: self._core.list_pod_for_all_namespaces(
-                field_selector=field_selector or None,
-                label_selector=label_selector or None,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            ),
+            client.Collection.PODS.path,
+            fieldSelector=field_selector,
+            labelSelector=label_selector,
         )
 
     def watch_pods(
@@ -609,37 +658,26 @@ class HTTPKubeClient:
         return self._watch(
             "pods",
             f"watch pods {field_selector}".strip(),
-            functools.partial(
-                self._core.list_pod_for_all_namespaces,
-                field_selector=field_selector or None,
-                label_selector=label_selector or None,
-            ),
+            client.Collection.PODS.path,
             resource_version,
             timeout_seconds,
+            fieldSelector=field_selector,
+            labelSelector=label_selector,
         )
 
     def list_nodes(self) -> client.ObjectList:
-        return self._list(
-            "nodes",
-            "list nodes",
-            lambda: self._core.list_node(_preload_content=False, _request_timeout=self._timeout),
-        )
+        return self._list("nodes", "list nodes", client.Collection.NODES.path)
 
     def watch_nodes(
         self, *, resource_version: str, timeout_seconds: int = 1800
     ) -> client.WatchStream:
         return self._watch(
-            "nodes", "watch nodes", self._core.list_node, resource_version, timeout_seconds
+            "nodes", "watch nodes", client.Collection.NODES.path, resource_version, timeout_seconds
         )
 
     def list_disruption_budgets(self) -> client.ObjectList:
-        return self._list(
-            "poddisruptionbudgets",
-            "list poddisruptionbudgets",
-            lambda: self._policy.list_pod_disruption_budget_for_all_namespaces(
-                _preload_content=False, _request_timeout=self._timeout
-            ),
-        )
+        path = client.Collection.DISRUPTION_BUDGETS.path
+        return self._list("poddisruptionbudgets", "list poddisruptionbudgets", path)
 
     def watch_disruption_budgets(
         self, *, resource_version: str, timeout_seconds: int = 1800
@@ -647,28 +685,19 @@ class HTTPKubeClient:
         return self._watch(
             "poddisruptionbudgets",
             "watch poddisruptionbudgets",
-            self._policy.list_pod_disruption_budget_for_all_namespaces,
+            client.Collection.DISRUPTION_BUDGETS.path,
             resource_version,
             timeout_seconds,
         )
 
     def list_storage(self, kind: client.StorageKind) -> client.ObjectList:
-        lister = self._storage_lister(kind)
-        return self._list(
-            kind.value,
-            f"list {kind.value}",
-            lambda: lister(_preload_content=False, _request_timeout=self._timeout),
-        )
+        return self._list(kind.value, f"list {kind.value}", kind.path)
 
     def watch_storage(
         self, kind: client.StorageKind, *, resource_version: str, timeout_seconds: int = 1800
     ) -> client.WatchStream:
         return self._watch(
-            kind.value,
-            f"watch {kind.value}",
-            self._storage_lister(kind),
-            resource_version,
-            timeout_seconds,
+            kind.value, f"watch {kind.value}", kind.path, resource_version, timeout_seconds
         )
 
     def replace_storage(
@@ -938,6 +967,42 @@ class _HTTPWatch:
             self._response.release_conn()
         except (OSError, urllib3.exceptions.HTTPError):
             pass
+
+
+def _prefetching(pages: Iterator[T]) -> Iterator[T]:
+    """``pages`` read one ahead by a thread of their own: while the caller handles one
+    page, the next is being fetched (and the server builds it). Errors come out where
+    the page would have; a caller that stops early stops the thread at its next page."""
+    ahead: queue.Queue[tuple[bool, T | BaseException | None]] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def offer(item: tuple[bool, T | BaseException | None]) -> bool:
+        while not stop.is_set():
+            with contextlib.suppress(queue.Full):
+                ahead.put(item, timeout=0.5)
+                return True
+        return False
+
+    def produce() -> None:
+        try:
+            for page in pages:
+                if not offer((True, page)):
+                    return
+            offer((False, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            offer((False, exc))
+
+    threading.Thread(target=produce, name="list-pages", daemon=True).start()
+    try:
+        while True:
+            more, item = ahead.get()
+            if isinstance(item, BaseException):
+                raise item
+            if not more:
+                return
+            yield item  # type: ignore[misc]  # a page when ``more``
+    finally:
+        stop.set()
 
 
 def _dropped(sock: socket.socket) -> bool:
