@@ -599,12 +599,13 @@ class HTTPKubeClient:
     def list_pages(
         self, collection: client.Collection, *, field_selector: str = "", label_selector: str = ""
     ) -> Iterator[client.ObjectList]:
-        """``collection`` page by page, the next page fetched while the caller handles
-        this one (:class:`~nodeagent.kube.informer.Informer`'s first list: its handlers
-        parse page n while the server builds page n+1)."""
+        """``collection`` page by page, fetched from now on by a thread of its own while
+        the caller handles the pages already in (:class:`~nodeagent.kube.informer.Informer`'s
+        first list: its handlers parse page n while the server builds page n+1)."""
         query = {"fieldSelector": field_selector, "labelSelector": label_selector}
+        resource = collection.resource
         return _prefetching(
-            self._pages(collection.resource, f"list {collection.resource}", collection.path, query)
+            self._pages(resource, f"list {resource}", collection.path, query), f"list-{resource}"
         )
 
     def _watch(
@@ -969,40 +970,40 @@ class _HTTPWatch:
             pass
 
 
-def _prefetching(pages: Iterator[T]) -> Iterator[T]:
-    """``pages`` read one ahead by a thread of their own: while the caller handles one
-    page, the next is being fetched (and the server builds it). Errors come out where
-    the page would have; a caller that stops early stops the thread at its next page."""
-    ahead: queue.Queue[tuple[bool, T | BaseException | None]] = queue.Queue(maxsize=1)
+def _prefetching(pages: Iterator[T], name: str) -> Iterator[T]:
+    """``pages`` read by a thread of their own, started now, as fast as the server
+    answers: the caller handles one page while the next ones arrive, and a caller that
+    starts reading late (the scheduler, still importing its plugins) finds them waiting.
+    Nothing is lost by reading ahead without bound: the caller keeps every page it reads
+    (an informer's store). Errors come out where the page would have; a caller that
+    stops early stops the thread at its next page."""
+    ahead: queue.SimpleQueue[tuple[bool, T | BaseException | None]] = queue.SimpleQueue()
     stop = threading.Event()
-
-    def offer(item: tuple[bool, T | BaseException | None]) -> bool:
-        while not stop.is_set():
-            with contextlib.suppress(queue.Full):
-                ahead.put(item, timeout=0.5)
-                return True
-        return False
 
     def produce() -> None:
         try:
             for page in pages:
-                if not offer((True, page)):
+                if stop.is_set():
                     return
-            offer((False, None))
+                ahead.put((True, page))
+            ahead.put((False, None))
         except BaseException as exc:  # handed to the consumer, raised there
-            offer((False, exc))
+            ahead.put((False, exc))
 
-    threading.Thread(target=produce, name="list-pages", daemon=True).start()
-    try:
-        while True:
-            more, item = ahead.get()
-            if isinstance(item, BaseException):
-                raise item
-            if not more:
-                return
-            yield item  # type: ignore[misc]  # a page when ``more``
-    finally:
-        stop.set()
+    def consume() -> Iterator[T]:
+        try:
+            while True:
+                more, item = ahead.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if not more:
+                    return
+                yield item  # type: ignore[misc]  # a page when ``more``
+        finally:
+            stop.set()
+
+    threading.Thread(target=produce, name=name, daemon=True).start()
+    return consume()
 
 
 def _dropped(sock: socket.socket) -> bool:
