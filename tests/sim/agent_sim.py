@@ -27,6 +27,8 @@ A5. no flapping, across restarts too: the condition turns False only after the p
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
 import os
 import random
@@ -35,7 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from nodeagent.agent.config import load_config
+from nodeagent.agent.config import NodeAgentConfiguration, load_config
 from nodeagent.agent.pods import PodView
 from nodeagent.agent.runtime import Agent
 from nodeagent.base.clock import FakeClock
@@ -81,18 +83,7 @@ class AgentSimulation:
         self.host = HostTree(root / "host", version=CgroupVersion.V1, driver=CgroupDriver.CGROUPFS)
         self.host.proc(mem_total=16 * GIB)
         self.host.kubepods(Memory(2 * GIB), limit=15 * GIB)
-        self.config = load_config(
-            overrides={
-                "host_root": str(self.host.root),
-                "nodefs_path": "/",
-                "imagefs_path": "/",
-                "eviction_hard": {"memory.available": "1Gi"},
-                "eviction_pressure_transition_period": f"{TRANSITION:g}s",
-                "pod_storage_scan_interval": 0,
-                "node_name": NODE,
-            },
-            environ={},
-        )
+        self.config = _config(str(self.host.root))
         self.pods = SimPods()
         self.pods_refreshed = self.clock.now()
         self.infos: dict[str, PodInfo] = {}
@@ -102,6 +93,10 @@ class AgentSimulation:
         self.observed_at_write: list[int] = []
         """Per node write (the API's history), how many cycles had run when it was made:
         checked after every step, and a step's cycle comes before its writes."""
+        self.flaps_checked = 0
+        """How many of the API's node writes :meth:`check_flaps` has judged."""
+        self.flaps_previous: str | None = None
+        """Our condition's status in the last write judged."""
         self.relief_observed = True
         self.foreign_taint = False
         self.step_no = 0
@@ -281,9 +276,15 @@ class AgentSimulation:
         history, written_at = self.api.history["nodes"], self.api.written_at["nodes"]
         while len(self.observed_at_write) < len(history):
             self.observed_at_write.append(len(self.observed))
-        previous = None
-        for event, at, seen in zip(history, written_at, self.observed_at_write, strict=True):
+        # A write, once judged, stays judged (what was seen before it never changes):
+        # each check takes up where the last one stopped.
+        first, previous = self.flaps_checked, self.flaps_previous
+        self.flaps_checked = len(history)
+        for event, at, seen in zip(
+            history[first:], written_at[first:], self.observed_at_write[first:], strict=True
+        ):
             status = _condition(event.object)
+            self.flaps_previous = status
             if status is None or status == previous:
                 previous = status
                 continue
@@ -390,14 +391,42 @@ def _condition(node: dict[str, Any]) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4)
+def _config(host_root: str) -> NodeAgentConfiguration:
+    """The agent's configuration for a host tree (frozen, so seeds on the same tree
+    share one: validating it took longer than a tenth of a seed)."""
+    return load_config(
+        overrides={
+            "host_root": host_root,
+            "nodefs_path": "/",
+            "imagefs_path": "/",
+            "eviction_hard": {"memory.available": "1Gi"},
+            "eviction_pressure_transition_period": f"{TRANSITION:g}s",
+            "pod_storage_scan_interval": 0,
+            "node_name": NODE,
+        },
+        environ={},
+    )
+
+
 SCRATCH = Path("/dev/shm")
 """Where the host trees go when it exists: a tmpfs, where rewriting a cgroup file costs
 microseconds, not the milliseconds of a journalled disk (the files read the same)."""
 
 
+@functools.cache
+def _scratch() -> Path:
+    """This process's directory for its seeds' host trees, one seed at a time (the same
+    path each seed, so the configuration is validated once per process)."""
+    base = SCRATCH if SCRATCH.is_dir() and os.access(SCRATCH, os.W_OK) else None
+    path = Path(tempfile.mkdtemp(prefix="agent-sim-", dir=base))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def run_agent_seed(seed: int, steps: int = 150) -> None:
-    scratch = SCRATCH if SCRATCH.is_dir() and os.access(SCRATCH, os.W_OK) else None
-    root = Path(tempfile.mkdtemp(prefix="agent-sim-", dir=scratch))
+    root = _scratch() / "seed"
+    shutil.rmtree(root, ignore_errors=True)  # what a crashed seed left
     try:
         AgentSimulation(random.Random(seed), root, label=f"[agent seed {seed}]").run(steps)
     finally:
