@@ -27,7 +27,6 @@ A5. no flapping, across restarts too: the condition turns False only after the p
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
 import os
@@ -83,7 +82,7 @@ class AgentSimulation:
         self.host = HostTree(root / "host", version=CgroupVersion.V1, driver=CgroupDriver.CGROUPFS)
         self.host.proc(mem_total=16 * GIB)
         self.host.kubepods(Memory(2 * GIB), limit=15 * GIB)
-        self.config = _config(str(self.host.root))
+        self.config = agent_config(self.host.root)
         self.pods = SimPods()
         self.pods_refreshed = self.clock.now()
         self.infos: dict[str, PodInfo] = {}
@@ -391,13 +390,11 @@ def _condition(node: dict[str, Any]) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=4)
-def _config(host_root: str) -> NodeAgentConfiguration:
-    """The agent's configuration for a host tree (frozen, so seeds on the same tree
-    share one: validating it took longer than a tenth of a seed)."""
+def load_agent_config(host_root: Path) -> NodeAgentConfiguration:
+    """The agent's configuration for a host tree, validated."""
     return load_config(
         overrides={
-            "host_root": host_root,
+            "host_root": str(host_root),
             "nodefs_path": "/",
             "imagefs_path": "/",
             "eviction_hard": {"memory.available": "1Gi"},
@@ -409,24 +406,28 @@ def _config(host_root: str) -> NodeAgentConfiguration:
     )
 
 
+@functools.cache
+def _validated_config() -> NodeAgentConfiguration:
+    return load_agent_config(Path("/"))
+
+
+def agent_config(host_root: Path) -> NodeAgentConfiguration:
+    """:func:`load_agent_config`, validated once per process: seeds differ only in
+    ``host_root``, an absolute path taken as it is (validation was half of building a
+    seed's world)."""
+    if not host_root.is_absolute():
+        raise ValueError(f"host_root {host_root}: must be an absolute path")
+    return _validated_config().model_copy(update={"host_root": host_root})
+
+
 SCRATCH = Path("/dev/shm")
 """Where the host trees go when it exists: a tmpfs, where rewriting a cgroup file costs
 microseconds, not the milliseconds of a journalled disk (the files read the same)."""
 
 
-@functools.cache
-def _scratch() -> Path:
-    """This process's directory for its seeds' host trees, one seed at a time (the same
-    path each seed, so the configuration is validated once per process)."""
-    base = SCRATCH if SCRATCH.is_dir() and os.access(SCRATCH, os.W_OK) else None
-    path = Path(tempfile.mkdtemp(prefix="agent-sim-", dir=base))
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return path
-
-
 def run_agent_seed(seed: int, steps: int = 150) -> None:
-    root = _scratch() / "seed"
-    shutil.rmtree(root, ignore_errors=True)  # what a crashed seed left
+    scratch = SCRATCH if SCRATCH.is_dir() and os.access(SCRATCH, os.W_OK) else None
+    root = Path(tempfile.mkdtemp(prefix="agent-sim-", dir=scratch))
     try:
         AgentSimulation(random.Random(seed), root, label=f"[agent seed {seed}]").run(steps)
     finally:

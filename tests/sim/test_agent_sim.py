@@ -12,10 +12,23 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.sim.agent_sim import AgentSimulation, run_agent_seed
+from tests.sim.agent_sim import (
+    AgentSimulation,
+    agent_config,
+    load_agent_config,
+    run_agent_seed,
+)
 
 FAST_SEEDS = 100
 CHUNK = 25
+
+
+class TestAgentConfig:
+    def test_the_shared_configuration_is_the_validated_one_for_each_host_root(
+        self, tmp_path: Path
+    ) -> None:
+        assert agent_config(tmp_path) == load_agent_config(tmp_path)
+        assert agent_config(tmp_path / "other").host_root == tmp_path / "other"
 
 
 class TestAgentSeeds:
