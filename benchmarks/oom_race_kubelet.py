@@ -253,6 +253,16 @@ class Race:
     def baseline(self) -> int:
         return int((self.node.kubepods / "memory.usage_in_bytes").read_text())
 
+    def unreclaimable(self) -> int:
+        """The kubepods usage less what the kernel can drop without I/O (inactive and
+        clean active page cache): what ``activePageCache: reclaimable`` counts as used."""
+        stat: dict[str, int] = {}
+        for line in (self.node.kubepods / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            stat[key] = int(value)
+        active = stat["total_active_file"] - stat["total_dirty"] - stat["total_writeback"]
+        return self.baseline() - stat["total_inactive_file"] - max(active, 0)
+
     def settle(self, floor: int) -> None:
         """Wait until the kubepods usage is back near ``floor`` (the last pod's memory
         freed, its cgroup gone)."""
@@ -276,18 +286,31 @@ class Race:
                 raise RuntimeError("the kubelet's MemoryPressure stayed True for 120 s")
             time.sleep(0.2)
 
-    def one(self, configuration: str, threshold: str, rate: str, floor: int) -> Run:
+    def one(
+        self,
+        configuration: str,
+        threshold: str,
+        rate: str,
+        floor: int,
+        *,
+        page_cache: bool = False,
+    ) -> Run:
+        """One ramp. ``page_cache``: the crossing is measured on what the kernel cannot
+        reclaim (usage less inactive and clean active page cache), as
+        ``activePageCache: reclaimable`` counts it, for a node whose page cache fills
+        kubepods' usage (its usage would cross before the ramp began)."""
         self.wait_admitting()
         name = f"ramp-{uuid.uuid4().hex[:8]}"
         limit = self.node.allocatable_memory
         crossing = limit - units.parse_quantity(threshold).value
-        start = max(crossing - LEAD - self.baseline(), 0)
+        used = self.unreclaimable() if page_cache else self.baseline()
+        start = max(crossing - LEAD - used, 0)
         pod = self.pods.workload(
             name,
             self.namespace,
             [
                 "ramp",
-                "/node-memory/memory.usage_in_bytes",
+                f"/node-memory/{'memory.stat' if page_cache else 'memory.usage_in_bytes'}",
                 str(start),
                 str(crossing),
                 str(parse_rate(rate)),

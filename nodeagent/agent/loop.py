@@ -54,7 +54,7 @@ from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.pods import PodSource
 from nodeagent.base.clock import Clock
 from nodeagent.base.logs import FIELDS
-from nodeagent.eviction import engine
+from nodeagent.eviction import engine, page_cache
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.model import Decision, NodeObservations, Signal
@@ -254,7 +254,7 @@ class AgentLoop:
             return None
         read_pods = Poll.NODE in due or bool(kernel_wakes)
         self._follow_cgroups()
-        observations = self._collector.collect(now, POD_GROUPS if read_pods else FILESYSTEM_GROUPS)
+        observations = self._collect(now, POD_GROUPS if read_pods else FILESYSTEM_GROUPS)
         collected = self._clock.now()
         self._observe_detection(kernel_wakes, due, collected)
         self.schedule = self.schedule.ran(
@@ -305,6 +305,12 @@ class AgentLoop:
         self.last = CycleResult(decision, observations, trigger, logged)
         return self.last
 
+    def _collect(self, now: float, groups: Collection[SignalGroup]) -> NodeObservations:
+        """A collection as the policy counts the active page cache, so the kernel
+        triggers, the metrics and the annotation see what the engine decides on."""
+        observations = self._collector.collect(now, groups)
+        return page_cache.view(observations, self.policy.active_page_cache)
+
     # --- node-level reclaim -----------------------------------------------------------------
     def _reclaim_node(
         self, decision: Decision, observations: NodeObservations
@@ -321,7 +327,7 @@ class AgentLoop:
             self.policy,
             decision,
             observations,
-            lambda: self._collector.collect(self._clock.now(), {SignalGroup.FILESYSTEMS}),
+            lambda: self._collect(self._clock.now(), {SignalGroup.FILESYSTEMS}),
         )
         if decision.node_reclaim_result is not None:
             self._metrics.record_node_reclaim(decision.node_reclaim_result)
@@ -428,6 +434,9 @@ class AgentLoop:
                     thresholds={},
                 )
                 continue
+            if observations.active_file_counted:
+                # the page cache counted as available is as much reclaimable as inactive
+                inactive += observations.active_file.get(signal, 0)
             setup.rearm_memory_thresholds(
                 self._triggers,
                 self._trigger_settings,
