@@ -162,6 +162,13 @@ def headroom_of(
     return headroom
 
 
+def _cache_counted(observations: NodeObservations, signal: Signal) -> bool:
+    """Whether ``signal`` counts page cache that the kernel reclaims while usage stays
+    flat at the limit (``activePageCache: reclaimable``): a usage threshold cannot see
+    that signal fall, as the hog's memory replaces the cache, so it is polled too."""
+    return observations.active_file_counted and observations.active_file.get(signal, 0) > 0
+
+
 def wake_label(wakes: Collection[Wake], due: Collection[Poll]) -> str:
     """What caused a cycle: the first kernel trigger's name, else the poll(s) due."""
     for wake in wakes:
@@ -511,5 +518,5 @@ class AgentLoop:
                 thresholds=resolved,
                 observed=None if value is None else value.available,
                 observed_at=read_at,
-                unheard=scope in self._unheard,
+                unheard=scope in self._unheard or _cache_counted(observations, signal),
             )
