@@ -26,7 +26,7 @@ from nodeagent.eviction.page_cache import ActivePageCache, pod_usage, view
 from nodeagent.eviction.policy import EvictionPolicy, policy_record
 from nodeagent.eviction.trace import TraceError, parse_trace
 from nodeagent.k8s.pressure import Pressure
-from nodeagent.model import NodeObservations, PodUID, PodUsage, Signal, SignalValue
+from nodeagent.model import NodeObservations, PodInfo, PodUID, PodUsage, Signal, SignalValue
 
 from .builders import Gi, Mi, observations, pod, policy, usage
 
@@ -306,3 +306,45 @@ def test_reclaimable_meets_no_threshold_the_kubelets_accounting_does_not(
         if not met[page_cache]:
             assert not decision.evictions
     assert met[ActivePageCache.RECLAIMABLE] <= met[ActivePageCache.WORKING_SET]
+
+
+@st.composite
+def cached_pods(draw: st.DrawFn) -> tuple[NodeObservations, list[PodInfo]]:
+    """Up to 12 pods, each with a working set, part of it clean active page cache, a
+    memory request and a priority, under allocatable memory pressure."""
+    infos, usages = [], {}
+    for n in range(draw(st.integers(min_value=1, max_value=12))):
+        memory = draw(st.integers(min_value=0, max_value=4 * Gi))
+        active = draw(st.integers(min_value=0, max_value=memory))
+        infos.append(
+            pod(
+                f"p{n}",
+                priority=draw(st.sampled_from([0, 0, 100, 1000])),
+                requests={"memory": draw(st.integers(min_value=0, max_value=2 * Gi))},
+            )
+        )
+        usages[f"p{n}"] = usage(f"p{n}", memory=memory, active_file=active)
+    return node(10 * Mi, 0, usages, capacity=64 * Gi), infos
+
+
+@given(cached_pods())
+@settings(max_examples=300, deadline=None)
+def test_reclaimable_ranks_by_what_a_pod_cannot_give_back(
+    case: tuple[NodeObservations, list[PodInfo]],
+) -> None:
+    observed, infos = case
+    chosen = policy(
+        eviction_hard="allocatableMemory.available<500Mi", active_page_cache="reclaimable"
+    )
+    decision, _ = engine.evaluate(chosen, engine.EngineState(), observed, infos, 1.0)
+    assert {c.pod.name for c in decision.candidates} == {p.name for p in infos}
+    keys = []
+    for candidate in decision.candidates:
+        figures = observed.pods[candidate.pod.uid]
+        assert figures.memory is not None and figures.active_file is not None
+        kept = figures.memory - figures.active_file  # what it cannot give back
+        request = candidate.pod.requests["memory"]
+        assert candidate.reclaim_estimate == kept
+        keys.append((kept <= request, candidate.pod.priority, request - kept))
+    # above its request first, then lower priority, then the larger excess: sorted
+    assert keys == sorted(keys)
