@@ -54,7 +54,7 @@ from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.pods import PodSource
 from nodeagent.base.clock import Clock
 from nodeagent.base.logs import FIELDS
-from nodeagent.eviction import engine
+from nodeagent.eviction import engine, page_cache
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.model import Decision, NodeObservations, Signal
@@ -166,6 +166,13 @@ def headroom_of(
     return headroom
 
 
+def _cache_counted(observations: NodeObservations, signal: Signal) -> bool:
+    """Whether ``signal`` counts page cache that the kernel reclaims while usage stays
+    flat at the limit (``activePageCache: reclaimable``): a usage threshold cannot see
+    that signal fall, as the hog's memory replaces the cache, so it is polled too."""
+    return observations.active_file_counted and observations.active_file.get(signal, 0) > 0
+
+
 def wake_label(wakes: Collection[Wake], due: Collection[Poll]) -> str:
     """What caused a cycle: the first kernel trigger's name, else the poll(s) due."""
     for wake in wakes:
@@ -258,7 +265,7 @@ class AgentLoop:
             return None
         read_pods = Poll.NODE in due or bool(kernel_wakes)
         self._follow_cgroups()
-        observations = self._collector.collect(now, POD_GROUPS if read_pods else FILESYSTEM_GROUPS)
+        observations = self._collect(now, POD_GROUPS if read_pods else FILESYSTEM_GROUPS)
         collected = self._clock.now()
         self._observe_detection(kernel_wakes, due, collected)
         self.schedule = self.schedule.ran(
@@ -309,6 +316,12 @@ class AgentLoop:
         self.last = CycleResult(decision, observations, trigger, logged)
         return self.last
 
+    def _collect(self, now: float, groups: Collection[SignalGroup]) -> NodeObservations:
+        """A collection as the policy counts the active page cache, so the kernel
+        triggers, the metrics and the annotation see what the engine decides on."""
+        observations = self._collector.collect(now, groups)
+        return page_cache.view(observations, self.policy.active_page_cache)
+
     # --- node-level reclaim -----------------------------------------------------------------
     def _reclaim_node(
         self, decision: Decision, observations: NodeObservations
@@ -325,7 +338,7 @@ class AgentLoop:
             self.policy,
             decision,
             observations,
-            lambda: self._collector.collect(self._clock.now(), {SignalGroup.FILESYSTEMS}),
+            lambda: self._collect(self._clock.now(), {SignalGroup.FILESYSTEMS}),
         )
         if decision.node_reclaim_result is not None:
             self._metrics.record_node_reclaim(decision.node_reclaim_result)
@@ -432,6 +445,9 @@ class AgentLoop:
                     thresholds={},
                 )
                 continue
+            if observations.active_file_counted:
+                # the page cache counted as available is as much reclaimable as inactive
+                inactive += observations.active_file.get(signal, 0)
             setup.rearm_memory_thresholds(
                 self._triggers,
                 self._trigger_settings,
@@ -506,5 +522,5 @@ class AgentLoop:
                 thresholds=resolved,
                 observed=None if value is None else value.available,
                 observed_at=read_at,
-                unheard=scope in self._unheard,
+                unheard=scope in self._unheard or _cache_counted(observations, signal),
             )
