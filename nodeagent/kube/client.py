@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 KubeObject = dict[str, Any]
 """One API object as JSON (``{"apiVersion": ..., "metadata": {...}, ...}``)."""
@@ -157,6 +157,37 @@ class KubeClient(Protocol):
         ...
 
 
+class Collection(StrEnum):
+    """The cluster-wide collections an informer lists in pages
+    (:class:`PagedLister`), by resource name."""
+
+    PODS = "pods"
+    NODES = "nodes"
+    DISRUPTION_BUDGETS = "poddisruptionbudgets"
+
+    @property
+    def resource(self) -> str:
+        return self.value
+
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces."""
+        group = "/apis/policy/v1" if self is Collection.DISRUPTION_BUDGETS else "/api/v1"
+        return f"{group}/{self.value}"
+
+
+@runtime_checkable
+class PagedLister(Protocol):
+    """A client that can hand a list over page by page (the HTTP client; the test
+    doubles list whole)."""
+
+    def list_pages(
+        self, collection: Collection, *, field_selector: str = "", label_selector: str = ""
+    ) -> Iterator[ObjectList]:
+        """The pages of one consistent list, each with the list's resourceVersion."""
+        ...
+
+
 class StorageKind(StrEnum):
     """The storage kinds the scheduler's volume plugins watch, by resource name."""
 
@@ -179,6 +210,12 @@ class StorageKind(StrEnum):
     @property
     def kind(self) -> str:
         return _STORAGE_KIND_NAMES[self]
+
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces."""
+        group = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        return f"{group}/{self.value}"
 
 
 _STORAGE_KIND_NAMES = {
@@ -210,6 +247,11 @@ class ResourceKind(StrEnum):
     @property
     def kind(self) -> str:
         return _RESOURCE_KIND_NAMES[self]
+
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces."""
+        return f"/apis/{self.api_version}/{self.value}"
 
 
 _RESOURCE_KIND_NAMES = {

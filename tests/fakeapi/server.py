@@ -11,6 +11,8 @@ Routes (what the agent and the live scheduler call):
     POST   /api/v1/nodes
     PATCH  /api/v1/nodes/NAME[/status]               strategic, merge or JSON patch
     GET    /api/v1/pods, /api/v1/namespaces/NS/pods  (?fieldSelector, labelSelector, watch)
+    (every list: ?limit and ?continue page it; every page of one list is of one snapshot,
+    as the real server's; a token the server does not know is 410 Gone)
     GET    /api/v1/namespaces/NS/pods/NAME
     POST   /api/v1/namespaces/NS/pods
     DELETE /api/v1/namespaces/NS/pods/NAME           DeleteOptions body or query
@@ -147,6 +149,8 @@ class FakeAPIServer:
         usual 200 + ERROR event (both happen with real servers, depending on the path)."""
         self._faults = _FaultState()
         self._lock = threading.Lock()
+        self.continues: dict[str, tuple[str, list[Any]]] = {}
+        """A paged list's rest, by its continue token: (resourceVersion, items)."""
         self._held = threading.Condition()
         self._holds: list[Hold] = []
         self._stopping = threading.Event()
@@ -648,17 +652,28 @@ class _Handler(BaseHTTPRequestHandler):
         if request.param("watch") in ("true", "1"):
             self._watch(request, kind, ns, field_selector, label_selector)
             return
-        listed = self.api.cluster.list(
-            kind, ns, field_selector=field_selector, label_selector=label_selector
-        )
+        token = request.param("continue") or ""
+        if token:
+            with self.api._lock:
+                snapshot = self.api.continues.pop(token, None)
+            if snapshot is None:
+                raise _Reply(410, _status(410, "Expired", "the continue token has expired"))
+            resource_version, items = snapshot
+        else:
+            listed = self.api.cluster.list(
+                kind, ns, field_selector=field_selector, label_selector=label_selector
+            )
+            resource_version, items = listed.resource_version, list(listed.items)
+        metadata: dict[str, Any] = {"resourceVersion": resource_version}
+        limit = int(request.param("limit") or 0)
+        if 0 < limit < len(items):
+            items, rest = items[:limit], items[limit:]
+            with self.api._lock:
+                token = f"{resource_version}-{len(self.api.continues)}-{id(rest)}"
+                self.api.continues[token] = (resource_version, rest)
+            metadata.update({"continue": token, "remainingItemCount": len(rest)})
         raise _Reply(
-            200,
-            {
-                "kind": list_kind,
-                "apiVersion": "v1",
-                "metadata": {"resourceVersion": listed.resource_version},
-                "items": list(listed.items),
-            },
+            200, {"kind": list_kind, "apiVersion": "v1", "metadata": metadata, "items": items}
         )
 
     def _watch(

@@ -43,7 +43,7 @@ from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
 
 from nodeagent.scheduler import api
-from nodeagent.scheduler.dra.cel import CelError, DeviceInput, SelectorCompiler
+from nodeagent.scheduler.dra.cel import CelError, DeviceInput, SelectorCompiler, shared_compiler
 from nodeagent.scheduler.dra.model import (
     RESULTS_MAX_SIZE,
     AllocationConfig,
@@ -256,29 +256,54 @@ def _counter_problem(
 
 class Inventory:
     """The published devices (all ResourceSlices) and what is derived from them alone: the
-    pools each node sees and each selector's verdict on each device. Build a new one when
-    slices change; share it across pods and nodes meanwhile. Thread-safe."""
+    pools each node sees and each selector's verdict on each device. Share one across
+    pods and nodes; when slices change, :meth:`updated` makes the next one, keeping what
+    the change cannot have affected. Thread-safe."""
 
     def __init__(
         self, slices: Iterable[ResourceSlice], compiler: SelectorCompiler | None = None
     ) -> None:
         self.slices: tuple[ResourceSlice, ...] = tuple(slices)
-        self.compiler = compiler if compiler is not None else SelectorCompiler()
+        self.compiler = compiler if compiler is not None else shared_compiler()
+        devices = sum(len(s.devices) for s in self.slices)
+        if self.compiler.remembered > 8 * devices + 4096:
+            # Slices were replaced often enough that most cached devices are gone.
+            self.compiler.retain(d for s in self.slices for d in s.devices)
         self._on_node: dict[str, list[ResourceSlice]] = {}
-        self._shared: list[ResourceSlice] = []
+        shared: list[ResourceSlice] = []
         self._by_pool: dict[PoolID, list[ResourceSlice]] = {}
         for s in self.slices:
             if not s.node_name or s.shared_counters:
-                self._shared.append(s)
+                shared.append(s)
             else:
                 self._on_node.setdefault(s.node_name, []).append(s)
             self._by_pool.setdefault(s.pool_id, []).append(s)
+        self._shared = tuple(shared)
         self._label_sensitive = any(
             s.node_selector is not None or s.per_device_node_selection for s in self._shared
         )
-        self._pools: dict[object, tuple[_Pool, ...] | _Fatal] = {}
-        self._verdicts: dict[tuple[str, int], bool | CelError] = {}
+        self._pools: dict[object, _NodePools] = {}
         self._lock = threading.Lock()
+
+    def updated(self, slices: Iterable[ResourceSlice]) -> Inventory:
+        """The inventory for ``slices`` (parsed objects; unchanged slices the same objects as
+        here). Selector verdicts of unchanged devices are kept by the shared compiler; this
+        also keeps the pools of every node whose own slices, and the cluster-wide ones, are
+        the same objects."""
+        fresh = Inventory(slices, self.compiler)
+        with self._lock:
+            pools = dict(self._pools)
+        same_shared = _same_objects(fresh._shared, self._shared)
+        for key, entry in pools.items():
+            name = key[0] if isinstance(key, tuple) else key
+            if (
+                same_shared
+                and not entry.consulted_all
+                and fresh._label_sensitive == self._label_sensitive
+                and _same_objects(fresh._on_node.get(str(name), ()), entry.own)
+            ):
+                fresh._pools[key] = entry
+        return fresh
 
     def pools(self, node: api.Node) -> tuple[_Pool, ...]:
         """``GatherPools`` for ``node``, cached (by name, and labels if a selector reads them)."""
@@ -287,57 +312,36 @@ class Inventory:
         )
         cached = self._pools.get(key)
         if cached is None:
-            try:
-                cached = self._gather(node)
-            except _Fatal as exc:
-                cached = exc
+            cached = self._gather(node)
             with self._lock:
                 self._pools[key] = cached
-        if isinstance(cached, _Fatal):
-            raise cached
-        return cached
+        if cached.error is not None:
+            raise cached.error
+        return cached.pools
 
-    def _gather(self, node: api.Node) -> tuple[_Pool, ...]:
+    def _gather(self, node: api.Node) -> _NodePools:
+        own = tuple(self._on_node.get(node.name, ()))
         by_pool: dict[PoolID, list[ResourceSlice]] = {}
-        for s in [*self._on_node.get(node.name, ()), *self._shared]:
-            if s.shared_counters:
-                relevant = True
-            elif s.node_name or s.all_nodes or s.node_selector is not None:
-                try:
-                    relevant = _node_matches(node, s.node_name, s.all_nodes, s.node_selector)
-                except _Fatal as exc:
-                    raise _Fatal(
-                        f"failed to perform node selection for slice {s.name}: {exc}"
-                    ) from None
-            elif s.per_device_node_selection:
-                relevant = False
-                for d in s.devices:
-                    try:
-                        matched = _node_matches(node, d.node_name, d.all_nodes, d.node_selector)
-                    except _Fatal as exc:
-                        raise _Fatal(
-                            f"failed to perform node selection for device {d.name} "
-                            f"in slice {s.name}: {exc}"
-                        ) from None
-                    if matched:
-                        relevant = True
-                        break
-            else:
-                continue
-            if relevant:
-                # addSlice: only the newest generation seen for the node counts.
-                current = by_pool.get(s.pool_id)
-                if current is None or s.generation > current[0].generation:
-                    by_pool[s.pool_id] = [s]
-                elif s.generation == current[0].generation:
-                    current.append(s)
+        try:
+            for s in (*own, *self._shared):
+                if self._relevant(node, s):
+                    # addSlice: only the newest generation seen for the node counts.
+                    current = by_pool.get(s.pool_id)
+                    if current is None or s.generation > current[0].generation:
+                        by_pool[s.pool_id] = [s]
+                    elif s.generation == current[0].generation:
+                        current.append(s)
+        except _Fatal as exc:
+            return _NodePools((), own, consulted_all=False, error=exc)
         ready: list[_Pool] = []
+        consulted_all = False
         for pool_id, pool_slices in by_pool.items():
             first = pool_slices[0]
             if len(pool_slices) == first.resource_slice_count:
                 ready.append(_build_pool(pool_id, pool_slices, None))
                 continue
             # checkSlicesInPool: a newer generation anywhere makes these obsolete.
+            consulted_all = True
             everywhere = self._by_pool.get(pool_id, [])
             if any(s.generation > first.generation for s in everywhere):
                 continue
@@ -347,22 +351,50 @@ class Inventory:
                 continue
             ready.append(_build_pool(pool_id, pool_slices, same))
         ready.sort(key=lambda p: (p.has_binding_conditions, p.id.driver, p.id.pool))
-        return tuple(ready)
+        return _NodePools(tuple(ready), own, consulted_all=consulted_all)
+
+    @staticmethod
+    def _relevant(node: api.Node, s: ResourceSlice) -> bool:
+        if s.shared_counters:
+            return True
+        if s.node_name or s.all_nodes or s.node_selector is not None:
+            try:
+                return _node_matches(node, s.node_name, s.all_nodes, s.node_selector)
+            except _Fatal as exc:
+                raise _Fatal(
+                    f"failed to perform node selection for slice {s.name}: {exc}"
+                ) from None
+        if s.per_device_node_selection:
+            for d in s.devices:
+                try:
+                    if _node_matches(node, d.node_name, d.all_nodes, d.node_selector):
+                        return True
+                except _Fatal as exc:
+                    raise _Fatal(
+                        f"failed to perform node selection for device {d.name} "
+                        f"in slice {s.name}: {exc}"
+                    ) from None
+        return False
 
     def selector_verdict(self, expression: str, driver: str, device: Device) -> bool:
         """Whether ``device`` matches ``expression``; raises :class:`CelError` (remembered)."""
-        key = (expression, id(device))
-        verdict = self._verdicts.get(key)
-        if verdict is None:
-            try:
-                verdict = self.compiler.compile(expression).matches(DeviceInput(driver, device))
-            except CelError as exc:
-                verdict = exc
-            with self._lock:
-                self._verdicts[key] = verdict
-        if isinstance(verdict, CelError):
-            raise verdict
-        return verdict
+        return self.compiler.matches(expression, DeviceInput(driver, device))
+
+
+@dataclass(frozen=True, slots=True)
+class _NodePools:
+    """What ``GatherPools`` found for one node, and what it read to find it."""
+
+    pools: tuple[_Pool, ...]
+    own: tuple[ResourceSlice, ...]
+    """The node-local slices read."""
+    consulted_all: bool
+    """Whether an incomplete pool made it read every slice of that pool, anywhere."""
+    error: _Fatal | None = None
+
+
+def _same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 # --- the allocator ----------------------------------------------------------------------
@@ -621,10 +653,10 @@ class Allocator:
             for name, cs in pool.counter_sets.items()
         }
         for s in (*pool.slices, *pool.other_slices):
-            for device in s.devices:
+            for device, device_id in zip(s.devices, s.device_ids, strict=True):
                 if not device.consumes_counters:
                     continue
-                if not self.in_use.is_allocated(DeviceID(s.driver, s.pool, device.name)):
+                if not self.in_use.is_allocated(device_id):
                     continue
                 for consumption in device.consumes_counters:
                     counters = available.get(consumption.counter_set)
@@ -714,8 +746,7 @@ class _Search:
                     f"{pool.id} is currently invalid"
                 )
             for s in pool.slices:
-                for device in s.devices:
-                    device_id = DeviceID(s.driver, s.pool, device.name)
+                for device, device_id in zip(s.devices, s.device_ids, strict=True):
                     if not self._selectable(key, data, s, device, device_id):
                         continue
                     if not self._fits(data.spec, device, device_id):
@@ -864,11 +895,11 @@ class _Search:
             slice_start = start[1] if pool_index == start[0] else 0
             for slice_index in range(slice_start, len(pool.slices)):
                 s = pool.slices[slice_index]
-                devices = s.devices
+                devices, device_ids = s.devices, s.device_ids
                 first = start[2] if pool_index == start[0] and slice_index == start[1] else 0
                 for index in range(first, len(devices)):
                     device = devices[index]
-                    device_id = DeviceID(s.driver, s.pool, device.name)
+                    device_id = device_ids[index]
                     if admin:
                         if claim_index in self.allocating.get(device_id, ()):
                             continue
@@ -944,16 +975,16 @@ class _Search:
         return True
 
     def _fits(self, spec: RequestSpec, device: Device, device_id: DeviceID) -> bool:
-        if not device.capacity and not spec.capacity_requests:
-            return True
-        return bool(
-            _fits_capacity(
-                spec,
-                device,
-                self.in_use.consumed_capacity.get(device_id),
-                self.allocating_capacity.get(device_id),
-            )
-        )
+        allocated = self.in_use.consumed_capacity.get(device_id)
+        allocating = self.allocating_capacity.get(device_id)
+        if (
+            not spec.capacity_requests
+            and device.plain_capacity
+            and allocated is None
+            and allocating is None
+        ):
+            return True  # each capacity is consumed whole, and nothing else consumes it
+        return bool(_fits_capacity(spec, device, allocated, allocating))
 
     def _allocate_device(
         self,

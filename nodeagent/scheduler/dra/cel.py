@@ -30,19 +30,22 @@ Upstream's maps answer a missing *domain* with an empty map (so
 ``"model" in device.attributes["other.example.com"]`` is false, not an error); here every
 domain an expression indexes literally, and every domain the device has, is present.
 
-Not provided (a selector using them fails to compile, which fails allocation with the
-compile error, as upstream does for an expression its version does not know): the
-Kubernetes ``lists``, ``sets``, ``regex``, ``url``, ``ip``/``cidr`` and ``format``
-libraries and cel-go's ``lists``/two-variable comprehension extensions, which
-cel-expr-python does not ship. Cost limits are not enforced: the apiserver's admission
+cel-go's ``sets`` extension and the Kubernetes ``regex`` library (``find``,
+``findAll``; Python's ``re`` standing in for RE2, which agree on the patterns selectors
+use) are Python callables too. Not provided (a selector using them fails to compile,
+which fails allocation with the compile error, as upstream does for an expression its
+version does not know): the Kubernetes ``lists``, ``url``, ``ip``/``cidr`` and ``format``
+libraries and cel-go's ``lists``/two-variable comprehension extensions: none reads a
+device's scalar attributes. Cost limits are not enforced: the apiserver's admission
 already rejected selectors whose estimated cost exceeds the limit.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -59,7 +62,13 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message, message_fa
 from nodeagent.k8s import quantities
 from nodeagent.scheduler.dra.model import AttributeValue, Device, SemVer
 
-__all__ = ["CelError", "CompiledSelector", "DeviceInput", "SelectorCompiler"]
+__all__ = [
+    "CelError",
+    "CompiledSelector",
+    "DeviceInput",
+    "SelectorCompiler",
+    "shared_compiler",
+]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -223,6 +232,43 @@ def _ordered(name: str, suffix: str, ret: Any, outcome: Callable[[int], Any]) ->
     )
 
 
+def _cel_equal(a: Any, b: Any) -> bool:
+    """CEL's equality of two list elements: numbers across int/uint/double by value, a bool
+    only to a bool, anything else within its own type."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    return type(a) is type(b) and bool(a == b)
+
+
+def _sets_contains(items: list[Any], wanted: list[Any]) -> bool:
+    return all(any(_cel_equal(x, w) for x in items) for w in wanted)
+
+
+def _sets_intersects(a: list[Any], b: list[Any]) -> bool:
+    return any(_cel_equal(x, y) for x in a for y in b)
+
+
+def _regex(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regex: {exc}") from None
+
+
+def _find(text: str, pattern: str) -> str:
+    found = _regex(pattern).search(text)
+    return found.group(0) if found else ""
+
+
+def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
+    if limit == 0:
+        return []
+    found = [m.group(0) for m in _regex(pattern).finditer(text)]
+    return found if limit < 0 else found[:limit]
+
+
 def _functions() -> list[cel.FunctionDecl]:
     t = cel.Type
     sem, qty = t("kubernetes.Semver"), t("kubernetes.Quantity")
@@ -260,6 +306,36 @@ def _functions() -> list[cel.FunctionDecl]:
         _ordered("isGreaterThan", "is_greater_than", t.BOOL, lambda c: c > 0),
         _ordered("isLessThan", "is_less_than", t.BOOL, lambda c: c < 0),
         _ordered("compareTo", "compare_to", t.INT, lambda c: c),
+        # ext.Sets (cel-go) and the Kubernetes regex library (``regex.go``: find, findAll).
+        cel.FunctionDecl(
+            "sets.contains",
+            [glob("list_sets_contains_list", [t.List(t.DYN)] * 2, t.BOOL, _sets_contains)],
+        ),
+        cel.FunctionDecl(
+            "sets.equivalent",
+            [
+                glob(
+                    "list_sets_equivalent_list",
+                    [t.List(t.DYN)] * 2,
+                    t.BOOL,
+                    lambda a, b: _sets_contains(a, b) and _sets_contains(b, a),
+                )
+            ],
+        ),
+        cel.FunctionDecl(
+            "sets.intersects",
+            [glob("list_sets_intersects_list", [t.List(t.DYN)] * 2, t.BOOL, _sets_intersects)],
+        ),
+        cel.FunctionDecl("find", [member("string_find_n", [t.STRING, t.STRING], t.STRING, _find)]),
+        cel.FunctionDecl(
+            "findAll",
+            [
+                member("string_find_all", [t.STRING, t.STRING], t.List(t.STRING), _find_all),
+                member(
+                    "string_find_all_n", [t.STRING, t.STRING, t.INT], t.List(t.STRING), _find_all
+                ),
+            ],
+        ),
         cel.FunctionDecl("major", [member("semver_major", [sem], t.INT, lambda a: a.major)]),
         cel.FunctionDecl("minor", [member("semver_minor", [sem], t.INT, lambda a: a.minor)]),
         cel.FunctionDecl("patch", [member("semver_patch", [sem], t.INT, lambda a: a.patch)]),
@@ -366,13 +442,15 @@ def _error_text(text: str) -> str:
 
 
 class SelectorCompiler:
-    """Compiles selectors once (``cel.Cache``) and prepares each device's activation once.
+    """Compiles selectors once (``cel.Cache``), prepares each device's activation once,
+    and remembers each selector's verdict on each device (a verdict depends on nothing
+    else, so it stays true for as long as the parsed device lives).
 
     Thread-safe: the caches are guarded by a lock; evaluation itself needs none.
     Devices are keyed by identity (a parsed :class:`Device` is immutable, and a new
-    slice version brings new objects), and the cache holds a reference to each, so an
-    identity is never reused while its entry lives. :meth:`forget` drops devices of
-    slices that are gone."""
+    slice version brings new objects), and every entry holds a reference to its device,
+    so an identity is never reused while its entry lives. :meth:`retain` drops the
+    entries of devices no longer published."""
 
     def __init__(self) -> None:
         self._env = cel.NewEnv(
@@ -390,6 +468,36 @@ class SelectorCompiler:
         self._compiled: dict[str, CompiledSelector | CelError] = {}
         self._domains: frozenset[str] = frozenset()
         self._activations: dict[int, tuple[Device, frozenset[str], cel.Activation]] = {}
+        self._verdicts: dict[tuple[str, int], tuple[Device, bool | CelError]] = {}
+
+    def matches(self, expression: str, device: DeviceInput) -> bool:
+        """Whether ``device`` matches ``expression``, evaluated once per device; raises
+        :class:`CelError` (also remembered) if it does not compile or fails."""
+        key = (expression, id(device.device))
+        entry = self._verdicts.get(key)
+        if entry is None or entry[0] is not device.device:
+            try:
+                verdict: bool | CelError = self.compile(expression).matches(device)
+            except CelError as exc:
+                verdict = exc
+            entry = (device.device, verdict)
+            with self._lock:
+                self._verdicts[key] = entry
+        if isinstance(entry[1], CelError):
+            raise entry[1]
+        return entry[1]
+
+    @property
+    def remembered(self) -> int:
+        """How many device entries the caches hold (activations and verdicts)."""
+        return len(self._activations) + len(self._verdicts)
+
+    def retain(self, devices: Iterable[Device]) -> None:
+        """Keep the cached activations and verdicts of ``devices`` only."""
+        alive = {id(d): d for d in devices}
+        with self._lock:
+            self._activations = {k: v for k, v in self._activations.items() if alive.get(k) is v[0]}
+            self._verdicts = {k: v for k, v in self._verdicts.items() if alive.get(k[1]) is v[0]}
 
     def compile(self, expression: str) -> CompiledSelector:
         """The compiled selector; raises :class:`CelError` (cached too) if it does not compile."""
@@ -414,7 +522,8 @@ class SelectorCompiler:
         output = program.return_type()
         if output not in (cel.Type.BOOL, cel.Type.DYN):
             return CelError(
-                f"must evaluate to bool or the unknown type, not {output.name().lower()}"
+                f"must evaluate to bool or the unknown type, not {output.name().lower()}",
+                at_compile=True,
             )
         return CompiledSelector(self, expression, program)
 
@@ -428,14 +537,12 @@ class SelectorCompiler:
             self._activations[id(device.device)] = (device.device, domains, built)
         return built
 
-    def forget(self, devices: Mapping[int, Device] | None = None) -> None:
-        """Drop prepared activations (all, or those of ``devices`` by identity)."""
-        with self._lock:
-            if devices is None:
-                self._activations.clear()
-            else:
-                for key in devices:
-                    self._activations.pop(key, None)
+
+@functools.cache
+def shared_compiler() -> SelectorCompiler:
+    """The process's compiler: every inventory built without one shares its caches, so a
+    new inventory over the same parsed slices evaluates nothing again."""
+    return SelectorCompiler()
 
 
 def _split(name: str, driver: str) -> tuple[str, str]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
 from functools import total_ordering
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from nodeagent.k8s import quantities
 from nodeagent.scheduler import api
@@ -108,9 +108,9 @@ class ConfigSource(StrEnum):
 # --- values ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class DeviceID:
-    """A device's identity across the cluster (``structured.DeviceID``)."""
+class DeviceID(NamedTuple):
+    """A device's identity across the cluster (``structured.DeviceID``). A named tuple:
+    the allocator hashes thousands of these per scheduling cycle."""
 
     driver: str
     pool: str
@@ -120,8 +120,7 @@ class DeviceID:
         return f"{self.driver}/{self.pool}/{self.device}"
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class PoolID:
+class PoolID(NamedTuple):
     driver: str
     pool: str
 
@@ -344,6 +343,13 @@ class Device:
     binding_conditions: tuple[str, ...] = ()
     binding_failure_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool = False
+    plain_capacity: bool = field(init=False, compare=False, repr=False)
+    """No capacity has a request policy (derived): a request without capacity requests
+    then fits the device whenever no share of it is taken."""
+
+    def __post_init__(self) -> None:
+        plain = all(c.request_policy is None for c in self.capacity.values())
+        object.__setattr__(self, "plain_capacity", plain)
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,6 +366,12 @@ class ResourceSlice:
     devices: tuple[Device, ...] = ()
     shared_counters: tuple[CounterSet, ...] = ()
     resource_version: str = ""
+    device_ids: tuple[DeviceID, ...] = field(init=False, compare=False, repr=False)
+    """Each device's ID, in device order (derived)."""
+
+    def __post_init__(self) -> None:
+        ids = tuple(DeviceID(self.driver, self.pool, d.name) for d in self.devices)
+        object.__setattr__(self, "device_ids", ids)
 
     @property
     def pool_id(self) -> PoolID:

@@ -309,7 +309,17 @@ class LiveScheduler:
     def _parse_pod(obj: client.KubeObject) -> api.Pod | None:
         return _readable("pod", objects.parse_pod, obj)
 
+    def _others_pending(self, obj: client.KubeObject) -> bool:
+        """An unassigned pod another scheduler places: kube-scheduler's informer filters
+        it out before its handlers (``responsibleForPod``), and so is it here, before it
+        is even parsed (its schedulerName is immutable, so it can never be ours)."""
+        spec = obj.get("spec") or {}
+        name = spec.get("schedulerName") or api.DEFAULT_SCHEDULER_NAME
+        return not spec.get("nodeName") and name not in self.frameworks
+
     def _pod_added(self, obj: client.KubeObject) -> None:
+        if self._others_pending(obj):
+            return
         pod = self._parse_pod(obj)
         if pod is None:
             return
@@ -323,6 +333,8 @@ class LiveScheduler:
             self.queue.add(pod)
 
     def _pod_updated(self, old_obj: client.KubeObject, obj: client.KubeObject) -> None:
+        if self._others_pending(obj):
+            return
         node_name = (obj.get("spec") or {}).get("nodeName")
         if node_name and not (old_obj.get("spec") or {}).get("nodeName"):
             uid = str((obj.get("metadata") or {}).get("uid") or "")
@@ -374,6 +386,8 @@ class LiveScheduler:
         self.queue.delete(uid)
         self.reporter.forget(uid)
         gone = self.cache.remove_bound(uid)
+        if gone is None and self._others_pending(obj):
+            return
         pod = self._parse_pod(obj)
         if pod is not None:
             self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
