@@ -42,6 +42,10 @@ _Usage = tuple[dict[str, int], dict[str, int], frozenset[str]]
 """A node's CSI limits per driver, its volumes in use per driver, its unique volumes."""
 
 
+_ANY_CSI_NODE = storage.CSINode("")
+"""Stands for every node with a CSINode when only its presence matters."""
+
+
 class _NotFound(Exception):
     """A claim of the pod to schedule is missing: UnschedulableAndUnresolvable."""
 
@@ -256,6 +260,15 @@ class NodeVolumeLimits:
         usage comes from the per-node cache."""
         if not pod.volumes:
             return np.ones(len(nodes), dtype=bool)
+        try:
+            # with a CSINode, the pod's volumes are those without one and the migrated
+            # inline disks: none means every node passes (those without a CSINode always)
+            if not self._wanted(pod, _ANY_CSI_NODE):
+                return np.ones(len(nodes), dtype=bool)
+        except _NotFound:
+            return np.zeros(len(nodes), dtype=bool)  # the claim is missing: no node
+        if not self._catalog.csi_node_count():
+            return np.ones(len(nodes), dtype=bool)  # no node has limits
         csi_node_of, names = self._catalog.csi_node, snapshot.names
         without: bool | None = None  # the verdict on nodes without a CSINode: all alike
         wanted: dict[str, str] | None = None
