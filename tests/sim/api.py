@@ -339,6 +339,25 @@ class SimClient:
         raise AssertionError("the simulation delivers watch events itself")
 
     watch_pods = watch_nodes = watch_disruption_budgets = watch_storage = _no_watch
+    watch_resources = _no_watch
+
+    def list_resources(self, kind: client.ResourceKind) -> client.ObjectList:
+        """No dynamic resource allocation objects are simulated: every kind lists empty."""
+        self.faults.check_up(f"list {kind.value}")
+        return client.ObjectList((), str(self.api.rv))
+
+    def get_resource_claim(self, namespace: str, name: str) -> client.KubeObject:
+        raise AssertionError("the simulation has no resource claims")
+
+    def replace_resource_claim(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, status: bool = False
+    ) -> client.KubeObject:
+        raise AssertionError("the simulation has no resource claims to write")
+
+    def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> client.KubeObject:
+        raise AssertionError("the simulation has no resource claims to write")
 
     def list_storage(self, kind: client.StorageKind) -> client.ObjectList:
         self.faults.check_up(f"list {kind.value}")
