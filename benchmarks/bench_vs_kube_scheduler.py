@@ -36,7 +36,7 @@ between repetitions), and the ceiling is the faster of the two, so that it is th
 server's bound and not one client's:
 
 * **kube-scheduler's client** (``tests/controlplane/bindclient``, built from the client-go
-  release go.mod pins): protobuf bodies over one HTTP/2 connection, a goroutine per pod
+  release go.mod pins): protobuf bodies multiplexed over HTTP/2, a goroutine per pod
   (as kube-scheduler binds), the event as kube-scheduler writes it (events.k8s.io/v1);
 * **nodeagent's** (its binding process's pipelined posters, :mod:`nodeagent.kube.pipeline`:
   JSON over 8 HTTP/1.1 connections of 8 requests in flight, a core/v1 Event).

@@ -1,6 +1,6 @@
 // Command bindclient makes the per-pod writes of a scheduler and nothing else, with
 // kube-scheduler's own client: client-go at the release go.mod pins, protobuf request
-// bodies (kube-scheduler's clientConnection.contentType default), one HTTP/2 connection,
+// bodies (kube-scheduler's clientConnection.contentType default) multiplexed over HTTP/2,
 // a goroutine per pod (kube-scheduler binds each pod in a goroutine of its own), and the
 // Scheduled event as kube-scheduler writes it (events.k8s.io/v1). For every pod read from
 // standard input it POSTs the Binding and then the event; it prints the wall time from
