@@ -437,6 +437,8 @@ def go_bind_ceiling(plane: ControlPlane, targets: list[tuple[str, str]], nodes: 
     result = json.loads(done.stdout)
     if result["failures"]:
         raise RuntimeError(f"ceiling: {result['failures']} writes failed, e.g. {result['error']}")
+    if result["retries"]:
+        print(f"  (kube-scheduler's client tried {result['retries']} writes again)")
     return float(result["pods"]) / float(result["seconds"])
 
 
