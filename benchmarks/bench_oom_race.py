@@ -7,6 +7,8 @@ before the kernel's OOM killer kills it?
         --configurations defaults,kubelet --thresholds 100Mi     # cgroup v2, in a guest
     sudo python -m benchmarks.bench_oom_race --kubelet --runs 10 --rates 256Mi,1Gi,max \
         --thresholds 100Mi,500Mi                                   # the real kubelet
+    sudo python -m benchmarks.bench_oom_race --kubelet --page-cache 1600 --runs 10 \
+        --rates 256Mi,1Gi --thresholds 500Mi                       # beside a hot page cache
 
 Issue 22's measurement (root needed). The node is a real memory cgroup with a limit
 (``--node-limit``: 2 GiB on the host's cgroup v1; in a cgroup v2 guest, ``--guest``
@@ -785,6 +787,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--allocatable", default="2Gi", help="the node's kubepods limit (--kubelet)"
+    )
+    parser.add_argument(
+        "--page-cache",
+        type=int,
+        default=0,
+        metavar="MIB",
+        help="--kubelet: a pod keeps MIB MiB of file in the active page cache beside every"
+        " ramp; adds the kubelet+agent-reclaimable configuration (activePageCache)",
     )
     args = parser.parse_args()
     if args.kubelet:

@@ -4,6 +4,7 @@ Run from the repository root::
 
     python -m benchmarks.bench_signals            # full run, about a minute
     python -m benchmarks.bench_signals --quick    # fewer iterations
+    python -m benchmarks.bench_signals --quick --active-file   # and reading active_file
 
 For cgroup v1 (cgroupfs driver, hybrid) and v2 (systemd driver) fixture trees with 110,
 250 and 1000 pods it measures:
@@ -20,6 +21,10 @@ For cgroup v1 (cgroupfs driver, hybrid) and v2 (systemd driver) fixture trees wi
 
 As root on a host with cgroup v1 memory and pids controllers it also builds the pod
 hierarchy for real in the kernel and times the collection there.
+
+``--active-file`` adds, beside each fixture row, the same collection reading the clean
+active page cache too (what ``activePageCache: reclaimable`` asks of the reader: three
+more keys of each ``memory.stat`` already read) and the ratio of the two medians.
 
 Fixture files live on whatever filesystem holds the temporary directory; real cgroupfs
 reads cost more per file (docs/signals.md has both).
@@ -208,6 +213,11 @@ def measure(label: str, pods: int, iterations: int, **collector: Any) -> Row:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument(
+        "--active-file",
+        action="store_true",
+        help="also time the collection that reads the clean active page cache",
+    )
     args = parser.parse_args()
     QUIET.setLevel(logging.CRITICAL)  # degraded sources (no kubelet here) are expected
     iterations = 100 if args.quick else 500
@@ -215,11 +225,26 @@ def main() -> None:
     print(f"per-second collection ({iterations} iterations per row)")
     with tempfile.TemporaryDirectory(prefix="bench-signals-") as workdir:
         for label, version, driver in LAYOUTS:
-            rows = []
+            rows, reading = [], []
             for pods in SIZES:
                 tree = build_tree(Path(workdir) / f"{version}-{pods}", pods, version, driver)
                 rows.append(measure(label, pods, iterations, host_root=tree.root))
+                if args.active_file:
+                    reading.append(
+                        measure(
+                            f"{label} +activeFile",
+                            pods,
+                            iterations,
+                            host_root=tree.root,
+                            active_file=True,
+                        )
+                    )
             print_rows(rows)
+            if reading:
+                print_rows(reading)
+                for plain, more in zip(rows, reading, strict=True):
+                    ratio = statistics.median(more.walls) / statistics.median(plain.walls)
+                    print(f"  {plain.pods} pods: reading active_file too costs {ratio:.2f}x")
     if real_kernel_available():
         print(
             "\nper-second collection on this machine's kernel (cgroup v1 memory and pids "

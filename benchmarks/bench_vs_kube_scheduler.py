@@ -15,6 +15,13 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
   PV per pending pod, each on one node (round robin): VolumeBinding picks a PV per pod,
   PreBind writes its claimRef, and kube-controller-manager's PV controller (started for
   this shape) completes the binding both schedulers wait for.
+* ``claim-template`` (SchedulingWithResourceClaimTemplate, ``dra/performance-config.yaml``):
+  a test driver publishes one ResourceSlice per node with ``--claims-per-node``
+  devices, a DeviceClass selects the driver's devices (CEL), and every pending pod has a
+  claim made from a ResourceClaimTemplate asking for one device; kube-controller-manager's
+  resourceclaim controller (started for this shape) makes the claims, all of them before
+  the scheduler starts. DynamicResources allocates a device per claim; PreBind writes the
+  allocation and reservation (a finalizer update, then a status update) before binding.
 * ``unschedulable`` (Unschedulable): besides the ``--pods`` basic pods, ``--never-fit``
   pods (200, scheduler_perf's count) asking 9 CPU, more than any node has, created
   first; while the run goes on, a churn of events that cannot help them: a cordoned
@@ -24,7 +31,8 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
   ``scheduler_schedule_attempts_total``) per pod.
 
     python -m benchmarks.bench_vs_kube_scheduler [--nodes 5000] [--pods 10000] [--repeat 3]
-        [--shapes basic,spread,anti-affinity,unschedulable,csi-pvs,local-pvs]
+        [--shapes basic,spread,anti-affinity,unschedulable,csi-pvs,local-pvs,claim-template]
+        [--claims-per-node 10]
         [--schedulers ...] [--ceiling]
 
 ``--ceiling``: in each repetition, before the schedulers, the API server's **ceiling** for
@@ -108,6 +116,11 @@ CEILING_SCHEDULER = "bench-ceiling"
 VOLUME_SHAPES = ("csi-pvs", "local-pvs")
 CSI_DRIVER = "ebs.csi.aws.com"
 LOCAL_CLASS = "bench-local"
+DRA_SHAPES = ("claim-template",)
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_CLASS = "test-class"
+DRA_TEMPLATE = "test-claim-template"
+RESOURCE_API = "/apis/resource.k8s.io/v1"
 SCHEDULERS = ("kube-scheduler", "nodeagent")
 SCHEDULER_NAME = {"kube-scheduler": "default-scheduler", "nodeagent": "nodeagent-scheduler"}
 REPO = Path(__file__).resolve().parents[1]
@@ -211,6 +224,83 @@ def storage_objects(
 CLAIMS_PATH = "/api/v1/namespaces/{namespace}/persistentvolumeclaims"
 
 
+def populate_resources(plane: ControlPlane, nodes: int, claims_per_node: int) -> None:
+    """What the DRA shape needs once: the driver's slices (scheduler_perf's
+    ``resourceSlice``: one per node, its pool named after the node, ``instance-<i>``
+    devices), the DeviceClass, the namespace's ResourceClaimTemplate."""
+    slices = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"node-{i}"},
+            "spec": {
+                "driver": DRA_DRIVER,
+                "nodeName": f"node-{i}",
+                "pool": {"name": f"node-{i}", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": f"instance-{d}"} for d in range(claims_per_node)],
+            },
+        }
+        for i in range(nodes)
+    ]
+    create_all(plane.admin, f"{RESOURCE_API}/resourceslices", slices)
+    plane.admin.create(
+        f"{RESOURCE_API}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": DRA_CLASS},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
+        },
+    )
+    plane.admin.create(
+        f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": DRA_TEMPLATE, "namespace": NAMESPACE},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "req-0", "exactly": {"deviceClassName": DRA_CLASS}}]
+                    }
+                }
+            },
+        },
+    )
+
+
+def wait_for_claims(plane: ControlPlane, pods: int) -> None:
+    """Until the resourceclaim controller has made every pending pod's claim and named it
+    in the pod's status (before the scheduler starts: the run measures the scheduler)."""
+    deadline = time.monotonic() + 900
+    while True:
+        listed = plane.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+        named = sum(1 for p in listed if (p.get("status") or {}).get("resourceClaimStatuses"))
+        if named >= pods:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{named}/{pods} pods' claims made after 900 s")
+        time.sleep(1.0)
+
+
+def delete_claims(plane: ControlPlane) -> None:
+    """The run's claims, gone before the next run allocates again: the scheduler's
+    delete-protection finalizer (lifted by the resourceclaim controller once a claim is
+    unused, which takes its pod's deletion to reach it) is lifted by hand."""
+    path = f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaims"
+    items = plane.admin.get(path)["items"]
+    paths = [f"{path}/{o['metadata']['name']}" for o in items]
+    unprotect = {"metadata": {"finalizers": None}}
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(plane.admin.merge_patch, paths, [unprotect] * len(paths)))
+    plane.admin.call("DELETE", path)
+    deadline = time.monotonic() + 300
+    while plane.admin.get(path)["items"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError("resourceclaims not gone after 300 s")
+        time.sleep(0.5)
+
+
 def create_storage(plane: ControlPlane, shape: str, run: str, pods: int, nodes: int) -> None:
     """The run's PVs and claims, before the scheduler starts. With the PV controller
     running (for local-pvs), csi-pvs' claims are bound by it as in a cluster: the claims
@@ -260,6 +350,11 @@ def pending_pods(shape: str, count: int, scheduler: str) -> list[dict[str, Any]]
         if shape in VOLUME_SHAPES:
             claim = {"claimName": f"data-{INIT_PODS + i}"}
             pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": claim}]
+        if shape in DRA_SHAPES:  # scheduler_perf's pod-with-claim-template.yaml
+            entry = {"name": "resource", "resourceClaimTemplateName": DRA_TEMPLATE}
+            pod["spec"]["resourceClaims"] = [entry]
+            for container in pod["spec"]["containers"]:
+                container.setdefault("resources", {})["claims"] = [{"name": "resource"}]
         pod.pop("status", None)
         pods.append(pod)
     return pods
@@ -669,6 +764,8 @@ def one_run(
         "/api/v1/namespaces/{namespace}/pods",
         pending_pods(shape, pods, which),
     )
+    if shape in DRA_SHAPES:
+        wait_for_claims(plane, pods)
     watch = BoundWatch(plane, pods)
     apiserver = psutil.Process(plane.pid("kube-apiserver"))
     etcd = psutil.Process(plane.pid("etcd"))
@@ -716,6 +813,8 @@ def one_run(
     delete_pending_namespace_pods(plane)
     if shape in VOLUME_SHAPES:
         delete_storage(plane, run)
+    if shape in DRA_SHAPES:
+        delete_claims(plane)
     return result
 
 
@@ -765,7 +864,10 @@ def main() -> None:
     parser.add_argument(
         "--shapes",
         default=",".join(SHAPES),
-        help=f"of {', '.join((*SHAPES, *VOLUME_SHAPES))}",
+        help=f"of {', '.join((*SHAPES, *VOLUME_SHAPES, *DRA_SHAPES))}",
+    )
+    parser.add_argument(
+        "--claims-per-node", type=int, default=10, help="devices per node (claim-template)"
     )
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
     parser.add_argument("--never-fit", type=int, default=200)
@@ -800,6 +902,12 @@ def main() -> None:
                 "--kube-api-qps=2000",
                 "--kube-api-burst=2000",
             )
+        if set(DRA_SHAPES) & set(shapes):
+            # makes the pods' claims from their template
+            controllers += ("resourceclaim-controller",)
+            controller_flags = tuple(
+                dict.fromkeys((*controller_flags, "--kube-api-qps=2000", "--kube-api-burst=2000"))
+            )
         with cluster.running(
             directory / "controlplane",
             controllers=controllers,
@@ -815,6 +923,8 @@ def main() -> None:
             populate(plane, args.nodes)
             populate_storage(plane, args.nodes, shapes)
             plane.namespace(NAMESPACE)
+            if set(DRA_SHAPES) & set(shapes):
+                populate_resources(plane, args.nodes, args.claims_per_node)
             print(
                 f"{args.nodes} nodes and {INIT_PODS} bound pods in {time.monotonic() - began:.0f} s"
             )

@@ -35,6 +35,25 @@ Eviction API (the agent's: the pod got a ``deletionTimestamp``). Crossing-to-kil
 disappearance minus the crossing. A pod killed before its ramp began is counted apart
 (``before ramp``: evicted on stats from the previous run's pressure).
 
+**Beside a hot page cache** (``--page-cache MIB``): a pod (``workload cache``) keeps a
+MIB MiB file on the machine's disk in the active page cache of kubepods, re-reading it
+every second, through every run; each ramp's crossing is then measured on what the
+kernel cannot reclaim (usage less inactive and clean active page cache), since usage
+is full of cache before the ramp begins. The kubelet keeps its default ``100Mi`` and the
+agent guards at the threshold; per run the cache pod's fate is recorded beside the
+ramp's (``kept``, or evicted by the kubelet or the agent; an evicted one is replaced,
+its file removed, before the next run). Two configurations:
+
+- ``kubelet+agent``: the agent with its defaults (the kubelet's accounting: active
+  page cache is used memory);
+- ``kubelet+agent-reclaimable``: the same with ``activePageCache: reclaimable`` and a
+  memory PSI soft threshold (``memory.pressure.some.avg10>20`` for 10 s).
+
+The kubelet alone at the threshold is not raced beside the cache: it evicts the cache
+pod, and then keeps MemoryPressure (refusing every BestEffort pod, the ramps included)
+for as long as the evicted pod's page cache stays charged to kubepods
+(``tests/node/test_page_cache.py`` shows it).
+
 ``NODEAGENT_RACE_WORKDIR=/path`` keeps the node's directory (the kubelet's, containerd's
 and the agent's logs) instead of a temporary one.
 """
@@ -53,7 +72,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +89,13 @@ MAX_RATE = 64 * Gi
 memory in (1 MiB a step), and the table shows what it achieved."""
 RUN_TIMEOUT = 60.0
 CONFIGURATIONS = ("kubelet", "kubelet+agent")
+PAGE_CACHE_CONFIGURATIONS = ("kubelet+agent", "kubelet+agent-reclaimable")
+RECLAIMABLE_FLAGS = (
+    "--active-page-cache=reclaimable",
+    "--eviction-soft=memory.pressure.some.avg10>20",
+    "--eviction-soft-grace-period=memory.pressure.some.avg10=10s",
+)
+"""The opt-in of ``kubelet+agent-reclaimable`` (docs/eviction.md, "Active page cache")."""
 
 
 def parse_rate(text: str) -> int:
@@ -94,6 +120,9 @@ class Run:
     to_signal: float | None = None
     """Crossing to the ramp receiving SIGTERM (its handler's stamp): from then on it
     allocates nothing; its exit, which frees the memory, comes after."""
+    cache: str | None = None
+    """``--page-cache``: the cache pod after the run: ``kept``, ``kubelet-eviction`` or
+    ``api-eviction``."""
 
 
 class KernelLog:
@@ -200,6 +229,25 @@ def agent_decisions(log: Path) -> dict[str, dict[str, Any]]:
     return decisions
 
 
+def agent_evictions(log: Path) -> set[str]:
+    """The pods (``namespace/name``) the agent sent an Eviction (or, past a blocking
+    budget, a delete) for: its actuation log lines. A decision that named a pod while an
+    earlier eviction was still in flight sent nothing (the agent waits for the cleanup,
+    as the kubelet does)."""
+    sent: set[str] = set()
+    if not log.exists():
+        return sent
+    for line in log.read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if record.get("logger") == "nodeagent.actuation" and record.get("outcome") in (
+                "evicted",
+                "deleted",
+            ):
+                sent.add(str(record["pod"]))
+    return sent
+
+
 def vmstat_oom_kills() -> int:
     """The machine's OOM kills so far (``oom_kill`` in /proc/vmstat)."""
     for line in Path("/proc/vmstat").read_text().splitlines():
@@ -250,8 +298,81 @@ class Race:
         """Delete the race's namespace (its pods are gone after every run)."""
         self.plane.admin.request("DELETE", f"/api/v1/namespaces/{self.namespace}")
 
+    def cache_pod(self, mib: int) -> str:
+        """A running pod keeping a ``mib`` MiB file in kubepods' active page cache, made
+        if none is: its name. Returns once most of the file is active."""
+        for pod in self.plane.admin.get(f"/api/v1/namespaces/{self.namespace}/pods")["items"]:
+            name = pod["metadata"]["name"]
+            running = pod["status"].get("phase") == "Running"
+            deleted = pod["metadata"].get("deletionTimestamp")
+            if name.startswith("cache-") and running and not deleted:
+                return str(name)
+        self.wait_admitting()
+        name = f"cache-{uuid.uuid4().hex[:6]}"
+        data = self.node.base / name
+        data.mkdir()
+        before = self.active_file()
+        self.pods.create(
+            self.plane,
+            self.pods.workload(
+                name,
+                self.namespace,
+                ["cache", "/data/file", str(mib)],
+                node=self.node.name,
+                volumes=[{"name": "data", "hostPath": {"path": str(data)}}],
+                mounts=[{"name": "data", "mountPath": "/data"}],
+            ),
+        )
+        self.pods.wait_running(self.plane, self.namespace, name, timeout=120)
+        deadline = time.monotonic() + 120
+        while self.active_file() - before < mib * Mi * 3 // 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return name
+
+    def cache_fate(self, name: str, since: int) -> str:
+        """``kept``, or who evicted the cache pod ``name``; an evicted one is deleted and
+        its file removed (its page cache stays charged to kubepods until then)."""
+        pod = self.pods.get(self.plane, self.namespace, name)
+        status = (pod or {}).get("status") or {}
+        key = f"{self.namespace}/{name}"
+        kubelet_log = self.node.logs / "kubelet.log"
+        if any(victim == key for _, victim in kubelet_evictions(kubelet_log, since)) or (
+            status.get("reason") == "Evicted"
+        ):
+            fate = "kubelet-eviction"
+        elif self.agent_log is not None and key in agent_evictions(self.agent_log):
+            fate = "api-eviction"
+        elif pod is not None and not pod["metadata"].get("deletionTimestamp"):
+            return "kept"
+        else:
+            fate = "gone"
+        self.plane.admin.request(
+            "DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{name}", {"gracePeriodSeconds": 0}
+        )
+        with contextlib.suppress(RuntimeError):
+            self.pods.wait_gone(self.plane, self.namespace, name, timeout=60)
+        (self.node.base / name / "file").unlink(missing_ok=True)
+        return fate
+
+    def active_file(self) -> int:
+        for line in (self.node.kubepods / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "total_active_file":
+                return int(value)
+        return 0
+
     def baseline(self) -> int:
         return int((self.node.kubepods / "memory.usage_in_bytes").read_text())
+
+    def unreclaimable(self) -> int:
+        """The kubepods usage less what the kernel can drop without I/O (inactive and
+        clean active page cache): what ``activePageCache: reclaimable`` counts as used."""
+        stat: dict[str, int] = {}
+        for line in (self.node.kubepods / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            stat[key] = int(value)
+        active = stat["total_active_file"] - stat["total_dirty"] - stat["total_writeback"]
+        return self.baseline() - stat["total_inactive_file"] - max(active, 0)
 
     def settle(self, floor: int) -> None:
         """Wait until the kubepods usage is back near ``floor`` (the last pod's memory
@@ -276,18 +397,31 @@ class Race:
                 raise RuntimeError("the kubelet's MemoryPressure stayed True for 120 s")
             time.sleep(0.2)
 
-    def one(self, configuration: str, threshold: str, rate: str, floor: int) -> Run:
+    def one(
+        self,
+        configuration: str,
+        threshold: str,
+        rate: str,
+        floor: int,
+        *,
+        page_cache: bool = False,
+    ) -> Run:
+        """One ramp. ``page_cache``: the crossing is measured on what the kernel cannot
+        reclaim (usage less inactive and clean active page cache), as
+        ``activePageCache: reclaimable`` counts it, for a node whose page cache fills
+        kubepods' usage (its usage would cross before the ramp began)."""
         self.wait_admitting()
         name = f"ramp-{uuid.uuid4().hex[:8]}"
         limit = self.node.allocatable_memory
         crossing = limit - units.parse_quantity(threshold).value
-        start = max(crossing - LEAD - self.baseline(), 0)
+        used = self.unreclaimable() if page_cache else self.baseline()
+        start = max(crossing - LEAD - used, 0)
         pod = self.pods.workload(
             name,
             self.namespace,
             [
                 "ramp",
-                "/node-memory/memory.usage_in_bytes",
+                f"/node-memory/{'memory.stat' if page_cache else 'memory.usage_in_bytes'}",
                 str(start),
                 str(crossing),
                 str(parse_rate(rate)),
@@ -416,6 +550,8 @@ def race(
     configurations: Sequence[str],
     runs: int,
     allocatable: int,
+    *,
+    page_cache_mib: int = 0,
 ) -> list[Run]:
     from tests.controlplane import cluster
     from tests.node import agent, node
@@ -442,7 +578,9 @@ def race(
         kernel = KernelLog()
         stack.callback(kernel.close)
         for threshold in thresholds:
-            eviction_hard = {"memory.available": threshold}
+            # beside a page cache the kubelet keeps its default under the agent, and is
+            # raised to the threshold only when it races alone
+            eviction_hard = {"memory.available": "100Mi" if page_cache_mib else threshold}
             with node.running(
                 plane,
                 base / f"node-{threshold}",
@@ -456,6 +594,8 @@ def race(
                 the_race = Race(the_node, kernel)
                 # the agent's identity (its anchor pod) before the floor is read
                 agent.identity(the_node)
+                if page_cache_mib:
+                    the_race.cache_pod(page_cache_mib)
                 floor = the_race.baseline()
                 order = [(c, r) for c in configurations for r in rates for _ in range(runs)]
                 random.shuffle(order)
@@ -465,23 +605,31 @@ def race(
                 # runs grouped by configuration (the agent starts once), rates shuffled
                 for configuration in random.sample(list(configurations), len(configurations)):
                     with contextlib.ExitStack() as runs_stack:
-                        if configuration == "kubelet+agent":
+                        if configuration.startswith("kubelet+agent"):
+                            flags = [
+                                f"--eviction-hard=memory.available<{threshold}",
+                                "--max-evictions-per-interval=1000",
+                            ]
+                            if configuration == "kubelet+agent-reclaimable":
+                                flags += RECLAIMABLE_FLAGS
                             running = runs_stack.enter_context(
-                                agent.running(
-                                    the_node,
-                                    [
-                                        f"--eviction-hard=memory.available<{threshold}",
-                                        "--max-evictions-per-interval=1000",
-                                    ],
-                                    name="race-agent",
-                                )
+                                agent.running(the_node, flags, name=f"race-{configuration}")
                             )
                             agent.wait_ready(running)
                             the_race.agent_log = running.process.log
                         else:
                             the_race.agent_log = None
                         for rate in by_configuration[configuration]:
-                            results.append(the_race.one(configuration, threshold, rate, floor))
+                            if not page_cache_mib:
+                                run = the_race.one(configuration, threshold, rate, floor)
+                            else:
+                                cache = the_race.cache_pod(page_cache_mib)
+                                since = (the_node.logs / "kubelet.log").stat().st_size
+                                run = the_race.one(
+                                    configuration, threshold, rate, floor, page_cache=True
+                                )
+                                run = replace(run, cache=the_race.cache_fate(cache, since))
+                            results.append(run)
                             print(_line(results[-1]), flush=True)
                 print(
                     f"{threshold}: {len(order)} runs in {time.monotonic() - started:.0f} s",
@@ -492,9 +640,10 @@ def race(
 
 def _line(run: Run) -> str:
     kill = f"{run.to_kill * 1e3:.0f} ms" if run.to_kill is not None else "-"
+    cache = f"  page-cache pod {run.cache}" if run.cache is not None else ""
     return (
         f"  {run.threshold:<7}{run.configuration:<15}{run.rate:>6}/s  {run.outcome:<17}"
-        f" {run.achieved_rate / Mi:>6.0f} MiB/s  crossing-to-kill {kill}"
+        f" {run.achieved_rate / Mi:>6.0f} MiB/s  crossing-to-kill {kill}{cache}"
     )
 
 
@@ -506,12 +655,14 @@ def table(results: Sequence[Run]) -> str:
     """Per threshold, configuration and rate: runs, OOM kills, evictions (by the kubelet,
     through the API), before-ramp, the achieved rate, and p50/p99 (ms) from the crossing
     to the eviction decision, to the kubelet stopping the container, to its process gone
-    (runs not OOM-killed)."""
+    (runs not OOM-killed); beside a page cache, what became of the cache pod."""
+    with_cache = any(r.cache is not None for r in results)
     lines = [
         "| threshold | configuration | rate | achieved | runs | OOM kills | kubelet evictions"
         " | API evictions | before ramp | crossing to: eviction decision | the kubelet"
-        " stopping it | SIGTERM in the pod | its process gone (p50 / p99, ms) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " stopping it | SIGTERM in the pod | its process gone (p50 / p99, ms) |"
+        + (" page-cache pod kept / evicted by the kubelet / by the agent |" if with_cache else ""),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|" if with_cache else ""),
     ]
     keys = dict.fromkeys((r.threshold, r.configuration, r.rate) for r in results)
     for threshold, configuration, rate in sorted(
@@ -534,23 +685,31 @@ def table(results: Sequence[Run]) -> str:
             f" {count['oom']} | {count['kubelet-eviction']} | {count['api-eviction']} |"
             f" {count['before-ramp']} | {_ms(evictions, 50)} / {_ms(evictions, 99)} |"
             f" {_ms(stops, 50)} / {_ms(stops, 99)} | {_ms(signals, 50)} / {_ms(signals, 99)} |"
-            f" {_ms(kills, 50)} / {_ms(kills, 99)} |"
+            f" {_ms(kills, 50)} / {_ms(kills, 99)} |" + (_cache_cell(these) if with_cache else "")
         )
     return "\n".join(lines)
 
 
+def _cache_cell(runs: Sequence[Run]) -> str:
+    fates = collections.Counter(r.cache for r in runs)
+    return f" {fates['kept']} / {fates['kubelet-eviction']} / {fates['api-eviction']} |"
+
+
 def main(args: argparse.Namespace) -> None:
     """``bench_oom_race --kubelet``: ``args`` carries runs, rates, thresholds,
-    configurations (``kubelet``, ``kubelet+agent``), allocatable, json and report_from
-    (print the table of an earlier ``--json`` file, run nothing)."""
+    configurations (``kubelet``, ``kubelet+agent``; with page_cache also
+    ``kubelet+agent-reclaimable``), allocatable, page_cache (MiB of hot page cache beside
+    the ramps, 0 for none), json and report_from (print the table of an earlier
+    ``--json`` file, run nothing)."""
     if args.report_from is not None:
         print(table(list(runs_from_json(args.report_from))))
         return
     if os.geteuid() != 0:
         raise SystemExit("needs root: it runs a kubelet")
     asked = args.configurations.split(",")
-    # the emulation's names (its default) are not this race's: then both configurations
-    configurations = asked if set(asked) <= set(CONFIGURATIONS) else list(CONFIGURATIONS)
+    known = PAGE_CACHE_CONFIGURATIONS if args.page_cache else CONFIGURATIONS
+    # the emulation's names (its default) are not this race's: then all of this race's
+    configurations = asked if set(asked) <= set(known) else list(known)
     results: list[Run] = []
     for threshold in args.thresholds.split(","):
         results += race(
@@ -559,6 +718,7 @@ def main(args: argparse.Namespace) -> None:
             configurations,
             args.runs,
             units.parse_quantity(args.allocatable).value,
+            page_cache_mib=args.page_cache,
         )
         if args.json is not None:  # each threshold's runs kept as soon as they are done
             args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))

@@ -66,6 +66,11 @@ class Signal(StrEnum):
     IO_PRESSURE_FULL_AVG300 = "io.pressure.full.avg300"
 
 
+CLEAN_ACTIVE_FILE = "clean active_file"
+"""How a memory observation that counts the clean active page cache as available says so
+in its source."""
+
+
 class LocalStorageLimit(StrEnum):
     """The local ephemeral-storage limits the kubelet enforces every cycle, apart from any
     threshold (``localStorageCapacityIsolation``); spelled as the kubelet's eviction
@@ -144,6 +149,17 @@ class SignalValue:
     source: str = ""
     """Where the figures came from (a file path, ``statvfs(/var/lib/kubelet)``...)."""
 
+    def counting_reclaimable(self, amount: int, what: str = CLEAN_ACTIVE_FILE) -> SignalValue:
+        """This observation with ``amount`` more available: memory the signal counted as
+        used that the kernel can reclaim (``what`` names it in the source). Never past
+        the capacity, never below the observation itself."""
+        available = min(self.available + max(amount, 0), self.capacity)
+        return SignalValue(
+            available=max(available, self.available),
+            capacity=self.capacity,
+            source=f"{self.source}; plus {what} as available",
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Unavailable:
@@ -203,6 +219,10 @@ class PodUsage:
     uid: PodUID
     memory: int | None = None
     """Working set of the pod cgroup, in bytes (usage - inactive_file, never below 0)."""
+    active_file: int | None = None
+    """Of that working set, the clean active page cache (``active_file`` less dirty and
+    writeback pages): what the kernel can drop without I/O although the kubelet counts it
+    as used. Read only when ``activePageCache: reclaimable`` asks for it."""
     rootfs: int | None = None
     """Bytes of the containers' writable layers."""
     logs: int | None = None
@@ -256,6 +276,13 @@ class NodeObservations:
     after the one it last judged, as the kubelet compares each signal's own time."""
     psi_sampled_at: float | None = None
     """When ``psi`` was read, if earlier than ``time``."""
+    active_file: Mapping[Signal, int] = field(default_factory=dict)
+    """Per memory signal, the clean active page cache of the cgroup it is read from
+    (``active_file`` less dirty and writeback pages), which the kubelet's working set
+    counts as used. Read only when ``activePageCache: reclaimable`` asks for it."""
+    active_file_counted: bool = False
+    """Whether ``signals`` and the pods' ``memory`` already count ``active_file`` as
+    reclaimable (:func:`nodeagent.eviction.page_cache.view` was applied)."""
 
     def value(self, signal: Signal) -> SignalValue | None:
         """The observation of ``signal``, or ``None`` when it was unavailable."""

@@ -54,7 +54,7 @@ from nodeagent.agent.metrics import AgentMetrics
 from nodeagent.agent.pods import PodSource
 from nodeagent.base.clock import Clock
 from nodeagent.base.logs import FIELDS
-from nodeagent.eviction import engine
+from nodeagent.eviction import engine, page_cache
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.model import Decision, NodeObservations, Signal
@@ -96,6 +96,10 @@ _MEMORY_SCOPES: Mapping[str, Signal] = {
     setup.KUBEPODS_SCOPE: Signal.ALLOCATABLE_MEMORY_AVAILABLE,
 }
 """Which signal's thresholds are armed as usage thresholds on which cgroup."""
+
+_SIGNAL_NAMES = frozenset(Signal)
+"""Degraded sources that are signals (exported with the signal itself): a set, as this
+is asked of every source every cycle."""
 
 
 class Collector(Protocol):
@@ -160,6 +164,13 @@ def headroom_of(
         if value is not None:
             headroom[signal] = SignalHeadroom(value.available, value.capacity, threshold)
     return headroom
+
+
+def _cache_counted(observations: NodeObservations, signal: Signal) -> bool:
+    """Whether ``signal`` counts page cache that the kernel reclaims while usage stays
+    flat at the limit (``activePageCache: reclaimable``): a usage threshold cannot see
+    that signal fall, as the hog's memory replaces the cache, so it is polled too."""
+    return observations.active_file_counted and observations.active_file.get(signal, 0) > 0
 
 
 def wake_label(wakes: Collection[Wake], due: Collection[Poll]) -> str:
@@ -254,7 +265,7 @@ class AgentLoop:
             return None
         read_pods = Poll.NODE in due or bool(kernel_wakes)
         self._follow_cgroups()
-        observations = self._collector.collect(now, POD_GROUPS if read_pods else FILESYSTEM_GROUPS)
+        observations = self._collect(now, POD_GROUPS if read_pods else FILESYSTEM_GROUPS)
         collected = self._clock.now()
         self._observe_detection(kernel_wakes, due, collected)
         self.schedule = self.schedule.ran(
@@ -305,6 +316,12 @@ class AgentLoop:
         self.last = CycleResult(decision, observations, trigger, logged)
         return self.last
 
+    def _collect(self, now: float, groups: Collection[SignalGroup]) -> NodeObservations:
+        """A collection as the policy counts the active page cache, so the kernel
+        triggers, the metrics and the annotation see what the engine decides on."""
+        observations = self._collector.collect(now, groups)
+        return page_cache.view(observations, self.policy.active_page_cache)
+
     # --- node-level reclaim -----------------------------------------------------------------
     def _reclaim_node(
         self, decision: Decision, observations: NodeObservations
@@ -321,7 +338,7 @@ class AgentLoop:
             self.policy,
             decision,
             observations,
-            lambda: self._collector.collect(self._clock.now(), {SignalGroup.FILESYSTEMS}),
+            lambda: self._collect(self._clock.now(), {SignalGroup.FILESYSTEMS}),
         )
         if decision.node_reclaim_result is not None:
             self._metrics.record_node_reclaim(decision.node_reclaim_result)
@@ -359,7 +376,7 @@ class AgentLoop:
         current: dict[str, str | None] = {
             source: reason
             for source, reason in self._collector.degraded().items()
-            if source not in Signal.__members__.values()  # exported with the signal itself
+            if source not in _SIGNAL_NAMES
         }
         statuses = {**self._unarmed, **self._triggers.status()}
         current.update(setup.degraded_components(statuses))
@@ -428,6 +445,9 @@ class AgentLoop:
                     thresholds={},
                 )
                 continue
+            if observations.active_file_counted:
+                # the page cache counted as available is as much reclaimable as inactive
+                inactive += observations.active_file.get(signal, 0)
             setup.rearm_memory_thresholds(
                 self._triggers,
                 self._trigger_settings,
@@ -502,5 +522,5 @@ class AgentLoop:
                 thresholds=resolved,
                 observed=None if value is None else value.available,
                 observed_at=read_at,
-                unheard=scope in self._unheard,
+                unheard=scope in self._unheard or _cache_counted(observations, signal),
             )

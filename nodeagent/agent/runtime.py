@@ -41,6 +41,7 @@ from nodeagent.base import errors
 from nodeagent.base.clock import Clock, RealClock
 from nodeagent.base.logs import FIELDS
 from nodeagent.cri.client import ContainerRuntime, GrpcRuntime
+from nodeagent.eviction.page_cache import ActivePageCache
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.kube import client, http, retry
 from nodeagent.reclaim.reclaimer import NodeReclaimer
@@ -284,6 +285,7 @@ class Readers:
             config,
             logger=logging.getLogger("nodeagent.signals"),
             image_fs_info=clients.container_runtime.image_fs_info,
+            active_file=config.active_page_cache is ActivePageCache.RECLAIMABLE,
         )
         housekeeping = (
             HousekeptCollector(

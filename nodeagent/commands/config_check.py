@@ -29,6 +29,7 @@ from nodeagent.agent.config import (
 from nodeagent.base import durations
 from nodeagent.base.errors import ConfigError
 from nodeagent.eviction import compare
+from nodeagent.eviction.page_cache import ActivePageCache
 from nodeagent.eviction.policy import EvictionPolicy, policy_record
 from nodeagent.eviction.settings import EvictionSettings, kubelet_eviction_fields
 from nodeagent.eviction.thresholds import Operator, Threshold
@@ -132,6 +133,13 @@ def _text(policy: EvictionPolicy, layout: FsLayout, findings: tuple[compare.Find
         f"strategy: {policy.strategy}",
         "local-storage limits (localStorageCapacityIsolation): "
         + ("enforced" if policy.local_storage_capacity_isolation else "off"),
+        f"active page cache (activePageCache): {policy.active_page_cache} ("
+        + (
+            "its clean part counts as available"
+            if policy.active_page_cache is ActivePageCache.RECLAIMABLE
+            else "used memory, as the kubelet counts it"
+        )
+        + ")",
     ]
     lines += [f"warning: {w}" for w in policy.warnings]
     lines += [f"{f.severity}: {f.message}" for f in findings]

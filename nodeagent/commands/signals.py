@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         config.container_runtime_endpoint, timeout=config.container_runtime_request_timeout
     )
     with SignalCollector.from_settings(
-        config, logger=quiet, image_fs_info=runtime.image_fs_info
+        config, logger=quiet, image_fs_info=runtime.image_fs_info, active_file=True
     ) as collector:
         observations = collector.collect(time.monotonic())
         if args.output == "json":
@@ -92,6 +92,7 @@ def _psi_line(line: PsiLine) -> dict[str, float | int]:
 def _pod(usage: PodUsage) -> dict[str, Any]:
     return {
         "memory": usage.memory,
+        "activeFile": usage.active_file,
         "processes": usage.processes,
         "threads": usage.threads,
         "rootfs": usage.rootfs,
@@ -116,6 +117,8 @@ def report(observations: NodeObservations, collector: SignalCollector) -> dict[s
             signals[signal.value] = {"unavailable": observed.reason}
         else:
             signals[signal.value] = {"available": observed.available, "capacity": observed.capacity}
+            if signal in observations.active_file:
+                signals[signal.value]["activeFile"] = observations.active_file[signal]
             sources[signal.value] = observed.source
     pod_cgroups = collector.pod_cgroups
     pods: dict[str, dict[str, Any]] = {}

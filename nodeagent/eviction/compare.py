@@ -7,6 +7,11 @@ fires. ``nodeagent config check --kubelet-config`` prints these findings.
 
 A percentage and a quantity compare differently on different nodes; the finding then
 names the capacity above (or below) which the kubelet is ahead.
+
+With ``activePageCache: reclaimable`` the two do not even measure the same memory: the
+kubelet counts the active page cache as used, so its memory threshold can be crossed by
+a hot cache alone, far above where the agent's count would be, and it then evicts the
+pod holding the cache itself. Each kubelet memory threshold is noted with that.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from nodeagent.base import durations
+from nodeagent.eviction.page_cache import ActivePageCache
 from nodeagent.eviction.policy import EvictionPolicy
 from nodeagent.eviction.thresholds import PSI_SIGNALS, Percentage, Quantity, Threshold
 from nodeagent.k8s import quantities as units
@@ -52,6 +58,19 @@ def compare_with_kubelet(
             finding = _compare(threshold, other)
             if finding is not None:
                 findings.append(finding)
+    if agent.active_page_cache is ActivePageCache.RECLAIMABLE:
+        for other in theirs:
+            if other.signal in _MEMORY_SIGNALS:
+                findings.append(
+                    Finding(
+                        Severity.NOTE,
+                        other.signal,
+                        f"the kubelet's {_describe(other)} counts the active page cache as"
+                        " used (the agent's activePageCache: reclaimable does not): a pod"
+                        " keeping a file hot can cross it alone, and the kubelet evicts that"
+                        " pod itself; keep it low under the agent's (its default 100Mi)",
+                    )
+                )
     watched = {t.signal for t in mine}
     for other in theirs:
         if other.signal not in watched:
@@ -64,6 +83,9 @@ def compare_with_kubelet(
                 )
             )
     return tuple(findings)
+
+
+_MEMORY_SIGNALS = frozenset({Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE})
 
 
 def _describe(threshold: Threshold) -> str:

@@ -2,7 +2,8 @@
 :class:`~nodeagent.model.Decision` and the next state.
 
 It follows the kubelet's ``synchronize`` (``pkg/kubelet/eviction/eviction_manager.go``) step
-for step:
+for step, on the observations as the policy counts the active page cache (the kubelet's
+way by default; :mod:`nodeagent.eviction.page_cache`):
 
 1. *met now*: thresholds with ``available < threshold`` (strict).
 2. *still reclaiming*: thresholds acted on last cycle that are still below
@@ -54,7 +55,7 @@ from dataclasses import dataclass, field
 
 from nodeagent.base import durations
 from nodeagent.eviction import layout as fs_layout
-from nodeagent.eviction import local_storage, messages, ranking
+from nodeagent.eviction import local_storage, messages, page_cache, ranking
 from nodeagent.eviction import thresholds as thr
 from nodeagent.eviction.observations import observe, sampled_at
 from nodeagent.eviction.policy import EvictionPolicy
@@ -152,7 +153,9 @@ def evaluate(
 ) -> tuple[Decision, EngineState]:
     """One evaluation cycle. ``pods`` are the pods on the node (their usage is in
     ``observations.pods``); ``now`` is the caller's clock, used for grace and transition
-    periods, while ``observations.time`` dates the sample."""
+    periods, while ``observations.time`` dates the sample. The observations are taken as
+    the policy counts the active page cache (:func:`page_cache.view`)."""
+    observations = page_cache.view(observations, policy.active_page_cache)
     layout = observations.fs_layout
     observed = observe(observations, policy.signals_for(layout))
     active = _active(policy.thresholds_for(layout), observed, state.thresholds_met)
@@ -350,6 +353,7 @@ def thresholds_clear(policy: EvictionPolicy, observations: NodeObservations) -> 
     """Whether no configured threshold, of any signal and ignoring grace periods, is met
     counting its minimum reclaim: the kubelet's check after node-level reclaim, on
     observations re-read after it."""
+    observations = page_cache.view(observations, policy.active_page_cache)
     observed = observe(observations, policy.signals_for(observations.fs_layout))
     return _reclaim_suffices(policy, observed, observations)
 

@@ -19,6 +19,7 @@ import numpy
 from nodeagent.base.errors import ConfigError
 from nodeagent.eviction import observations as engine_observations
 from nodeagent.eviction import thresholds as thr
+from nodeagent.eviction.page_cache import ActivePageCache
 from nodeagent.eviction.settings import EvictionSettings, EvictionStrategy
 from nodeagent.k8s import quantities as units
 from nodeagent.k8s.pressure import DEFAULT_CONDITION_TYPES, DEFAULT_TAINT_KEYS, Pressure
@@ -62,6 +63,9 @@ class EvictionPolicy:
     soft_pressure_taint: bool = False
     local_storage_capacity_isolation: bool = True
     """Evict pods over their emptyDir, pod or container ephemeral-storage limits."""
+    active_page_cache: ActivePageCache = ActivePageCache.WORKING_SET
+    """Whether the clean active page cache is used memory (the kubelet's accounting) or
+    available (:mod:`nodeagent.eviction.page_cache`)."""
     warnings: tuple[str, ...] = ()
     """Configuration the policy had to ignore or reinterpret, for the operator."""
     _by_layout: Mapping[FsLayout, tuple[thr.Threshold, ...]] = field(
@@ -118,6 +122,7 @@ class EvictionPolicy:
             taint_keys=dict(settings.taint_keys),
             soft_pressure_taint=settings.soft_pressure_taint,
             local_storage_capacity_isolation=settings.local_storage_capacity_isolation,
+            active_page_cache=settings.active_page_cache,
             warnings=_warnings(settings, thresholds),
         )
 
@@ -174,6 +179,7 @@ def policy_record(policy: EvictionPolicy, layout: FsLayout = FsLayout.SINGLE) ->
         "taintKeys": {str(p): key for p, key in policy.taint_keys.items()},
         "softPressureTaint": policy.soft_pressure_taint,
         "localStorageCapacityIsolation": policy.local_storage_capacity_isolation,
+        "activePageCache": str(policy.active_page_cache),
         "warnings": list(policy.warnings),
     }
 
@@ -209,6 +215,16 @@ def _warnings(settings: EvictionSettings, thresholds: tuple[thr.Threshold, ...])
             f"evictionMaxPodGracePeriod {settings.eviction_max_pod_grace_period}: soft "
             f"evictions give each pod its own terminationGracePeriodSeconds (what the "
             f"kubelet's flag help promises; the kubelet itself kills at once, #118172)"
+        )
+    memory_psi = any(
+        t.signal.startswith("memory.pressure.") for t in thresholds if t.derived_from is None
+    )
+    if settings.active_page_cache is ActivePageCache.RECLAIMABLE and not memory_psi:
+        notes.append(
+            "activePageCache: reclaimable counts the clean active page cache as available, and"
+            " no memory.pressure threshold is set: a hot cache larger than memory would thrash"
+            " (refault what the kernel drops) without any eviction; add e.g."
+            " memory.pressure.some.avg10>20 to evictionSoft with a grace period"
         )
     if settings.eviction_pressure_transition_period == 0:
         notes.append("evictionPressureTransitionPeriod 0s means the default 5m0s (as the kubelet)")

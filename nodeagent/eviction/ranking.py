@@ -20,6 +20,12 @@ A pod without stats sorts ahead of every pod with stats at the first usage compa
 so for memory and disk missing stats dominate priority. Python's sort is stable, so pods
 that tie on the whole chain keep their input order (the kubelet's order is unspecified).
 
+A pod's memory usage is its working set as the observations give it: the kubelet's
+(``usage - inactive_file``) by default; with ``activePageCache: reclaimable`` less the
+pod's clean active page cache (:func:`nodeagent.eviction.page_cache.view`), so under
+genuine pressure the pod that cannot give memory back goes before the one holding the
+most cache, and "above request" compares with what the pod could not give back.
+
 Critical pods (priority >= 2e9, or flagged critical), static pods and mirror pods are
 never candidates (the kubelet's ``IsCriticalPod``; ``evictPod`` refuses them).
 """

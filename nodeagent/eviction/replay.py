@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nodeagent.eviction import engine
+from nodeagent.eviction import engine, page_cache
 from nodeagent.eviction import layout as fs_layout
 from nodeagent.eviction.observations import observe
 from nodeagent.eviction.policy import EvictionPolicy
@@ -66,7 +66,8 @@ def replay(
     credit: dict[Signal, int] = {}
     reclaimed: dict[str, int] = {}
     for sample in samples:
-        observations, pods = sample.observations, sample.pods
+        observations = page_cache.view(sample.observations, policy.active_page_cache)
+        pods = sample.pods
         if model_reclaim:
             observations, pods = _counterfactual(observations, pods, evicted, credit, reclaimed)
         decision, state = engine.evaluate(policy, state, observations, pods, observations.time)

@@ -38,6 +38,7 @@ from pydantic_settings import NoDecode
 
 from nodeagent.base import durations
 from nodeagent.eviction import thresholds
+from nodeagent.eviction.page_cache import ActivePageCache
 from nodeagent.k8s.pressure import (
     DEFAULT_CONDITION_TYPES,
     DEFAULT_TAINT_KEYS,
@@ -312,6 +313,19 @@ class EvictionSettings(BaseModel):
         " early warning that steers new pods away without refusing them); ``NoSchedule`` from"
         " the moment a threshold is acted on. Default false: ``NoSchedule`` whenever the"
         " condition is on, as the node lifecycle controller does for the kubelet's conditions.",
+    )
+
+    active_page_cache: ActivePageCache = Field(
+        default=ActivePageCache.WORKING_SET,
+        description="What the memory signals and the memory ranking make of the active page"
+        " cache. ``workingSet`` (default): used memory, as the kubelet counts it"
+        " (``usage - inactive_file``). ``reclaimable``: the clean active page cache"
+        " (``active_file`` less dirty and writeback pages) counts as available in"
+        " ``memory.available`` and ``allocatableMemory.available``, and a pod is ranked by"
+        " its working set less its own, so a pod that keeps a file hot is neither the"
+        " reason for nor the victim of an eviction, while the thresholds still cross at the"
+        " same margin before an OOM kill. Pair it with a memory PSI threshold"
+        " (``memory.pressure.some.avg10``) for a cache that thrashes. See docs/eviction.md.",
     )
 
     local_storage_capacity_isolation: bool = Field(

@@ -4,14 +4,15 @@ A line carries what the agent would have collected at that moment (the schema is
 docs/eviction.md)::
 
     {"time": 60, "fsLayout": "single",
-     "signals": {"memory.available": {"available": 524288000, "capacity": 2147483648},
+     "signals": {"memory.available": {"available": 524288000, "capacity": 2147483648,
+                                      "activeFile": 268435456},
                  "nodefs.available": {"unavailable": "statvfs failed"},
                  "memory.pressure.some.avg10": {"value": 25.0}},
      "psi": {"memory": {"some": {"avg10": 25.0, "avg60": 12.1, "avg300": 3.2, "total": 1}}},
      "reclaimable": {"images": 1073741824},
      "pods": [{"namespace": "default", "name": "a", "priority": 0,
                "requests": {"memory": "256Mi"}, "limits": {"memory": "1Gi"},
-               "usage": {"memory": 536870912, "rootfs": 0, "logs": 0},
+               "usage": {"memory": 536870912, "activeFile": 0, "rootfs": 0, "logs": 0},
                "containers": [{"name": "app", "limits": {"ephemeral-storage": "1Gi"},
                                "usage": {"rootfs": 0, "logs": 0}}],
                "volumes": [{"name": "scratch",
@@ -31,6 +32,9 @@ trace's producer computed it as the kubelet does), else the sum of its container
 limits plus any ``ephemeral-storage`` overhead. Where the pod's own ``usage.rootfs`` /
 ``usage.logs`` are absent they are its containers' sums, and ``usage.localVolumes``
 defaults to the usage of its disk-backed emptyDir volumes.
+
+``activeFile`` (a memory signal's, a pod's usage) is the clean active page cache, which
+only ``activePageCache: reclaimable`` reads (:mod:`nodeagent.eviction.page_cache`).
 """
 
 from __future__ import annotations
@@ -131,6 +135,8 @@ class _Signal(_Strict):
     capacity: NonNegativeInt | None = None
     value: float | None = Field(default=None, ge=0, le=100)
     unavailable: str | None = None
+    active_file: NonNegativeInt | None = None
+    """Memory signals: the clean active page cache of their cgroup."""
 
     @model_validator(mode="after")
     def _one_shape(self) -> _Signal:
@@ -167,6 +173,7 @@ class _Psi(_Strict):
 
 class _Usage(_Strict):
     memory: NonNegativeInt | None = None
+    active_file: NonNegativeInt | None = None
     rootfs: NonNegativeInt | None = None
     logs: NonNegativeInt | None = None
     local_volumes: NonNegativeInt | None = None
@@ -250,7 +257,17 @@ class _Line(_Strict):
                 )
             if observed.available is not None and signal in PSI_SIGNALS:
                 raise ValueError(f'{signal}: give the stall as {{"value": PERCENT}}')
+            if observed.active_file is not None and (
+                signal not in _MEMORY_SIGNALS or observed.available is None
+            ):
+                raise ValueError(
+                    f"{signal}: only memory.available and allocatableMemory.available, observed"
+                    " with available and capacity, take activeFile"
+                )
         return self
+
+
+_MEMORY_SIGNALS = frozenset({Signal.MEMORY_AVAILABLE, Signal.ALLOCATABLE_MEMORY_AVAILABLE})
 
 
 def derive_qos(requests: Mapping[str, int], limits: Mapping[str, int]) -> QOSClass:
@@ -338,6 +355,11 @@ def _seconds(value: float) -> str:
 
 def _sample(parsed: _Line, line: int) -> TraceSample:
     signals: dict[Signal, Observation] = {}
+    active_file = {
+        signal: observed.active_file
+        for signal, observed in parsed.signals.items()
+        if observed.active_file is not None
+    }
     for signal, observed in parsed.signals.items():
         if observed.unavailable is not None:
             signals[signal] = Unavailable(observed.unavailable)
@@ -408,5 +430,6 @@ def _sample(parsed: _Line, line: int) -> TraceSample:
         },
         fs_layout=parsed.fs_layout,
         reclaimable=dict(parsed.reclaimable),
+        active_file=active_file,
     )
     return TraceSample(line=line, observations=observations, pods=tuple(pods))

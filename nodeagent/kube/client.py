@@ -228,6 +228,39 @@ _STORAGE_KIND_NAMES = {
 }
 
 
+class ResourceKind(StrEnum):
+    """The dynamic resource allocation kinds the scheduler's DynamicResources plugin
+    watches (``resource.k8s.io/v1``), by resource name."""
+
+    RESOURCE_SLICES = "resourceslices"
+    DEVICE_CLASSES = "deviceclasses"
+    RESOURCE_CLAIMS = "resourceclaims"
+
+    @property
+    def api_version(self) -> str:
+        return "resource.k8s.io/v1"
+
+    @property
+    def namespaced(self) -> bool:
+        return self is ResourceKind.RESOURCE_CLAIMS
+
+    @property
+    def kind(self) -> str:
+        return _RESOURCE_KIND_NAMES[self]
+
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces."""
+        return f"/apis/{self.api_version}/{self.value}"
+
+
+_RESOURCE_KIND_NAMES = {
+    ResourceKind.RESOURCE_SLICES: "ResourceSlice",
+    ResourceKind.DEVICE_CLASSES: "DeviceClass",
+    ResourceKind.RESOURCE_CLAIMS: "ResourceClaim",
+}
+
+
 class ClusterClient(KubeClient, Protocol):
     """What a cluster-wide component (the live scheduler, the extender) needs beyond the
     agent's node-local view: nodes and disruption budgets to watch, bindings, pod status,
@@ -263,6 +296,31 @@ class ClusterClient(KubeClient, Protocol):
         """PUT a PersistentVolume or claim whose ``metadata.resourceVersion`` is the
         precondition (:class:`nodeagent.base.errors.Conflict` when stale): what
         VolumeBinding's PreBind writes."""
+        ...
+
+    def list_resources(self, kind: ResourceKind) -> ObjectList:
+        """Every object of a dynamic resource allocation kind (claims: every namespace)."""
+        ...
+
+    def watch_resources(
+        self, kind: ResourceKind, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> WatchStream: ...
+
+    def get_resource_claim(self, namespace: str, name: str) -> KubeObject: ...
+
+    def replace_resource_claim(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, status: bool = False
+    ) -> KubeObject:
+        """PUT a ResourceClaim (``status``: its ``/status`` subresource) whose
+        ``metadata.resourceVersion`` is the precondition (:class:`Conflict` when stale):
+        what DynamicResources' PreBind and PostFilter write."""
+        ...
+
+    def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> KubeObject:
+        """Strategic merge patch of ``resourceclaims/status`` (Unreserve removes its
+        pod from ``reservedFor`` by UID)."""
         ...
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:

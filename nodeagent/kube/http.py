@@ -388,6 +388,10 @@ class HTTPKubeClient:
         return kubernetes.client.CoreV1Api(self._api)
 
     @functools.cached_property
+    def _resource(self) -> kubernetes.client.ResourceV1Api:
+        return kubernetes.client.ResourceV1Api(self._api)
+
+    @functools.cached_property
     def _coordination(self) -> kubernetes.client.CoordinationV1Api:
         return kubernetes.client.CoordinationV1Api(self._api)
 
@@ -737,6 +741,65 @@ class HTTPKubeClient:
         else:
             raise ValueError(f"replace_storage: {kind.value} is not written by the scheduler")
         return self._call("update", kind.value, what, request)
+
+    def list_resources(self, kind: client.ResourceKind) -> client.ObjectList:
+        return self._list(kind.value, f"list {kind.value}", kind.path)
+
+    def watch_resources(
+        self, kind: client.ResourceKind, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> client.WatchStream:
+        return self._watch(
+            kind.value, f"watch {kind.value}", kind.path, resource_version, timeout_seconds
+        )
+
+    def get_resource_claim(self, namespace: str, name: str) -> client.KubeObject:
+        return self._call(
+            "get",
+            "resourceclaims",
+            f"get resourceclaim {namespace}/{name}",
+            lambda: self._resource.read_namespaced_resource_claim(
+                name, namespace, _preload_content=False, _request_timeout=self._timeout
+            ),
+        )
+
+    def replace_resource_claim(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, status: bool = False
+    ) -> client.KubeObject:
+        method = (
+            self._resource.replace_namespaced_resource_claim_status
+            if status
+            else self._resource.replace_namespaced_resource_claim
+        )
+        resource = "resourceclaims/status" if status else "resourceclaims"
+        return self._call(
+            "update",
+            resource,
+            f"replace {resource} {namespace}/{name}",
+            lambda: method(
+                name,
+                namespace,
+                _model(kubernetes.client.ResourceV1ResourceClaim, body),
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+    def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> client.KubeObject:
+        return self._call(
+            "patch",
+            "resourceclaims/status",
+            f"patch resourceclaim {namespace}/{name} status",
+            lambda: self._resource.patch_namespaced_resource_claim_status(
+                name,
+                namespace,
+                dict(patch),
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         body = writes.binding_body(namespace, name, uid=uid, node_name=node_name)

@@ -109,6 +109,14 @@ evaluates are derived from :attr:`NodeObservations.psi`.)"""
 
 _NOT_READ = Unavailable("not read yet")
 
+_PodCgroupUsage = tuple[int | None, PodTasks | None, int | None]
+"""A pod cgroup's working set, tasks and clean active page cache (when read)."""
+
+
+def _counted(value: SignalValue, active: int | None) -> SignalValue:
+    """``value`` counting ``active`` (the clean active page cache) as available."""
+    return value if active is None else value.counting_reclaimable(active)
+
 
 def _under(host_root: str, path: str | Path) -> str:
     """``path`` (absolute on the host) as this process sees it below ``host_root``."""
@@ -172,6 +180,7 @@ class SignalCollector:
         logger: logging.Logger | None = None,
         max_open_files: int | None = None,
         image_fs_info: Callable[[], ImageFsInfo] | None = None,
+        active_file: bool = False,
     ) -> None:
         root = str(host_root)
         if not os.path.isdir(root):
@@ -186,7 +195,8 @@ class SignalCollector:
             kubepods_cgroup=kubepods_cgroup,
         )
         self._reader = FileReader(max_open=max_open_files)
-        self._memory = MemoryReader(self._paths, proc_dir=self._proc_dir)
+        self._active_file = active_file
+        self._memory = MemoryReader(self._paths, proc_dir=self._proc_dir, active_file=active_file)
         self._pids = PidReader(proc_dir=self._proc_dir, version=self._paths.version)
         self._psi = PsiReader(proc_dir=self._proc_dir, cgroups=self._paths)
         self._filesystems = FilesystemReader(
@@ -214,7 +224,9 @@ class SignalCollector:
         self._swap: SignalValue | None = None
         self._mem_total: int | None = None
         """``MemTotal`` from the last full memory read, for :meth:`memory_probe`."""
-        self._pod_cgroup_usage: dict[PodUID, tuple[int | None, PodTasks | None]] = {}
+        self._active_files: dict[Signal, int] = {}
+        """The clean active page cache behind each memory signal, when read."""
+        self._pod_cgroup_usage: dict[PodUID, _PodCgroupUsage] = {}
         self._storage: StorageScan | None = None
         self._merged_storage: StorageScan | None = None
         self._storage_fields: dict[PodUID, StorageFields] = {}
@@ -228,7 +240,10 @@ class SignalCollector:
         *,
         logger: logging.Logger | None = None,
         image_fs_info: Callable[[], ImageFsInfo] | None = None,
+        active_file: bool = False,
     ) -> SignalCollector:
+        """``active_file``: also read the clean active page cache of the memory signals'
+        cgroups and of each pod (``activePageCache: reclaimable`` needs it)."""
         return cls(
             host_root=settings.host_root,
             node_cgroup=settings.node_cgroup,
@@ -241,6 +256,7 @@ class SignalCollector:
             pod_storage_scan_interval=settings.pod_storage_scan_interval,
             logger=logger,
             image_fs_info=image_fs_info,
+            active_file=active_file,
         )
 
     # -- what the rest of the agent needs to know ---------------------------------------
@@ -291,7 +307,9 @@ class SignalCollector:
         cgroup's usage and ``memory.stat`` (or the v2 root's ``memory.stat``, or
         /proc/meminfo without cgroups), taking ``MemTotal`` from the last full
         collection; ``allocatableMemory.available`` reads kubepods' limit, usage and
-        ``memory.stat``. Every file stays open between reads. ``None`` for other
+        ``memory.stat``. A collector that reads the active page cache counts its clean
+        part as available here, as ``activePageCache: reclaimable`` will count it in the
+        decision. Every file stays open between reads. ``None`` for other
         signals, and for allocatable without a kubepods cgroup. The function raises
         :class:`SignalReadError` (or :class:`OSError`) when it cannot read.
         """
@@ -307,13 +325,14 @@ class SignalCollector:
             meminfo = memory.meminfo(self._reader)
         else:
             meminfo = {"MemTotal": self._mem_total}
-        return memory.node(self._reader, meminfo).available
+        value, active = memory.node_reading(self._reader, meminfo)
+        return _counted(value, active).available
 
     def _probe_allocatable(self) -> int:
-        observation = self._memory.allocatable(self._reader)
+        observation, active = self._memory.allocatable_reading(self._reader)
         if isinstance(observation, Unavailable):
             raise SignalReadError(observation.reason)
-        return observation.available
+        return _counted(observation, active).available
 
     # -- collection ---------------------------------------------------------------------
 
@@ -362,6 +381,7 @@ class SignalCollector:
             psi=dict(self._psi_stats),
             fs_layout=self._layout,
             swap=self._swap,
+            active_file=dict(self._active_files),
             sampled_at={
                 signal: read_times[group]
                 for group, signals in GROUP_SIGNALS.items()
@@ -407,6 +427,7 @@ class SignalCollector:
             )
 
     def _collect_memory(self) -> None:
+        node_active: int | None = None
         try:
             meminfo = self._memory.meminfo(self._reader)
         except SignalReadError as exc:
@@ -416,16 +437,29 @@ class SignalCollector:
         else:
             self._mem_total = meminfo["MemTotal"]
             try:
-                node = self._memory.node(self._reader, meminfo)
+                node, node_active = self._memory.node_reading(self._reader, meminfo)
             except SignalReadError as exc:
                 node = Unavailable(str(exc))
             self._swap = self._memory.swap(meminfo)
+        allocatable_active: int | None = None
+        try:
+            allocatable, allocatable_active = self._memory.allocatable_reading(self._reader)
+        except SignalReadError as exc:
+            allocatable = Unavailable(str(exc))
         self._store(
             {
                 Signal.MEMORY_AVAILABLE: node,
-                Signal.ALLOCATABLE_MEMORY_AVAILABLE: self._guard(self._memory.allocatable),
+                Signal.ALLOCATABLE_MEMORY_AVAILABLE: allocatable,
             }
         )
+        self._active_files = {
+            signal: active
+            for signal, active in (
+                (Signal.MEMORY_AVAILABLE, node_active),
+                (Signal.ALLOCATABLE_MEMORY_AVAILABLE, allocatable_active),
+            )
+            if active is not None
+        }
 
     def _collect_psi(self, now: float) -> None:
         stats, unavailable = self._psi.read(self._reader, now)
@@ -451,12 +485,17 @@ class SignalCollector:
         for pod in gone:
             reader.forget(pod.files)
         working_set = self._memory.pod_working_set
+        pod_memory = self._memory.pod_memory if self._active_file else None
         tasks = self._pids.pod_tasks
         last = self._pod_cgroup_usage
-        usage: dict[PodUID, tuple[int | None, PodTasks | None]] = {}
+        usage: dict[PodUID, _PodCgroupUsage] = {}
         for uid, pod in index.pods.items():
+            active: int | None = None
             try:
-                memory: int | None = working_set(reader, pod)
+                if pod_memory is None:
+                    memory: int | None = working_set(reader, pod)
+                else:
+                    memory, active = pod_memory(reader, pod)
             except FileNotFoundError:
                 continue  # removed since the listing
             except (OSError, ValueError):
@@ -466,7 +505,7 @@ class SignalCollector:
                 counted: PodTasks | None = tasks(reader, pod, previous and previous[1])
             except (OSError, ValueError):
                 counted = None
-            usage[uid] = (memory, counted)
+            usage[uid] = (memory, counted, active)
         self._pod_cgroup_usage = usage
 
     def _storage_due(self, now: float) -> bool:
@@ -494,10 +533,11 @@ class SignalCollector:
         fields = self._storage_fields
         no_storage = NO_STORAGE_FIELDS
         pods: dict[PodUID, PodUsage] = {}
-        for uid, (memory, tasks) in self._pod_cgroup_usage.items():
+        for uid, (memory, tasks, active) in self._pod_cgroup_usage.items():
             pods[uid] = PodUsage(
                 uid=uid,
                 memory=memory,
+                active_file=active,
                 processes=None if tasks is None else tasks.processes,
                 threads=None if tasks is None else tasks.threads,
                 **fields.get(uid, no_storage),
@@ -526,6 +566,8 @@ class SignalCollector:
         self._paths = detect_cgroups(
             self._paths.mount, node_cgroup=self._paths.node_cgroup, kubepods_cgroup=found
         )
-        self._memory = MemoryReader(self._paths, proc_dir=self._proc_dir)
+        self._memory = MemoryReader(
+            self._paths, proc_dir=self._proc_dir, active_file=self._active_file
+        )
         self._psi = PsiReader(proc_dir=self._proc_dir, cgroups=self._paths)
         self._pod_index = self._new_pod_index()

@@ -24,6 +24,26 @@ quantity (anonymous pages plus the page cache, ``NR_FILE_PAGES``).
 Capacity of ``memory.available`` is ``MemTotal``, unless the operator chose a node
 cgroup with a memory limit: then that limit (v1 ``hierarchical_memory_limit``, v2 the
 smallest ``memory.max`` on the way up), capped at ``MemTotal``.
+
+The kubelet's working set keeps the *active* page cache (kubernetes#43916). A reader
+made with ``active_file=True`` also reports, from the same ``memory.stat`` read, the
+clean active page cache of each cgroup, what the kernel can drop without writing
+anything back::
+
+    clean active file = active_file - dirty - writeback      (never below 0)
+
+=====================  ================================================
+cgroup                 active_file, dirty, writeback
+=====================  ================================================
+v1                     ``total_active_file``, ``total_dirty``, ``total_writeback``
+v2 (root too)          ``active_file``, ``file_dirty``, ``file_writeback``
+no memory cgroup       ``Active(file)``, ``Dirty``, ``Writeback`` of /proc/meminfo
+=====================  ================================================
+
+Dirty and writeback pages sit on either LRU list, so subtracting all of them from the
+active one can only understate what is reclaimable. Whether that figure counts as
+available is the eviction policy's choice (``activePageCache``,
+:mod:`nodeagent.eviction.page_cache`); the reader only measures it.
 """
 
 from __future__ import annotations
@@ -46,11 +66,20 @@ from nodeagent.signals.files import FileReader, read_checked
 
 _MEMINFO_WORKING_SET_KEYS = ("AnonPages", "Buffers", "Cached", "SwapCached", "Inactive(file)")
 """What the meminfo fallback needs: usage is the first four, minus the last."""
+_MEMINFO_ACTIVE_KEYS = ("Active(file)", "Dirty", "Writeback")
 
-MEMINFO_KEYS = ("MemTotal", "SwapTotal", "SwapFree", *_MEMINFO_WORKING_SET_KEYS)
+MEMINFO_KEYS = (
+    "MemTotal",
+    "SwapTotal",
+    "SwapFree",
+    *_MEMINFO_WORKING_SET_KEYS,
+    *_MEMINFO_ACTIVE_KEYS,
+)
 
 _V1_INACTIVE = b"total_inactive_file "
 _V2_INACTIVE = b"inactive_file "
+_V1_ACTIVE = (b"total_active_file ", b"total_dirty ", b"total_writeback ")
+_V2_ACTIVE = (b"active_file ", b"file_dirty ", b"file_writeback ")
 
 
 class _NodeMode(StrEnum):
@@ -68,6 +97,12 @@ def working_set(usage: int, inactive_file: int | None) -> int:
     if inactive_file is None:
         return usage
     return usage - inactive_file if usage > inactive_file else 0
+
+
+def clean_active_file(active_file: int, dirty: int, writeback: int) -> int:
+    """Active page cache the kernel can drop without I/O: ``active_file`` less every
+    dirty and writeback page, never below 0."""
+    return max(active_file - dirty - writeback, 0)
 
 
 def _optional_stat_key(data: bytes, key: bytes, path: str) -> int | None:
@@ -112,12 +147,16 @@ class MemoryReader:
     and subtracts. Every method raises :class:`SignalReadError` with the file's path.
     """
 
-    def __init__(self, paths: CgroupPaths, *, proc_dir: str) -> None:
+    def __init__(self, paths: CgroupPaths, *, proc_dir: str, active_file: bool = False) -> None:
         self.paths = paths
         self.meminfo_path = f"{proc_dir}/meminfo"
+        self.reads_active_file = active_file
+        """Whether the readings carry the clean active page cache (else ``None``)."""
         self._v2 = paths.version is CgroupVersion.V2
         self._inactive_key = _V2_INACTIVE if self._v2 else _V1_INACTIVE
         self._inactive_line = b"\n" + self._inactive_key
+        self._active_keys = _V2_ACTIVE if self._v2 else _V1_ACTIVE
+        self._active_lines = tuple(b"\n" + key for key in self._active_keys)
         self._usage_name = "memory.current" if self._v2 else "memory.usage_in_bytes"
         self._limit_name = "memory.max" if self._v2 else "memory.limit_in_bytes"
         inactive_name = self._inactive_key.decode().strip()
@@ -213,8 +252,16 @@ class MemoryReader:
     # -- memory.available -------------------------------------------------------------------
 
     def node(self, reader: FileReader, meminfo: dict[str, int]) -> SignalValue:
+        return self.node_reading(reader, meminfo)[0]
+
+    def node_reading(
+        self, reader: FileReader, meminfo: dict[str, int]
+    ) -> tuple[SignalValue, int | None]:
+        """``memory.available``, and the node cgroup's clean active page cache when the
+        reader was made to read it (else ``None``), from the same reads."""
         mem_total = meminfo["MemTotal"]
         mode = self._node_mode
+        active: int | None = None
         if mode is _NodeMode.CGROUP:
             assert self._node_dir is not None
             usage = _read_int(reader, f"{self._node_dir}/{self._usage_name}")
@@ -227,6 +274,7 @@ class MemoryReader:
                 capacity, source = mem_total, self.node_source
             else:
                 capacity, source = limit, self.node_source_limited
+            active = self._stat_active(stat, stat_path)
         elif mode is _NodeMode.V2_ROOT:
             assert self._node_dir is not None
             stat_path = f"{self._node_dir}/memory.stat"
@@ -234,6 +282,7 @@ class MemoryReader:
             usage = _stat_key(stat, b"anon ", stat_path) + _stat_key(stat, b"file ", stat_path)
             ws = working_set(usage, _optional_stat_key(stat, _V2_INACTIVE, stat_path))
             capacity, source = mem_total, self.node_source
+            active = self._stat_active(stat, stat_path)
         elif mode is _NodeMode.MEMINFO:
             missing = [key for key in _MEMINFO_WORKING_SET_KEYS if key not in meminfo]
             if missing:
@@ -243,12 +292,28 @@ class MemoryReader:
             )
             ws = working_set(anon + buffers + cached + swap_cached, inactive)
             capacity, source = mem_total, self.node_source
+            if self.reads_active_file and "Active(file)" in meminfo:
+                active = clean_active_file(
+                    meminfo["Active(file)"], meminfo.get("Dirty", 0), meminfo.get("Writeback", 0)
+                )
         else:
             raise SignalReadError(
                 f"node cgroup {self.paths.node_cgroup} needs a cgroup memory controller, "
                 f"and none was found under {self.paths.mount}"
             )
-        return SignalValue(available=max(capacity - ws, 0), capacity=capacity, source=source)
+        value = SignalValue(available=max(capacity - ws, 0), capacity=capacity, source=source)
+        return value, active
+
+    def _stat_active(self, stat: bytes, stat_path: str) -> int | None:
+        """The clean active page cache in a ``memory.stat``, when asked for and present."""
+        if not self.reads_active_file:
+            return None
+        active, dirty, writeback = (
+            _optional_stat_key(stat, key, stat_path) for key in self._active_keys
+        )
+        if active is None:
+            return None
+        return clean_active_file(active, dirty or 0, writeback or 0)
 
     def _node_limit(self, reader: FileReader, stat: bytes, stat_path: str) -> int | None:
         if not self._v2:
@@ -262,20 +327,27 @@ class MemoryReader:
     # -- allocatableMemory.available ------------------------------------------------------
 
     def allocatable(self, reader: FileReader) -> Observation:
+        return self.allocatable_reading(reader)[0]
+
+    def allocatable_reading(self, reader: FileReader) -> tuple[Observation, int | None]:
+        """``allocatableMemory.available``, and kubepods' clean active page cache when the
+        reader was made to read it (else ``None``), from the same reads."""
         directory = self._kubepods_dir
         if directory is None:
-            return Unavailable(missing_kubepods_reason(self.paths))
+            return Unavailable(missing_kubepods_reason(self.paths)), None
         limit = _read_limit(reader, f"{directory}/{self._limit_name}")
         if limit is None:
             # The kubelet makes no observation either (its summary has no ``availableBytes``).
-            return Unavailable(f"{directory} has no memory limit ({self._limit_name} unlimited)")
+            reason = f"{directory} has no memory limit ({self._limit_name} unlimited)"
+            return Unavailable(reason), None
         usage = _read_int(reader, f"{directory}/{self._usage_name}")
         stat_path = f"{directory}/memory.stat"
         stat = read_checked(reader, stat_path)
         ws = working_set(usage, _optional_stat_key(stat, self._inactive_key, stat_path))
-        return SignalValue(
+        value = SignalValue(
             available=max(limit - ws, 0), capacity=limit, source=self.allocatable_source
         )
+        return value, self._stat_active(stat, stat_path)
 
     # -- pods -------------------------------------------------------------------------------
 
@@ -292,3 +364,26 @@ class MemoryReader:
         end = stat.find(b"\n", start)
         inactive = int(stat[start:end] if end >= 0 else stat[start:])
         return usage - inactive if usage > inactive else 0
+
+    def pod_memory(self, reader: FileReader, pod: PodCgroup) -> tuple[int, int]:
+        """The pod cgroup's working set and its clean active page cache, from one read of
+        each file. Raises like :meth:`pod_working_set`."""
+        usage = int(reader.read(pod.usage_file))
+        stat = reader.read(pod.stat_file)
+        inactive, active, dirty, writeback = (
+            _line_value(stat, line) for line in (self._inactive_line, *self._active_lines)
+        )
+        return working_set(usage, inactive), clean_active_file(
+            active or 0, dirty or 0, writeback or 0
+        )
+
+
+def _line_value(stat: bytes, line: bytes) -> int | None:
+    """The value on the line starting ``line`` (``b"\\nkey "``), for keys that are never
+    on the first line of ``memory.stat``."""
+    start = stat.find(line)
+    if start < 0:
+        return None
+    start += len(line)
+    end = stat.find(b"\n", start)
+    return int(stat[start:end] if end >= 0 else stat[start:])

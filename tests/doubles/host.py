@@ -137,6 +137,10 @@ class Memory:
     usage: int
     inactive_file: int = 0
     active_file: int = 0
+    dirty: int = 0
+    """Of the page cache, pages waiting to be written back."""
+    writeback: int = 0
+    """Of the page cache, pages being written back."""
 
     @property
     def file(self) -> int:
@@ -156,6 +160,10 @@ def _stat_values(keys: tuple[str, ...], memory: Memory, **totals: int) -> dict[s
         inactive_file=memory.inactive_file,
         active_file=memory.active_file,
     )
+    dirty, writeback = (
+        ("dirty", "writeback") if "dirty" in keys else ("file_dirty", "file_writeback")
+    )
+    values[dirty], values[writeback] = memory.dirty, memory.writeback
     return values
 
 
@@ -237,6 +245,8 @@ class HostTree:
         anon: int = 2 * GIB,
         inactive_file: int = 1 * GIB,
         active_file: int = 512 * MIB,
+        dirty: int = 0,
+        writeback: int = 0,
         buffers: int = 64 * MIB,
         swap_total: int = 0,
         swap_free: int = 0,
@@ -267,8 +277,8 @@ class HostTree:
             "SwapFree": swap_free,
             "Zswap": 0,
             "Zswapped": 0,
-            "Dirty": 0,
-            "Writeback": 0,
+            "Dirty": dirty,
+            "Writeback": writeback,
             "AnonPages": anon,
             "Mapped": 0,
             "Shmem": 0,

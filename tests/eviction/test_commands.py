@@ -222,10 +222,16 @@ def test_config_check_text_and_invalid_config(
     assert "imagefs.inodesFree" in out and "pressure transition period: 5m0s" in out
     assert "max pod grace period (soft): 0s" in out
     assert "local-storage limits (localStorageCapacityIsolation): enforced" in out
+    assert "active page cache (activePageCache): workingSet (used memory" in out
 
     assert main(["config", "check", "--local-storage-capacity-isolation=false"]) == 0
     out = capsys.readouterr().out
     assert "local-storage limits (localStorageCapacityIsolation): off" in out
+
+    assert main(["config", "check", "--active-page-cache=reclaimable"]) == 0
+    out = capsys.readouterr().out
+    assert "active page cache (activePageCache): reclaimable (its clean part" in out
+    assert "warning: activePageCache: reclaimable" in out
 
     assert main(["config", "check", "--eviction-max-pod-grace-period=-1"]) == 0
     out = capsys.readouterr().out
@@ -328,3 +334,20 @@ def test_kubelet_config_errors_exit_2(
     err = capsys.readouterr().err
     assert f"kubelet config {bad}" in err
     assert fragment in err
+
+
+def test_a_reclaimable_page_cache_notes_the_kubelets_memory_threshold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubelet_file = tmp_path / "kubelet.yaml"
+    kubelet_file.write_text("kind: KubeletConfiguration\nevictionHard: {memory.available: 100Mi}\n")
+    base = ["config", "check", "--eviction-hard", "memory.available<500Mi"]
+    tail = ["--kubelet-config", str(kubelet_file), "--output", "json"]
+    assert main([*base, *tail]) == 0
+    findings = json.loads(capsys.readouterr().out)["kubelet"]
+    assert not [f for f in findings if "page cache" in f["message"]]
+    assert main([*base, "--active-page-cache=reclaimable", *tail]) == 0
+    findings = json.loads(capsys.readouterr().out)["kubelet"]
+    (note,) = [f for f in findings if "page cache" in f["message"]]
+    assert note["severity"] == "note" and note["signal"] == "memory.available"
+    assert "memory.available<100Mi (hard)" in note["message"]

@@ -306,6 +306,42 @@ def test_psi_memory() -> None:
     assert [t.effect for t in decisions[first].taints] == ["NoSchedule"]
 
 
+def test_page_cache() -> None:
+    """Counting clean active page cache as available: the hot index is never evicted,
+    the job that ramps into its cache is, once what the kernel cannot reclaim leaves
+    less than 500Mi; with the kubelet's accounting the index goes first, every cycle."""
+    lines, reclaimable = load("page-cache")
+    common_invariants(lines, reclaimable)
+    policy = EvictionPolicy.from_settings(
+        load_config(
+            EXAMPLES / "page-cache.yaml", environ={}, overrides={"active_page_cache": "workingSet"}
+        )
+    )
+    text = (EXAMPLES / "page-cache.jsonl").read_text().splitlines()
+    samples = [trace.parse_trace_line(t, n) for n, t in enumerate(text, start=1)]
+    working_set = [cycle.decision for cycle in replay.replay(policy, samples)]
+
+    def allocatable(line: dict[str, Any], counted: bool) -> int:
+        observed = line["signals"]["allocatableMemory.available"]
+        return int(observed["available"]) + (int(observed["activeFile"]) if counted else 0)
+
+    def without_cache(pods: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {**p, "usage": {"memory": p["usage"]["memory"] - p["usage"].get("activeFile", 0)}}
+            for p in pods
+        ]
+
+    for counted, decisions in ((True, reclaimable), (False, working_set)):
+        for line, decision in zip(lines, decisions, strict=True):
+            met = allocatable(line, counted) < 500 * Mi
+            assert bool(decision.evictions) is met, (counted, line["time"])
+            if met:
+                pods = without_cache(line["pods"]) if counted else line["pods"]
+                assert [e.pod.name for e in decision.evictions] == [kubelet_memory_order(pods)[0]]
+    assert {e.pod.name for d in reclaimable for e in d.evictions} == {"etl-7f2c"}
+    assert working_set[0].evictions[0].pod.name == "search-index-0"
+
+
 def test_every_example_config_passes_config_check_and_runs_in_both_strategies() -> None:
     for config in sorted(EXAMPLES.glob("*.yaml")):
         policy = EvictionPolicy.from_settings(load_config(config, environ={}))
@@ -321,7 +357,8 @@ def test_every_example_config_passes_config_check_and_runs_in_both_strategies() 
 
 
 @pytest.mark.parametrize(
-    "name", ["memory-ramp", "disk-fill", "soft-oscillation", "psi-memory", "local-storage"]
+    "name",
+    ["memory-ramp", "disk-fill", "soft-oscillation", "psi-memory", "local-storage", "page-cache"],
 )
 def test_each_example_has_its_config_and_trace(name: str) -> None:
     assert (EXAMPLES / f"{name}.yaml").is_file() and (EXAMPLES / f"{name}.jsonl").is_file()

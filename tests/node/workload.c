@@ -9,6 +9,10 @@
  *       kubepods cgroup's usage) after every step; the first time it reaches CROSSING, write
  *       {"crossed_at": CLOCK_MONOTONIC seconds, "usage": bytes, "rate": achieved} to RESULT.
  *       Runs until killed; a SIGTERM's arrival is written to RESULT.stop (seconds).
+ *       A USAGE named memory.stat measures what the kernel cannot reclaim instead: the
+ *       memory.usage_in_bytes beside it less total_inactive_file and the clean
+ *       total_active_file (less total_dirty and total_writeback), as the agent's
+ *       activePageCache: reclaimable counts it.
  *   workload hold BYTES                 populate BYTES of anonymous memory, then sleep
  *   workload fill PATH MIB RATE_MIB     write MIB MiB of zeros to PATH at RATE_MIB MiB/s
  *                                       (0: as fast as it can), fsync, then sleep
@@ -81,6 +85,27 @@ static long long read_usage(int fd) {
   return atoll(text);
 }
 
+static long long stat_key(const char *stat, const char *key) {
+  size_t length = strlen(key);
+  for (const char *line = stat; line != NULL && *line; line = strchr(line, '\n')) {
+    if (*line == '\n') line++;
+    if (strncmp(line, key, length) == 0 && line[length] == ' ') return atoll(line + length + 1);
+  }
+  return 0;
+}
+
+/* usage less the page cache the kernel can drop: fd is the usage file, stat_fd memory.stat */
+static long long read_unreclaimable(int fd, int stat_fd) {
+  static char stat[16384];
+  long long usage = read_usage(fd);
+  ssize_t n = pread(stat_fd, stat, sizeof stat - 1, 0);
+  if (usage < 0 || n <= 0) return -1;
+  stat[n] = 0;
+  long long active = stat_key(stat, "total_active_file") - stat_key(stat, "total_dirty") -
+                     stat_key(stat, "total_writeback");
+  return usage - stat_key(stat, "total_inactive_file") - (active > 0 ? active : 0);
+}
+
 static void sleep_forever(void) {
   for (;;) pause();
 }
@@ -98,8 +123,17 @@ static char *populate(size_t bytes, size_t room) {
 }
 
 static int ramp(char **argv) {
-  int usage_fd = open(argv[0], O_RDONLY);
+  int usage_fd = open(argv[0], O_RDONLY), stat_fd = -1;
   if (usage_fd < 0) { perror(argv[0]); return 1; }
+  size_t named = strlen(argv[0]);
+  if (named >= 11 && strcmp(argv[0] + named - 11, "memory.stat") == 0) {
+    char usage_path[4096];
+    snprintf(usage_path, sizeof usage_path, "%.*smemory.usage_in_bytes", (int)(named - 11),
+             argv[0]);
+    stat_fd = usage_fd;
+    usage_fd = open(usage_path, O_RDONLY);
+    if (usage_fd < 0) { perror(usage_path); return 1; }
+  }
   size_t start = strtoull(argv[1], NULL, 10) / 4096 * 4096;
   long long crossing = atoll(argv[2]);
   double rate = strtod(argv[3], NULL);
@@ -108,7 +142,8 @@ static int ramp(char **argv) {
   snprintf(stop_path, sizeof stop_path, "%s.stop", result);
   stop_fd = open(stop_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   char *region = populate(start, (size_t)64 << 30);
-  printf("ready %lld\n", read_usage(usage_fd));
+  printf("ready %lld\n",
+         stat_fd < 0 ? read_usage(usage_fd) : read_unreclaimable(usage_fd, stat_fd));
   fflush(stdout);
   while (access(go, F_OK) != 0) nap(0.001);
   double began = now();
@@ -126,7 +161,8 @@ static int ramp(char **argv) {
       nap(0.0005);
     }
     if (!crossed) {
-      long long used = read_usage(usage_fd);
+      long long used =
+          stat_fd < 0 ? read_usage(usage_fd) : read_unreclaimable(usage_fd, stat_fd);
       if (used >= crossing) {
         double at = now();
         crossed = 1;

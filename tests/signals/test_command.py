@@ -30,9 +30,9 @@ SIGNAL_NAMES = [
 @pytest.fixture
 def host(tree: HostTree) -> HostTree:
     tree.proc(mem_total=8 * GIB, tasks=100, pid_max=32768)
-    tree.root_memory(Memory(3 * GIB, inactive_file=1 * GIB))
+    tree.root_memory(Memory(3 * GIB, inactive_file=1 * GIB, active_file=512 * MIB))
     tree.kubepods(Memory(1 * GIB), limit=6 * GIB)
-    tree.pod("uid-1", Memory(300 * MIB), qos=QOSClass.BURSTABLE, tasks=3)
+    tree.pod("uid-1", Memory(300 * MIB, active_file=100 * MIB), qos=QOSClass.BURSTABLE, tasks=3)
     for resource in ("memory", "io", "cpu"):
         tree.pressure(resource, Psi(some=(1.25, 0.5, 0.25, 42)))
     tree.path("/var/lib/kubelet/pods").mkdir(parents=True)  # no imagefs dir: unavailable
@@ -52,17 +52,27 @@ def test_json_document(host: HostTree, capsys: pytest.CaptureFixture[str]) -> No
     document = json.loads(run(capsys, "--output", "json", "--host-root", str(host.root)))
     signals = document["signals"]
     assert list(signals) == SIGNAL_NAMES
-    assert signals["memory.available"] == {"available": 6 * GIB, "capacity": 8 * GIB}
-    assert signals["allocatableMemory.available"] == {"available": 5 * GIB, "capacity": 6 * GIB}
+    # the kubelet's figures, and beside them the clean active page cache they count as used
+    assert signals["memory.available"] == {
+        "available": 6 * GIB,
+        "capacity": 8 * GIB,
+        "activeFile": 512 * MIB,
+    }
+    assert signals["allocatableMemory.available"] == {
+        "available": 5 * GIB,
+        "capacity": 6 * GIB,
+        "activeFile": 0,
+    }
     assert signals["pid.available"] == {"available": 32668, "capacity": 32768}
     assert set(signals["nodefs.available"]) == {"available", "capacity"}
     imagefs = signals["imagefs.available"]["unavailable"]
     assert imagefs.startswith(f"path {host.root}/var/lib/containerd does not exist; ")
     assert "CRI ImageFsInfo: UNAVAILABLE" in imagefs and NO_RUNTIME in imagefs
     for value in signals.values():
-        assert set(value) in ({"available", "capacity"}, {"unavailable"})
+        assert set(value) - {"activeFile"} in ({"available", "capacity"}, {"unavailable"})
         assert all(isinstance(number, int) for key, number in value.items() if key != "unavailable")
     assert document["pods"]["uid-1"]["memory"] == 300 * MIB
+    assert document["pods"]["uid-1"]["activeFile"] == 100 * MIB
     assert document["pods"]["uid-1"]["processes"] == 3
     assert document["pods"]["uid-1"]["qos"] == "Burstable"
     assert document["psi"]["memory"]["some"] == {

@@ -44,7 +44,8 @@ def test_binds_every_pod_that_fits_and_reports_the_one_that_does_not(
         found = eventually(lambda: condition(fake_api, "big"), what="condition")
         assert found["status"] == "False" and found["reason"] == "Unschedulable"
         assert found["message"] == (
-            "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are"
+            "0/2 nodes are available: 2 Insufficient cpu."
+            " no new claims to deallocate, preemption: 0/2 nodes are"
             " available: 2 No preemption victims found for incoming pod."
         )
         eventually(lambda: h.events_for(fake_api, "big", "FailedScheduling"))
