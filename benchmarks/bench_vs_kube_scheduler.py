@@ -618,6 +618,8 @@ def delete_pending_namespace_pods(plane: ControlPlane) -> None:
                 # a loaded apiserver answers 504 with the deletion half done: ask again
                 if exc.status != 504:
                     raise
+            except urllib3.exceptions.ProtocolError:
+                pass  # or drops the connection of a collection delete it timed out
         if not plane.admin.get(path, limit="1")["items"]:
             return
         if time.monotonic() > deadline:
