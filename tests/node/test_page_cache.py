@@ -188,7 +188,7 @@ def test_the_kubelet_evicts_a_hot_page_cache_the_opt_in_agent_keeps_and_still_wi
         floor = the_race.baseline()
         try:
             runs = [
-                the_race.one("kubelet+agent", "500Mi", "1Gi", floor, page_cache=True)
+                the_race.one("agent-reclaimable", "500Mi", "1Gi", floor, page_cache=True)
                 for _ in range(RAMPS)
             ]
         finally:
