@@ -1,7 +1,11 @@
 """Start-up of the command line: how long ``nodeagent --version``, ``--help``, ``signals``
-and a few more take, each in a fresh interpreter, and what each of them imports.
+and a few more take, each in a fresh interpreter, and what each of them imports; with
+``--scheduler``, how long ``nodeagent scheduler`` takes to sync its informers with a real
+API server.
 
     python -m benchmarks.bench_startup [--rounds 15] [--tree DIR ...]
+    python -m benchmarks.bench_startup --scheduler [--nodes 5000] [--pods 10000]
+        [--rounds 5] [--tree DIR ...]
 
 Each ``--tree`` is a checkout (default: this one); its ``nodeagent`` package is copied and
 compiled to bytecode first, as an installation has it (this machine sets
@@ -15,6 +19,17 @@ of the heavy dependencies the command imported. ``python (floor)`` is the bare i
 with the same site packages, what no change to nodeagent can remove; ``libraries
 (floor)`` adds the imports ``signals`` needs whatever nodeagent does (pydantic-settings
 for the configuration, PyYAML, gRPC and protobuf for the container runtime).
+
+``--scheduler``: one real etcd + kube-apiserver (tests/controlplane) holding
+bench_vs_kube_scheduler's cluster: ``--nodes`` nodes, 1000 pods bound, and ``--pods``
+pending pods of ``nodeagent-scheduler`` held by a scheduling gate (so the scheduler
+reads, parses and queues every one of them, as at a real start, and binds none: the
+cluster stays the same for every run). Each round starts ``nodeagent scheduler`` from
+each tree in turn (the manifests' configuration, no leader election, qps = burst = 5000)
+and stops it once it has logged "informers synced". Printed per tree: the wall time
+from the process start to that line, and the scheduler process's CPU time (user +
+system, its binding process not counted) by then: the CPU is what a loaded machine
+does not change, the wall time is what an operator waits.
 """
 
 from __future__ import annotations
@@ -151,6 +166,86 @@ def heavy_imports(path: Path, command: str, workdir: Path) -> list[str]:
     return [h for h in HEAVY if any(m == h or m.startswith(h + ".") for m in modules)]
 
 
+HOLD_GATE = "bench.nodeagent.io/hold"
+
+
+def scheduler_startup(trees: list[Path], paths: list[Path], args: argparse.Namespace) -> None:
+    """The ``--scheduler`` measurement (module docstring)."""
+    import yaml
+
+    from benchmarks import bench_vs_kube_scheduler as side_by_side
+    from tests.controlplane import cluster
+
+    reason = cluster.unavailable()
+    if reason is not None:
+        raise SystemExit(reason)
+    work = paths[0].parent
+    document = yaml.safe_load((ROOT / "manifests" / "scheduler" / "config.yaml").read_text())
+    document["leaderElection"] = {"leaderElect": False}
+    document["clientConnection"] = {"qps": 5000, "burst": 5000}
+    config = work / "scheduler.yaml"
+    config.write_text(yaml.safe_dump(document))
+    with cluster.running(
+        work / "controlplane",
+        controllers=("serviceaccount-controller",),
+        apiserver_flags=("--disable-admission-plugins=TaintNodesByCondition",),
+    ) as plane:
+        side_by_side.populate(plane, args.nodes)
+        plane.namespace(side_by_side.NAMESPACE)
+        pending = side_by_side.pending_pods("basic", args.pods, "nodeagent")
+        for pod in pending:
+            pod["spec"]["schedulingGates"] = [{"name": HOLD_GATE}]
+        side_by_side.create_all(plane.admin, "/api/v1/namespaces/{namespace}/pods", pending)
+        print(f"{args.nodes} nodes, 1000 bound pods, {args.pods} gated pending pods")
+        walls: dict[int, list[float]] = {n: [] for n in range(len(paths))}
+        cpus: dict[int, list[float]] = {n: [] for n in range(len(paths))}
+        for round_ in range(args.rounds):
+            for n, path in enumerate(paths):
+                wall, cpu = _until_synced(path, plane.scheduler_kubeconfig, config, work)
+                walls[n].append(wall)
+                cpus[n].append(cpu)
+                load = os.getloadavg()[0]
+                print(
+                    f"[{round_ + 1}] {str(trees[n])[-24:]:<24} synced after {wall:.2f} s,"
+                    f" {cpu:.2f} s of CPU (load {load:.1f})",
+                    flush=True,
+                )
+    print(f"\n{args.rounds} rounds, trees interleaved; medians (fastest)")
+    for n, tree in enumerate(trees):
+        print(
+            f"{str(tree)[-24:]:<24} to informers synced: {statistics.median(walls[n]):.2f} s"
+            f" ({min(walls[n]):.2f}), CPU {statistics.median(cpus[n]):.2f} s"
+            f" ({min(cpus[n]):.2f})"
+        )
+
+
+def _until_synced(path: Path, kubeconfig: Path, config: Path, work: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one ``nodeagent scheduler`` from its start to the
+    "informers synced" line of its log."""
+    log = work / "scheduler.log"
+    env = {**environment(path), "KUBERNETES_SERVICE_HOST": ""}
+    argv = [sys.executable, "-m", "nodeagent", "scheduler", f"--kubeconfig={kubeconfig}"]
+    argv += [f"--config={config}", "--metrics-address=127.0.0.1:0", "--metrics-auth=none"]
+    ticks = os.sysconf("SC_CLK_TCK")
+    started = time.perf_counter()
+    with log.open("wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=path)
+    try:
+        while b"informers synced" not in log.read_bytes():
+            if process.poll() is not None:
+                raise SystemExit(f"nodeagent scheduler exited: {log.read_text()[-2000:]}")
+            if time.perf_counter() - started > 600:
+                raise SystemExit("nodeagent scheduler: informers not synced after 600 s")
+            time.sleep(0.01)
+        wall = time.perf_counter() - started
+        fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    finally:
+        process.terminate()
+        process.wait(30)
+    return wall, cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=15)
@@ -161,6 +256,11 @@ def main() -> None:
         help="a checkout to measure (repeat to compare; default: this one)",
     )
     parser.add_argument("--commands", nargs="*", choices=list(COMMANDS), default=list(COMMANDS))
+    parser.add_argument(
+        "--scheduler", action="store_true", help="nodeagent scheduler's start on a real apiserver"
+    )
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pods", type=int, default=10_000)
     args = parser.parse_args()
     trees: list[Path] = args.tree or [ROOT]
     with tempfile.TemporaryDirectory(prefix="nodeagent-startup-") as work:
@@ -168,6 +268,9 @@ def main() -> None:
         paths = [
             installed_copy(tree.resolve(), workdir / f"tree{n}") for n, tree in enumerate(trees)
         ]
+        if args.scheduler:
+            scheduler_startup(trees, paths, args)
+            return
         samples = {(c, n): Samples() for c in args.commands for n in range(len(paths))}
         for path in paths:  # warm the page cache
             for command in args.commands:

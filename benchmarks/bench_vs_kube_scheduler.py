@@ -15,6 +15,13 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
   PV per pending pod, each on one node (round robin): VolumeBinding picks a PV per pod,
   PreBind writes its claimRef, and kube-controller-manager's PV controller (started for
   this shape) completes the binding both schedulers wait for.
+* ``claim-template`` (SchedulingWithResourceClaimTemplate, ``dra/performance-config.yaml``):
+  a test driver publishes one ResourceSlice per node with ``--claims-per-node``
+  devices, a DeviceClass selects the driver's devices (CEL), and every pending pod has a
+  claim made from a ResourceClaimTemplate asking for one device; kube-controller-manager's
+  resourceclaim controller (started for this shape) makes the claims, all of them before
+  the scheduler starts. DynamicResources allocates a device per claim; PreBind writes the
+  allocation and reservation (a finalizer update, then a status update) before binding.
 * ``unschedulable`` (Unschedulable): besides the ``--pods`` basic pods, ``--never-fit``
   pods (200, scheduler_perf's count) asking 9 CPU, more than any node has, created
   first; while the run goes on, a churn of events that cannot help them: a cordoned
@@ -24,15 +31,27 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
   ``scheduler_schedule_attempts_total``) per pod.
 
     python -m benchmarks.bench_vs_kube_scheduler [--nodes 5000] [--pods 10000] [--repeat 3]
-        [--shapes basic,spread,anti-affinity,unschedulable,csi-pvs,local-pvs]
+        [--shapes basic,spread,anti-affinity,unschedulable,csi-pvs,local-pvs,claim-template]
+        [--claims-per-node 10]
         [--schedulers ...] [--ceiling]
 
-``--ceiling``: before the schedulers, the apiserver's **ceiling** for the per-pod writes,
-measured with the same pods: a client that only binds each pending pod (round robin over
-the nodes) and writes its ``Scheduled`` event, as nodeagent's binding process writes
-them (its pipelined posters), everything at once, nothing scheduled. Every run then
-also prints the time from process start to the **first binding**, and its pods/s from
-start as a share of the ceiling.
+``--ceiling``: in each repetition, before the schedulers, the API server's **ceiling** for
+the per-pod writes: the pods/s at which it takes a Binding and its ``Scheduled`` event for
+each of ``--pods`` pending pods (the same pods, in the same namespace, bound round robin
+over the nodes), written by a client that schedules nothing, every pod at once. It is
+measured with two clients, one after the other on fresh pods (their order alternating
+between repetitions), and the ceiling is the faster of the two, so that it is the API
+server's bound and not one client's:
+
+* **kube-scheduler's client** (``tests/controlplane/bindclient``, built from the client-go
+  release go.mod pins): protobuf bodies over one HTTP/2 connection, a goroutine per pod
+  (as kube-scheduler binds), the event as kube-scheduler writes it (events.k8s.io/v1);
+* **nodeagent's** (its binding process's pipelined posters, :mod:`nodeagent.kube.pipeline`:
+  JSON over 8 HTTP/1.1 connections of 8 requests in flight, a core/v1 Event).
+
+Each run then also prints the time from the scheduler's process start to its **first
+binding**, and its pods/s from start as a share of the ceiling (no scheduler can pass
+it: it is these writes with nothing before them).
 
 Per shape and repetition, each scheduler gets the same cluster: the pending pods are
 created while no scheduler runs, the scheduler process starts, and the clock runs from
@@ -58,10 +77,13 @@ import argparse
 import asyncio
 import dataclasses
 import functools
+import hashlib
 import json
+import os
 import random
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -94,6 +116,11 @@ CEILING_SCHEDULER = "bench-ceiling"
 VOLUME_SHAPES = ("csi-pvs", "local-pvs")
 CSI_DRIVER = "ebs.csi.aws.com"
 LOCAL_CLASS = "bench-local"
+DRA_SHAPES = ("claim-template",)
+DRA_DRIVER = "test-driver.cdi.k8s.io"
+DRA_CLASS = "test-class"
+DRA_TEMPLATE = "test-claim-template"
+RESOURCE_API = "/apis/resource.k8s.io/v1"
 SCHEDULERS = ("kube-scheduler", "nodeagent")
 SCHEDULER_NAME = {"kube-scheduler": "default-scheduler", "nodeagent": "nodeagent-scheduler"}
 REPO = Path(__file__).resolve().parents[1]
@@ -197,6 +224,83 @@ def storage_objects(
 CLAIMS_PATH = "/api/v1/namespaces/{namespace}/persistentvolumeclaims"
 
 
+def populate_resources(plane: ControlPlane, nodes: int, claims_per_node: int) -> None:
+    """What the DRA shape needs once: the driver's slices (scheduler_perf's
+    ``resourceSlice``: one per node, its pool named after the node, ``instance-<i>``
+    devices), the DeviceClass, the namespace's ResourceClaimTemplate."""
+    slices = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"node-{i}"},
+            "spec": {
+                "driver": DRA_DRIVER,
+                "nodeName": f"node-{i}",
+                "pool": {"name": f"node-{i}", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": f"instance-{d}"} for d in range(claims_per_node)],
+            },
+        }
+        for i in range(nodes)
+    ]
+    create_all(plane.admin, f"{RESOURCE_API}/resourceslices", slices)
+    plane.admin.create(
+        f"{RESOURCE_API}/deviceclasses",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": DRA_CLASS},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
+        },
+    )
+    plane.admin.create(
+        f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaimtemplates",
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": DRA_TEMPLATE, "namespace": NAMESPACE},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "req-0", "exactly": {"deviceClassName": DRA_CLASS}}]
+                    }
+                }
+            },
+        },
+    )
+
+
+def wait_for_claims(plane: ControlPlane, pods: int) -> None:
+    """Until the resourceclaim controller has made every pending pod's claim and named it
+    in the pod's status (before the scheduler starts: the run measures the scheduler)."""
+    deadline = time.monotonic() + 900
+    while True:
+        listed = plane.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+        named = sum(1 for p in listed if (p.get("status") or {}).get("resourceClaimStatuses"))
+        if named >= pods:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{named}/{pods} pods' claims made after 900 s")
+        time.sleep(1.0)
+
+
+def delete_claims(plane: ControlPlane) -> None:
+    """The run's claims, gone before the next run allocates again: the scheduler's
+    delete-protection finalizer (lifted by the resourceclaim controller once a claim is
+    unused, which takes its pod's deletion to reach it) is lifted by hand."""
+    path = f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaims"
+    items = plane.admin.get(path)["items"]
+    paths = [f"{path}/{o['metadata']['name']}" for o in items]
+    unprotect = {"metadata": {"finalizers": None}}
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(plane.admin.merge_patch, paths, [unprotect] * len(paths)))
+    plane.admin.call("DELETE", path)
+    deadline = time.monotonic() + 300
+    while plane.admin.get(path)["items"]:
+        if time.monotonic() > deadline:
+            raise RuntimeError("resourceclaims not gone after 300 s")
+        time.sleep(0.5)
+
+
 def create_storage(plane: ControlPlane, shape: str, run: str, pods: int, nodes: int) -> None:
     """The run's PVs and claims, before the scheduler starts. With the PV controller
     running (for local-pvs), csi-pvs' claims are bound by it as in a cluster: the claims
@@ -246,6 +350,11 @@ def pending_pods(shape: str, count: int, scheduler: str) -> list[dict[str, Any]]
         if shape in VOLUME_SHAPES:
             claim = {"claimName": f"data-{INIT_PODS + i}"}
             pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": claim}]
+        if shape in DRA_SHAPES:  # scheduler_perf's pod-with-claim-template.yaml
+            entry = {"name": "resource", "resourceClaimTemplateName": DRA_TEMPLATE}
+            pod["spec"]["resourceClaims"] = [entry]
+            for container in pod["spec"]["containers"]:
+                container.setdefault("resources", {})["claims"] = [{"name": "resource"}]
         pod.pop("status", None)
         pods.append(pod)
     return pods
@@ -335,17 +444,99 @@ def unschedulable_attempts(plane: ControlPlane, which: str, port: int) -> float:
     )
 
 
-def bind_ceiling(plane: ControlPlane, pods: int, nodes: int) -> float:
-    """Pods per second the apiserver takes the per-pod writes for (a binding and its
-    ``Scheduled`` event), written as nodeagent's binding process writes them, every
-    pod at once: the pace no scheduler can pass on this apiserver."""
-    create_all(
-        plane.admin,
-        "/api/v1/namespaces/{namespace}/pods",
-        pending_pods("basic", pods, CEILING_SCHEDULER),
+CEILING_CLIENTS = ("kube-scheduler's client", "nodeagent's client")
+
+
+@dataclasses.dataclass(frozen=True)
+class Ceiling:
+    """One repetition's ceiling: pods/s per client, and the faster."""
+
+    rates: dict[str, float]
+
+    @property
+    def best(self) -> float:
+        return max(self.rates.values())
+
+    def __str__(self) -> str:
+        each = ", ".join(f"{client} {rate:.0f}" for client, rate in self.rates.items())
+        return f"{self.best:.0f} pods/s ({each})"
+
+
+def bind_ceiling(plane: ControlPlane, pods: int, nodes: int, repetition: int) -> Ceiling:
+    """The API server's ceiling for a binding and its Scheduled event per pod: the
+    faster of kube-scheduler's client and nodeagent's (module docstring)."""
+    order = CEILING_CLIENTS if repetition % 2 == 0 else CEILING_CLIENTS[::-1]
+    rates = {}
+    for client in order:
+        create_all(
+            plane.admin,
+            "/api/v1/namespaces/{namespace}/pods",
+            pending_pods("basic", pods, CEILING_SCHEDULER),
+        )
+        listed = plane.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+        targets = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in listed]
+        if client == CEILING_CLIENTS[0]:
+            rates[client] = go_bind_ceiling(plane, targets, nodes)
+        else:
+            rates[client] = python_bind_ceiling(plane, targets, nodes)
+        delete_pending_namespace_pods(plane)
+    return Ceiling({c: rates[c] for c in CEILING_CLIENTS})
+
+
+BINDCLIENT = cluster.HERE / "bindclient"
+
+
+def bindclient() -> Path:
+    """kube-scheduler's client for the ceiling, built (or found up to date) beside the
+    control plane's binaries, with build.sh's flags so that its Go build cache serves."""
+    directory = cluster.binaries_directory()
+    binary = directory / "bindclient"
+    sources = (BINDCLIENT / "main.go", cluster.HERE / "go.mod", cluster.HERE / "go.sum")
+    stamp = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()
+    stamp_file = directory / ".bindclient.stamp"
+    if os.access(binary, os.X_OK) and stamp_file.is_file() and stamp_file.read_text() == stamp:
+        return binary
+    building = directory / f".bindclient.{os.getpid()}"
+    try:  # into a file of its own, then renamed: two builds at once leave one whole binary
+        flags = ["-trimpath", "-buildvcs=false", "-ldflags=-s -w"]
+        subprocess.run(
+            ["go", "build", *flags, "-o", str(building), "./bindclient"],
+            cwd=cluster.HERE,
+            check=True,
+            timeout=1800,
+        )
+        os.replace(building, binary)
+    finally:
+        building.unlink(missing_ok=True)
+    stamp_file.write_text(stamp)
+    return binary
+
+
+def go_bind_ceiling(plane: ControlPlane, targets: list[tuple[str, str]], nodes: int) -> float:
+    """Pods/s of kube-scheduler's client writing the bindings and events."""
+    done = subprocess.run(
+        [
+            str(bindclient()),
+            f"-kubeconfig={plane.scheduler_kubeconfig}",
+            f"-namespace={NAMESPACE}",
+            f"-nodes={nodes}",
+            f"-qps={QPS}",
+            f"-component={CEILING_SCHEDULER}",
+        ],
+        input="".join(f"{name} {uid}\n" for name, uid in targets),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
     )
-    listed = plane.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
-    targets = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in listed]
+    result = json.loads(done.stdout)
+    if result["failures"]:
+        raise RuntimeError(f"ceiling: {result['failures']} writes failed, e.g. {result['error']}")
+    return float(result["pods"]) / float(result["seconds"])
+
+
+def python_bind_ceiling(plane: ControlPlane, targets: list[tuple[str, str]], nodes: int) -> float:
+    """Pods/s of nodeagent's binding process's posters writing the bindings and events."""
     spec = http.ConnectionSpec(
         plane.scheduler_kubeconfig,
         qps=100_000,
@@ -408,15 +599,25 @@ def bind_ceiling(plane: ControlPlane, pods: int, nodes: int) -> float:
     elapsed = asyncio.run(write_all())
     if failures:
         raise RuntimeError(f"ceiling: {len(failures)} writes failed, e.g. {failures[0]}")
-    delete_pending_namespace_pods(plane)
     return len(targets) / elapsed
 
 
 def delete_pending_namespace_pods(plane: ControlPlane) -> None:
     path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-    plane.admin.call("DELETE", path, {"gracePeriodSeconds": 0})
     deadline = time.monotonic() + 300
-    while plane.admin.get(path, limit="1")["items"]:
+    asked = 0.0
+    while True:
+        if time.monotonic() - asked > 10:
+            asked = time.monotonic()
+            try:
+                plane.admin.call("DELETE", path, {"gracePeriodSeconds": 0})
+                asked = float("inf")  # answered: the deletion is under way
+            except cluster.ApiError as exc:
+                # a loaded apiserver answers 504 with the deletion half done: ask again
+                if exc.status != 504:
+                    raise
+        if not plane.admin.get(path, limit="1")["items"]:
+            return
         if time.monotonic() > deadline:
             raise RuntimeError("pods of the last run not gone after 300 s")
         time.sleep(0.5)
@@ -561,6 +762,8 @@ def one_run(
         "/api/v1/namespaces/{namespace}/pods",
         pending_pods(shape, pods, which),
     )
+    if shape in DRA_SHAPES:
+        wait_for_claims(plane, pods)
     watch = BoundWatch(plane, pods)
     apiserver = psutil.Process(plane.pid("kube-apiserver"))
     etcd = psutil.Process(plane.pid("etcd"))
@@ -608,6 +811,8 @@ def one_run(
     delete_pending_namespace_pods(plane)
     if shape in VOLUME_SHAPES:
         delete_storage(plane, run)
+    if shape in DRA_SHAPES:
+        delete_claims(plane)
     return result
 
 
@@ -657,7 +862,10 @@ def main() -> None:
     parser.add_argument(
         "--shapes",
         default=",".join(SHAPES),
-        help=f"of {', '.join((*SHAPES, *VOLUME_SHAPES))}",
+        help=f"of {', '.join((*SHAPES, *VOLUME_SHAPES, *DRA_SHAPES))}",
+    )
+    parser.add_argument(
+        "--claims-per-node", type=int, default=10, help="devices per node (claim-template)"
     )
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
     parser.add_argument("--never-fit", type=int, default=200)
@@ -670,7 +878,7 @@ def main() -> None:
     shapes = [s for s in args.shapes.split(",") if s]
     schedulers = tuple(s for s in args.schedulers.split(",") if s)
     extra = RunShape(args.never_fit, args.churn, args.nodes)
-    ceilings: list[float] = []
+    ceilings: list[Ceiling] = []
     reason = cluster.unavailable()
     if reason is not None:
         raise SystemExit(reason)
@@ -692,6 +900,12 @@ def main() -> None:
                 "--kube-api-qps=2000",
                 "--kube-api-burst=2000",
             )
+        if set(DRA_SHAPES) & set(shapes):
+            # makes the pods' claims from their template
+            controllers += ("resourceclaim-controller",)
+            controller_flags = tuple(
+                dict.fromkeys((*controller_flags, "--kube-api-qps=2000", "--kube-api-burst=2000"))
+            )
         with cluster.running(
             directory / "controlplane",
             controllers=controllers,
@@ -707,13 +921,15 @@ def main() -> None:
             populate(plane, args.nodes)
             populate_storage(plane, args.nodes, shapes)
             plane.namespace(NAMESPACE)
+            if set(DRA_SHAPES) & set(shapes):
+                populate_resources(plane, args.nodes, args.claims_per_node)
             print(
                 f"{args.nodes} nodes and {INIT_PODS} bound pods in {time.monotonic() - began:.0f} s"
             )
             for repetition in range(args.repeat):
                 if args.ceiling:
-                    ceilings.append(bind_ceiling(plane, args.pods, args.nodes))
-                    print(f"[{repetition + 1}] ceiling: {ceilings[-1]:.0f} pods/s", flush=True)
+                    ceilings.append(bind_ceiling(plane, args.pods, args.nodes, repetition))
+                    print(f"[{repetition + 1}] ceiling: {ceilings[-1]}", flush=True)
                 for shape in shapes:
                     order = schedulers if repetition % 2 == 0 else schedulers[::-1]
                     for which in order:
@@ -726,9 +942,16 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({f"{s}/{w}": r for (s, w), r in runs.items()}, indent=2))
     print(f"\nmedians of {args.repeat} ({args.nodes} nodes, {args.pods} pods per run):")
-    ceiling = statistics.median(ceilings) if ceilings else None
+    ceiling = statistics.median(c.best for c in ceilings) if ceilings else None
     if ceiling is not None:
-        print(f"  apiserver ceiling (binding + Scheduled event): {ceiling:.0f} pods/s")
+        each = ", ".join(
+            f"{client} {statistics.median(c.rates[client] for c in ceilings):.0f}"
+            for client in CEILING_CLIENTS
+        )
+        print(
+            f"  apiserver ceiling (binding + Scheduled event): {ceiling:.0f} pods/s"
+            f" (the faster client of each repetition; medians: {each})"
+        )
     for shape in shapes:
         medians = {
             which: {

@@ -4,7 +4,8 @@
     python -m benchmarks.sim_scheduler --replay SEED
     python -m benchmarks.sim_scheduler --agent --seeds 2000   (the agent's actuation)
 
-Runs seeds ``start .. start+seeds-1`` (in ``jobs`` processes, chunks of seeds each),
+Runs seeds ``start .. start+seeds-1`` (in ``jobs`` processes, chunks of seeds each;
+three in four with PVs, claims and the PV controller, see tests/sim/scheduler_sim.py),
 prints progress with seeds per second, every failing seed with the invariant it broke,
 and a summary; exits 1 if any seed failed. ``--replay`` runs one seed and prints every
 step it took (and the violation, if any): what a failing seed is debugged with.
@@ -68,6 +69,21 @@ def replay(seed: int) -> int:
     return 0
 
 
+def replay_agent(seed: int) -> int:
+    """One agent seed: the violation with the steps that led to it, or that it held."""
+    try:
+        run_agent_seed(seed)
+    except Violation as exc:
+        print(exc)
+        return 1
+    print(f"agent seed {seed}: every invariant held")
+    return 0
+
+
+def replay_command(seed: int, agent: bool) -> str:
+    return f"python -m benchmarks.sim_scheduler {'--agent ' if agent else ''}--replay {seed}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10_000)
@@ -77,11 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent", action="store_true", help="the agent's simulation")
     args = parser.parse_args(argv)
     if args.replay is not None:
-        if args.agent:
-            run_agent_seed(args.replay)  # raises with the last steps on a violation
-            print(f"agent seed {args.replay}: every invariant held")
-            return 0
-        return replay(args.replay)
+        return replay_agent(args.replay) if args.agent else replay(args.replay)
     started = time.perf_counter()
     done, failures = 0, []
     report_every = max(CHUNK // 10, args.seeds // 20)
@@ -93,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
             done += ran
             for seed, line in failed:
                 failures.append(seed)
-                print(f"FAILED seed {seed}: {line}", flush=True)
+                print(
+                    f"FAILED seed {seed}: {line}\n  reproduce: {replay_command(seed, args.agent)}",
+                    flush=True,
+                )
             if done >= next_report:
                 next_report += report_every
                 elapsed = time.perf_counter() - started

@@ -97,6 +97,10 @@ _MEMORY_SCOPES: Mapping[str, Signal] = {
 }
 """Which signal's thresholds are armed as usage thresholds on which cgroup."""
 
+_SIGNAL_NAMES = frozenset(Signal)
+"""Degraded sources that are signals (exported with the signal itself): a set, as this
+is asked of every source every cycle."""
+
 
 class Collector(Protocol):
     """What the loop needs of :class:`~nodeagent.signals.collector.SignalCollector`."""
@@ -372,7 +376,7 @@ class AgentLoop:
         current: dict[str, str | None] = {
             source: reason
             for source, reason in self._collector.degraded().items()
-            if source not in Signal.__members__.values()  # exported with the signal itself
+            if source not in _SIGNAL_NAMES
         }
         statuses = {**self._unarmed, **self._triggers.status()}
         current.update(setup.degraded_components(statuses))

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 KubeObject = dict[str, Any]
 """One API object as JSON (``{"apiVersion": ..., "metadata": {...}, ...}``)."""
@@ -157,6 +157,37 @@ class KubeClient(Protocol):
         ...
 
 
+class Collection(StrEnum):
+    """The cluster-wide collections an informer lists in pages
+    (:class:`PagedLister`), by resource name."""
+
+    PODS = "pods"
+    NODES = "nodes"
+    DISRUPTION_BUDGETS = "poddisruptionbudgets"
+
+    @property
+    def resource(self) -> str:
+        return self.value
+
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces."""
+        group = "/apis/policy/v1" if self is Collection.DISRUPTION_BUDGETS else "/api/v1"
+        return f"{group}/{self.value}"
+
+
+@runtime_checkable
+class PagedLister(Protocol):
+    """A client that can hand a list over page by page (the HTTP client; the test
+    doubles list whole)."""
+
+    def list_pages(
+        self, collection: Collection, *, field_selector: str = "", label_selector: str = ""
+    ) -> Iterator[ObjectList]:
+        """The pages of one consistent list, each with the list's resourceVersion."""
+        ...
+
+
 class StorageKind(StrEnum):
     """The storage kinds the scheduler's volume plugins watch, by resource name."""
 
@@ -180,6 +211,12 @@ class StorageKind(StrEnum):
     def kind(self) -> str:
         return _STORAGE_KIND_NAMES[self]
 
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces."""
+        group = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        return f"{group}/{self.value}"
+
 
 _STORAGE_KIND_NAMES = {
     StorageKind.PERSISTENT_VOLUMES: "PersistentVolume",
@@ -188,6 +225,39 @@ _STORAGE_KIND_NAMES = {
     StorageKind.CSI_NODES: "CSINode",
     StorageKind.CSI_DRIVERS: "CSIDriver",
     StorageKind.CSI_STORAGE_CAPACITIES: "CSIStorageCapacity",
+}
+
+
+class ResourceKind(StrEnum):
+    """The dynamic resource allocation kinds the scheduler's DynamicResources plugin
+    watches (``resource.k8s.io/v1``), by resource name."""
+
+    RESOURCE_SLICES = "resourceslices"
+    DEVICE_CLASSES = "deviceclasses"
+    RESOURCE_CLAIMS = "resourceclaims"
+
+    @property
+    def api_version(self) -> str:
+        return "resource.k8s.io/v1"
+
+    @property
+    def namespaced(self) -> bool:
+        return self is ResourceKind.RESOURCE_CLAIMS
+
+    @property
+    def kind(self) -> str:
+        return _RESOURCE_KIND_NAMES[self]
+
+    @property
+    def path(self) -> str:
+        """The collection across all namespaces."""
+        return f"/apis/{self.api_version}/{self.value}"
+
+
+_RESOURCE_KIND_NAMES = {
+    ResourceKind.RESOURCE_SLICES: "ResourceSlice",
+    ResourceKind.DEVICE_CLASSES: "DeviceClass",
+    ResourceKind.RESOURCE_CLAIMS: "ResourceClaim",
 }
 
 
@@ -226,6 +296,31 @@ class ClusterClient(KubeClient, Protocol):
         """PUT a PersistentVolume or claim whose ``metadata.resourceVersion`` is the
         precondition (:class:`nodeagent.base.errors.Conflict` when stale): what
         VolumeBinding's PreBind writes."""
+        ...
+
+    def list_resources(self, kind: ResourceKind) -> ObjectList:
+        """Every object of a dynamic resource allocation kind (claims: every namespace)."""
+        ...
+
+    def watch_resources(
+        self, kind: ResourceKind, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> WatchStream: ...
+
+    def get_resource_claim(self, namespace: str, name: str) -> KubeObject: ...
+
+    def replace_resource_claim(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, status: bool = False
+    ) -> KubeObject:
+        """PUT a ResourceClaim (``status``: its ``/status`` subresource) whose
+        ``metadata.resourceVersion`` is the precondition (:class:`Conflict` when stale):
+        what DynamicResources' PreBind and PostFilter write."""
+        ...
+
+    def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> KubeObject:
+        """Strategic merge patch of ``resourceclaims/status`` (Unreserve removes its
+        pod from ``reservedFor`` by UID)."""
         ...
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:

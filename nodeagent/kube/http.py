@@ -13,6 +13,13 @@ method a binding cost about 240 us of client CPU, through urllib3's pool directl
 through ``http.client`` 65 (docs/scheduler.md, "Throughput and CPU per pod"). Answers
 are decoded with msgspec (a 10,000-pod list: 23 ms, against 31 with :mod:`json`).
 
+Lists and watches, what every informer starts with, skip the generated methods too
+(GETs through the ApiClient's pool, :meth:`HTTPKubeClient._get`): importing the
+generated API modules costs 0.2-0.4 s of CPU, on the scheduler's start-up path before
+its first binding. Lists are read in pages of 500 as client-go's pager reads them, by a
+thread that starts at once and reads ahead, so the informer parses page n while the API
+server builds page n+1 (:meth:`HTTPKubeClient.list_pages`).
+
 Every call goes through one path (:meth:`HTTPKubeClient._call`):
 
 1. take a token from the client-side bucket (bounded QPS/burst);
@@ -33,6 +40,7 @@ import functools
 import http.client
 import json
 import os
+import queue
 import select
 import socket
 import ssl
@@ -61,6 +69,9 @@ USER_AGENT = "nodeagent"
 
 DEFAULT_TIMEOUT = (5.0, 30.0)
 """(connect, read) seconds for ordinary requests."""
+
+LIST_PAGE_SIZE = 500
+"""Objects per page of a list (client-go's pager asks for 500)."""
 
 
 def load_configuration(
@@ -377,28 +388,8 @@ class HTTPKubeClient:
         return kubernetes.client.CoreV1Api(self._api)
 
     @functools.cached_property
-    def _policy(self) -> kubernetes.client.PolicyV1Api:
-        return kubernetes.client.PolicyV1Api(self._api)
-
-    @functools.cached_property
-    def _storage(self) -> kubernetes.client.StorageV1Api:
-        return kubernetes.client.StorageV1Api(self._api)
-
-    def _storage_lister(self, kind: client.StorageKind) -> Any:
-        """The generated ``list_*`` method of a storage kind (all namespaces)."""
-        listers: dict[client.StorageKind, Any] = {
-            client.StorageKind.PERSISTENT_VOLUMES: self._core.list_persistent_volume,
-            client.StorageKind.PERSISTENT_VOLUME_CLAIMS: (
-                self._core.list_persistent_volume_claim_for_all_namespaces
-            ),
-            client.StorageKind.STORAGE_CLASSES: self._storage.list_storage_class,
-            client.StorageKind.CSI_NODES: self._storage.list_csi_node,
-            client.StorageKind.CSI_DRIVERS: self._storage.list_csi_driver,
-            client.StorageKind.CSI_STORAGE_CAPACITIES: (
-                self._storage.list_csi_storage_capacity_for_all_namespaces
-            ),
-        }
-        return listers[kind]
+    def _resource(self) -> kubernetes.client.ResourceV1Api:
+        return kubernetes.client.ResourceV1Api(self._api)
 
     @functools.cached_property
     def _coordination(self) -> kubernetes.client.CoordinationV1Api:
@@ -557,30 +548,103 @@ class HTTPKubeClient:
             ),
         )
 
-    def _list(self, resource: str, what: str, request: Any) -> client.ObjectList:
-        document = self._call("list", resource, what, request)
-        return client.ObjectList(
-            tuple(document.get("items") or ()),
-            str((document.get("metadata") or {}).get("resourceVersion", "")),
+    def _get(self, path: str, query: Mapping[str, str], *, read_timeout: float) -> Any:
+        """A GET of ``path`` (a collection: a list or a watch) through the ApiClient's pool,
+        its answer unread: without the generated ``list_*`` methods, whose modules
+        (core_v1_api is 30,000 lines, and the models it pulls in) cost 0.2-0.4 s of CPU to
+        import, on the start-up's critical path of every informer."""
+        timeout = urllib3.Timeout(connect=self._timeout[0], read=read_timeout)
+
+        def request() -> urllib3.BaseHTTPResponse:
+            _, url, headers, _, _ = self._api.param_serialize(
+                "GET",
+                path,
+                query_params=[(k, v) for k, v in query.items() if v],
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+            )
+            response: urllib3.BaseHTTPResponse = self._api.rest_client.pool_manager.request(
+                "GET", url, headers=headers, timeout=timeout, preload_content=False
+            )
+            return response
+
+        return request
+
+    def _list(self, resource: str, what: str, path: str, **query: str) -> client.ObjectList:
+        """Every page of the collection, as one list."""
+        items: list[client.KubeObject] = []
+        resource_version = ""
+        for page in self._pages(resource, what, path, query):
+            items.extend(page.items)
+            resource_version = page.resource_version
+        return client.ObjectList(tuple(items), resource_version)
+
+    def _pages(
+        self, resource: str, what: str, path: str, query: Mapping[str, str]
+    ) -> Iterator[client.ObjectList]:
+        """The collection in pages of :data:`LIST_PAGE_SIZE` (client-go's pager size), each
+        asked for with the previous page's ``continue`` token: all of one consistent
+        snapshot, whose resourceVersion every page carries. Each page is fetched by a
+        thread of its own while the caller handles the one before, so the API server
+        serialises page n+1 while this process parses page n (one unpaged list of 10,000
+        pods makes the server build 40 MB before the first byte arrives). An expired
+        token (the listing took longer than etcd's compaction window) raises
+        :class:`~nodeagent.kube.errors.Gone`, which makes an informer list again."""
+        token = ""
+        while True:
+            page = dict(query, limit=str(LIST_PAGE_SIZE), **{"continue": token})
+            document = self._call(
+                "list",
+                resource,
+                what,
+                self._get(path, page, read_timeout=self._timeout[1]),
+            )
+            metadata = document.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            yield client.ObjectList(
+                tuple(document.get("items") or ()), str(metadata.get("resourceVersion", ""))
+            )
+            if not token:
+                return
+
+    def list_pages(
+        self, collection: client.Collection, *, field_selector: str = "", label_selector: str = ""
+    ) -> Iterator[client.ObjectList]:
+        """``collection`` page by page, fetched from now on by a thread of its own while
+        the caller handles the pages already in (:class:`~nodeagent.kube.informer.Informer`'s
+        first list: its handlers parse page n while the server builds page n+1)."""
+        query = {"fieldSelector": field_selector, "labelSelector": label_selector}
+        resource = collection.resource
+        return _prefetching(
+            self._pages(resource, f"list {resource}", collection.path, query), f"list-{resource}"
         )
 
     def _watch(
-        self, resource: str, what: str, lister: Any, resource_version: str, timeout_seconds: int
+        self,
+        resource: str,
+        what: str,
+        path: str,
+        resource_version: str,
+        timeout_seconds: int,
+        **query: str,
     ) -> client.WatchStream:
-        """Open a watch with ``lister`` (a generated ``list_*`` method, selectors bound)."""
+        """Open a watch of the collection at ``path`` (selectors in ``query``)."""
         what = f"{what} from {resource_version}"
         response = self._send(
             "watch",
             resource,
             what,
-            lambda: lister(
-                watch=True,
-                allow_watch_bookmarks=True,
-                resource_version=resource_version or None,
-                timeout_seconds=timeout_seconds,
-                _preload_content=False,
+            self._get(
+                path,
+                {
+                    **query,
+                    "watch": "true",
+                    "allowWatchBookmarks": "true",
+                    "resourceVersion": resource_version,
+                    "timeoutSeconds": str(timeout_seconds),
+                },
                 # the server ends the watch; the read timeout only catches a dead peer
-                _request_timeout=(self._timeout[0], timeout_seconds + 30.0),
+                read_timeout=timeout_seconds + 30.0,
             ),
         )
         assert isinstance(response, urllib3.BaseHTTPResponse)  # never a KeepAlive answer
@@ -590,12 +654,9 @@ class HTTPKubeClient:
         return self._list(
             "pods",
             f"list pods {field_selector}".strip(),
-            lambda: self._core.list_pod_for_all_namespaces(
-                field_selector=field_selector or None,
-                label_selector=label_selector or None,
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            ),
+            client.Collection.PODS.path,
+            fieldSelector=field_selector,
+            labelSelector=label_selector,
         )
 
     def watch_pods(
@@ -609,37 +670,26 @@ class HTTPKubeClient:
         return self._watch(
             "pods",
             f"watch pods {field_selector}".strip(),
-            functools.partial(
-                self._core.list_pod_for_all_namespaces,
-                field_selector=field_selector or None,
-                label_selector=label_selector or None,
-            ),
+            client.Collection.PODS.path,
             resource_version,
             timeout_seconds,
+            fieldSelector=field_selector,
+            labelSelector=label_selector,
         )
 
     def list_nodes(self) -> client.ObjectList:
-        return self._list(
-            "nodes",
-            "list nodes",
-            lambda: self._core.list_node(_preload_content=False, _request_timeout=self._timeout),
-        )
+        return self._list("nodes", "list nodes", client.Collection.NODES.path)
 
     def watch_nodes(
         self, *, resource_version: str, timeout_seconds: int = 1800
     ) -> client.WatchStream:
         return self._watch(
-            "nodes", "watch nodes", self._core.list_node, resource_version, timeout_seconds
+            "nodes", "watch nodes", client.Collection.NODES.path, resource_version, timeout_seconds
         )
 
     def list_disruption_budgets(self) -> client.ObjectList:
-        return self._list(
-            "poddisruptionbudgets",
-            "list poddisruptionbudgets",
-            lambda: self._policy.list_pod_disruption_budget_for_all_namespaces(
-                _preload_content=False, _request_timeout=self._timeout
-            ),
-        )
+        path = client.Collection.DISRUPTION_BUDGETS.path
+        return self._list("poddisruptionbudgets", "list poddisruptionbudgets", path)
 
     def watch_disruption_budgets(
         self, *, resource_version: str, timeout_seconds: int = 1800
@@ -647,28 +697,19 @@ class HTTPKubeClient:
         return self._watch(
             "poddisruptionbudgets",
             "watch poddisruptionbudgets",
-            self._policy.list_pod_disruption_budget_for_all_namespaces,
+            client.Collection.DISRUPTION_BUDGETS.path,
             resource_version,
             timeout_seconds,
         )
 
     def list_storage(self, kind: client.StorageKind) -> client.ObjectList:
-        lister = self._storage_lister(kind)
-        return self._list(
-            kind.value,
-            f"list {kind.value}",
-            lambda: lister(_preload_content=False, _request_timeout=self._timeout),
-        )
+        return self._list(kind.value, f"list {kind.value}", kind.path)
 
     def watch_storage(
         self, kind: client.StorageKind, *, resource_version: str, timeout_seconds: int = 1800
     ) -> client.WatchStream:
         return self._watch(
-            kind.value,
-            f"watch {kind.value}",
-            self._storage_lister(kind),
-            resource_version,
-            timeout_seconds,
+            kind.value, f"watch {kind.value}", kind.path, resource_version, timeout_seconds
         )
 
     def replace_storage(
@@ -700,6 +741,65 @@ class HTTPKubeClient:
         else:
             raise ValueError(f"replace_storage: {kind.value} is not written by the scheduler")
         return self._call("update", kind.value, what, request)
+
+    def list_resources(self, kind: client.ResourceKind) -> client.ObjectList:
+        return self._list(kind.value, f"list {kind.value}", kind.path)
+
+    def watch_resources(
+        self, kind: client.ResourceKind, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> client.WatchStream:
+        return self._watch(
+            kind.value, f"watch {kind.value}", kind.path, resource_version, timeout_seconds
+        )
+
+    def get_resource_claim(self, namespace: str, name: str) -> client.KubeObject:
+        return self._call(
+            "get",
+            "resourceclaims",
+            f"get resourceclaim {namespace}/{name}",
+            lambda: self._resource.read_namespaced_resource_claim(
+                name, namespace, _preload_content=False, _request_timeout=self._timeout
+            ),
+        )
+
+    def replace_resource_claim(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, status: bool = False
+    ) -> client.KubeObject:
+        method = (
+            self._resource.replace_namespaced_resource_claim_status
+            if status
+            else self._resource.replace_namespaced_resource_claim
+        )
+        resource = "resourceclaims/status" if status else "resourceclaims"
+        return self._call(
+            "update",
+            resource,
+            f"replace {resource} {namespace}/{name}",
+            lambda: method(
+                name,
+                namespace,
+                _model(kubernetes.client.ResourceV1ResourceClaim, body),
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
+
+    def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> client.KubeObject:
+        return self._call(
+            "patch",
+            "resourceclaims/status",
+            f"patch resourceclaim {namespace}/{name} status",
+            lambda: self._resource.patch_namespaced_resource_claim_status(
+                name,
+                namespace,
+                dict(patch),
+                _content_type="application/strategic-merge-patch+json",
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            ),
+        )
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         body = writes.binding_body(namespace, name, uid=uid, node_name=node_name)
@@ -938,6 +1038,42 @@ class _HTTPWatch:
             self._response.release_conn()
         except (OSError, urllib3.exceptions.HTTPError):
             pass
+
+
+def _prefetching(pages: Iterator[T], name: str) -> Iterator[T]:
+    """``pages`` read by a thread of their own, started now, as fast as the server
+    answers: the caller handles one page while the next ones arrive, and a caller that
+    starts reading late (the scheduler, still importing its plugins) finds them waiting.
+    Nothing is lost by reading ahead without bound: the caller keeps every page it reads
+    (an informer's store). Errors come out where the page would have; a caller that
+    stops early stops the thread at its next page."""
+    ahead: queue.SimpleQueue[tuple[bool, T | BaseException | None]] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for page in pages:
+                if stop.is_set():
+                    return
+                ahead.put((True, page))
+            ahead.put((False, None))
+        except BaseException as exc:  # handed to the consumer, raised there
+            ahead.put((False, exc))
+
+    def consume() -> Iterator[T]:
+        try:
+            while True:
+                more, item = ahead.get()
+                if isinstance(item, BaseException):
+                    raise item
+                if not more:
+                    return
+                yield item  # type: ignore[misc]  # a page when ``more``
+        finally:
+            stop.set()
+
+    threading.Thread(target=produce, name=name, daemon=True).start()
+    return consume()
 
 
 def _dropped(sock: socket.socket) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from nodeagent.base import errors
@@ -57,6 +57,17 @@ class ListWatch:
     list: Callable[[], client.ObjectList]
     watch: Callable[[str, int], client.WatchStream]
     """``(resource_version, timeout_seconds) -> stream``."""
+    pages: Callable[[], Iterator[client.ObjectList]] | None = None
+    """The same list page by page, when the client can (:class:`client.PagedLister`):
+    the first list's handlers then run on each page as it arrives."""
+
+
+def _pages(
+    kube: object, collection: client.Collection, field_selector: str = ""
+) -> Callable[[], Iterator[client.ObjectList]] | None:
+    if not isinstance(kube, client.PagedLister):
+        return None
+    return lambda: kube.list_pages(collection, field_selector=field_selector)
 
 
 def pods(kube: client.KubeClient, *, field_selector: str = "") -> ListWatch:
@@ -66,6 +77,7 @@ def pods(kube: client.KubeClient, *, field_selector: str = "") -> ListWatch:
         lambda rv, timeout: kube.watch_pods(
             resource_version=rv, field_selector=field_selector, timeout_seconds=timeout
         ),
+        _pages(kube, client.Collection.PODS, field_selector),
     )
 
 
@@ -74,6 +86,7 @@ def nodes(kube: client.ClusterClient) -> ListWatch:
         "nodes",
         kube.list_nodes,
         lambda rv, timeout: kube.watch_nodes(resource_version=rv, timeout_seconds=timeout),
+        _pages(kube, client.Collection.NODES),
     )
 
 
@@ -84,6 +97,7 @@ def disruption_budgets(kube: client.ClusterClient) -> ListWatch:
         lambda rv, timeout: kube.watch_disruption_budgets(
             resource_version=rv, timeout_seconds=timeout
         ),
+        _pages(kube, client.Collection.DISRUPTION_BUDGETS),
     )
 
 
@@ -212,9 +226,37 @@ class Informer:
 
     # --- list and watch -----------------------------------------------------------------
     def sync_once(self) -> None:
-        """List and replace the store, reporting the differences to the handlers."""
-        listed = self.list_watch.list()
+        """List and replace the store, reporting the differences to the handlers.
+
+        Into an empty store (the first list) a paged list is handled page by page as
+        the pages arrive: each page's objects are stored and reported added while the
+        next page is on its way. A list that fails half-way leaves the store with what
+        was reported, and the next list reports the differences from there."""
+        pages = self.list_watch.pages
+        with self._lock:
+            empty = not self._store
+        if pages is not None and empty:
+            self._sync_into_empty(pages())
+        else:
+            self._sync_replacing(self.list_watch.list())
         self.stats.lists += 1
+        self._synced.set()
+        if self._handlers.on_change is not None:
+            self._handlers.on_change()
+
+    def _sync_into_empty(self, pages: Iterator[client.ObjectList]) -> None:
+        on_add = self._handlers.on_add
+        for page in pages:
+            fresh = {object_key(obj): obj for obj in page.items}
+            with self._lock:
+                self._store.update(fresh)
+            if on_add is not None:
+                for obj in fresh.values():
+                    on_add(obj)
+            with self._lock:
+                self._resource_version = page.resource_version
+
+    def _sync_replacing(self, listed: client.ObjectList) -> None:
         fresh = {object_key(obj): obj for obj in listed.items}
         with self._lock:
             old = self._store
@@ -233,9 +275,6 @@ class Informer:
                 previous
             ) != resource_version_of(obj):
                 handlers.on_update(previous, obj)
-        self._synced.set()
-        if handlers.on_change is not None:
-            handlers.on_change()
 
     def _watch_once(self) -> None:
         resource_version = self.resource_version

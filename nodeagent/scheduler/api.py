@@ -476,6 +476,11 @@ class Pod:
     controller: tuple[str, str] | None = None
     """Kind and name of the ``ownerReferences`` entry with ``controller: true``."""
     volumes: tuple[PodVolume, ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    """``spec.resourceClaims`` (dynamic resource allocation)."""
+    claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
+    """``status.resourceClaimStatuses``: the name of the claim the resourceclaim
+    controller generated for each template-backed entry (``None``: none is needed)."""
     unsupported: tuple[str, ...] = ()
     """Fields the pod uses that this scheduler does not implement (``spec.resourceClaims``):
     such a pod is reported unschedulable, never bound."""
@@ -485,6 +490,15 @@ class Pod:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One ``spec.resourceClaims`` entry: a claim by name, or one made from a template."""
+
+    name: str
+    claim_name: str = ""
+    template_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,6 +172,7 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef(name="VolumeZone"),
     PluginRef(name="PodTopologySpread", weight=2),
     PluginRef(name="InterPodAffinity", weight=2),
+    PluginRef(name="DynamicResources", weight=2),
     PluginRef(name="DefaultPreemption"),
     PluginRef(name="NodeResourcesBalancedAllocation", weight=1),
     PluginRef(name="ImageLocality", weight=1),
@@ -179,14 +180,13 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef(name="NodeDeclaredFeatures"),
 )
 """kube-scheduler v1.36's default plugins and weights (``getDefaultPlugins``; what
-``kube-scheduler --write-config-to`` prints), in its order, minus the ones nodeagent
-does not implement yet (DynamicResources), plus NodePressure
+``kube-scheduler --write-config-to`` prints), in its order (DynamicResources before
+DefaultPreemption, as ``applyDynamicResources`` puts it), plus NodePressure
 (before TaintToleration, so a node under pressure is reported as such). Disable
 NodePressure for stock behaviour."""
 
 UPSTREAM_NOT_IMPLEMENTED = frozenset(
     {
-        "DynamicResources",
         "EBSLimits",
         "GCEPDLimits",
         "AzureDiskLimits",

@@ -45,7 +45,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from pydantic import BaseModel
 
 from nodeagent.base.errors import ConfigError
-from nodeagent.scheduler import api, config, storage
+from nodeagent.scheduler import api, config, resource_claims, storage
 from nodeagent.scheduler.extenders.chain import Extenders
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
@@ -319,6 +319,11 @@ class Handle:
     volumes: storage.VolumeCatalog = field(default_factory=storage.VolumeCatalog)
     """PVs, PVCs, StorageClasses and the CSI objects, with the volume binder's
     assumptions (kube-scheduler's storage listers and assume cache)."""
+    resources: resource_claims.ResourceCatalog = field(
+        default_factory=resource_claims.ResourceCatalog
+    )
+    """ResourceClaims (with the allocations in flight), ResourceSlices, DeviceClasses
+    (kube-scheduler's DRA manager)."""
     preemptions: Preemptions = field(default_factory=Preemptions)
     """Preemptions whose victims are being deleted (live only; the planner applies a
     preemption at once)."""
@@ -369,6 +374,14 @@ class ClusterEvent(StrEnum):
     CSI_DRIVER_UPDATE = "CSIDriverUpdate"
     CSI_STORAGE_CAPACITY_ADD = "CSIStorageCapacityAdd"
     CSI_STORAGE_CAPACITY_UPDATE = "CSIStorageCapacityUpdate"
+    RESOURCE_CLAIM_ADD = "ResourceClaimAdd"
+    RESOURCE_CLAIM_UPDATE = "ResourceClaimUpdate"
+    RESOURCE_SLICE_ADD = "ResourceSliceAdd"
+    RESOURCE_SLICE_UPDATE = "ResourceSliceUpdate"
+    DEVICE_CLASS_ADD = "DeviceClassAdd"
+    DEVICE_CLASS_UPDATE = "DeviceClassUpdate"
+    UNSCHEDULED_POD_GENERATED_RESOURCE_CLAIM = "UnscheduledPodUpdatePodGeneratedResourceClaim"
+    """``status.resourceClaimStatuses`` changed (``UpdatePodGeneratedResourceClaim``)."""
     UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
     """The 5-minute flush: moves every pod whatever the hints say."""
     FORCE_ACTIVATE = "ForceActivate"
@@ -388,6 +401,7 @@ POD_UPDATE_EVENTS = frozenset(
         *POD_SCALE_DOWN_EVENTS,
         E.UNSCHEDULED_POD_TOLERATION_CHANGE,
         E.UNSCHEDULED_POD_GATES_ELIMINATED,
+        E.UNSCHEDULED_POD_GENERATED_RESOURCE_CLAIM,
     }
 )
 """``Pod/Update``: every kind of Pod update (kube-scheduler's ``fwk.Update``)."""
@@ -414,7 +428,8 @@ class QueueingHint(StrEnum):
 
 HintFn = Callable[[api.Pod, Any, Any], QueueingHint]
 """``(rejected pod, old object, new object)``: the objects are the event's
-:class:`api.Pod` or :class:`api.Node` (old ``None`` on Add, new ``None`` on Delete).
+:class:`api.Pod` or :class:`api.Node`, or the parsed ResourceClaim, ResourceSlice or
+DeviceClass (old ``None`` on Add, new ``None`` on Delete).
 An exception counts as :attr:`QueueingHint.QUEUE` (kube-scheduler's rule: an error must
 not strand a pod)."""
 
@@ -454,6 +469,8 @@ def pod_update_events(old: api.Pod, new: api.Pod) -> list[ClusterEvent]:
             found.append(E.UNSCHEDULED_POD_GATES_ELIMINATED)
         if len(new.tolerations) != len(old.tolerations):
             found.append(E.UNSCHEDULED_POD_TOLERATION_CHANGE)
+        if new.claim_statuses != old.claim_statuses:
+            found.append(E.UNSCHEDULED_POD_GENERATED_RESOURCE_CLAIM)
     if not found:
         found.append(E.ASSIGNED_POD_UPDATE if bound else E.UNSCHEDULED_POD_UPDATE)
     return found

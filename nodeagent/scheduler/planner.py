@@ -11,7 +11,11 @@ attempted; a pending pod whose ``schedulerName`` no profile serves is reported
 
 The storage kinds in the snapshot (PVs, PVCs, StorageClasses, CSI objects) feed the
 volume plugins; a pod's volumes bound by VolumeBinding's PreBind stay bound for the
-pods planned after it (nothing else would confirm the binding offline).
+pods planned after it (nothing else would confirm the binding offline). Likewise the
+dynamic resource allocation kinds (ResourceClaims, ResourceSlices, DeviceClasses) feed
+DynamicResources: a claim it allocates is allocated (and reserved) for the pods planned
+after it. A claim made from a template is found by the name in the pod's
+``status.resourceClaimStatuses``, as the resourceclaim controller writes it.
 
 A pod that fits nowhere may preempt (DefaultPreemption): it is reported ``Nominated``
 with the node and the victims; the plan removes the victims from the snapshot and keeps
@@ -39,7 +43,16 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from nodeagent.scheduler import api, config, framework, objects, registry, scheduling, storage
+from nodeagent.scheduler import (
+    api,
+    config,
+    framework,
+    objects,
+    registry,
+    resource_claims,
+    scheduling,
+    storage,
+)
 from nodeagent.scheduler.snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
@@ -218,16 +231,21 @@ def placements(
     now: float,
     features: config.FeatureGates | None = None,
     volumes: storage.VolumeCatalog | None = None,
+    resources: resource_claims.ResourceCatalog | None = None,
 ) -> Iterator[Placement]:
     """Place ``cluster``'s pending pods as of ``now`` (Unix seconds), which decides
     whether the pressure the nodes publish is fresh enough to use; one placement at a
     time, as decided. ``volumes``: the catalog to plan in (default: one of the cluster's
-    storage objects), which holds the plan's volume bindings afterwards."""
+    storage objects), which holds the plan's volume bindings afterwards; ``resources``
+    likewise for the claims' allocations."""
     handle = framework.Handle(
         now=now,
         rng=random.Random(seed),
         features=features or config.FeatureGates(),
         volumes=storage.VolumeCatalog(cluster.storage) if volumes is None else volumes,
+        resources=resource_claims.ResourceCatalog(cluster.resources)
+        if resources is None
+        else resources,
     )
     frameworks = framework.build_frameworks(
         configuration, plugins or registry.in_tree_registry(), handle
@@ -301,6 +319,7 @@ def plan(
     now: float,
     features: config.FeatureGates | None = None,
     volumes: storage.VolumeCatalog | None = None,
+    resources: resource_claims.ResourceCatalog | None = None,
 ) -> Plan:
     """Every placement at once (see :func:`placements`)."""
     return Plan(
@@ -314,6 +333,7 @@ def plan(
                 now=now,
                 features=features,
                 volumes=volumes,
+                resources=resources,
             )
         )
     )

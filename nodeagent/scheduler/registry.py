@@ -11,6 +11,7 @@ from nodeagent.scheduler.plugins import (
     balanced_allocation,
     default_binder,
     default_preemption,
+    dynamic_resources,
     image_locality,
     inter_pod_affinity,
     node_affinity,
@@ -53,4 +54,5 @@ def in_tree_registry() -> Registry:
         volume_binding.NAME: PluginSpec(volume_binding.new, volume_binding.Args),
         volume_zone.NAME: PluginSpec(volume_zone.new),
         node_declared_features.NAME: PluginSpec(node_declared_features.new),
+        dynamic_resources.NAME: PluginSpec(dynamic_resources.new, dynamic_resources.Args),
     }

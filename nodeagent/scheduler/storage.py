@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
@@ -253,6 +254,18 @@ def claim_name(pod: api.Pod, volume: api.PodVolume) -> str:
     return ""
 
 
+def uses_claim(pod: api.Pod, claim: PersistentVolumeClaim, *, ephemeral: bool = True) -> bool:
+    """Whether ``pod`` names ``claim`` in a volume (with ``ephemeral``, also as a generic
+    ephemeral volume's ``<pod>-<volume>`` claim): the QueueingHints' test for a claim
+    event concerning the pod."""
+    if claim.namespace != pod.namespace:
+        return False
+    kinds = (
+        (api.VolumeKind.CLAIM, api.VolumeKind.EPHEMERAL) if ephemeral else (api.VolumeKind.CLAIM,)
+    )
+    return any(v.kind in kinds and claim_name(pod, v) == claim.name for v in pod.volumes)
+
+
 def claim_is_for_pod(pod: api.Pod, claim: PersistentVolumeClaim) -> str | None:
     """``ephemeral.VolumeIsForPod``: the error when an ephemeral volume's claim was not
     created for this pod (another owner: never use someone else's data)."""
@@ -303,10 +316,12 @@ class VolumeCatalog:
         self._assumed_volumes: dict[str, PersistentVolume] = {}
         self._assumed_claims: dict[str, PersistentVolumeClaim] = {}
         self.generation = 0
+        """Bumped by every change: what may have made a volume-blocked pod fit."""
         self.writer: VolumeWriter | None = None
         """Set by the live scheduler; ``None`` (the planner): PreBind commits its choices
         to the catalog, there being no API to write to."""
-        """Bumped by every change: what may have made a volume-blocked pod fit."""
+        self.monotonic: Callable[[], float] = time.monotonic
+        """PreBind's clock for ``bindTimeoutSeconds`` (the simulation's in tests/sim)."""
         if objects is not None:
             for pv in objects.volumes:
                 self._volumes[pv.name] = pv
@@ -352,6 +367,10 @@ class VolumeCatalog:
         with self._lock:
             return self._drivers.get(name)
 
+    def capacity(self, namespace: str, name: str) -> CSIStorageCapacity | None:
+        with self._lock:
+            return self._capacities.get(f"{namespace}/{name}")
+
     def capacities(self) -> list[CSIStorageCapacity]:
         with self._lock:
             return list(self._capacities.values())
@@ -393,6 +412,12 @@ class VolumeCatalog:
             return bool(self._volumes or self._claims or self._classes or self._csi_nodes)
 
     # --- assumptions (the binder's assume cache) -----------------------------------------
+    def assumed(self) -> list[str]:
+        """The PVs and claims assumed and not confirmed yet (none once the binder and the
+        informers have caught up)."""
+        with self._lock:
+            return [*self._assumed_volumes, *self._assumed_claims]
+
     def assume_volume(self, pv: PersistentVolume) -> None:
         with self._lock:
             self._assumed_volumes[pv.name] = pv

@@ -8,8 +8,9 @@ plugins (ValidatingAdmissionPolicy among them), service-account tokens issued by
 TokenRequest API, privileged pods allowed (the agent's DaemonSet is one). The
 controller-manager runs only the controllers a cluster without kubelets can keep honest:
 service accounts (pods need their namespace's ``default``), namespaces, the garbage
-collector, disruption budgets and the PV controller (it completes the bindings the
-schedulers' VolumeBinding starts). Never the node lifecycle controller: nodes here are
+collector, disruption budgets, the PV controller (it completes the bindings the
+schedulers' VolumeBinding starts) and the resourceclaim controller (it makes pods' claims
+from their ResourceClaimTemplates). Never the node lifecycle controller: nodes here are
 objects without kubelets, and it would taint every one of them unreachable.
 
 Tests reach it three ways: :class:`Rest` (plain JSON requests as any user),
@@ -52,6 +53,7 @@ CONTROLLERS = (
     "garbage-collector-controller",
     "disruption-controller",
     "persistentvolume-binder-controller",
+    "resourceclaim-controller",
 )
 """kube-controller-manager's controllers started here (see the module docstring)."""
 

@@ -44,6 +44,7 @@ STORAGE = {  # the storage kinds the volume plugins read: (API group, resource)
     ("storage.k8s.io", "csidrivers"),
     ("storage.k8s.io", "csistoragecapacities"),
 }
+RESOURCE_KINDS = ("resourceslices", "deviceclasses", "resourceclaims")
 STORAGE_PERMISSIONS = {
     # methods taking the kind as an argument -> every permission they may need
     "list_storage": {(group, resource, "list") for group, resource in STORAGE},
@@ -54,6 +55,25 @@ STORAGE_PERMISSIONS = {
         ("", "persistentvolumeclaims", "update"),
     },
 }
+R = "resource.k8s.io"
+STORAGE_PERMISSIONS.update(
+    {
+        # DynamicResources' informers and claim writes (the status writes also need
+        # resourceclaims/binding: DRAResourceClaimGranularStatusAuthorization)
+        "list_resources": {(R, r, "list") for r in RESOURCE_KINDS},
+        "watch_resources": {(R, r, "watch") for r in RESOURCE_KINDS},
+        "get_resource_claim": {(R, "resourceclaims", "get")},
+        "replace_resource_claim": {
+            (R, "resourceclaims", "update"),
+            (R, "resourceclaims/status", "update"),
+            (R, "resourceclaims/binding", "update"),
+        },
+        "patch_resource_claim_status": {
+            (R, "resourceclaims/status", "patch"),
+            (R, "resourceclaims/binding", "patch"),
+        },
+    }
+)
 LEASE_METHODS = {"get_lease", "create_lease", "replace_lease"}
 INFORMERS = {
     "pods": ("list_pods", "watch_pods"),
@@ -92,6 +112,7 @@ def test_roles_grant_exactly_what_the_scheduler_calls() -> None:
     plain = called - LEASE_METHODS - STORAGE_PERMISSIONS.keys()
     assert cluster == {PERMISSION_OF[m] for m in plain} | storage
     assert {"list_storage", "watch_storage", "replace_storage"} <= called
+    assert {"list_resources", "watch_resources", "replace_resource_claim"} <= called
     assert lease == {PERMISSION_OF[m] for m in called & LEASE_METHODS}
     assert called >= LEASE_METHODS and "bind_pod" in called
 

@@ -40,7 +40,13 @@ from tests.doubles import reviews as fakereviews
 Key = tuple[str, str]
 """``(namespace, name)``; the namespace is ``""`` for cluster-scoped kinds."""
 
-CLUSTER_SCOPED = frozenset({"nodes", *(k.value for k in client.StorageKind if not k.namespaced)})
+CLUSTER_SCOPED = frozenset(
+    {
+        "nodes",
+        *(k.value for k in client.StorageKind if not k.namespaced),
+        *(k.value for k in client.ResourceKind if not k.namespaced),
+    }
+)
 KIND_NAMES: Mapping[str, tuple[str, str]] = {
     "nodes": ("v1", "Node"),
     "pods": ("v1", "Pod"),
@@ -48,6 +54,7 @@ KIND_NAMES: Mapping[str, tuple[str, str]] = {
     "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget"),
     "leases": ("coordination.k8s.io/v1", "Lease"),
     **{k.value: (k.api_version, k.kind) for k in client.StorageKind},
+    **{k.value: (k.api_version, k.kind) for k in client.ResourceKind},
 }
 
 
@@ -1029,6 +1036,31 @@ class FakeKubeClient:
     ) -> client.KubeObject:
         self._enter("replace_storage", kind.value, namespace, name, _copy(dict(body)))
         return self.cluster.replace(kind.value, namespace, name, body)
+
+    def list_resources(self, kind: client.ResourceKind) -> client.ObjectList:
+        self._enter("list_resources", kind.value)
+        return self.cluster.list(kind.value)
+
+    def watch_resources(
+        self, kind: client.ResourceKind, *, resource_version: str, timeout_seconds: int = 1800
+    ) -> client.WatchStream:
+        return self._watch_kind(kind.value, "watch_resources", resource_version, timeout_seconds)
+
+    def get_resource_claim(self, namespace: str, name: str) -> client.KubeObject:
+        self._enter("get_resource_claim", namespace, name)
+        return self.cluster.get("resourceclaims", namespace, name)
+
+    def replace_resource_claim(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, status: bool = False
+    ) -> client.KubeObject:
+        self._enter("replace_resource_claim", namespace, name, _copy(dict(body)), status=status)
+        return self.cluster.replace("resourceclaims", namespace, name, body)
+
+    def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> client.KubeObject:
+        self._enter("patch_resource_claim_status", namespace, name, _copy(dict(patch)))
+        return self.cluster.patch("resourceclaims", namespace, name, patch)
 
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         self._enter("bind_pod", namespace, name, uid=uid, node_name=node_name)

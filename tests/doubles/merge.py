@@ -38,6 +38,10 @@ MERGE_KEYS: Mapping[str, Mapping[tuple[str, ...], str]] = {
         ("spec", "volumes"): "name",
         ("spec", "tolerations"): "",  # atomic in the API; listed so nothing merges by accident
     },
+    "resourceclaims": {
+        ("status", "reservedFor"): "uid",
+        ("metadata", "ownerReferences"): "uid",
+    },
 }
 """``patchMergeKey`` of the list fields of each kind that the agent or its tests patch.
 An empty key means "replace", as for any list not listed."""

@@ -94,7 +94,8 @@ def test_filter_reasons_reach_the_explanation_and_the_fit_error(
     assert placement.status is planner.Outcome.UNSCHEDULABLE
     # FailedNodes may be helped by preemption (nothing to preempt here)
     assert placement.message == (
-        "0/3 nodes are available: 3 busy. preemption: 0/3 nodes are available:"
+        "0/3 nodes are available: 3 busy."
+        " no new claims to deallocate, preemption: 0/3 nodes are available:"
         " 3 No preemption victims found for incoming pod."
     )
 
@@ -129,7 +130,8 @@ def test_unresolvable_wins_and_stays_out_of_preemption(extender: stub.StubExtend
     }
     # Preemption tries only n1: the unresolvable nodes are "not helpful".
     assert result.status.message == (
-        "0/3 nodes are available: 1 later, 2 never. preemption: 0/3 nodes are available:"
+        "0/3 nodes are available: 1 later, 2 never."
+        " no new claims to deallocate, preemption: 0/3 nodes are available:"
         " 1 No preemption victims found for incoming pod,"
         " 2 Preemption is not helpful for scheduling."
     )

@@ -11,6 +11,8 @@ Routes (what the agent and the live scheduler call):
     POST   /api/v1/nodes
     PATCH  /api/v1/nodes/NAME[/status]               strategic, merge or JSON patch
     GET    /api/v1/pods, /api/v1/namespaces/NS/pods  (?fieldSelector, labelSelector, watch)
+    (every list: ?limit and ?continue page it; every page of one list is of one snapshot,
+    as the real server's; a token the server does not know is 410 Gone)
     GET    /api/v1/namespaces/NS/pods/NAME
     POST   /api/v1/namespaces/NS/pods
     DELETE /api/v1/namespaces/NS/pods/NAME           DeleteOptions body or query
@@ -23,6 +25,9 @@ Routes (what the agent and the live scheduler call):
            /apis/storage.k8s.io/v1/{storageclasses,csinodes,csidrivers}[/NAME],
            /apis/storage.k8s.io/v1[/namespaces/NS]/csistoragecapacities  (?watch=true)
     POST, PUT the same (PUT: resourceVersion precondition, 409 when stale)
+    GET    /apis/resource.k8s.io/v1/{resourceslices,deviceclasses}[/NAME],
+           /apis/resource.k8s.io/v1[/namespaces/NS]/resourceclaims[/NAME]  (?watch=true)
+    POST, PUT the same; PUT, PATCH  .../resourceclaims/NAME/status
     GET    /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]
     POST   /apis/coordination.k8s.io/v1/namespaces/NS/leases
     PUT    /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME  (resourceVersion: 409)
@@ -125,6 +130,11 @@ _STORAGE = re.compile(
     r"/(?P<kind>persistentvolumes|persistentvolumeclaims|storageclasses|csinodes|csidrivers"
     r"|csistoragecapacities)(?:/(?P<name>[^/]+))?$"
 )
+_RESOURCES = re.compile(
+    r"^/apis/resource\.k8s\.io/v1(?:/namespaces/(?P<ns>[^/]+))?"
+    r"/(?P<kind>resourceslices|deviceclasses|resourceclaims)"
+    r"(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
+)
 _EVENTS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/events(?:/(?P<name>[^/]+))?$")
 
 
@@ -139,6 +149,8 @@ class FakeAPIServer:
         usual 200 + ERROR event (both happen with real servers, depending on the path)."""
         self._faults = _FaultState()
         self._lock = threading.Lock()
+        self.continues: dict[str, tuple[str, list[Any]]] = {}
+        """A paged list's rest, by its continue token: (resourceVersion, items)."""
         self._held = threading.Condition()
         self._holds: list[Hold] = []
         self._stopping = threading.Event()
@@ -519,6 +531,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
             return
+        if match := _RESOURCES.match(request.path):
+            self._resource(request, match)
+            return
         if match := _LEASES.match(request.path):
             ns, name = match.group("ns"), match.group("name")
             if request.method == "GET" and name is None:
@@ -540,6 +555,41 @@ class _Handler(BaseHTTPRequestHandler):
             404,
             _status(404, "NotFound", f"the server could not find {request.path}"),
         )
+
+    def _resource(self, request: Request, match: re.Match[str]) -> None:
+        """resource.k8s.io/v1: list, watch, get, create, PUT (the object, or its status:
+        a status PUT changes only the status, an object PUT keeps the stored status, as
+        kube-apiserver's status subresource does) and status patches."""
+        cluster = self.api.cluster
+        ns, name, kind = match.group("ns"), match.group("name"), match.group("kind")
+        sub = match.group("sub") or ""
+        scoped = kind in fake.CLUSTER_SCOPED
+        where = "" if scoped else ns or ""
+        if request.method == "GET" and name is None:
+            list_kind = fake.KIND_NAMES[kind][1] + "List"
+            self._list_or_watch(request, kind, None if scoped else ns, list_kind)
+        elif request.method == "GET" and not sub:
+            raise _Reply(200, cluster.get(kind, where, name))
+        elif request.method == "POST" and name is None and (scoped or ns):
+            raise _Reply(201, cluster.create(kind, _object_body(request), ns or ""))
+        elif request.method == "PUT" and name and (scoped or ns):
+            body = dict(_object_body(request))
+            current = cluster.get(kind, where, name)
+            if sub:
+                merged = dict(current)
+                merged["status"] = body.get("status") or {}
+                merged["metadata"] = {
+                    **current["metadata"],
+                    "resourceVersion": (body.get("metadata") or {}).get("resourceVersion"),
+                }
+                body = merged
+            elif "status" in current:
+                body["status"] = current["status"]
+            raise _Reply(200, cluster.replace(kind, where, name, body))
+        elif request.method == "PATCH" and name and sub and (scoped or ns):
+            raise _Reply(200, self._patch(request, kind, where, name, sub))
+        else:
+            raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
 
     def _patch(self, request: Request, kind: str, ns: str, name: str, sub: str) -> Any:
         try:
@@ -602,17 +652,28 @@ class _Handler(BaseHTTPRequestHandler):
         if request.param("watch") in ("true", "1"):
             self._watch(request, kind, ns, field_selector, label_selector)
             return
-        listed = self.api.cluster.list(
-            kind, ns, field_selector=field_selector, label_selector=label_selector
-        )
+        token = request.param("continue") or ""
+        if token:
+            with self.api._lock:
+                snapshot = self.api.continues.pop(token, None)
+            if snapshot is None:
+                raise _Reply(410, _status(410, "Expired", "the continue token has expired"))
+            resource_version, items = snapshot
+        else:
+            listed = self.api.cluster.list(
+                kind, ns, field_selector=field_selector, label_selector=label_selector
+            )
+            resource_version, items = listed.resource_version, list(listed.items)
+        metadata: dict[str, Any] = {"resourceVersion": resource_version}
+        limit = int(request.param("limit") or 0)
+        if 0 < limit < len(items):
+            items, rest = items[:limit], items[limit:]
+            with self.api._lock:
+                token = f"{resource_version}-{len(self.api.continues)}-{id(rest)}"
+                self.api.continues[token] = (resource_version, rest)
+            metadata.update({"continue": token, "remainingItemCount": len(rest)})
         raise _Reply(
-            200,
-            {
-                "kind": list_kind,
-                "apiVersion": "v1",
-                "metadata": {"resourceVersion": listed.resource_version},
-                "items": list(listed.items),
-            },
+            200, {"kind": list_kind, "apiVersion": "v1", "metadata": metadata, "items": items}
         )
 
     def _watch(

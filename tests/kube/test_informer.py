@@ -241,3 +241,107 @@ def test_node_informer_over_the_in_process_fake() -> None:
     finally:
         nodes.stop()
     assert [c.method for c in kube.calls[:2]] == ["list_nodes", "watch_nodes"]
+
+
+def _pages_asked(fake_api: FakeAPIServer, path: str) -> list[tuple[str, str]]:
+    return [
+        (r.param("limit") or "", r.param("continue") or "")
+        for r in fake_api.requests
+        if r.method == "GET" and r.path == path and r.param("watch") is None
+    ]
+
+
+def test_a_list_is_read_in_pages_of_one_snapshot(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http, "LIST_PAGE_SIZE", 2)
+    cluster = fake_api.cluster
+    for i in range(5):
+        cluster.create("nodes", objects.node(f"n{i}"))
+    version = cluster.list("nodes", None).resource_version
+    pages = kube.list_pages(client.Collection.NODES)
+    first = next(pages)
+    cluster.create("nodes", objects.node("late"))  # after the snapshot: in no page
+    rest = list(pages)
+    assert [len(p.items) for p in (first, *rest)] == [2, 2, 1]
+    assert {p.resource_version for p in (first, *rest)} == {version}
+    names = [o["metadata"]["name"] for p in (first, *rest) for o in p.items]
+    assert sorted(names) == [f"n{i}" for i in range(5)]
+    asked = _pages_asked(fake_api, "/api/v1/nodes")
+    assert [limit for limit, _ in asked] == ["2", "2", "2"]
+    assert asked[0][1] == "" and all(token for _, token in asked[1:])
+    # the whole-list call pages the same way and joins the pages
+    listed = kube.list_nodes()
+    assert len(listed.items) == 6
+
+
+def test_the_first_list_is_handled_page_by_page_and_a_relist_replaces(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http, "LIST_PAGE_SIZE", 2)
+    cluster = fake_api.cluster
+    for i in range(5):
+        cluster.create("pods", objects.pod(f"p{i}", node_name="n1"))
+    recorder = Recorder()
+    pods = informer.Informer(informer.pods(kube), recorder.handlers(), watch_timeout=30)
+    pods.sync_once()
+    assert sorted(recorder.seen()) == [("add", f"p{i}") for i in range(5)]
+    assert pods.synced and len(pods) == 5
+    assert pods.resource_version == cluster.list("pods", None).resource_version
+    # a second list (after a 410) replaces the store and reports only the differences
+    cluster.delete("pods", "default", "p0")
+    cluster.create("pods", objects.pod("p5", node_name="n1"))
+    pods.sync_once()
+    assert recorder.seen()[5:] == [("delete", "p0"), ("add", "p5")]
+    assert pods.stats.lists == 2
+
+
+def test_an_expired_continue_token_makes_the_informer_list_again(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http, "LIST_PAGE_SIZE", 2)
+    cluster = fake_api.cluster
+    for i in range(5):
+        cluster.create("nodes", objects.node(f"n{i}"))
+    forget = threading.Event()
+    original = http.HTTPKubeClient._pages
+
+    def pages_forgetting_once(*args: object, **kwargs: object) -> object:
+        for n, page in enumerate(original(*args, **kwargs)):  # type: ignore[arg-type]
+            if n == 0 and not forget.is_set():
+                forget.set()
+                fake_api.continues.clear()  # as etcd's compaction would
+            yield page
+
+    monkeypatch.setattr(http.HTTPKubeClient, "_pages", pages_forgetting_once)
+    recorder = Recorder()
+    nodes = informer.Informer(
+        informer.nodes(kube),
+        recorder.handlers(),
+        watch_timeout=30,
+        backoff=retry.RetryPolicy(initial_delay=0.05, max_delay=0.1),
+    )
+    nodes.start()
+    try:
+        assert nodes.wait_synced(10)
+        assert nodes.stats.relists_after_gone == 1
+        assert sorted(o["metadata"]["name"] for o in nodes.items()) == [f"n{i}" for i in range(5)]
+        # the two objects reported from the failed list are not reported again
+        assert sorted(recorder.seen()) == sorted(("add", f"n{i}") for i in range(5))
+    finally:
+        nodes.stop()
+
+
+def test_a_reader_that_stops_early_stops_the_page_thread(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http, "LIST_PAGE_SIZE", 1)
+    for i in range(6):
+        fake_api.cluster.create("nodes", objects.node(f"n{i}"))
+    fake_api.add_latency(0.2, method="GET", path="/api/v1/nodes")
+    pages = kube.list_pages(client.Collection.NODES)
+    next(pages)
+    pages.close()  # type: ignore[attr-defined]
+    eventually(lambda: not any(t.name == "list-nodes" for t in threading.enumerate()))
+    # it stopped at the page after the one it was fetching when the reader left
+    assert len(_pages_asked(fake_api, "/api/v1/nodes")) <= 3

@@ -36,7 +36,7 @@ def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
     fw = build(None)
     assert names(fw.queue_sort) == ["PrioritySort"]
     # v1.36: DefaultPreemption holds a pod back while its asynchronous preemption runs
-    assert names(fw.pre_enqueue) == ["SchedulingGates", "DefaultPreemption"]
+    assert names(fw.pre_enqueue) == ["SchedulingGates", "DynamicResources", "DefaultPreemption"]
     assert names(fw.pre_filter)[-1] == "NodeDeclaredFeatures"
     assert names(fw.filter) == [
         "NodeUnschedulable",
@@ -52,10 +52,13 @@ def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
         "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
         "NodeDeclaredFeatures",
     ]
-    assert names(fw.reserve) == ["VolumeBinding"]
-    assert names(fw.pre_bind) == ["VolumeBinding"]
+    # DynamicResources deallocates an idle claim before DefaultPreemption evicts a pod
+    assert names(fw.post_filter) == ["DynamicResources", "DefaultPreemption"]
+    assert names(fw.reserve) == ["VolumeBinding", "DynamicResources"]
+    assert names(fw.pre_bind) == ["VolumeBinding", "DynamicResources"]
     assert fw.weights == {
         "NodePressure": 2,
         "TaintToleration": 3,
@@ -64,6 +67,7 @@ def test_defaults_match_kube_scheduler_plus_node_pressure() -> None:
         "VolumeBinding": 1,
         "PodTopologySpread": 2,
         "InterPodAffinity": 2,
+        "DynamicResources": 2,
         "NodeResourcesBalancedAllocation": 1,
         "ImageLocality": 1,
     }
@@ -119,6 +123,7 @@ def test_explicit_overrides_keep_the_order_of_their_own_point() -> None:
         "VolumeBinding",
         "PodTopologySpread",
         "InterPodAffinity",
+        "DynamicResources",
         "NodeResourcesBalancedAllocation",
     ]
     assert (fw.weights["ImageLocality"], fw.weights["TaintToleration"]) == (4, 6)
@@ -256,7 +261,7 @@ BAD_CONFIGS = [
         id="unknown-plugin",
     ),
     pytest.param(
-        {"profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "DynamicResources"}]}}}]},
+        {"profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "EBSLimits"}]}}}]},
         "does not implement yet",
         id="not-implemented-yet",
     ),

@@ -52,7 +52,8 @@ def test_basic(capsys: pytest.CaptureFixture[str]) -> None:
     assert batch["nodes"]["n3"] == {"evaluated": True, "feasible": True}  # only node: no scoring
     assert big["message"] == (
         "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: batch},"
-        " 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not"
+        " 2 Insufficient cpu."
+        " no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not"
         " helpful for scheduling."
     )
 
@@ -152,7 +153,8 @@ items:
         ("default/p2", None),
     ]
     assert result.placements[2].message == (
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available:"
+        "0/1 nodes are available: 1 Insufficient cpu."
+        " no new claims to deallocate, preemption: 0/1 nodes are available:"
         " 1 No preemption victims found for incoming pod."
     )
 
@@ -272,7 +274,8 @@ items:
     )
     assert [(p.pod, p.node) for p in result.placements] == [("default/waiting", None)]
     assert result.placements[0].message == (
-        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available:"
+        "0/1 nodes are available: 1 Insufficient cpu."
+        " no new claims to deallocate, preemption: 0/1 nodes are available:"
         " 1 No preemption victims found for incoming pod."
     )
 
@@ -352,7 +355,8 @@ def test_anti_affine_statefulset(capsys: pytest.CaptureFixture[str]) -> None:
     db3 = result["placements"][2]
     assert db3["message"] == (
         "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
-        " preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+        " no new claims to deallocate, preemption: 0/3 nodes are available: 3 No preemption"
+        " victims found for incoming pod."
     )
     assert all(
         v["reasons"] == ["node(s) didn't match pod anti-affinity rules"]
@@ -434,13 +438,13 @@ def test_configuration_does_not_import_the_framework() -> None:
 
 def test_volumes_example(capsys: pytest.CaptureFixture[str]) -> None:
     """examples/clusters/volumes.yaml (its header says why): local PVs taken one per pod,
-    a zonal PV, an unbound Immediate claim, a pod asking for a ResourceClaim."""
+    a zonal PV, an unbound Immediate claim."""
     args = ["--cluster", str(EXAMPLES / "volumes.yaml"), "--seed", "1", "--explain"]
     result = schedule(capsys, *args)
     got = placements(result)
     assert {got["default/db-0"][0], got["default/db-1"][0]} == {"n1", "n2"}
     assert got["default/zonal-1"][0] in ("n2", "n3")
-    for pod in ("db-2", "legacy-1", "dra-1"):
+    for pod in ("db-2", "legacy-1"):
         assert got[f"default/{pod}"] == (None, "Unschedulable")
     by_pod = {p["pod"]: p for p in result["placements"]}
     no_volume = "node(s) didn't find available persistent volumes to bind"
@@ -452,4 +456,26 @@ def test_volumes_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert by_pod["default/legacy-1"]["message"].startswith(
         f"0/3 nodes are available: {immediate}."
     )
-    assert "spec.resourceClaims" in by_pod["default/dra-1"]["message"]
+
+
+def test_dra_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/clusters/dra.yaml (its header says why): claims allocated from the
+    nodes' slices, a CEL selector, a claim no node can satisfy, a claim not created yet,
+    a shared claim."""
+    args = ["--cluster", str(EXAMPLES / "dra.yaml"), "--seed", "1", "--explain"]
+    result = schedule(capsys, *args)
+    got = placements(result)
+    assert got["default/train-0"] == ("n1", "Scheduled")
+    assert got["default/infer-0"] == ("n2", "Scheduled")
+    assert got["default/reader"] == ("n2", "Scheduled")
+    assert got["default/greedy"] == (None, "Unschedulable")
+    assert got["default/late"] == (None, "Gated")
+    by_pod = {p["pod"]: p for p in result["placements"]}
+    assert by_pod["default/greedy"]["nodes"]["n1"]["reasons"] == ["cannot allocate all claims"]
+    assert by_pod["default/greedy"]["message"] == (
+        "0/3 nodes are available: 3 cannot allocate all claims. still not schedulable,"
+        " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    )
+    assert by_pod["default/late"]["message"] == (
+        'pod "default/late": ResourceClaim not created yet'
+    )

@@ -27,14 +27,16 @@ A5. no flapping, across restarts too: the condition turns False only after the p
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import random
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from nodeagent.agent.config import load_config
+from nodeagent.agent.config import NodeAgentConfiguration, load_config
 from nodeagent.agent.pods import PodView
 from nodeagent.agent.runtime import Agent
 from nodeagent.base.clock import FakeClock
@@ -80,18 +82,7 @@ class AgentSimulation:
         self.host = HostTree(root / "host", version=CgroupVersion.V1, driver=CgroupDriver.CGROUPFS)
         self.host.proc(mem_total=16 * GIB)
         self.host.kubepods(Memory(2 * GIB), limit=15 * GIB)
-        self.config = load_config(
-            overrides={
-                "host_root": str(self.host.root),
-                "nodefs_path": "/",
-                "imagefs_path": "/",
-                "eviction_hard": {"memory.available": "1Gi"},
-                "eviction_pressure_transition_period": f"{TRANSITION:g}s",
-                "pod_storage_scan_interval": 0,
-                "node_name": NODE,
-            },
-            environ={},
-        )
+        self.config = agent_config(self.host.root)
         self.pods = SimPods()
         self.pods_refreshed = self.clock.now()
         self.infos: dict[str, PodInfo] = {}
@@ -101,6 +92,10 @@ class AgentSimulation:
         self.observed_at_write: list[int] = []
         """Per node write (the API's history), how many cycles had run when it was made:
         checked after every step, and a step's cycle comes before its writes."""
+        self.flaps_checked = 0
+        """How many of the API's node writes :meth:`check_flaps` has judged."""
+        self.flaps_previous: str | None = None
+        """Our condition's status in the last write judged."""
         self.relief_observed = True
         self.foreign_taint = False
         self.step_no = 0
@@ -280,9 +275,15 @@ class AgentSimulation:
         history, written_at = self.api.history["nodes"], self.api.written_at["nodes"]
         while len(self.observed_at_write) < len(history):
             self.observed_at_write.append(len(self.observed))
-        previous = None
-        for event, at, seen in zip(history, written_at, self.observed_at_write, strict=True):
+        # A write, once judged, stays judged (what was seen before it never changes):
+        # each check takes up where the last one stopped.
+        first, previous = self.flaps_checked, self.flaps_previous
+        self.flaps_checked = len(history)
+        for event, at, seen in zip(
+            history[first:], written_at[first:], self.observed_at_write[first:], strict=True
+        ):
             status = _condition(event.object)
+            self.flaps_previous = status
             if status is None or status == previous:
                 previous = status
                 continue
@@ -389,8 +390,44 @@ def _condition(node: dict[str, Any]) -> str | None:
     return None
 
 
+def load_agent_config(host_root: Path) -> NodeAgentConfiguration:
+    """The agent's configuration for a host tree, validated."""
+    return load_config(
+        overrides={
+            "host_root": str(host_root),
+            "nodefs_path": "/",
+            "imagefs_path": "/",
+            "eviction_hard": {"memory.available": "1Gi"},
+            "eviction_pressure_transition_period": f"{TRANSITION:g}s",
+            "pod_storage_scan_interval": 0,
+            "node_name": NODE,
+        },
+        environ={},
+    )
+
+
+@functools.cache
+def _validated_config() -> NodeAgentConfiguration:
+    return load_agent_config(Path("/"))
+
+
+def agent_config(host_root: Path) -> NodeAgentConfiguration:
+    """:func:`load_agent_config`, validated once per process: seeds differ only in
+    ``host_root``, an absolute path taken as it is (validation was half of building a
+    seed's world)."""
+    if not host_root.is_absolute():
+        raise ValueError(f"host_root {host_root}: must be an absolute path")
+    return _validated_config().model_copy(update={"host_root": host_root})
+
+
+SCRATCH = Path("/dev/shm")
+"""Where the host trees go when it exists: a tmpfs, where rewriting a cgroup file costs
+microseconds, not the milliseconds of a journalled disk (the files read the same)."""
+
+
 def run_agent_seed(seed: int, steps: int = 150) -> None:
-    root = Path(tempfile.mkdtemp(prefix="agent-sim-"))
+    scratch = SCRATCH if SCRATCH.is_dir() and os.access(SCRATCH, os.W_OK) else None
+    root = Path(tempfile.mkdtemp(prefix="agent-sim-", dir=scratch))
     try:
         AgentSimulation(random.Random(seed), root, label=f"[agent seed {seed}]").run(steps)
     finally:

@@ -30,14 +30,17 @@ from nodeagent.kube import errors as kube_errors
 
 Key = tuple[str, str]
 T = TypeVar("T")
-KINDS = ("pods", "nodes", "poddisruptionbudgets", "leases", "events")
-WATCHED = ("pods", "nodes", "poddisruptionbudgets")
+STORAGE = tuple(kind.value for kind in client.StorageKind)
+"""The volume plugins' kinds (PVs, PVCs, StorageClasses, CSI objects)."""
+KINDS = ("pods", "nodes", "poddisruptionbudgets", "leases", "events", *STORAGE)
+WATCHED = ("pods", "nodes", "poddisruptionbudgets", *STORAGE)
 KIND_NAMES = {
     "pods": ("v1", "Pod"),
     "nodes": ("v1", "Node"),
     "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget"),
     "leases": ("coordination.k8s.io/v1", "Lease"),
     "events": ("v1", "Event"),
+    **{kind.value: (kind.api_version, kind.kind) for kind in client.StorageKind},
 }
 
 
@@ -144,6 +147,10 @@ class SimAPI:
     on_bind_applied: Callable[[str, client.KubeObject, str], None] = lambda sender, pod, node: None
     """Called when a binding is applied, before the answer leaves (the invariants check
     capacity and leadership there)."""
+    on_storage_replaced: Callable[[str, str, client.KubeObject, client.KubeObject], None] = (
+        lambda sender, kind, old, new: None
+    )
+    """Called with a storage object's stored and new version before a ``PUT`` applies."""
     while_answering: Callable[[], None] = lambda: None
     """Called between applying a binding and answering it: the rest of the world may
     move meanwhile (the binding's watch event may arrive before its answer)."""
@@ -186,7 +193,7 @@ class SimAPI:
     def create(self, kind: str, obj: client.KubeObject) -> client.KubeObject:
         new = copy_json(obj)
         meta = new.setdefault("metadata", {})
-        if kind in ("pods", "poddisruptionbudgets", "events", "leases"):
+        if kind in ("pods", "poddisruptionbudgets", "events", "leases", "persistentvolumeclaims"):
             meta.setdefault("namespace", "default")
         key = (str(meta.get("namespace") or ""), str(meta["name"]))
         if key in self.objects[kind]:
@@ -332,16 +339,51 @@ class SimClient:
         raise AssertionError("the simulation delivers watch events itself")
 
     watch_pods = watch_nodes = watch_disruption_budgets = watch_storage = _no_watch
+    watch_resources = _no_watch
 
-    def list_storage(self, kind: client.StorageKind) -> client.ObjectList:
-        """No storage objects are simulated: every kind lists empty."""
+    def list_resources(self, kind: client.ResourceKind) -> client.ObjectList:
+        """No dynamic resource allocation objects are simulated: every kind lists empty."""
         self.faults.check_up(f"list {kind.value}")
         return client.ObjectList((), str(self.api.rv))
+
+    def get_resource_claim(self, namespace: str, name: str) -> client.KubeObject:
+        raise AssertionError("the simulation has no resource claims")
+
+    def replace_resource_claim(
+        self, namespace: str, name: str, body: Mapping[str, Any], *, status: bool = False
+    ) -> client.KubeObject:
+        raise AssertionError("the simulation has no resource claims to write")
+
+    def patch_resource_claim_status(
+        self, namespace: str, name: str, patch: Mapping[str, Any]
+    ) -> client.KubeObject:
+        raise AssertionError("the simulation has no resource claims to write")
+
+    def list_storage(self, kind: client.StorageKind) -> client.ObjectList:
+        self.faults.check_up(f"list {kind.value}")
+        return cast(client.ObjectList, self.api.listed(kind.value))
 
     def replace_storage(
         self, kind: client.StorageKind, namespace: str, name: str, body: Mapping[str, Any]
     ) -> client.KubeObject:
-        raise AssertionError("the simulation has no storage objects to write")
+        """``PUT``: refused (409) unless ``body`` carries the stored resourceVersion."""
+        self.faults.maybe_fail(f"replace {kind.value}")
+        current = self.api.get(kind.value, namespace, name)
+        if current is None:
+            raise errors.NotFound(f'{kind.value} "{name}" not found', status=404)
+        sent = (body.get("metadata") or {}).get("resourceVersion")
+        if sent != current["metadata"]["resourceVersion"]:
+            raise errors.Conflict(
+                f'{kind.value} "{name}": the object has been modified', status=409
+            )
+        new = copy_json(dict(body))
+        new["metadata"] = {**copy_json(current["metadata"]), **new.get("metadata", {})}
+        new.pop("status", None)
+        if "status" in current:
+            new["status"] = copy_json(current["status"])  # the main resource keeps it
+        self.api.on_storage_replaced(self.sender, kind.value, current, new)
+        self.api.write(kind.value, new)
+        return copy_json(new)
 
     # --- writes -------------------------------------------------------------------------
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:

@@ -19,14 +19,30 @@ one ``random.Random``, what happens next, as a real cluster may order it:
   spec changed through ``resize``, then the kubelet's verdict in the status (a resize
   down granted and in progress, later actuated; a resize up beyond the node Infeasible);
 * an API outage (every call refused for a while; watches come back or answer 410), a
-  Lease write rejected, a replica killed and a new one started.
+  Lease write rejected, a replica killed and a new one started;
+* storage (three seeds in four, drawn from a stream of their own, :mod:`.pv_controller`):
+  a WaitForFirstConsumer and an Immediate class, local PVs on one node each (created,
+  deleted, touched), pods with a claim (created with them or later), claims deleted once
+  no pod uses them, the six storage informers' watch events (and 410s), and the PV
+  controller's writes one at a time. VolumeBinding's PreBind waits for the controller as
+  in a cluster: while it waits, the controller, the informers and the scheduling loop go
+  on, and time passes when nothing else moves (outages, restarts and leader changes
+  apply to all of it).
 
 The invariants (:class:`Violation` names which one failed, with the step and the seed)
-are checked after every step (1, 2, 5, 6) and at quiescence (3, 4), which the run reaches
-by healing every fault and letting the clock run until nothing changes. A pod's requests
-are counted by :func:`requests_of`: for a pod mid-resize, the larger of spec and actual
-(and allocated), as kube-scheduler counts it; 6 is that no node is ever over its
-allocatable so counted.
+are checked after every step (1, 2, 5, 6, 7), at every binding (2, 5, 8) and PV write (7)
+(kept, so that the binding cycle's own error handling cannot swallow them), and at
+quiescence (3, 4), which the run reaches by healing every fault and letting the clock
+run until nothing changes. A pod's requests are counted by :func:`requests_of`: for a
+pod mid-resize, the larger of spec and actual (and allocated), as kube-scheduler counts
+it; 6 is that no node is ever over its allocatable so counted, but for the race of two
+schedulers (a pod someone else placed, or whose binding's answer was lost, that the
+deciding cycle had not read yet: the kubelet's to settle). 7: a PV is bound to at most
+one claim (no two claims name it, a bound claim is the one its claimRef names, no PUT
+moves a claimRef away from a claim that exists). 8: no pod is bound to a node its
+claims' PVs cannot reach (each claim bound, its PV's node affinity matching). 3 also
+asks that no PV or claim is still assumed; 4 counts a pod as fitting only where its
+volumes can be had (:func:`~tests.sim.pv_controller.volumes_fit`).
 
 The same code runs a seed (``random.Random(seed)``: the fast set in the suite, the long
 run in ``benchmarks/sim_scheduler.py``) and a hypothesis-drawn ``Random`` (which
@@ -52,7 +68,8 @@ from nodeagent.scheduler import registry
 from nodeagent.scheduler.live import settings as live_settings
 from nodeagent.scheduler.live.metrics import SchedulerMetrics
 from nodeagent.scheduler.live.scheduler import LiveScheduler
-from tests.sim.api import BindOutcome, Faults, SimAPI, SimClient
+from tests.sim import pv_controller as pvc
+from tests.sim.api import STORAGE, BindOutcome, Faults, SimAPI, SimClient
 
 PROFILE = live_settings.DEFAULT_PROFILE
 OTHER_SCHEDULER = "default-scheduler"
@@ -136,11 +153,13 @@ def tolerates(pod: client.KubeObject, node: client.KubeObject) -> bool:
     return True
 
 
-def usage_by_node(api: SimAPI) -> dict[str, dict[str, int]]:
+def usage_by_node(
+    api: SimAPI, skip: set[str] | frozenset[str] = frozenset()
+) -> dict[str, dict[str, int]]:
     usage: dict[str, dict[str, int]] = {}
     for pod in api.items("pods"):
         node = pod["spec"].get("nodeName")
-        if node:
+        if node and pod["metadata"]["uid"] not in skip:
             row = usage.setdefault(node, dict.fromkeys(RESOURCES, 0))
             for name, amount in requests_of(pod).items():
                 row[name] = row.get(name, 0) + amount
@@ -163,6 +182,9 @@ class Replica:
     informers: dict[str, Informer]
     cursor: dict[str, int] = field(default_factory=dict)
     needs_list: dict[str, bool] = field(default_factory=dict)
+    storage: dict[str, Informer] = field(default_factory=dict)
+    """The volume plugins' informers, by kind (their cursors are in :attr:`cursor`)."""
+    storage_needs_list: dict[str, bool] = field(default_factory=dict)
     next_flush: float = 0.0
     next_lease: float | None = None
     started: bool = False
@@ -204,10 +226,17 @@ class Shape:
 
 class SchedulerSimulation:
     def __init__(
-        self, rng: random.Random, *, label: str = "", partitions: random.Random | None = None
+        self,
+        rng: random.Random,
+        *,
+        label: str = "",
+        partitions: random.Random | None = None,
+        storage: random.Random | None = None,
     ) -> None:
         """``partitions`` draws the Lease partitions (default: ``rng``); a stream of its
-        own keeps the other choices of a seed as they were before partitions existed."""
+        own keeps the other choices of a seed as they were before partitions existed.
+        ``storage`` draws everything about volumes (None: a cluster without storage,
+        each choice of the seed as before storage existed)."""
         self.rng = rng
         self.partitions = partitions or rng
         self.resizes = random.Random(self.partitions.random())
@@ -238,6 +267,21 @@ class SchedulerSimulation:
         self.node_count = 0
         self.pod_count = 0
         self.stats: dict[str, int] = {}
+        self.violations: list[Violation] = []
+        self.placed_at: dict[str, int] = {}
+        """Pods placed by someone else, or whose binding's answer was lost: the index of
+        the write that bound them in the pods' history."""
+        self.decided_at: dict[tuple[str, str], int] = {}
+        """(replica, pod UID) -> how far the replica's pod informer had read when its
+        scheduling cycle chose the node."""
+        self.storage_rng = storage or random.Random(0)
+        self.storage_on = storage is not None and storage.random() < 0.75
+        """A quarter of the seeds run without storage (their choices as before)."""
+        self.controller = pvc.PVController(self.api, self.storage_rng, self.note)
+        self.api.on_storage_replaced = self._storage_replaced
+        self.pv_count = 0
+        self.claims_to_create: list[tuple[str, str, str]] = []
+        """Claims of pods created before them (name, class, size)."""
 
     # --- reporting ------------------------------------------------------------------------
     def violation(self, invariant: int, message: str) -> Violation:
@@ -284,7 +328,7 @@ class SchedulerSimulation:
         )
         self.note(f"node {name} added {allocatable} {spec}")
 
-    def add_pod(self, *, bound_to: str = "") -> None:
+    def add_pod(self, *, bound_to: str = "", volumes: bool = True) -> None:
         rng = self.rng
         self.pod_count += 1
         name = f"p{self.pod_count}"
@@ -310,6 +354,8 @@ class SchedulerSimulation:
             spec["schedulingGates"] = [{"name": "example.com/wait"}]
         if bound_to:
             spec["nodeName"] = bound_to
+        elif volumes and self.storage_on and self.storage_rng.random() < 0.4:
+            self.add_claim_for(name, spec)
         self.api.create(
             "pods",
             {
@@ -322,9 +368,19 @@ class SchedulerSimulation:
 
     def add_bound_pod(self) -> None:
         """A pod another component placed (a static pod, another scheduler): only where
-        it fits, so capacity stays the scheduler's to keep."""
+        it fits, counting the bindings the replicas have decided and not sent yet, so
+        capacity stays the scheduler's to keep (an overcommit race between two schedulers
+        is the kubelet's to settle, not the invariant's)."""
         usage = usage_by_node(self.api)
-        self.add_pod()
+        for replica in self.replicas:
+            for binding in replica.scheduler.binder.waiting:
+                pod = self.api.get("pods", binding.pod.namespace, binding.pod.name)
+                if pod is None or pod["spec"].get("nodeName"):
+                    continue
+                row = usage.setdefault(binding.node, dict.fromkeys(RESOURCES, 0))
+                for name, amount in requests_of(pod).items():
+                    row[name] = row.get(name, 0) + amount
+        self.add_pod(volumes=False)
         pod = self.api.get("pods", "default", f"p{self.pod_count}")
         assert pod is not None
         places = [n["metadata"]["name"] for n in self.api.items("nodes") if fits(pod, n, usage)]
@@ -333,6 +389,7 @@ class SchedulerSimulation:
             return
         node = self.rng.choice(places)
         self.api.update("pods", "default", pod["metadata"]["name"], _assign(node))
+        self.placed_at[pod["metadata"]["uid"]] = len(self.api.history["pods"]) - 1
         self.note(f"pod {pod['metadata']['name']} placed on {node} by someone else")
 
     def change_cluster(self) -> None:
@@ -452,6 +509,128 @@ class SchedulerSimulation:
                 self.api.delete("pods", "default", pod["metadata"]["name"])
                 self.note(f"pod {pod['metadata']['name']} collected")
 
+    # --- storage --------------------------------------------------------------------------
+    def add_claim_for(self, pod_name: str, spec: dict[str, Any]) -> None:
+        """The pod's one claim ``data-<pod>``, mostly of the WaitForFirstConsumer class;
+        created with the pod or, now and then, later (the pod waits for it)."""
+        rng = self.storage_rng
+        name = f"data-{pod_name}"
+        class_name = pvc.LOCAL if rng.random() < 0.75 else pvc.FAST
+        size = rng.choice(("1Gi", "2Gi"))
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": name}}]
+        if rng.random() < 0.3:
+            self.claims_to_create.append((name, class_name, size))
+            self.note(f"claim {name} ({class_name}, {size}) to come")
+        else:
+            self.api.create(pvc.CLAIMS, pvc.claim(name, class_name, size))
+            self.note(f"claim {name} ({class_name}, {size}) created")
+
+    def add_volume(self) -> None:
+        """A local PV on one node (which may be deleted later: the PV stays)."""
+        nodes = [n["metadata"]["name"] for n in self.api.items("nodes")]
+        if not nodes:
+            return
+        rng = self.storage_rng
+        self.pv_count += 1
+        name = f"pv{self.pv_count}"
+        node = rng.choice(nodes)
+        class_name = pvc.LOCAL if rng.random() < 0.7 else pvc.FAST
+        size = rng.choice(("1Gi", "2Gi", "5Gi"))
+        self.api.create(pvc.PVS, pvc.local_volume(name, node, class_name, size))
+        self.note(f"pv {name} ({class_name}, {size}) on {node}")
+
+    def change_storage(self) -> None:
+        rng = self.storage_rng
+        choice = rng.random()
+        if choice < 0.4:
+            self.add_volume()
+        elif choice < 0.55 and self.claims_to_create:
+            name, class_name, size = self.claims_to_create.pop(
+                rng.randrange(len(self.claims_to_create))
+            )
+            self.api.create(pvc.CLAIMS, pvc.claim(name, class_name, size))
+            self.note(f"claim {name} created late")
+        elif choice < 0.65:
+            free = [
+                pv["metadata"]["name"]
+                for pv in self.api.items(pvc.PVS)
+                if not pv["spec"].get("claimRef")
+            ]
+            if free:
+                name = rng.choice(free)
+                self.api.delete(pvc.PVS, "", name)
+                self.note(f"pv {name} deleted")
+        elif choice < 0.85:
+            # a claim no pod uses any more is deleted (a StatefulSet scaled down and its
+            # claims cleaned up; the in-use protection keeps the others)
+            used = {c for p in self.api.items("pods") for c in pvc.claims_of(p)}
+            unused = [
+                c["metadata"]["name"]
+                for c in self.api.items(pvc.CLAIMS)
+                if c["metadata"]["name"] not in used
+            ]
+            if unused:
+                name = rng.choice(unused)
+                self.api.delete(pvc.CLAIMS, "default", name)
+                self.note(f"claim {name} deleted")
+        else:
+            pvs = self.api.items(pvc.PVS)
+            if pvs:
+                name = rng.choice(pvs)["metadata"]["name"]
+                self.api.update(pvc.PVS, "", name, _annotate(f"v{self.api.rv}"))
+                self.note(f"pv {name} annotated")
+
+    def storage_step(self) -> None:
+        """Something about volumes, drawn from the storage stream."""
+        rng = self.storage_rng
+        roll = rng.random()
+        if roll < 0.35 and self.replicas:
+            replica = rng.choice(self.replicas)
+            kinds = [k for k, needed in replica.storage_needs_list.items() if needed]
+            if kinds:
+                self.relist(replica, rng.choice(kinds))
+            else:
+                self.deliver(replica, rng.choice((pvc.PVS, pvc.PVS, pvc.CLAIMS, pvc.CLAIMS)))
+        elif roll < 0.38 and self.replicas:
+            replica = rng.choice(self.replicas)
+            kind = rng.choice(STORAGE)
+            replica.storage_needs_list[kind] = True
+            self.note(f"{replica.identity}: a {kind} watch answered 410 Gone")
+        elif roll < 0.70:
+            self.controller.step()
+        else:
+            self.change_storage()
+
+    def _volume_wait(self, timeout: float) -> None:
+        """VolumeBinding's PreBind waiting for the PV controller (``wait_changed``): the
+        rest of the world goes on meanwhile (the controller, informers, the scheduling
+        loop); if nothing moved, time passes."""
+        rng = self.storage_rng
+        moved = False
+        for _ in range(rng.choice((1, 2, 3))):
+            roll = rng.random()
+            replica = rng.choice(self.replicas)
+            if roll < 0.45:
+                moved |= self.controller.step()
+            elif roll < 0.85:
+                moved |= self.deliver(replica, rng.choice((pvc.PVS, pvc.CLAIMS)))
+            elif roll < 0.93:
+                moved |= self.schedule(replica)
+            else:
+                moved |= self.deliver(replica, "pods")
+        if not moved:
+            self.clock.advance(timeout)
+            self.timers()
+
+    def _storage_replaced(
+        self, sender: str, kind: str, old: client.KubeObject, new: client.KubeObject
+    ) -> None:
+        # 7: a PV's claimRef never moves away from a claim that still exists
+        if kind == pvc.PVS:
+            stolen = pvc.stolen_volume(self.api, old, new)
+            if stolen is not None:
+                raise self.observed(7, f"{sender} wrote {stolen}")
+
     # --- replicas -------------------------------------------------------------------------
     def add_replica(self) -> Replica:
         self.replica_count += 1
@@ -472,6 +651,16 @@ class SchedulerSimulation:
         for kind in informers:
             replica.needs_list[kind] = True
             replica.cursor[kind] = 0
+        replica.storage = {
+            kind.value: inf
+            for kind, inf in zip(client.StorageKind, scheduler.storage.informers, strict=True)
+        }
+        for kind in replica.storage:
+            replica.storage_needs_list[kind] = True
+            replica.cursor[kind] = 0
+        catalog = scheduler.handle.volumes
+        catalog.monotonic = self.clock.now
+        catalog.wait_changed = self._volume_wait  # type: ignore[method-assign]
         self.replicas.append(replica)
         self.note(f"{identity} started")
         return replica
@@ -483,14 +672,16 @@ class SchedulerSimulation:
         self.note(f"{replica.identity} killed")
 
     def relist(self, replica: Replica, kind: str) -> bool:
+        main = kind in replica.informers
         try:
-            replica.informers[kind].sync_once()
+            (replica.informers if main else replica.storage)[kind].sync_once()
         except errors.KubeAPIError:
             return False
         replica.cursor[kind] = len(self.api.history[kind])
-        replica.needs_list[kind] = False
+        (replica.needs_list if main else replica.storage_needs_list)[kind] = False
         self.note(f"{replica.identity} listed {kind}")
-        if not replica.started and not any(replica.needs_list.values()):
+        storage_listed = not self.storage_on or not any(replica.storage_needs_list.values())
+        if not replica.started and not any(replica.needs_list.values()) and storage_listed:
             replica.started = True
             replica.next_flush = self.clock.now() + 1.0
             if replica.scheduler.elector is not None:
@@ -498,7 +689,9 @@ class SchedulerSimulation:
         return True
 
     def deliver(self, replica: Replica, kind: str) -> bool:
-        if replica.needs_list[kind] or self.faults.down:
+        main = kind in replica.informers
+        needs_list = replica.needs_list if main else replica.storage_needs_list
+        if needs_list[kind] or self.faults.down:
             return False
         history = self.api.history[kind]
         position = replica.cursor[kind]
@@ -510,14 +703,19 @@ class SchedulerSimulation:
             f"{replica.identity} <- {event.type.value} {kind} "
             f"{event.object['metadata'].get('name')} rv={event.resource_version}"
         )
-        replica.informers[kind].apply(event)
+        (replica.informers if main else replica.storage)[kind].apply(event)
         return True
 
     def schedule(self, replica: Replica) -> bool:
         scheduler = replica.scheduler
         if not replica.started or replica.lost or not scheduler.may_schedule():
             return False
-        return scheduler.schedule_next(timeout=0)
+        waiting = scheduler.binder.waiting
+        before = len(waiting)
+        done = scheduler.schedule_next(timeout=0)
+        for binding in waiting[before:]:
+            self.decided_at[(replica.identity, binding.pod.uid)] = replica.cursor["pods"]
+        return done
 
     def bind(self, replica: Replica) -> bool:
         pool = replica.scheduler.binder
@@ -565,12 +763,30 @@ class SchedulerSimulation:
             self._answering -= 1
 
     # --- invariants -----------------------------------------------------------------------
+    def observed(self, invariant: int, message: str) -> Violation:
+        """A violation seen inside the scheduler's call (a binding, a PUT): kept, so that
+        the scheduler's own error handling (a binding cycle catches every exception)
+        cannot swallow it; :meth:`check_step` raises it."""
+        found = self.violation(invariant, message)
+        self.violations.append(found)
+        return found
+
     def _bind_applied(self, sender: str, pod: client.KubeObject, node_name: str) -> None:
-        # 2: capacity, counting every bound pod
+        # 8: never bound where its volumes cannot be reached
+        unreachable = pvc.unreachable_volumes(self.api, pod, node_name)
+        if unreachable is not None:
+            raise self.observed(
+                8, f"{sender} bound {pod['metadata']['name']} to {node_name}: {unreachable}"
+            )
+        # 2: capacity, counting every bound pod but those someone else placed after the
+        # replica's informer had read when it chose the node (a race of two schedulers,
+        # which the kubelet's admission settles)
         node = self.api.get("nodes", "", node_name)
         assert node is not None
-        if not has_room(pod, node, usage_by_node(self.api)):
-            raise self.violation(
+        read = self.decided_at.get((sender, pod["metadata"]["uid"]), len(self.api.history["pods"]))
+        unseen = {uid for uid, at in self.placed_at.items() if at >= read}
+        if not has_room(pod, node, usage_by_node(self.api, skip=unseen)):
+            raise self.observed(
                 2,
                 f"{sender} bound {pod['metadata']['name']} ({requests_of(pod)}) to "
                 f"{node_name} beyond its allocatable {allocatable_of(node)} "
@@ -581,12 +797,14 @@ class SchedulerSimulation:
             lease = self.api.get("leases", *LEASE_KEY)
             holder = (lease or {}).get("spec", {}).get("holderIdentity")
             if holder != sender:
-                raise self.violation(
+                raise self.observed(
                     5,
                     f"{sender} bound {pod['metadata']['name']} while the lease names {holder!r}",
                 )
 
     def check_step(self) -> None:
+        if self.violations:
+            raise self.violations[0]
         # 1: no binding POST for a pod after its sender got a 201; never two applied
         records = self.api.bindings
         for record in records[self._checked_bindings :]:
@@ -599,7 +817,17 @@ class SchedulerSimulation:
                 )
             if record.outcome is BindOutcome.CREATED:
                 self._acked[key] = record.at
+            elif record.outcome is BindOutcome.LOST:
+                # applied, the answer lost: the sender forgets the pod (as kube-scheduler's
+                # ForgetPod) until its informer shows it bound, as if someone else had
+                # placed it
+                self.placed_at[record.uid] = self._bound_write(record.uid)
         self._checked_bindings = len(records)
+        # 7: a PV is bound to at most one claim
+        if self.storage_on:
+            wrong = pvc.binding_errors(self.api)
+            if wrong:
+                raise self.violation(7, "; ".join(wrong))
         # 5: never two leaders binding at once
         leaders = [r.identity for r in self.replicas if not r.lost and r.scheduler.may_bind()]
         if len(leaders) > 1:
@@ -612,10 +840,37 @@ class SchedulerSimulation:
                 continue  # its pods are orphans, about to be collected
             alloc = allocatable_of(node)
             over = {n: v for n, v in used.items() if v > alloc.get(n, 0) and v}
-            if over:
+            if over and not self._raced(node_name):
                 raise self.violation(
                     6, f"{node_name} is over its allocatable {alloc}: in use {used}"
                 )
+
+    def _bound_write(self, uid: str) -> int:
+        """The index in the pods' history of the write that bound the pod."""
+        history = self.api.history["pods"]
+        for index in range(len(history) - 1, -1, -1):
+            obj = history[index].object
+            bound_here = obj["metadata"].get("uid") == uid and obj["spec"].get("nodeName")
+            if bound_here and (index == 0 or not _bound_at(history, index - 1, uid)):
+                return index
+        return len(history)
+
+    def _raced(self, node_name: str) -> bool:
+        """Whether a pod we bound to the node was placed there by a cycle that had not
+        read a pod someone else placed there (two schedulers' race: the kubelet's to
+        settle)."""
+        on_node = [p for p in self.api.items("pods") if p["spec"].get("nodeName") == node_name]
+        placed = [
+            self.placed_at[p["metadata"]["uid"]]
+            for p in on_node
+            if p["metadata"]["uid"] in self.placed_at
+        ]
+        if not placed:
+            return False
+        uids = {p["metadata"]["uid"] for p in on_node}
+        return any(
+            uid in uids and read <= max(placed) for (_, uid), read in self.decided_at.items()
+        )
 
     def check_quiescent(self) -> None:
         applied: dict[str, int] = {}
@@ -644,7 +899,11 @@ class SchedulerSimulation:
             if pod["spec"].get("schedulingGates"):
                 continue  # held by PreEnqueue: never tried, nothing to say
             name = pod["metadata"]["name"]
-            places = [n for n, node in nodes.items() if fits(pod, node, usage)]
+            places = [
+                n
+                for n, node in nodes.items()
+                if fits(pod, node, usage) and pvc.volumes_fit(self.api, pod, node)
+            ]
             if places:
                 raise self.violation(
                     4, f"pod {name} ({requests_of(pod)}) fits on {places} but is not bound"
@@ -680,6 +939,10 @@ class SchedulerSimulation:
         bound = [p for p in pods if p["spec"].get("nodeName")]
         if stats.assumed:
             raise self.violation(3, f"{replica.identity} still assumes {stats.assumed} pod(s)")
+        if replica.scheduler.handle.volumes.assumed():
+            raise self.violation(
+                3, f"{replica.identity} still assumes {replica.scheduler.handle.volumes.assumed()}"
+            )
         if stats.bound != len(bound):
             raise self.violation(
                 3, f"{replica.identity} caches {stats.bound} bound pods, the API has {len(bound)}"
@@ -729,6 +992,11 @@ class SchedulerSimulation:
     def setup(self) -> None:
         for _ in range(self.shape.nodes):
             self.add_node()
+        if self.storage_on:
+            self.api.create(pvc.CLASSES, pvc.storage_class(pvc.LOCAL, "WaitForFirstConsumer"))
+            self.api.create(pvc.CLASSES, pvc.storage_class(pvc.FAST, "Immediate"))
+            for _ in range(self.storage_rng.randint(2 * self.shape.nodes, 4 * self.shape.nodes)):
+                self.add_volume()
         for _ in range(self.rng.randint(2, 6)):
             self.add_pod()
         for _ in range(self.shape.replicas):
@@ -738,6 +1006,10 @@ class SchedulerSimulation:
         self.step_no += 1
         if self.shape.leader_elect and self.replicas and self.partitions.random() < 0.02:
             self.cut_lease()
+        if self.storage_on and self.storage_rng.random() < 0.3:
+            self.storage_step()
+            self.check_step()
+            return
         rng = self.rng
         replica = rng.choice(self.replicas) if self.replicas else None
         roll = rng.random()
@@ -786,15 +1058,26 @@ class SchedulerSimulation:
             for kind in replica.needs_list:
                 if self.rng.random() < 0.5:
                     replica.needs_list[kind] = True  # the watch comes back with 410
+            if self.storage_on:
+                for kind in replica.storage_needs_list:
+                    if self.storage_rng.random() < 0.5:
+                        replica.storage_needs_list[kind] = True
 
     def drain(self) -> bool:
         """Everything that can happen without the clock moving; True if anything did."""
         moved = False
         for _ in range(500):
             progress = False
+            while self.storage_on and self.controller.step():
+                progress = True
             for replica in list(self.replicas):
                 for kind in replica.informers:
                     if replica.needs_list[kind]:
+                        progress |= self.relist(replica, kind)
+                    while self.deliver(replica, kind):
+                        progress = True
+                for kind in replica.storage if self.storage_on else ():
+                    if replica.storage_needs_list[kind]:
                         progress |= self.relist(replica, kind)
                     while self.deliver(replica, kind):
                         progress = True
@@ -816,6 +1099,12 @@ class SchedulerSimulation:
         """Heal every fault, stop changing the cluster, let time run until nothing moves."""
         self.faults.heal()
         self.note("faults healed")
+        for name, class_name, size in self.claims_to_create:
+            # the claims still to come come now: only their events (the QueueingHints
+            # that say they may help) can move the pods that wait for them
+            self.api.create(pvc.CLAIMS, pvc.claim(name, class_name, size))
+            self.note(f"claim {name} created late")
+        self.claims_to_create.clear()
         self.collect_orphans()
         quiet = 0
         last: tuple[int, ...] = ()
@@ -845,6 +1134,7 @@ class SchedulerSimulation:
             for _ in range(self.shape.steps):
                 self.step()
             self.settle()
+            self.check_step()
             self.check_quiescent()
         finally:
             logging.disable(logging.NOTSET)
@@ -864,6 +1154,15 @@ def has_room(
         for name, amount in requests_of(pod).items()
         if amount
     )
+
+
+def _bound_at(history: list[client.WatchEvent], index: int, uid: str) -> bool:
+    """Whether the pod's latest write at or before ``index`` shows it bound."""
+    for position in range(index, -1, -1):
+        obj = history[position].object
+        if obj["metadata"].get("uid") == uid:
+            return bool(obj["spec"].get("nodeName"))
+    return False
 
 
 def _pod_scheduled(pod: client.KubeObject) -> dict[str, Any] | None:
@@ -971,12 +1270,17 @@ def _grow(node: client.KubeObject) -> None:
     alloc["pods"] = str(int(alloc["pods"]) + 1)
 
 
-def simulation(seed: int) -> SchedulerSimulation:
+def simulation(seed: int, *, storage: bool = True) -> SchedulerSimulation:
+    """Seed ``seed``'s run; ``storage=False``: its run as before storage existed (the
+    regression seeds found then replay exactly)."""
     return SchedulerSimulation(
-        random.Random(seed), label=f"[seed {seed}]", partitions=random.Random(-1 - seed)
+        random.Random(seed),
+        label=f"[seed {seed}]",
+        partitions=random.Random(-1 - seed),
+        storage=random.Random(f"storage {seed}") if storage else None,
     )
 
 
-def run_seed(seed: int) -> None:
+def run_seed(seed: int, *, storage: bool = True) -> None:
     """One seeded run; raises :class:`Violation` (naming the seed) if an invariant fails."""
-    simulation(seed).run()
+    simulation(seed, storage=storage).run()

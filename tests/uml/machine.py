@@ -421,10 +421,16 @@ GUEST_TMPFS = ("/tmp", "/var/tmp", "/run")
 """Where a guest mounts a tmpfs of its own (programs write there; the host is read-only)."""
 
 
+def _checkout_hidden() -> bool:
+    """Whether the checkout is under one of :data:`GUEST_TMPFS` (CI may clone under
+    ``/tmp``), where the guest's own tmpfs would hide it."""
+    return any(REPO_ROOT.is_relative_to(where) for where in GUEST_TMPFS)
+
+
 def _checkout_under_tmpfs() -> list[str]:
-    """A checkout under one of :data:`GUEST_TMPFS` (CI clones under ``/tmp``) would be
-    hidden by the guest's tmpfs: mount the host's directory back on it, read-only."""
-    if not any(REPO_ROOT.is_relative_to(where) for where in GUEST_TMPFS):
+    """A hidden checkout (:func:`_checkout_hidden`) mounted back from the host under
+    user-mode-linux, read-only."""
+    if not _checkout_hidden():
         return []
     repo = shlex.quote(str(REPO_ROOT))
     return [f"mkdir -p {repo} && mount -r -t hostfs -o {repo} hostfs {repo}"]
@@ -493,7 +499,14 @@ def _boot_qemu(guest: Guest, disk: Path | None, timeout_s: float) -> None:
     initramfs = guest.work / "initramfs.cpio"
     initramfs.write_bytes(
         qemu.initramfs(
-            kernel, qemu.init_script(guest.work, disk=disk is not None, then=["/bin/sh", str(init)])
+            kernel,
+            qemu.init_script(
+                guest.work,
+                disk=disk is not None,
+                then=["/bin/sh", str(init)],
+                tmpfs=GUEST_TMPFS,
+                keep=[REPO_ROOT] if _checkout_hidden() else [],
+            ),
         )
     )
     guest._cleanup.append(initramfs)

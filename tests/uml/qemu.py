@@ -234,21 +234,31 @@ def initramfs(kernel: DebianKernel, init: str) -> bytes:
     return archive.finish()
 
 
-def init_script(work: Path, *, disk: bool, then: Sequence[str]) -> str:
+def init_script(
+    work: Path,
+    *,
+    disk: bool,
+    then: Sequence[str],
+    tmpfs: Sequence[str] = ("/tmp", "/var/tmp", "/run"),
+    keep: Sequence[Path] = (),
+) -> str:
     """The initramfs's ``/init``: load the modules, mount the host read-only with a
-    guest's own ``/proc``, ``/sys``, cgroup2, ``/dev`` and tmpfs where programs write,
-    the work share read-write at its host path, the disk (``/dev/vda``, ext4) at
-    ``work/disk``; then become ``then`` on the new root. Any failure says what failed
-    on the console and ends init, which the kernel turns into a panic and qemu
-    (``-no-reboot``) into its exit."""
+    guest's own ``/proc``, ``/sys``, cgroup2, ``/dev`` and a tmpfs on each of ``tmpfs``
+    where programs write, the work share read-write at its host path, the disk
+    (``/dev/vda``, ext4) at ``work/disk``; then become ``then`` on the new root. Each of
+    ``keep`` (a host directory under one of ``tmpfs``, such as a checkout under ``/tmp``)
+    stays the host's, read-only: bound aside before the tmpfs hides it, moved back
+    after. Any failure says what failed on the console and ends init, which the kernel
+    turns into a panic and qemu (``-no-reboot``) into its exit."""
     root = NEWROOT
     mounts = [
         f"-t proc proc {root}/proc",
         f"-t sysfs sysfs {root}/sys",
         f"-t cgroup2 cgroup2 {root}/sys/fs/cgroup",
         f"-t devtmpfs devtmpfs {root}/dev",
-        *(f"-t tmpfs -o mode=1777 tmpfs {root}{where}" for where in ("/tmp", "/var/tmp", "/run")),
+        *(f"-t tmpfs -o mode=1777 tmpfs {root}{where}" for where in tmpfs),
     ]
+    aside = [(shlex.quote(f"{root}{path}"), f"/kept/{index}") for index, path in enumerate(keep)]
     work_path = shlex.quote(f"{root}{work}")
     lines = [
         "#!/bin/busybox sh",
@@ -258,7 +268,15 @@ def init_script(work: Path, *, disk: bool, then: Sequence[str]) -> str:
         'for module in /modules/*.ko; do $B insmod "$module" || fail "insmod $module"; done',
         f"$B mount -t 9p -o ro,trans=virtio,version=9p2000.L,msize={MSIZE},cache=loose "
         f"{ROOT_TAG} {root} || fail 'mount the host read-only'",
+        *(
+            f"$B mkdir -p {spare} && $B mount -o bind {path} {spare} || fail 'keep {path}'"
+            for path, spare in aside
+        ),
         *(f"$B mount {m} || fail 'mount {m}'" for m in mounts),
+        *(
+            f"$B mkdir -p {path} && $B mount -o move {spare} {path} || fail 'restore {path}'"
+            for path, spare in aside
+        ),
         f"$B mkdir -p {root}/dev/shm && $B mount -t tmpfs -o mode=1777 tmpfs {root}/dev/shm",
         # The work directory is usually under /tmp, now a tmpfs: its mount point is made there.
         f"$B mkdir -p {work_path} 2>/dev/null",

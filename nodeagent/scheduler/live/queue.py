@@ -353,6 +353,15 @@ class SchedulingQueue:
             self._gate_or_activate(info, event)
             return info.where is not Where.GATED
 
+    def recheck_gated(self, event: str) -> int:
+        """Run PreEnqueue again for every gated pod (an object a PreEnqueue plugin waits
+        for appeared: a ResourceClaim); returns how many left the gate."""
+        with self._lock:
+            gated = [info for info in self._infos.values() if info.where is Where.GATED]
+            for info in gated:
+                self._gate_or_activate(info, event)
+            return sum(info.where is not Where.GATED for info in gated)
+
     # --- scheduling side ----------------------------------------------------------------
     def pop(self, timeout: float | None = None) -> PodInfo | None:
         """The next pod to schedule, waiting up to ``timeout`` seconds (None: until one

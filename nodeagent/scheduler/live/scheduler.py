@@ -45,7 +45,7 @@ from nodeagent.kube import client, informer
 from nodeagent.kube.events import EventRecorder
 from nodeagent.scheduler import api, framework, objects, registry, scheduling
 from nodeagent.scheduler.api import BindResult
-from nodeagent.scheduler.live import bind_process, volumes
+from nodeagent.scheduler.live import bind_process, resources, volumes
 from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool
 from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
 from nodeagent.scheduler.live.events import ClusterEvent, QueueingHints
@@ -103,9 +103,14 @@ def _accounted(obj: client.KubeObject) -> tuple[Any, ...]:
 
 
 def _spec_changed(old: client.KubeObject, new: client.KubeObject) -> bool:
-    return old.get("spec") != new.get("spec") or (old.get("metadata") or {}).get("labels") != (
-        new.get("metadata") or {}
-    ).get("labels")
+    """The spec or labels changed, or the names of the claims generated for the pod
+    (what DynamicResources waits for)."""
+    return (
+        old.get("spec") != new.get("spec")
+        or (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels")
+        or (old.get("status") or {}).get("resourceClaimStatuses")
+        != (new.get("status") or {}).get("resourceClaimStatuses")
+    )
 
 
 class LiveScheduler:
@@ -173,6 +178,10 @@ class LiveScheduler:
         self.pods, self.nodes, self.budgets = self._informers(kube, watch_timeout)
         self.storage = volumes.StorageInformers(
             kube, self.handle.volumes, self._event, watch_timeout=watch_timeout
+        )
+        self.handle.resources.writer = resources.APIClaimWriter(kube)  # DynamicResources
+        self.resources = resources.ResourceInformers(
+            kube, self.handle.resources, self._resource_event, watch_timeout=watch_timeout
         )
         self._stopping = threading.Event()
         self._lost = threading.Event()
@@ -300,7 +309,17 @@ class LiveScheduler:
     def _parse_pod(obj: client.KubeObject) -> api.Pod | None:
         return _readable("pod", objects.parse_pod, obj)
 
+    def _others_pending(self, obj: client.KubeObject) -> bool:
+        """An unassigned pod another scheduler places: kube-scheduler's informer filters
+        it out before its handlers (``responsibleForPod``), and so is it here, before it
+        is even parsed (its schedulerName is immutable, so it can never be ours)."""
+        spec = obj.get("spec") or {}
+        name = spec.get("schedulerName") or api.DEFAULT_SCHEDULER_NAME
+        return not spec.get("nodeName") and name not in self.frameworks
+
     def _pod_added(self, obj: client.KubeObject) -> None:
+        if self._others_pending(obj):
+            return
         pod = self._parse_pod(obj)
         if pod is None:
             return
@@ -314,6 +333,8 @@ class LiveScheduler:
             self.queue.add(pod)
 
     def _pod_updated(self, old_obj: client.KubeObject, obj: client.KubeObject) -> None:
+        if self._others_pending(obj):
+            return
         node_name = (obj.get("spec") or {}).get("nodeName")
         if node_name and not (old_obj.get("spec") or {}).get("nodeName"):
             uid = str((obj.get("metadata") or {}).get("uid") or "")
@@ -365,6 +386,8 @@ class LiveScheduler:
         self.queue.delete(uid)
         self.reporter.forget(uid)
         gone = self.cache.remove_bound(uid)
+        if gone is None and self._others_pending(obj):
+            return
         pod = self._parse_pod(obj)
         if pod is not None:
             self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
@@ -408,6 +431,13 @@ class LiveScheduler:
 
     def _event(self, event: ClusterEvent, old: object = None, new: object = None) -> None:
         self.queue.on_event(event, old, new)
+
+    def _resource_event(self, event: ClusterEvent, old: object, new: object) -> None:
+        """A claim, slice or class added or updated: may help pods the plugin rejected,
+        and (a claim) pods held back at PreEnqueue waiting for it."""
+        self.queue.on_event(event, old, new)
+        if event is ClusterEvent.RESOURCE_CLAIM_ADD:
+            self.queue.recheck_gated(event)
 
     def _moved(self, where: Where, event: str) -> None:
         self.metrics.incoming.labels(where.value, event).inc()
@@ -643,6 +673,7 @@ class LiveScheduler:
         self.reporter.start()
         with heap.building() if freeze_heap else contextlib.nullcontext():
             self.storage.start()  # the volume plugins' objects, before the pods they serve
+            self.resources.start()  # DynamicResources' claims, slices and classes, likewise
             for inf in (self.nodes, self.budgets, self.pods):
                 inf.start()
             if not self._wait_synced(sync_timeout, stop):
@@ -692,6 +723,7 @@ class LiveScheduler:
         for inf in (self.pods, self.nodes, self.budgets):
             inf.stop(2.0)
         self.storage.stop(2.0)
+        self.resources.stop(2.0)
         self.reporter.stop(2.0)
         with contextlib.suppress(errors.KubeAPIError):
             self.recorder.flush()
@@ -699,7 +731,9 @@ class LiveScheduler:
     # --- probes -------------------------------------------------------------------------
     @property
     def synced(self) -> bool:
-        return self.storage.synced and all(i.synced for i in (self.pods, self.nodes, self.budgets))
+        return (self.storage.synced and self.resources.synced) and all(
+            i.synced for i in (self.pods, self.nodes, self.budgets)
+        )
 
     def liveness(self) -> ProbeResult:
         silence = self._clock.now() - self._last_beat

@@ -5,9 +5,10 @@ kube-scheduler's volume plugins read PVs, PVCs, StorageClasses, CSINodes, CSIDri
 CSIStorageCapacities from shared informers; here one informer per kind keeps the
 :class:`~nodeagent.scheduler.storage.VolumeCatalog` current (an object the scheduler
 cannot read is logged and skipped, as for pods and nodes). Each add or update is a
-cluster event (:class:`~nodeagent.scheduler.live.events.ClusterEvent`) that moves the
-pods a volume plugin rejected back to the active queue; deletions only update the
-catalog (a volume that disappears never makes a pod fit).
+cluster event (:class:`~nodeagent.scheduler.live.events.ClusterEvent`), handed with the
+old object (the catalog's copy, before the update) and the new one to the volume
+plugins' QueueingHints, which move back only the pods it may help; deletions only update
+the catalog (a volume that disappears never makes a pod fit).
 
 :class:`APIVolumeWriter` is the binder's API side (``bindAPIUpdate``): a ``PUT`` of the
 PV with its new claimRef, a ``PUT`` of the claim with its selected node, each with the
@@ -36,6 +37,8 @@ Kind = client.StorageKind
 class _Wiring:
     parse: Callable[[Mapping[str, Any]], Any]
     store: Callable[[storage.VolumeCatalog, Any, bool], None]
+    stored: Callable[[storage.VolumeCatalog, Any], Any]
+    """The catalog's copy of the object, as the API last said: an update's old object."""
     added: ClusterEvent | None
     updated: ClusterEvent | None
 
@@ -44,36 +47,42 @@ _WIRING: Mapping[client.StorageKind, _Wiring] = {
     Kind.PERSISTENT_VOLUMES: _Wiring(
         objects.parse_persistent_volume,
         lambda c, o, present: c.set_volume(o, present=present),
+        lambda c, o: c.api_volume(o.name),
         ClusterEvent.PV_ADD,
         ClusterEvent.PV_UPDATE,
     ),
     Kind.PERSISTENT_VOLUME_CLAIMS: _Wiring(
         objects.parse_persistent_volume_claim,
         lambda c, o, present: c.set_claim(o, present=present),
+        lambda c, o: c.api_claim(o.namespace, o.name),
         ClusterEvent.PVC_ADD,
         ClusterEvent.PVC_UPDATE,
     ),
     Kind.STORAGE_CLASSES: _Wiring(
         objects.parse_storage_class,
         lambda c, o, present: c.set_class(o, present=present),
+        lambda c, o: c.storage_class(o.name),
         ClusterEvent.STORAGE_CLASS_ADD,
         ClusterEvent.STORAGE_CLASS_UPDATE,
     ),
     Kind.CSI_NODES: _Wiring(
         objects.parse_csi_node,
         lambda c, o, present: c.set_csi_node(o, present=present),
+        lambda c, o: c.csi_node(o.name),
         ClusterEvent.CSI_NODE_ADD,
         ClusterEvent.CSI_NODE_UPDATE,
     ),
     Kind.CSI_DRIVERS: _Wiring(
         objects.parse_csi_driver,
         lambda c, o, present: c.set_csi_driver(o, present=present),
+        lambda c, o: c.csi_driver(o.name),
         None,  # a new CSIDriver alone never makes a pod fit (upstream registers Update)
         ClusterEvent.CSI_DRIVER_UPDATE,
     ),
     Kind.CSI_STORAGE_CAPACITIES: _Wiring(
         objects.parse_csi_storage_capacity,
         lambda c, o, present: c.set_capacity(o, present=present),
+        lambda c, o: c.capacity(o.namespace, o.name),
         ClusterEvent.CSI_STORAGE_CAPACITY_ADD,
         ClusterEvent.CSI_STORAGE_CAPACITY_UPDATE,
     ),
@@ -96,7 +105,7 @@ class StorageInformers:
         self,
         kube: client.ClusterClient,
         catalog: storage.VolumeCatalog,
-        on_event: Callable[[ClusterEvent], None],
+        on_event: Callable[[ClusterEvent, Any, Any], None],
         *,
         watch_timeout: int = 300,
     ) -> None:
@@ -129,10 +138,11 @@ class StorageInformers:
         if value is None:
             return
         wiring = _WIRING[kind]
+        old = None if added else wiring.stored(self._catalog, value)
         wiring.store(self._catalog, value, True)
         event = wiring.added if added else wiring.updated
         if event is not None:
-            self._on_event(event)
+            self._on_event(event, old, value)
 
     def _deleted(self, kind: client.StorageKind, obj: client.KubeObject) -> None:
         value = _read(kind, obj)

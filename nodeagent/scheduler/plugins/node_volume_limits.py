@@ -22,12 +22,14 @@ import numpy as np
 
 from nodeagent.scheduler import api, storage
 from nodeagent.scheduler.framework import (
+    POD_DELETE_EVENTS,
     ClusterEvent,
     CycleState,
     EventHint,
     Handle,
     PluginError,
     PreFilterResult,
+    QueueingHint,
 )
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Mask, NodeIndices
 
@@ -40,17 +42,58 @@ class _NotFound(Exception):
     """A claim of the pod to schedule is missing: UnschedulableAndUnresolvable."""
 
 
+def _attachable(volume: api.PodVolume) -> bool:
+    return volume.kind in (api.VolumeKind.CLAIM, api.VolumeKind.EPHEMERAL) or (
+        volume.kind in _ATTACHABLE_INLINE
+    )
+
+
+def is_schedulable_after_pod_deleted(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPodDeleted``: the deleted pod was on a node (or nominated to
+    one) and had a volume that may count against a limit."""
+    deleted: api.Pod = old
+    if not deleted.node_name and not deleted.nominated_node_name:
+        return QueueingHint.QUEUE_SKIP
+    if any(_attachable(volume) for volume in deleted.volumes):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def is_schedulable_after_claim_added(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPVCAdded``: the pod's claim (ephemeral ones included)."""
+    claim: storage.PersistentVolumeClaim = new
+    return QueueingHint.QUEUE if storage.uses_claim(pod, claim) else QueueingHint.QUEUE_SKIP
+
+
+def is_schedulable_after_csi_node_updated(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterCSINodeUpdated``: some driver's allocatable count went up (a
+    driver newly listed counts as 0 before). A count dropped altogether lifts the limit
+    (Filter reads no count as no limit): Queue, where upstream reads it as 0 and skips."""
+    before: storage.CSINode = old
+    after: storage.CSINode = new
+    for driver, count in after.drivers.items():
+        previous = before.drivers.get(driver, 0)
+        if count is None:
+            if previous is not None:
+                return QueueingHint.QUEUE
+        elif count > (previous or 0):
+            return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
 class NodeVolumeLimits:
     name = NAME
 
     def events_to_register(self) -> Sequence[EventHint]:
-        """kube-scheduler's EventsToRegister, without hints yet (always Queue).
-        A higher limit, a pod (and its attachments) gone, the missing claim created."""
+        """kube-scheduler's EventsToRegister: any new CSINode (no hint), a limit raised,
+        a pod with attachable volumes gone from a node, the pod's missing claim created.
+        (VolumeAttachment deletions are not watched: see docs/scheduler.md.)"""
         e = ClusterEvent
         return (
-            EventHint(
-                frozenset({e.CSI_NODE_ADD, e.CSI_NODE_UPDATE, e.ASSIGNED_POD_DELETE, e.PVC_ADD})
-            ),
+            EventHint(frozenset({e.CSI_NODE_ADD})),
+            EventHint(frozenset({e.CSI_NODE_UPDATE}), is_schedulable_after_csi_node_updated),
+            EventHint(POD_DELETE_EVENTS, is_schedulable_after_pod_deleted),
+            EventHint(frozenset({e.PVC_ADD}), is_schedulable_after_claim_added),
         )
 
     def __init__(self, catalog: storage.VolumeCatalog) -> None:

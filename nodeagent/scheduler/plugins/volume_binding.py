@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -45,6 +45,7 @@ from nodeagent.scheduler.framework import (
     EventHint,
     Handle,
     PreFilterResult,
+    QueueingHint,
 )
 from nodeagent.scheduler.plugins import node_affinity, resource_allocation
 from nodeagent.scheduler.plugins.node_resources_fit import (
@@ -240,33 +241,93 @@ def smallest_on_node(
     return None if best is None else found.ordered[best]
 
 
+def is_schedulable_after_claim_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPersistentVolumeClaimChange``: a claim the pod uses, directly
+    or as a generic ephemeral volume (almost any change to it may help)."""
+    claim: storage.PersistentVolumeClaim = new
+    return QueueingHint.QUEUE if storage.uses_claim(pod, claim) else QueueingHint.QUEUE_SKIP
+
+
+def is_schedulable_after_class_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterStorageClassChange``: a new class, or changed allowed
+    topologies (the binding mode is immutable)."""
+    if old is None:
+        return QueueingHint.QUEUE
+    before: storage.StorageClass = old
+    after: storage.StorageClass = new
+    if before.allowed_topologies != after.allowed_topologies:
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def is_schedulable_after_csi_node_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterCSINodeChange``: a new CSINode, or its migrated plugins
+    changed (compared as the set the annotation lists)."""
+    if old is None:
+        return QueueingHint.QUEUE
+    before: storage.CSINode = old
+    after: storage.CSINode = new
+    if before.migrated_plugins != after.migrated_plugins:
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def is_schedulable_after_csi_driver_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterCSIDriverChange``: a driver of one of the pod's inline CSI
+    volumes stopped asking for capacity tracking (upstream looks at inline volumes only)."""
+    before: storage.CSIDriver = old
+    after: storage.CSIDriver = new
+    for volume in pod.volumes:
+        if volume.kind is not api.VolumeKind.CSI or volume.driver != after.name:
+            continue
+        if before.storage_capacity and not after.storage_capacity:
+            return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def volume_limit(capacity: storage.CSIStorageCapacity) -> int | None:
+    """``volumeLimit``: the largest volume the capacity allows (``maximumVolumeSize``
+    when set, it is the more precise)."""
+    if capacity.maximum_volume_size is not None:
+        return capacity.maximum_volume_size
+    return capacity.capacity
+
+
+def is_schedulable_after_capacity_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterCSIStorageCapacityChange``: a new capacity, or its volume limit
+    raised (topology and class are immutable)."""
+    if old is None:
+        return QueueingHint.QUEUE
+    before, after = volume_limit(old), volume_limit(new)
+    if after is not None and (before is None or after > before):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
 class VolumeBinding:
     name = NAME
 
     def events_to_register(self) -> Sequence[EventHint]:
-        """kube-scheduler's EventsToRegister, without hints yet (always Queue).
-        A PV, claim, class or CSI object that may give the pod its volumes, or a node they reach."""
+        """kube-scheduler's EventsToRegister with QueueingHints on: the pod's claims, any
+        PV, a class added or its allowed topologies changed, a node added or relabelled
+        (PV node affinity, class topologies), CSINodes' migrated plugins, a CSIDriver
+        dropping capacity tracking, more CSIStorageCapacity."""
         e = ClusterEvent
         return (
             EventHint(
-                frozenset(
-                    {
-                        e.STORAGE_CLASS_ADD,
-                        e.STORAGE_CLASS_UPDATE,
-                        e.PVC_ADD,
-                        e.PVC_UPDATE,
-                        e.PV_ADD,
-                        e.PV_UPDATE,
-                        e.CSI_NODE_ADD,
-                        e.CSI_NODE_UPDATE,
-                        e.CSI_DRIVER_UPDATE,
-                        e.CSI_STORAGE_CAPACITY_ADD,
-                        e.CSI_STORAGE_CAPACITY_UPDATE,
-                        e.NODE_ADD,
-                        e.NODE_LABEL_CHANGE,
-                        e.NODE_TAINT_CHANGE,
-                    }
-                )
+                frozenset({e.STORAGE_CLASS_ADD, e.STORAGE_CLASS_UPDATE}),
+                is_schedulable_after_class_change,
+            ),
+            EventHint(frozenset({e.PVC_ADD, e.PVC_UPDATE}), is_schedulable_after_claim_change),
+            EventHint(frozenset({e.PV_ADD, e.PV_UPDATE})),
+            EventHint(frozenset({e.NODE_ADD, e.NODE_LABEL_CHANGE})),
+            EventHint(
+                frozenset({e.CSI_NODE_ADD, e.CSI_NODE_UPDATE}), is_schedulable_after_csi_node_change
+            ),
+            EventHint(frozenset({e.CSI_DRIVER_UPDATE}), is_schedulable_after_csi_driver_change),
+            EventHint(
+                frozenset({e.CSI_STORAGE_CAPACITY_ADD, e.CSI_STORAGE_CAPACITY_UPDATE}),
+                is_schedulable_after_capacity_change,
             ),
         )
 
@@ -665,14 +726,15 @@ class VolumeBinding:
                 raise BindingFailed(
                     f"binding volumes: updating {provision.claim.key}: {exc}"
                 ) from exc
-        deadline = time.monotonic() + self.bind_timeout
+        now = self._catalog.monotonic
+        deadline = now() + self.bind_timeout
         while True:
             done, error = self.check_bindings(node_name, volumes, written_pvs, written_claims)
             if error:
                 raise BindingFailed(f"binding volumes: {error}")
             if done:
                 return
-            left = deadline - time.monotonic()
+            left = deadline - now()
             if left <= 0:
                 raise BindingFailed("binding volumes: context deadline exceeded")
             self._catalog.wait_changed(min(left, 1.0))
@@ -697,6 +759,10 @@ class VolumeBinding:
                 return False, f'ClaimRef got reset for pv "{pv.name}"'
             if not claim.fully_bound:
                 return False, ""
+            if claim.volume_name != pv.name:
+                # the PV controller bound the claim to another PV that named it (one a
+                # scheduler before a leader change wrote): this node may not reach it
+                return False, f'pvc "{claim.key}" was bound to pv "{claim.volume_name}"'
         for sent in written_claims:
             claim = catalog.api_claim(sent.namespace, sent.name)
             if claim is None:

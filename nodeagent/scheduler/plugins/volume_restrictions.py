@@ -23,11 +23,13 @@ import numpy as np
 
 from nodeagent.scheduler import api, storage
 from nodeagent.scheduler.framework import (
+    POD_DELETE_EVENTS,
     ClusterEvent,
     CycleState,
     EventHint,
     Handle,
     PreFilterResult,
+    QueueingHint,
 )
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Mask, NodeIndices
 
@@ -72,26 +74,41 @@ def disk_conflict(pod: api.Pod, existing: list[api.Pod]) -> bool:
     return False
 
 
+def is_schedulable_after_pod_deleted(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPodDeleted``: a pod of the same namespace whose disks
+    conflicted with the pod's, or that used one of its claims (ReadWriteOncePod)."""
+    deleted: api.Pod = old
+    if deleted.namespace != pod.namespace:
+        return QueueingHint.QUEUE_SKIP
+    if disk_conflict(pod, [deleted]):
+        return QueueingHint.QUEUE
+    claims = {v.claim_name for v in pod.volumes if v.kind is api.VolumeKind.CLAIM}
+    if any(v.kind is api.VolumeKind.CLAIM and v.claim_name in claims for v in deleted.volumes):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def is_schedulable_after_claim_added(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPersistentVolumeClaimAdded``: a claim the pod names (its
+    ``persistentVolumeClaim`` volumes; PreFilter looks up only those)."""
+    claim: storage.PersistentVolumeClaim = new
+    if storage.uses_claim(pod, claim, ephemeral=False):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
 class VolumeRestrictions:
     name = NAME
 
     def events_to_register(self) -> Sequence[EventHint]:
-        """kube-scheduler's EventsToRegister, without hints yet (always Queue).
-        A deleted pod may free its disk or its ReadWriteOncePod claim; a new claim may
-        be the missing one."""
+        """kube-scheduler's EventsToRegister with QueueingHints on: a deleted pod that
+        held the pod's disk or ReadWriteOncePod claim, a new node, the missing claim
+        created."""
         e = ClusterEvent
         return (
-            EventHint(
-                frozenset(
-                    {
-                        e.ASSIGNED_POD_DELETE,
-                        e.PVC_ADD,
-                        e.NODE_ADD,
-                        e.NODE_LABEL_CHANGE,
-                        e.NODE_TAINT_CHANGE,
-                    }
-                )
-            ),
+            EventHint(POD_DELETE_EVENTS, is_schedulable_after_pod_deleted),
+            EventHint(frozenset({e.NODE_ADD})),
+            EventHint(frozenset({e.PVC_ADD}), is_schedulable_after_claim_added),
         )
 
     def __init__(self, catalog: storage.VolumeCatalog) -> None:

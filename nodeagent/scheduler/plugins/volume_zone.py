@@ -27,6 +27,7 @@ from nodeagent.scheduler.framework import (
     EventHint,
     Handle,
     PreFilterResult,
+    QueueingHint,
 )
 from nodeagent.scheduler.snapshot import (
     BETA_REGION_LABEL,
@@ -81,28 +82,50 @@ def node_allows(labels: dict[str, str] | Any, topologies: list[Topology]) -> boo
     return True
 
 
+def is_schedulable_after_claim_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPersistentVolumeClaimChange``: a claim the pod names (not an
+    ephemeral volume's: upstream's VolumeZone reads ``persistentVolumeClaim`` only)."""
+    claim: storage.PersistentVolumeClaim = new
+    if storage.uses_claim(pod, claim, ephemeral=False):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def is_schedulable_after_class_added(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterStorageClassAdded``: only a WaitForFirstConsumer class (the
+    plugin leaves such claims to VolumeBinding)."""
+    added: storage.StorageClass = new
+    if added.binding_mode is storage.BindingMode.WAIT_FOR_FIRST_CONSUMER:
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
+def is_schedulable_after_volume_change(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterPersistentVolumeChange``: a new PV, or its zone/region labels
+    changed (node affinity is immutable)."""
+    if old is None:
+        return QueueingHint.QUEUE
+    before: storage.PersistentVolume = old
+    after: storage.PersistentVolume = new
+    if volume_topologies(before) != volume_topologies(after):
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
+
+
 class VolumeZone:
     name = NAME
 
     def events_to_register(self) -> Sequence[EventHint]:
-        """kube-scheduler's EventsToRegister, without hints yet (always Queue).
-        A node in the volume's zone, or the claim, its PV or its class appearing."""
+        """kube-scheduler's EventsToRegister with QueueingHints on: a new
+        WaitForFirstConsumer class, the pod's claim created or changed, a PV created or
+        its zone labels changed, a node added or relabelled (no taint changes: those
+        never change a zone verdict)."""
         e = ClusterEvent
         return (
-            EventHint(
-                frozenset(
-                    {
-                        e.STORAGE_CLASS_ADD,
-                        e.PVC_ADD,
-                        e.PVC_UPDATE,
-                        e.PV_ADD,
-                        e.PV_UPDATE,
-                        e.NODE_ADD,
-                        e.NODE_LABEL_CHANGE,
-                        e.NODE_TAINT_CHANGE,
-                    }
-                )
-            ),
+            EventHint(frozenset({e.STORAGE_CLASS_ADD}), is_schedulable_after_class_added),
+            EventHint(frozenset({e.NODE_ADD, e.NODE_LABEL_CHANGE})),
+            EventHint(frozenset({e.PVC_ADD, e.PVC_UPDATE}), is_schedulable_after_claim_change),
+            EventHint(frozenset({e.PV_ADD, e.PV_UPDATE}), is_schedulable_after_volume_change),
         )
 
     def __init__(self, catalog: storage.VolumeCatalog) -> None:

@@ -18,6 +18,7 @@ from nodeagent.scheduler import (
     objects,
     planner,
     registry,
+    resource_claims,
     scheduling,
     storage,
 )
@@ -54,7 +55,9 @@ def world_of(cluster: objects.ClusterObjects, order: Sequence[str]) -> oracle.Wo
     for pod in cluster.bound_pods():
         if pod.node_name in pods_on:
             pods_on[pod.node_name].append(pod)
-    return oracle.World([by_name[n] for n in order], pods_on, cluster.namespaces, cluster.storage)
+    return oracle.World(
+        [by_name[n] for n in order], pods_on, cluster.namespaces, cluster.storage, cluster.resources
+    )
 
 
 def product_feasible(
@@ -81,7 +84,10 @@ def differential(objs: list[dict[str, Any]], seed: int = 0) -> None:
     cluster = objects.read_cluster(objs)
     pod = _pending(cluster)[0]
     handle = framework.Handle(
-        now=0.0, rng=random.Random(seed), volumes=storage.VolumeCatalog(cluster.storage)
+        now=0.0,
+        rng=random.Random(seed),
+        volumes=storage.VolumeCatalog(cluster.storage),
+        resources=resource_claims.ResourceCatalog(cluster.resources),
     )
     fw = framework.build_frameworks(STOCK, PLUGINS, handle)[api.DEFAULT_SCHEDULER_NAME]
     snapshot = _snapshot(cluster)
@@ -111,8 +117,8 @@ def differential(objs: list[dict[str, Any]], seed: int = 0) -> None:
             )
         return
 
-    if pod.volumes:
-        return  # the oracle's preemption knows no volumes (a holder evicted, a disk freed)
+    if pod.volumes or pod.resource_claims:
+        return  # the oracle's preemption knows no volumes nor devices (a holder evicted)
     scheduler = scheduling.Scheduler(
         {api.DEFAULT_SCHEDULER_NAME: fw}, _snapshot(cluster), rng=random.Random(seed)
     )
@@ -146,6 +152,7 @@ def plan_invariants(objs: list[dict[str, Any]], seed: int = 0) -> planner.Plan:
     configuration = config.parse_configuration(None, PLUGINS)
     plain = planner.plan(cluster, configuration, plugins=PLUGINS, seed=seed, now=0.0)
     volumes = storage.VolumeCatalog(cluster.storage)
+    resources = resource_claims.ResourceCatalog(cluster.resources)
     explained = planner.plan(
         cluster,
         configuration,
@@ -154,6 +161,7 @@ def plan_invariants(objs: list[dict[str, Any]], seed: int = 0) -> planner.Plan:
         now=0.0,
         explain_nodes=True,
         volumes=volumes,
+        resources=resources,
     )
     pending = {p.key for p in _pending(cluster)}
     keys = [p.pod for p in plain.placements]
@@ -199,7 +207,38 @@ def plan_invariants(objs: list[dict[str, Any]], seed: int = 0) -> planner.Plan:
                 f"{pod.key}: unschedulable, yet --explain lists a feasible node"
             )
     volume_invariants(explained, by_key, by_node, volumes)
+    device_invariants(explained, by_key, by_node, resources)
     return plain
+
+
+def device_invariants(
+    plan: planner.Plan,
+    pods: dict[str, api.Pod],
+    nodes: dict[str, api.Node],
+    resources: resource_claims.ResourceCatalog,
+) -> None:
+    """A device is allocated to at most one claim; every scheduled pod's claims are
+    allocated on devices of its node (the fuzz's slices are node-local) and reserved for
+    it; nothing is left in flight."""
+    holders: dict[object, str] = {}
+    for claim in resources.claims():
+        for device in claim.devices:
+            assert device not in holders, f"{device} allocated to {holders[device]} and {claim.key}"
+            holders[device] = claim.key
+    left = [c.key for c in resources.claims() if resources.pending(c.uid) is not None]
+    assert not left, f"allocations left in flight: {left}"
+    for placement in plan.placements:
+        if placement.status is not planner.Outcome.SCHEDULED or placement.node is None:
+            continue
+        pod = pods[placement.pod]
+        for entry in pod.resource_claims:
+            used = resources.claim(pod.namespace, entry.claim_name)
+            assert used is not None and used.allocated, f"{pod.key}: {entry.claim_name} unallocated"
+            assert used.reserved_for_pod(pod), f"{pod.key}: {used.key} not reserved for it"
+            terms = claim.node_selector or ()
+            assert not terms or any(oracle.term_matches(t, nodes[placement.node]) for t in terms), (
+                f"{pod.key} on {placement.node}: {claim.key} allocated elsewhere"
+            )
 
 
 def volume_invariants(

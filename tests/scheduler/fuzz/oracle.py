@@ -13,13 +13,16 @@ in-place resize rule over the status, from the pod object as written).
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodeagent.k8s.pressure import Taint
 from nodeagent.k8s.quantities import quantity_value
-from nodeagent.scheduler import api, storage
+from nodeagent.scheduler import api, resource_claims, storage
+from nodeagent.scheduler.dra.model import DeviceID
 
 CPU, MEMORY, EPHEMERAL, PODS = "cpu", "memory", "ephemeral-storage", "pods"
 HOSTNAME = "kubernetes.io/hostname"
@@ -138,6 +141,9 @@ class World:
     pods_on: dict[str, list[api.Pod]]
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     storage: storage.StorageObjects = field(default_factory=storage.StorageObjects)
+    resources: resource_claims.ResourceObjects = field(
+        default_factory=resource_claims.ResourceObjects
+    )
 
     def all_pods(self) -> list[tuple[api.Pod, api.Node]]:
         return [(p, n) for n in self.nodes for p in self.pods_on[n.name]]
@@ -652,6 +658,80 @@ def volume_zone(pod: api.Pod, node: api.Node, world: World) -> str:
     return Verdict.FIT
 
 
+# --- dynamic resource allocation (dynamicresources, with the structured allocator) --------
+
+_MODEL = re.compile(r'\.model == "(\w+)"$')
+
+
+def claim_named(world: World, namespace: str, name: str) -> resource_claims.ResourceClaim | None:
+    for claim in world.resources.claims:
+        if claim.namespace == namespace and claim.name == name:
+            return claim
+    return None
+
+
+def _wants(claim: resource_claims.ResourceClaim) -> tuple[str, int, str | None]:
+    """(class, count, model or None) of the fuzz's one-request claims."""
+    exactly = claim.parsed.spec.requests[0].exactly
+    assert exactly is not None
+    model = None
+    for selector in exactly.selectors:
+        found = _MODEL.search(selector or "")
+        assert found is not None, selector
+        model = found.group(1)
+    return exactly.device_class_name, exactly.count, model
+
+
+def _search(wanted: list[tuple[int, str | None]], free: list[tuple[str, str]]) -> bool:
+    """Whether each claim (count, model) gets its own devices among ``free`` ((name,
+    model)), every way tried."""
+    if not wanted:
+        return True
+    (count, model), rest = wanted[0], wanted[1:]
+    fitting = [d for d in free if model is None or d[1] == model]
+    for chosen in itertools.combinations(fitting, count):
+        if _search(rest, [d for d in free if d not in chosen]):
+            return True
+    return False
+
+
+def dynamic_resources(pod: api.Pod, node: api.Node, world: World) -> str:
+    """The pod's claims must exist; allocated ones must be on the node; the others must
+    all get free devices of the node's slices (of their class's driver, their model)."""
+    claims = []
+    for entry in pod.resource_claims:
+        claim = claim_named(world, pod.namespace, entry.claim_name)
+        if claim is None or claim.deleting:
+            return Verdict.UNRESOLVABLE
+        claims.append(claim)
+    pending = []
+    for claim in claims:
+        if claim.allocated:
+            terms = claim.node_selector or ()
+            if terms and not any(term_matches(t, node) for t in terms):
+                return Verdict.UNRESOLVABLE
+        else:
+            pending.append(claim)
+    if not pending:
+        return Verdict.FIT
+    classes = {c.name for c in world.resources.classes}
+    wanted = []
+    for claim in pending:
+        class_name, count, model = _wants(claim)
+        if class_name not in classes:
+            return Verdict.UNRESOLVABLE
+        wanted.append((count, model))
+    taken = {d for c in world.resources.claims for d in c.devices}
+    free = [
+        (device.name, str(device.attributes["model"]))
+        for s in world.resources.slices
+        if s.node_name == node.name
+        for device in s.devices
+        if DeviceID(s.driver, s.pool, device.name) not in taken
+    ]
+    return Verdict.FIT if _search(wanted, free) else Verdict.UNRESOLVABLE
+
+
 def filter_node(pod: api.Pod, node: api.Node, world: World) -> str:
     """The default Filter plugins in order (``getDefaultPlugins``), stopping at the first
     rejection."""
@@ -668,6 +748,7 @@ def filter_node(pod: api.Pod, node: api.Node, world: World) -> str:
         volume_zone(pod, node, world),
         topology_spread(pod, node, world),
         inter_pod_affinity(pod, node, world),
+        dynamic_resources(pod, node, world),
     ):
         if verdict != Verdict.FIT:
             return verdict

@@ -668,11 +668,121 @@ def add_storage(src: Source, names: tuple[str, ...], pods: list[Obj]) -> list[Ob
     return [*objs, *volumes, *claims]
 
 
+# --- dynamic resource allocation ----------------------------------------------------------
+
+DRA_DRIVER = "gpu.fuzz.example"
+DRA_CLASS = "gpu"
+MODELS = ("a", "b")
+
+
+def model_selector(model: str) -> str:
+    """The one CEL selector the fuzz writes (the oracle reads the model back out)."""
+    return f'device.attributes["{DRA_DRIVER}"].model == "{model}"'
+
+
+def add_resources(src: Source, names: tuple[str, ...], pending: list[Obj]) -> list[Obj]:
+    """Dynamic resource allocation for a cluster: a class of the driver's devices, a
+    slice on some nodes (devices of two models), claims some pending pods use (new, with
+    or without a selector on the model; already allocated on a node; shared with another
+    pod; missing), and allocated claims no pending pod uses, holding devices."""
+    if not src.number(0, 2):
+        return []
+    objs: list[Obj] = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": DRA_CLASS},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
+        }
+    ]
+    devices: list[tuple[str, str]] = []
+    for name in src.some(names, len(names)):
+        models = [src.pick(MODELS) for _ in range(src.number(0, 3))]
+        devices.extend((name, f"dev-{i}") for i in range(len(models)))
+        objs.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-{DRA_DRIVER}"},
+                "spec": {
+                    "driver": DRA_DRIVER,
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [
+                        {"name": f"dev-{i}", "attributes": {"model": {"string": m}}}
+                        for i, m in enumerate(models)
+                    ],
+                },
+            }
+        )
+    free = list(devices)
+    claims: list[Obj] = []
+
+    def claim(name: str, namespace: str, *, allocate: bool) -> Obj:
+        exactly: Obj = {"deviceClassName": DRA_CLASS, "count": src.number(1, 2)}
+        if src.flip():
+            exactly["selectors"] = [{"cel": {"expression": model_selector(src.pick(MODELS))}}]
+        body: Obj = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+        }
+        if allocate and free:
+            node, device = free.pop(src.number(0, len(free) - 1))
+            exactly["count"] = 1
+            exactly.pop("selectors", None)
+            body["status"] = {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {"request": "gpu", "driver": DRA_DRIVER, "pool": node, "device": device}
+                        ]
+                    },
+                    "nodeSelector": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchFields": [
+                                    {"key": "metadata.name", "operator": "In", "values": [node]}
+                                ]
+                            }
+                        ]
+                    },
+                }
+            }
+        claims.append(body)
+        return body
+
+    for i in range(src.number(0, 2)):  # holding devices, used by no pending pod
+        claim(f"held-{i}", "default", allocate=True)
+    for i, pod_obj in enumerate(pending):
+        if src.number(0, 1) == 0:
+            continue
+        namespace = pod_obj["metadata"]["namespace"]
+        entries: list[Obj] = []
+        for j in range(src.number(1, 2)):
+            kind = src.pick(("new", "allocated", "shared", "missing"))
+            name = f"rc{i}-{j}"
+            if kind == "missing":
+                name = "ghost"
+            elif kind == "shared" and any(c["metadata"]["namespace"] == namespace for c in claims):
+                name = src.pick([c for c in claims if c["metadata"]["namespace"] == namespace])[
+                    "metadata"
+                ]["name"]
+            else:
+                claim(name, namespace, allocate=kind == "allocated")
+            if all(e["resourceClaimName"] != name for e in entries):
+                entries.append({"name": f"r{j}", "resourceClaimName": name})
+        pod_obj["spec"]["resourceClaims"] = entries
+    return [*objs, *claims]
+
+
 def build_cluster(
     src: Source, max_nodes: int = 6, max_bound: int = 8, max_pending: int = 4
 ) -> list[Obj]:
     """A whole cluster file's objects: Namespaces, Nodes, bound then pending Pods, PDBs,
-    and (in two clusters of three) storage: classes, CSI objects, PVs and claims."""
+    and (in two clusters of three) storage: classes, CSI objects, PVs and claims; and (as
+    often) dynamic resource allocation: a class, slices, ResourceClaims."""
     count = src.number(1, max_nodes)
     names = tuple(f"n{i}" for i in range(count))
     nodes = [node(src, name) for name in names]
@@ -682,7 +792,8 @@ def build_cluster(
     pending = [pod(src, f"p{i}", names) for i in range(src.number(1, max_pending))]
     budgets = [disruption_budget(src, i) for i in range(src.number(0, 2))]
     storage = add_storage(src, names, [*bound, *pending])
-    return [*namespaces(), *nodes, *bound, *pending, *budgets, *storage]
+    resources = add_resources(src, names, pending)
+    return [*namespaces(), *nodes, *bound, *pending, *budgets, *storage, *resources]
 
 
 @st.composite

@@ -30,6 +30,17 @@ SHAPES = range(len(strategies.INVALID_POD_MUTATIONS))
 """One live cluster per invalid shape (the seed picks the shape)."""
 
 
+KINDS = {
+    "Node": "nodes",
+    "Pod": "pods",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "ResourceClaim": "resourceclaims",
+    "DeviceClass": "deviceclasses",
+    "ResourceSlice": "resourceslices",
+}
+"""The kinds of a generated cluster the live scheduler reads (storage aside)."""
+
+
 def live_cluster(seed: int) -> tuple[list[dict[str, Any]], str]:
     """A generated cluster for the live profile, with one pending pod made invalid."""
     rng = random.Random(f"live-{seed}")
@@ -59,15 +70,25 @@ def test_the_live_scheduler_answers_every_generated_pod(
     objs, invalid = live_cluster(seed)
     cluster = fake_api.cluster
     for obj in objs:
-        kind = {"Node": "nodes", "Pod": "pods", "PodDisruptionBudget": "poddisruptionbudgets"}
-        if obj["kind"] in kind:
-            cluster.create(kind[obj["kind"]], obj, obj["metadata"].get("namespace", ""))
+        if obj["kind"] in KINDS:
+            cluster.create(KINDS[obj["kind"]], obj, obj["metadata"].get("namespace", ""))
+    claims = {
+        (o["metadata"]["namespace"], o["metadata"]["name"])
+        for o in objs
+        if o["kind"] == "ResourceClaim"
+    }
     valid = [
         (o["metadata"]["namespace"], o["metadata"]["name"])
         for o in objs
         if o["kind"] == "Pod"
         and not o["spec"].get("nodeName")
         and o["metadata"]["name"] != "invalid"
+        # a pod waiting for a claim that does not exist is held back at PreEnqueue, with
+        # no answer (as by kube-scheduler) until the claim appears
+        and all(
+            (o["metadata"]["namespace"], c["resourceClaimName"]) in claims
+            for c in o["spec"].get("resourceClaims") or ()
+        )
     ]
 
     def answered(namespace: str, name: str) -> bool:

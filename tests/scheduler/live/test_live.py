@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from nodeagent.scheduler import objects
 from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.live import harness as h
@@ -42,7 +44,8 @@ def test_binds_every_pod_that_fits_and_reports_the_one_that_does_not(
         found = eventually(lambda: condition(fake_api, "big"), what="condition")
         assert found["status"] == "False" and found["reason"] == "Unschedulable"
         assert found["message"] == (
-            "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are"
+            "0/2 nodes are available: 2 Insufficient cpu."
+            " no new claims to deallocate, preemption: 0/2 nodes are"
             " available: 2 No preemption victims found for incoming pod."
         )
         eventually(lambda: h.events_for(fake_api, "big", "FailedScheduling"))
@@ -63,13 +66,28 @@ def test_binds_every_pod_that_fits_and_reports_the_one_that_does_not(
 
 
 def test_other_schedulers_pods_and_assigned_pods_are_left_alone(
-    fake_api: FakeAPIServer, running: LiveScheduler
+    fake_api: FakeAPIServer, running: LiveScheduler, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    parsed: list[str] = []
+    parse_pod = objects.parse_pod
+
+    def counting(obj: Any, *args: Any) -> Any:
+        parsed.append(obj["metadata"]["name"])
+        return parse_pod(obj, *args)
+
+    monkeypatch.setattr(objects, "parse_pod", counting)
     cluster = fake_api.cluster
     cluster.create("nodes", h.node("n1"))
     cluster.create("pods", h.pod("theirs", scheduler="default-scheduler"))
     cluster.create("pods", h.pod("ours"))
     eventually(lambda: node_of(fake_api, "ours") == "n1")
+    cluster.patch("pods", "default", "theirs", {"metadata": {"labels": {"x": "y"}}})
+    cluster.delete("pods", "default", "theirs")
+    eventually(lambda: running.pods.get(("default", "theirs")) is None)
+    # kube-scheduler's informer filter (responsibleForPod): not even parsed
+    assert "theirs" not in parsed and "ours" in parsed
+    cluster.create("pods", h.pod("theirs", scheduler="default-scheduler"))
+    eventually(lambda: running.pods.get(("default", "theirs")) is not None)
     theirs = str(cluster.get("pods", "default", "theirs")["metadata"]["uid"])
     # seen before ours (resourceVersion order) and never queued: nothing can bind it
     assert running.pods.get(("default", "theirs")) is not None
