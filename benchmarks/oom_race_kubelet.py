@@ -486,11 +486,14 @@ class Race:
         while any(self.node.kubepods.rglob(f"pod{uid}")) and time.monotonic() < deadline:
             time.sleep(0.05)
         self.settle(floor)
-        if ramp_began is not None and crossed is None and outcome != "oom" and not page_cache:
-            outcome = "before-ramp" if killed_at is not None else outcome
-        # Beside a page cache the ramp's own read of its crossing waits on its page
-        # faults, which reclaim slows: the agent's read can see the crossing first, and
-        # the ramp is evicted during its ramp without a crossing stamp (no times).
+        if (
+            ramp_began is not None
+            and crossed is None
+            and outcome != "oom"
+            and killed_at is not None
+            and not self._decided_during_ramp(name, outcome, ramp_began, kubelet_log, log_from)
+        ):
+            outcome = "before-ramp"
         return Run(
             configuration,
             threshold,
@@ -535,6 +538,27 @@ class Race:
             if time.monotonic() > deadline:  # the kernel's record may come after the kill
                 return "unknown"
             time.sleep(0.05)
+
+    def _decided_during_ramp(
+        self, name: str, outcome: str, ramp_began: float, kubelet_log: Path, since: int
+    ) -> bool:
+        """Whether the eviction of a ramp with no crossing stamp was decided after its
+        ramp began. The ramp stamps its crossing at its next read of usage after the step
+        that crossed, which waits for the CPU on a loaded machine (and, beside a page
+        cache, on page faults that reclaim slows): the agent's read can see the crossing
+        first, and the ramp is then evicted during its ramp without a stamp (no times).
+        An eviction decided before the ramp began is one on the last run's pressure."""
+        key = f"{self.namespace}/{name}"
+        if outcome == "api-eviction" and self.agent_log is not None:
+            decision = agent_decisions(self.agent_log).get(key)
+            decided = None if decision is None else decision.get("decidedMonotonic")
+            return decided is not None and float(decided) >= ramp_began
+        if outcome == "kubelet-eviction":
+            return any(
+                victim == key and wall - self.wall_offset >= ramp_began
+                for wall, victim in kubelet_evictions(kubelet_log, since)
+            )
+        return False
 
     def _to_eviction(
         self, name: str, crossed: float | None, kubelet_log: Path, since: int
