@@ -42,12 +42,16 @@ kernel cannot reclaim (usage less inactive and clean active page cache), since u
 is full of cache before the ramp begins. The kubelet keeps its default ``100Mi`` and the
 agent guards at the threshold; per run the cache pod's fate is recorded beside the
 ramp's (``kept``, or evicted by the kubelet or the agent; an evicted one is replaced,
-its file removed, before the next run). Two configurations:
+its file removed, before the next run). Three configurations:
 
 - ``kubelet+agent``: the agent with its defaults (the kubelet's accounting: active
   page cache is used memory);
 - ``kubelet+agent-reclaimable``: the same with ``activePageCache: reclaimable`` and a
-  memory PSI soft threshold (``memory.pressure.some.avg10>20`` for 10 s).
+  memory PSI soft threshold (``memory.pressure.some.avg10>20`` for 10 s);
+- ``agent-reclaimable``: that agent, and the kubelet's memory threshold off
+  (``memory.available: 0%``): at its ``100Mi`` the kubelet still counts the cache as
+  used, and once a ramp has filled kubepods to its limit its count is about the inactive
+  cache alone, so a cycle of its eviction manager that lands then evicts the cache pod.
 
 The kubelet alone at the threshold is not raced beside the cache: it evicts the cache
 pod, and then keeps MemoryPressure (refusing every BestEffort pod, the ramps included)
@@ -89,7 +93,7 @@ MAX_RATE = 64 * Gi
 memory in (1 MiB a step), and the table shows what it achieved."""
 RUN_TIMEOUT = 60.0
 CONFIGURATIONS = ("kubelet", "kubelet+agent")
-PAGE_CACHE_CONFIGURATIONS = ("kubelet+agent", "kubelet+agent-reclaimable")
+PAGE_CACHE_CONFIGURATIONS = ("kubelet+agent", "kubelet+agent-reclaimable", "agent-reclaimable")
 RECLAIMABLE_FLAGS = (
     "--active-page-cache=reclaimable",
     "--eviction-soft=memory.pressure.some.avg10>20",
@@ -482,8 +486,14 @@ class Race:
         while any(self.node.kubepods.rglob(f"pod{uid}")) and time.monotonic() < deadline:
             time.sleep(0.05)
         self.settle(floor)
-        if ramp_began is not None and crossed is None and outcome != "oom":
-            outcome = "before-ramp" if killed_at is not None else outcome
+        if (
+            ramp_began is not None
+            and crossed is None
+            and outcome != "oom"
+            and killed_at is not None
+            and not self._decided_during_ramp(name, outcome, ramp_began, kubelet_log, log_from)
+        ):
+            outcome = "before-ramp"
         return Run(
             configuration,
             threshold,
@@ -528,6 +538,27 @@ class Race:
             if time.monotonic() > deadline:  # the kernel's record may come after the kill
                 return "unknown"
             time.sleep(0.05)
+
+    def _decided_during_ramp(
+        self, name: str, outcome: str, ramp_began: float, kubelet_log: Path, since: int
+    ) -> bool:
+        """Whether the eviction of a ramp with no crossing stamp was decided after its
+        ramp began. The ramp stamps its crossing at its next read of usage after the step
+        that crossed, which waits for the CPU on a loaded machine (and, beside a page
+        cache, on page faults that reclaim slows): the agent's read can see the crossing
+        first, and the ramp is then evicted during its ramp without a stamp (no times).
+        An eviction decided before the ramp began is one on the last run's pressure."""
+        key = f"{self.namespace}/{name}"
+        if outcome == "api-eviction" and self.agent_log is not None:
+            decision = agent_decisions(self.agent_log).get(key)
+            decided = None if decision is None else decision.get("decidedMonotonic")
+            return decided is not None and float(decided) >= ramp_began
+        if outcome == "kubelet-eviction":
+            return any(
+                victim == key and wall - self.wall_offset >= ramp_began
+                for wall, victim in kubelet_evictions(kubelet_log, since)
+            )
+        return False
 
     def _to_eviction(
         self, name: str, crossed: float | None, kubelet_log: Path, since: int
@@ -605,12 +636,21 @@ def race(
                 # runs grouped by configuration (the agent starts once), rates shuffled
                 for configuration in random.sample(list(configurations), len(configurations)):
                     with contextlib.ExitStack() as runs_stack:
-                        if configuration.startswith("kubelet+agent"):
+                        if configuration == "agent-reclaimable":
+                            runs_stack.enter_context(
+                                the_node.reconfigured(
+                                    evictionHard={
+                                        **the_node.eviction_hard,
+                                        "memory.available": "0%",
+                                    }
+                                )
+                            )
+                        if "agent" in configuration:
                             flags = [
                                 f"--eviction-hard=memory.available<{threshold}",
                                 "--max-evictions-per-interval=1000",
                             ]
-                            if configuration == "kubelet+agent-reclaimable":
+                            if configuration.endswith("agent-reclaimable"):
                                 flags += RECLAIMABLE_FLAGS
                             running = runs_stack.enter_context(
                                 agent.running(the_node, flags, name=f"race-{configuration}")

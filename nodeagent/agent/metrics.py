@@ -229,6 +229,13 @@ class _StateCollector(registry.Collector):
             "reason; thresholds on it cannot fire.",
             labels=["signal", "reason"],
         )
+        active_file = core.GaugeMetricFamily(
+            f"{PREFIX}_signal_active_file_bytes",
+            "Clean active page cache of the cgroup behind each memory signal at the last"
+            " collection, which activePageCache: reclaimable counts as available (read only"
+            " then; the kubelet counts it as used).",
+            labels=["signal"],
+        )
         pods = core.GaugeMetricFamily(
             f"{PREFIX}_observed_pods", "Pods with usage figures at the last collection."
         )
@@ -247,6 +254,8 @@ class _StateCollector(registry.Collector):
                 if measured_in is not None:
                     available[measured_in].add_metric([signal.value], float(observed.available))
                     capacity[measured_in].add_metric([signal.value], float(observed.capacity))
+            for signal, amount in observations.active_file.items():
+                active_file.add_metric([signal.value], float(amount))
             pods.add_metric([], float(len(observations.pods)))
             if observations.swap is not None:
                 swap_available.add_metric([], float(observations.swap.available))
@@ -269,6 +278,7 @@ class _StateCollector(registry.Collector):
             yield threshold[unit]
         yield stall
         yield stall_threshold
+        yield active_file
         yield unavailable
         yield pods
         yield swap_available

@@ -11,7 +11,9 @@ names the capacity above (or below) which the kubelet is ahead.
 With ``activePageCache: reclaimable`` the two do not even measure the same memory: the
 kubelet counts the active page cache as used, so its memory threshold can be crossed by
 a hot cache alone, far above where the agent's count would be, and it then evicts the
-pod holding the cache itself. Each kubelet memory threshold is noted with that.
+pod holding the cache itself; and with kubepods at its limit (a hog taking what the
+cache gives back) the kubelet's count is about the inactive cache alone, under any
+threshold. Each kubelet memory threshold is noted with that, and how to disable it.
 """
 
 from __future__ import annotations
@@ -67,8 +69,11 @@ def compare_with_kubelet(
                         other.signal,
                         f"the kubelet's {_describe(other)} counts the active page cache as"
                         " used (the agent's activePageCache: reclaimable does not): a pod"
-                        " keeping a file hot can cross it alone, and the kubelet evicts that"
-                        " pod itself; keep it low under the agent's (its default 100Mi)",
+                        " keeping a file hot can cross it alone, and once kubepods is at its"
+                        " limit the kubelet's count is little more than the inactive cache,"
+                        " so a memory hog crosses it long before the agent's; the kubelet"
+                        " then evicts the pod holding the cache itself. Disable it"
+                        " (memory.available: 0%) to leave memory to the agent",
                     )
                 )
     watched = {t.signal for t in mine}

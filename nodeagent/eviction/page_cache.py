@@ -41,6 +41,13 @@ cost shows as memory stall, so the configuration that turns the mode on should a
 a memory PSI threshold (``memory.pressure.some.avg10>20`` soft, with a grace period);
 :class:`~nodeagent.eviction.policy.EvictionPolicy` warns when it does not.
 
+The kubelet beside the agent keeps its own accounting: once a hog fills kubepods to its
+limit, the kubelet's count is about the inactive cache alone, under any threshold, and
+its next eviction cycle takes the largest working set, the cache's (measured on the real
+node: 4 of 20 ramps at its default 100Mi). So the node's kubelet should have its memory
+threshold off (``memory.available: 0%``); ``config check --kubelet-config`` notes it
+(:mod:`nodeagent.eviction.compare`).
+
 The default, ``workingSet``, is the kubelet's accounting, unchanged. :func:`view` is a
 pure function of one collection, applied once (the agent's loop applies it as soon as it
 has collected, so the kernel triggers and metrics see what the engine sees; the engine

@@ -301,11 +301,15 @@ class KeepAlive:
     def post(self, path: str, body: bytes) -> Answer:
         """POST ``body`` (JSON) to ``path`` and read the whole answer. Raises OSError or
         :class:`http.client.HTTPException` when no answer came."""
+        return self.send("POST", path, body)
+
+    def send(self, method: str, path: str, body: bytes) -> Answer:
+        """:meth:`post` with another method (a PUT of a ResourceClaim)."""
         # asked per request, as the ApiClient does
         headers = {**self._headers, **credentials(self._configuration)}
         conn = self._connection()
         try:
-            conn.request("POST", self._prefix + path, body, headers)
+            conn.request(method, self._prefix + path, body, headers)
             response = conn.getresponse()
             data = response.read()
         except BaseException:
@@ -490,20 +494,25 @@ class HTTPKubeClient:
         (bindings, events): over :class:`KeepAlive`'s connections, or (a proxy, a TLS
         server name) the ApiClient's own pool, without the generated method's argument
         validation and request model. Non-2xx answers are translated by :meth:`_send`."""
+        return self._json_request("POST", path, body)
+
+    def _json_request(self, method: str, path: str, body: bytes) -> Callable[[], Response]:
+        """:meth:`_post_json` for any method (the claims DynamicResources writes once per
+        pod: a generated model costs about 1 ms per claim to build and serialise)."""
         keepalive = self._keepalive
         if keepalive is not None:
-            return functools.partial(keepalive.post, path, body)
+            return functools.partial(keepalive.send, method, path, body)
         timeout = urllib3.Timeout(connect=self._timeout[0], read=self._timeout[1])
 
         def request() -> urllib3.BaseHTTPResponse:
             _, url, headers, _, _ = self._api.param_serialize(
-                "POST",
+                method,
                 path,
                 header_params={"Accept": "application/json", "Content-Type": "application/json"},
                 auth_settings=["BearerToken"],
             )
             response: urllib3.BaseHTTPResponse = self._api.rest_client.pool_manager.request(
-                "POST", url, body=body, headers=headers, timeout=timeout, preload_content=False
+                method, url, body=body, headers=headers, timeout=timeout, preload_content=False
             )
             return response
 
@@ -765,23 +774,13 @@ class HTTPKubeClient:
     def replace_resource_claim(
         self, namespace: str, name: str, body: Mapping[str, Any], *, status: bool = False
     ) -> client.KubeObject:
-        method = (
-            self._resource.replace_namespaced_resource_claim_status
-            if status
-            else self._resource.replace_namespaced_resource_claim
-        )
         resource = "resourceclaims/status" if status else "resourceclaims"
+        path = writes.resource_claim_path(namespace, name, status=status)
         return self._call(
             "update",
             resource,
             f"replace {resource} {namespace}/{name}",
-            lambda: method(
-                name,
-                namespace,
-                _model(kubernetes.client.ResourceV1ResourceClaim, body),
-                _preload_content=False,
-                _request_timeout=self._timeout,
-            ),
+            self._json_request("PUT", path, msgspec.json.encode(body)),
         )
 
     def patch_resource_claim_status(

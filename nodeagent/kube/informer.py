@@ -2,7 +2,9 @@
 
 Like client-go's reflector + store, for one resource and one selector:
 
-* it **lists** once (the full set and a resourceVersion), then **watches** from that
+* it **lists** once (the full set and a resourceVersion; from the HTTP client in pages
+  read ahead, the first list's handlers running on each page as it arrives, see
+  :meth:`Informer.sync_once`), then **watches** from that
   version, applying ADDED / MODIFIED / DELETED and remembering the version of every
   event and BOOKMARK, so a watch that ends (server ``timeoutSeconds``, a dropped
   connection) resumes exactly where it stopped, without a re-list;

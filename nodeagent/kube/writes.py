@@ -20,6 +20,14 @@ def binding_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{segment(namespace)}/pods/{segment(name)}/binding"
 
 
+def resource_claim_path(namespace: str, name: str, *, status: bool = False) -> str:
+    """A ResourceClaim (``status``: its status subresource), for a PUT."""
+    path = (
+        f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims/{segment(name)}"
+    )
+    return f"{path}/status" if status else path
+
+
 def events_path(namespace: str) -> str:
     return f"/api/v1/namespaces/{segment(namespace)}/events"
 

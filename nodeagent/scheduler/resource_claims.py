@@ -13,8 +13,9 @@ its allocation (the node selector and the devices it holds), its consumers, its 
 claims' assume cache (``pkg/scheduler/util/assumecache``: a claim PreBind wrote is read
 in its written version until the informer delivers one at least as new) and the
 allocations in flight (``inFlightAllocations``: made at Reserve, not written yet).
-:meth:`ResourceCatalog.allocations` is what ``allocatedDevices`` is built from,
-those in flight included, so two pods scheduled back to back never get the same device.
+:meth:`ResourceCatalog.devices_in_use` is ``allocatedDevices`` (kept current on every
+change), those in flight included, so two pods scheduled back to back never get the same
+device.
 The catalog is shared by the scheduling loop and the binding threads, hence its lock.
 """
 
@@ -131,6 +132,10 @@ def _exclusive(allocation: model.AllocationResult | None) -> frozenset[model.Dev
     return frozenset(
         r.device_id for r in allocation.results if not r.admin_access and r.share_id is None
     )
+
+
+def _shares(allocation: model.AllocationResult) -> bool:
+    return any(r.share_id is not None and not r.admin_access for r in allocation.results)
 
 
 def parse_resource_claim(obj: Mapping[str, Any]) -> ResourceClaim:
@@ -257,6 +262,8 @@ class ResourceCatalog:
         self._slices: dict[str, ResourceSlice] = {}
         self._devices: Counter[model.DeviceID] = Counter()
         """How many claims (their latest versions) hold each device."""
+        self._shared: dict[str, model.AllocationResult] = {}
+        """By claim key: allocations holding device shares (consumable capacity)."""
         self.generation = 0
         """Bumped by every change (the allocator's inputs are rebuilt when it moved)."""
         self.slice_generation = 0
@@ -307,22 +314,21 @@ class ResourceCatalog:
         with self._lock:
             return self._in_flight.get(uid)
 
-    def allocations(self) -> list[model.AllocationResult]:
-        """Every allocation that holds devices: of the claims (their latest versions)
-        and in flight (``GatherAllocatedState``'s input)."""
+    def shared_allocations(self) -> list[model.AllocationResult]:
+        """The allocations holding shares of devices (consumable capacity), allocated or
+        in flight: few, if any (the dedicated devices are :meth:`devices_in_use`)."""
         with self._lock:
-            found = [
-                claim.allocation
-                for key, api_claim in self._claims.items()
-                if (claim := self._assumed.get(key, api_claim)).allocation is not None
-                and claim.uid not in self._in_flight
-            ]
-            found.extend(c.allocation for c in self._in_flight.values() if c.allocation)
+            found = list(self._shared.values())
+            found.extend(
+                c.allocation
+                for c in self._in_flight.values()
+                if c.allocation is not None and _shares(c.allocation)
+            )
             return found
 
     def devices_in_use(self) -> frozenset[model.DeviceID]:
-        """The devices held exclusively, allocated or in flight (a quick view for tests
-        and metrics; the allocator reads :meth:`allocations`)."""
+        """The devices held exclusively by a claim's allocation or one in flight (kept
+        current on every change, as ``allocatedDevices`` is: no walk over the claims)."""
         with self._lock:
             found = set(self._devices)
             for claim in self._in_flight.values():
@@ -373,11 +379,21 @@ class ResourceCatalog:
             self._claims[claim.key] = claim
 
     def _swap(self, key: str, old: ResourceClaim | None, new: ResourceClaim | None) -> None:
+        """The claim ``key`` read as ``new`` instead of ``old``: the devices in use follow."""
+        devices = self._devices
         if old is not None:
-            self._devices.subtract(old.devices)
+            for device in old.devices:
+                left = devices[device] - 1
+                if left > 0:
+                    devices[device] = left
+                else:
+                    del devices[device]
+            self._shared.pop(key, None)
         if new is not None:
-            self._devices.update(new.devices)
-        self._devices = +self._devices
+            for device in new.devices:
+                devices[device] += 1
+            if new.allocation is not None and _shares(new.allocation):
+                self._shared[key] = new.allocation
         self.generation += 1
 
     # --- informer updates ------------------------------------------------------------------

@@ -363,6 +363,10 @@ class VolumeCatalog:
         with self._lock:
             return self._csi_nodes.get(name)
 
+    def csi_node_count(self) -> int:
+        with self._lock:
+            return len(self._csi_nodes)
+
     def csi_driver(self, name: str) -> CSIDriver | None:
         with self._lock:
             return self._drivers.get(name)

@@ -56,3 +56,12 @@ def test_without_a_cache_the_kernel_threshold_alone_notifies(tmp_path: Path) -> 
     rig.cycle()
     assert "memcg:node:memory.available<1Gi hard" in rig.triggers.armed
     assert not [name for name in rig.triggers.armed if name.startswith("memory-poll")]
+
+
+def test_the_counted_cache_is_exported(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, settings=RECLAIMABLE)
+    hot_cache(rig)
+    rig.cycle()
+    text = rig.metrics.exposition().decode()
+    assert 'nodeagent_signal_active_file_bytes{signal="memory.available"} 1.2884901888e+10' in text
+    assert 'nodeagent_signal_available_bytes{signal="memory.available"} 1.34217728e+10' in text

@@ -370,6 +370,36 @@ def an_event_outside_its_objects_namespace(backend: Backend) -> Any:
     return status, reason(body)
 
 
+@case
+def a_list_read_in_pages(backend: Backend) -> Any:
+    """What the informers' paged lists rely on: ``limit`` pages, ``continue`` carries on
+    at one resourceVersion (a pod created between pages is in none), the last page has
+    no token, and a token the server cannot read is refused."""
+    for name in ("a", "b", "c"):
+        backend.pod(name, labels={}, bound=False)
+    pages = []
+    token = ""
+    while True:
+        query = "?limit=2" + (f"&continue={token}" if token else "")
+        status, body = backend.request("GET", pods(backend) + query)
+        meta = body["metadata"]
+        pages.append(
+            (
+                status,
+                [p["metadata"]["name"] for p in body["items"]],
+                meta.get("remainingItemCount"),
+                meta["resourceVersion"],
+            )
+        )
+        token = meta.get("continue") or ""
+        if not token:
+            break
+        backend.pod(f"late-{len(pages)}", labels={}, bound=False)
+    same_version = len({version for *_, version in pages}) == 1
+    refused, body = backend.request("GET", pods(backend) + "?limit=2&continue=" + "x" * 8)
+    return [page[:3] for page in pages], same_version, refused
+
+
 def watched(backend: Backend, since: str) -> list[tuple[str, str, bool, Any]]:
     """The namespace's pod watch events from ``since`` that arrive within a second:
     (type, pod, deletionTimestamp set, deletionGracePeriodSeconds)."""

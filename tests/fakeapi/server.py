@@ -12,7 +12,7 @@ Routes (what the agent and the live scheduler call):
     PATCH  /api/v1/nodes/NAME[/status]               strategic, merge or JSON patch
     GET    /api/v1/pods, /api/v1/namespaces/NS/pods  (?fieldSelector, labelSelector, watch)
     (every list: ?limit and ?continue page it; every page of one list is of one snapshot,
-    as the real server's; a token the server does not know is 410 Gone)
+    as the real server's; a malformed token is 400, an unknown one 410 Gone)
     GET    /api/v1/namespaces/NS/pods/NAME
     POST   /api/v1/namespaces/NS/pods
     DELETE /api/v1/namespaces/NS/pods/NAME           DeleteOptions body or query
@@ -136,6 +136,11 @@ _RESOURCES = re.compile(
     r"(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
 )
 _EVENTS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/events(?:/(?P<name>[^/]+))?$")
+
+
+_CONTINUE = "fake-continue-"
+"""How the fake's continue tokens begin: one that does not is refused as malformed (400),
+one that does but is unknown has expired (410), as the real server tells them apart."""
 
 
 class FakeAPIServer:
@@ -656,6 +661,8 @@ class _Handler(BaseHTTPRequestHandler):
         if token:
             with self.api._lock:
                 snapshot = self.api.continues.pop(token, None)
+            if snapshot is None and not token.startswith(_CONTINUE):
+                raise _Reply(400, _status(400, "BadRequest", "invalid continue token: not valid"))
             if snapshot is None:
                 raise _Reply(410, _status(410, "Expired", "the continue token has expired"))
             resource_version, items = snapshot
@@ -669,7 +676,7 @@ class _Handler(BaseHTTPRequestHandler):
         if 0 < limit < len(items):
             items, rest = items[:limit], items[limit:]
             with self.api._lock:
-                token = f"{resource_version}-{len(self.api.continues)}-{id(rest)}"
+                token = f"{_CONTINUE}{resource_version}-{len(self.api.continues)}-{id(rest)}"
                 self.api.continues[token] = (resource_version, rest)
             metadata.update({"continue": token, "remainingItemCount": len(rest)})
         raise _Reply(

@@ -551,3 +551,89 @@ def test_generated_claim_status_is_its_own_pod_update_event() -> None:
     assert framework.pod_update_events(waiting, named) == [
         ClusterEvent.UNSCHEDULED_POD_GENERATED_RESOURCE_CLAIM
     ]
+
+
+# --- the catalog: assume cache and devices in use ------------------------------------------
+
+
+def _version(body: dict[str, Any], rv: str) -> ResourceClaim:
+    return parsed({**body, "metadata": {**body["metadata"], "resourceVersion": rv}})
+
+
+def test_an_assumed_claim_is_read_until_the_informer_catches_up() -> None:
+    """``AssumeClaimAfterAPICall``: the written version is read until the informer
+    delivers one at least as new; an older delivery does not undo it."""
+    catalog = ResourceCatalog()
+    catalog.set_claim(_version(PENDING, "5"))
+    written = _version(b.claim_dict(owner=None, allocated=[(WORKER, "d")]), "7")
+    catalog.assume(written)
+    key = ("default", "my-pod-my-resource")
+    assert catalog.claim(*key) == written and catalog.api_claim(*key) == _version(PENDING, "5")
+    assert catalog.devices_in_use() == {model.DeviceID(b.DRIVER, WORKER, "d")}
+    catalog.set_claim(_version(PENDING, "6"))  # a late event from before the write
+    assert catalog.claim(*key) == written
+    catalog.set_claim(_version(b.claim_dict(owner=None, allocated=[(WORKER, "d")]), "7"))
+    assert catalog.claim(*key) == catalog.api_claim(*key)
+    assert catalog.devices_in_use() == {model.DeviceID(b.DRIVER, WORKER, "d")}
+    catalog.set_claim(catalog.api_claim(*key), present=False)  # type: ignore[arg-type]
+    assert catalog.claim(*key) is None and catalog.devices_in_use() == frozenset()
+
+
+def test_restore_drops_the_assumption_and_its_devices() -> None:
+    catalog = ResourceCatalog()
+    catalog.set_claim(_version(PENDING, "5"))
+    catalog.assume(_version(b.claim_dict(owner=None, allocated=[(WORKER, "d")]), "7"))
+    catalog.restore("default/my-pod-my-resource")
+    assert catalog.claim("default", "my-pod-my-resource") == _version(PENDING, "5")
+    assert catalog.devices_in_use() == frozenset()
+
+
+def test_devices_held_by_two_claims_stay_in_use_until_both_let_go() -> None:
+    """Admin access shares a device; the count per device keeps it in use while any
+    exclusive holder remains (and admin-access results never count)."""
+    catalog = ResourceCatalog()
+    one = b.claim_dict("one", uid="1", owner=None, allocated=[(WORKER, "d")])
+    admin = b.claim_dict("admin", uid="2", owner=None, allocated=[(WORKER, "d")])
+    admin["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    catalog.set_claim(parsed(one))
+    catalog.set_claim(parsed(admin))
+    assert catalog.devices_in_use() == {model.DeviceID(b.DRIVER, WORKER, "d")}
+    catalog.set_claim(parsed(b.claim_dict("one", uid="1", owner=None)))  # deallocated
+    assert catalog.devices_in_use() == frozenset()
+
+
+def test_shared_device_allocations_are_listed_for_the_allocator() -> None:
+    """Consumable capacity: a result with a share ID is not a dedicated device; the
+    allocation is handed to the allocator's in-use state with its share."""
+    catalog = ResourceCatalog()
+    shared = b.claim_dict("s", uid="s", owner=None, allocated=[(WORKER, "d")])
+    shared["status"]["allocation"]["devices"]["results"][0]["shareID"] = "share-1"
+    catalog.set_claim(parsed(shared))
+    assert catalog.devices_in_use() == frozenset()
+    [allocation] = catalog.shared_allocations()
+    assert allocation.results[0].share_id == "share-1"
+
+
+def test_a_pod_held_for_its_claim_goes_once_the_claim_appears() -> None:
+    """The live scheduler runs PreEnqueue again for the held pods when a claim is added
+    (``recheck_gated``): the pod waiting for it goes to the active queue."""
+    from nodeagent.base.clock import FakeClock
+    from nodeagent.scheduler.live.events import QueueingHints
+    from nodeagent.scheduler.live.queue import SchedulingQueue, Where
+    from nodeagent.scheduler.plugins import priority_sort
+
+    plugin, catalog, _ = setup()
+    clock = FakeClock()
+    queue = SchedulingQueue(
+        less=priority_sort.PrioritySort().less,
+        pre_enqueue=plugin.pre_enqueue,
+        clock=clock.now,
+        hints=QueueingHints({}),
+    )
+    waiting = b.pod_with_claim()
+    queue.add(waiting)
+    assert queue.where(waiting.uid) is Where.GATED
+    assert queue.recheck_gated(ClusterEvent.RESOURCE_CLAIM_ADD) == 0
+    catalog.set_claim(parsed(PENDING))
+    assert queue.recheck_gated(ClusterEvent.RESOURCE_CLAIM_ADD) == 1
+    assert queue.where(waiting.uid) is Where.ACTIVE

@@ -474,6 +474,10 @@ class SchedulerSimulation:
             target, verdict = rng.choice(smaller), "granted"
         else:
             target, verdict = node_cpu + rng.choice((500, 1000)), "infeasible"
+        if not any("resources" in c for c in status.get("containerStatuses") or ()):
+            # what the kubelet has long reported for a running pod (seed 7214: a resize
+            # written onto a pod without it showed a cycle the new spec alone)
+            self.api.update("pods", "default", name, _kubelet_reported)
         self.api.update("pods", "default", name, _resized_spec(f"{target}m"))
         self.api.update("pods", "default", name, _kubelet_verdict(verdict, f"{current}m"))
         self.note(f"pod {name} resized cpu {current}m -> {target}m: {verdict}")
@@ -1228,6 +1232,15 @@ def _kubelet_verdict(verdict: str, running: str) -> Callable[[client.KubeObject]
         status["conditions"] = conditions
 
     return change
+
+
+def _kubelet_reported(pod: client.KubeObject) -> None:
+    """The kubelet's status of a running pod: what it allocated and runs, its spec."""
+    container = pod["spec"]["containers"][0]
+    spec = dict(container["resources"]["requests"])
+    pod.setdefault("status", {})["containerStatuses"] = [
+        {"name": container["name"], "allocatedResources": spec, "resources": {"requests": spec}}
+    ]
 
 
 def _actuated(pod: client.KubeObject) -> None:

@@ -83,6 +83,12 @@ class TestRegressions:
     def test_a_resize_seen_with_our_own_binding_is_accounted(self, seed: int) -> None:
         sim.run_seed(seed, storage=False)
 
+    @pytest.mark.parametrize("seed", [7214])
+    def test_a_resize_is_written_onto_the_status_the_kubelet_reported(self, seed: int) -> None:
+        """The simulation's own defect: a resize onto a pod with no kubelet status let a
+        cycle read the new spec alone (invariant 2, once kept from the binding cycle)."""
+        sim.run_seed(seed)
+
 
 def _stepped(rng_seed: int = 0) -> tuple[sim.SchedulerSimulation, sim.Replica]:
     """A simulation without faults: one 4-cpu node, one replica synced, nothing else."""

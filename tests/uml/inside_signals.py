@@ -55,6 +55,12 @@ def value(observation: object) -> dict[str, Any]:
     return {"unavailable": str(observation)}
 
 
+def clean_active_file(cgroup: Path) -> int:
+    """The kernel's ``active_file - file_dirty - file_writeback`` of ``cgroup``, now."""
+    figures = stat(cgroup)
+    return max(figures["active_file"] - figures["file_dirty"] - figures["file_writeback"], 0)
+
+
 def working_set(cgroup: Path) -> int:
     return max(read_int(cgroup / "memory.current") - stat(cgroup)["inactive_file"], 0)
 
@@ -159,10 +165,24 @@ def check_driver(driver: str) -> dict[str, Any]:
         ),
         Workload(containers["1111-aaaa"], threads=3),
         Workload(containers["2222-bbbb"], anon=8 * MiB),
-        Workload(containers["3333-cccc"], anon=4 * MiB, threads=1),
+        # BestEffort: an 8 MiB file read back twice, into the active page cache
+        Workload(
+            containers["3333-cccc"],
+            anon=4 * MiB,
+            threads=1,
+            file=8 * MiB,
+            file_path=f"{DISK_MOUNT}/{driver}-hot",
+            reads=2,
+        ),
     ]
     signals = collector()
     observed = signals.collect(time.monotonic())
+    with collector(active_file=True) as reading:
+        kubepods_low = clean_active_file(kubepods_dir)
+        pods_low = {uid: clean_active_file(c.parent) for uid, c in containers.items()}
+        counted = reading.collect(time.monotonic())
+        kubepods_high = clean_active_file(kubepods_dir)
+        pods_high = {uid: clean_active_file(c.parent) for uid, c in containers.items()}
     paths = signals.cgroups
     results: dict[str, Any] = {
         "detected": {
@@ -174,6 +194,8 @@ def check_driver(driver: str) -> dict[str, Any]:
             "agent": value(observed.signals[Signal.ALLOCATABLE_MEMORY_AVAILABLE]),
             "limit": KUBEPODS_LIMIT,
             "working_set": working_set(kubepods_dir),
+            "agent_active_file": counted.active_file.get(Signal.ALLOCATABLE_MEMORY_AVAILABLE),
+            "active_file": [kubepods_low, kubepods_high],
         },
         "pods": {},
     }
@@ -190,6 +212,8 @@ def check_driver(driver: str) -> dict[str, Any]:
             "working_set": working_set(pod_dir),
             "inactive_file": stat(pod_dir)["inactive_file"],
             "pids_current": read_int(pod_dir / "pids.current"),
+            "agent_active_file": counted.pods[uid].active_file,  # type: ignore[index]
+            "active_file": [pods_low[uid], pods_high[uid]],
             "procs": count_lines(pod_dir, "cgroup.procs"),
             "threads": count_lines(pod_dir, "cgroup.threads"),
         }

@@ -102,6 +102,22 @@ def test_pod_working_sets_are_the_kernels(signals: dict[str, Any], driver: str) 
 
 
 @pytest.mark.parametrize("driver", ["systemd", "cgroupfs"])
+def test_the_clean_active_page_cache_is_the_kernels(signals: dict[str, Any], driver: str) -> None:
+    """``activePageCache: reclaimable`` reads v2's active_file, file_dirty, file_writeback."""
+    pods = signals[driver]["pods"]
+    for pod in pods.values():
+        low, high = pod["active_file"]
+        assert (
+            min(low, high) - PAGE_BATCH <= pod["agent_active_file"] <= max(low, high) + PAGE_BATCH
+        )
+    assert pods["3333-cccc"]["agent_active_file"] >= 6 * MiB  # the file read back twice
+    allocatable = signals[driver]["allocatable"]
+    low, high = allocatable["active_file"]
+    assert min(low, high) - PAGE_BATCH <= allocatable["agent_active_file"]
+    assert allocatable["agent_active_file"] <= max(low, high) + PAGE_BATCH
+
+
+@pytest.mark.parametrize("driver", ["systemd", "cgroupfs"])
 def test_pod_processes_and_threads_are_counted_apart(signals: dict[str, Any], driver: str) -> None:
     """On v2 the pod cgroup holds no process itself: they are in the containers' leaves."""
     pods = signals[driver]["pods"]

@@ -34,6 +34,10 @@ if spec["file"]:
             out.write(block)
         out.flush()
         os.fsync(out.fileno())
+    for _ in range(spec["reads"]):  # read again: the second access activates the pages
+        with open(spec["file_path"], "rb") as again:
+            while again.read(1 << 20):
+                pass
 stop = threading.Event()
 for _ in range(spec["threads"]):
     threading.Thread(target=stop.wait, daemon=True).start()
@@ -72,7 +76,8 @@ def make_tree(root: Path, relative: str, *, memory_max: int | None = None) -> Pa
 
 class Workload:
     """A child process in ``cgroup`` using ``anon`` bytes, a ``file`` of that many bytes
-    at ``file_path`` and ``threads`` extra threads."""
+    at ``file_path`` (read back ``reads`` times: twice puts it in the active page cache)
+    and ``threads`` extra threads."""
 
     def __init__(
         self,
@@ -82,8 +87,10 @@ class Workload:
         file: int = 0,
         file_path: str = "",
         threads: int = 0,
+        reads: int = 0,
     ) -> None:
         spec = {
+            "reads": reads,
             "procs": str(cgroup / "cgroup.procs"),
             "anon": anon,
             "file": file,

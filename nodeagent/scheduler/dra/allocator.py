@@ -25,12 +25,17 @@ step for step, so for the same input both schedulers pick the same devices:
 - ``firstAvailable`` subrequests are tried in order, the first that completes wins;
   a claim is capped at 32 devices (``AllocationResultsMaxSize``).
 
-Speed: what does not depend on the pod is computed once per :class:`Inventory` (the
-pools a node sees, each selector's verdict on each device), so filtering thousands of
-nodes repeats no CEL evaluation and no pool gathering; only the search itself runs per
-node. Deliberate difference: available counters are kept per pool ID, where upstream
-keys them by pool name alone (two drivers publishing partitionable devices under one
-pool name would share counters there).
+Fidelity is tested, not assumed: tests/scheduler/dra runs upstream's allocator table
+(including its counts of search steps) and feeds generated clusters to both this module
+and upstream's own allocator built from the pinned Go module, requiring the same devices.
+
+Speed: what does not depend on the pod is computed once, the pools a node sees per
+:class:`Inventory`, each selector's verdict on each device per compiler (shared by
+inventories), so filtering thousands of nodes repeats no CEL evaluation and no pool
+gathering; only the search itself runs per node (tests/scheduler/dra/bench_allocator.py).
+Deliberate difference: available counters are kept per pool ID, where upstream keys
+them by pool name alone (two drivers publishing partitionable devices under one pool
+name would share counters there).
 """
 
 from __future__ import annotations
@@ -116,12 +121,18 @@ class InUse:
     consumed_capacity: Mapping[DeviceID, Mapping[str, Decimal]] = field(default_factory=dict)
     """Capacity consumed by the shares of each such device, summed."""
 
+    shared_devices: frozenset[DeviceID] = field(init=False, repr=False, compare=False)
+    """The devices of :attr:`shared` (derived)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shared_devices", frozenset(d for d, _ in self.shared))
+
     def is_allocated(self, device: DeviceID) -> bool:
         """``IsDeviceAllocated``: taken whole, or by any share."""
         return (
             device in self.devices
             or device in self.consumed_capacity
-            or any(d == device for d, _ in self.shared)
+            or device in self.shared_devices
         )
 
 
@@ -590,7 +601,7 @@ class Allocator:
     :class:`Inventory` to share its caches across pods, or the slices themselves),
     ``in_use`` what other claims hold. :meth:`allocate` may be called for many nodes.
     ``new_share_id`` makes the share IDs of devices that allow multiple allocations
-    (random UUIDs, as upstream; tests pass a counter)."""
+    (random UUIDs, as upstream; tests pass a fixed one)."""
 
     def __init__(
         self,

@@ -1080,7 +1080,9 @@ def _device_result_to_api(result: DeviceResult) -> dict[str, Any]:
 
 def allocation_to_api(result: AllocationResult) -> dict[str, Any]:
     """The ``status.allocation`` JSON for ``result``, omitting empty fields as the API
-    types' ``omitempty`` does (the apiserver sets ``allocationTimestamp`` if absent)."""
+    types' ``omitempty`` does. The allocator leaves ``allocationTimestamp`` unset; with
+    binding conditions on (v1.36's default) kube-scheduler's PreBind stamps it when it
+    writes the claim (``bindClaim``): set it with ``dataclasses.replace`` first."""
     devices: dict[str, Any] = {}
     if result.results:
         devices["results"] = [_device_result_to_api(r) for r in result.results]

@@ -258,6 +258,7 @@ class SchedulerMetrics:
         self._wasted_child = functools.cache(self.wasted.labels)
         self.binding_child = functools.cache(self.binding_duration.labels)
         self.sli_child = functools.cache(self.sli.labels)
+        self.incoming_child = functools.cache(self.incoming.labels)
 
     def attempt(self, result: str, profile: str, seconds: float) -> None:
         """One scheduling attempt ended with ``result``, after ``seconds``."""

@@ -325,7 +325,7 @@ class LiveScheduler:
             return
         if pod.node_name:
             self.queue.delete(pod.uid)
-            self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
+            self.cache.set_nominated(pod)  # bound: forgets any nomination
             self.cache.add_bound(pod)
             self._event(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
         elif self._responsible(pod) and not self.cache.accounts(pod.uid):
@@ -353,7 +353,7 @@ class LiveScheduler:
             newly_bound = not ((old_obj.get("spec") or {}).get("nodeName"))
             self.queue.delete(pod.uid)
             if newly_bound:
-                self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
+                self.cache.set_nominated(pod)  # bound: forgets any nomination
             before = None if newly_bound else self.cache.bound(pod.uid)
             self.cache.add_bound(pod)
             if before is None:
@@ -440,7 +440,7 @@ class LiveScheduler:
             self.queue.recheck_gated(event)
 
     def _moved(self, where: Where, event: str) -> None:
-        self.metrics.incoming.labels(where.value, event).inc()
+        self.metrics.incoming_child(where.value, event).inc()
 
     def _pre_enqueue(self, pod: api.Pod) -> api.Status:
         fw = self.frameworks.get(pod.scheduler_name)

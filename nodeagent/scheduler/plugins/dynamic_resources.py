@@ -34,6 +34,7 @@ Every message is kube-scheduler's.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -130,7 +131,12 @@ class _Inputs:
                 self._inventory = (generation, allocator.Inventory(catalog.slices()))
             generation = catalog.generation
             if self._in_use is None or self._in_use[0] != generation:
-                used = allocator.in_use_from_allocations(catalog.allocations())
+                dedicated = catalog.devices_in_use()
+                used = allocator.InUse(dedicated)
+                shared = catalog.shared_allocations()
+                if shared:  # consumable capacity: the shares and what they consume
+                    found = allocator.in_use_from_allocations(shared)
+                    used = dataclasses.replace(found, devices=found.devices | dedicated)
                 self._in_use = (generation, used)
             return allocator.Allocator(
                 {c.name: c for c in catalog.classes()}, self._inventory[1], self._in_use[1]

@@ -38,6 +38,14 @@ REASON_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
 _ATTACHABLE_INLINE = frozenset(storage.IN_TREE_PLUGIN)
 
 
+_Usage = tuple[dict[str, int], dict[str, int], frozenset[str]]
+"""A node's CSI limits per driver, its volumes in use per driver, its unique volumes."""
+
+
+_ANY_CSI_NODE = storage.CSINode("")
+"""Stands for every node with a CSINode when only its presence matters."""
+
+
 class _NotFound(Exception):
     """A claim of the pod to schedule is missing: UnschedulableAndUnresolvable."""
 
@@ -103,8 +111,8 @@ class NodeVolumeLimits:
         self._prefix = secrets.token_hex(16)
         self._wanted_key: tuple[object, ...] | None = None
         self._wanted_cache: dict[str, str] = {}
-        self._attached_cache: dict[str, tuple[tuple[object, ...], dict[str, str]]] = {}
-        """Node name -> (what the entry was computed from, the node's volumes)."""
+        self._usage_cache: dict[str, tuple[tuple[object, ...], _Usage]] = {}
+        """Node name -> (what the entry was computed from, the node's usage)."""
 
     def pre_filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
@@ -191,23 +199,25 @@ class NodeVolumeLimits:
             return api.unschedulable(str(exc), unresolvable=True)
         if not wanted or csi_node is None:
             return api.SUCCESS
-        limits = {d: n for d, n in csi_node.drivers.items() if n is not None}
+        if self._over_limit(wanted, self._usage(snapshot, node, csi_node)):
+            return api.unschedulable(REASON_MAX_VOLUME_COUNT)
+        return api.SUCCESS
+
+    @staticmethod
+    def _over_limit(wanted: dict[str, str], usage: _Usage) -> bool:
+        """Whether the pod's volumes not on the node yet take a driver past its limit."""
+        limits, in_use, attached = usage
         if not limits:
-            return api.SUCCESS
-        attached = self._attached(snapshot, node, csi_node)
-        wanted = dict(wanted)
-        in_use: dict[str, int] = {}
-        for unique, driver in attached.items():
-            wanted.pop(unique, None)
-            in_use[driver] = in_use.get(driver, 0) + 1
+            return False
         adding: dict[str, int] = {}
-        for driver in wanted.values():
-            adding[driver] = adding.get(driver, 0) + 1
+        for unique, driver in wanted.items():
+            if unique not in attached:
+                adding[driver] = adding.get(driver, 0) + 1
         for driver, count in adding.items():
             limit = limits.get(driver)
             if limit is not None and in_use.get(driver, 0) + count > limit:
-                return api.unschedulable(REASON_MAX_VOLUME_COUNT)
-        return api.SUCCESS
+                return True
+        return False
 
     def _wanted(self, pod: api.Pod, csi_node: storage.CSINode | None) -> dict[str, str]:
         """The pod's attachable volumes: they depend on the node only through whether it
@@ -218,42 +228,68 @@ class NodeVolumeLimits:
             self._wanted_key = key
         return self._wanted_cache
 
-    def _attached(
-        self, snapshot: ClusterSnapshot, node: int, csi_node: storage.CSINode
-    ) -> dict[str, str]:
-        """The unique volumes the node's pods use, kept per node until its pods, its
-        CSINode or the storage objects change."""
+    def _usage(self, snapshot: ClusterSnapshot, node: int, csi_node: storage.CSINode) -> _Usage:
+        """The node's limits, volumes in use per driver and unique volumes, kept per node
+        until its pods, its CSINode or the storage objects change."""
         pods = [p for p in snapshot.pods_on_node[node] if p.volumes]
         key = (
             self._catalog.generation,
             csi_node,
             tuple((id(p), p.uid) for p in pods),
         )
-        cached = self._attached_cache.get(snapshot.names[node])
+        cached = self._usage_cache.get(snapshot.names[node])
         if cached is not None and cached[0] == key:
             return cached[1]
         attached: dict[str, str] = {}
         for other in pods:
             attached.update(self.attachable(other, csi_node, new_pod=False))
-        self._attached_cache[snapshot.names[node]] = (key, attached)
-        return attached
+        in_use: dict[str, int] = {}
+        for driver in attached.values():
+            in_use[driver] = in_use.get(driver, 0) + 1
+        limits = {d: n for d, n in csi_node.drivers.items() if n is not None}
+        usage = (limits, in_use, frozenset(attached))
+        self._usage_cache[snapshot.names[node]] = (key, usage)
+        return usage
 
     # --- the Filter ----------------------------------------------------------------------
     def filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> Mask:
+        """:meth:`node_status` for every node, its parts hoisted: the pod's volumes are
+        worked out once for nodes with a CSINode and once for those without, each node's
+        usage comes from the per-node cache."""
         if not pod.volumes:
             return np.ones(len(nodes), dtype=bool)
-        catalog, names = self._catalog, snapshot.names
+        try:
+            # with a CSINode, the pod's volumes are those without one and the migrated
+            # inline disks: none means every node passes (those without a CSINode always)
+            if not self._wanted(pod, _ANY_CSI_NODE):
+                return np.ones(len(nodes), dtype=bool)
+        except _NotFound:
+            return np.zeros(len(nodes), dtype=bool)  # the claim is missing: no node
+        if not self._catalog.csi_node_count():
+            return np.ones(len(nodes), dtype=bool)  # no node has limits
+        csi_node_of, names = self._catalog.csi_node, snapshot.names
         without: bool | None = None  # the verdict on nodes without a CSINode: all alike
+        wanted: dict[str, str] | None = None
+        missing = False
         out = np.empty(len(nodes), dtype=bool)
         for i, node in enumerate(nodes.tolist()):
-            if catalog.csi_node(names[node]) is None:
+            csi_node = csi_node_of(names[node])
+            if csi_node is None:
                 if without is None:
                     without = self.node_status(pod, snapshot, node).is_success
                 out[i] = without
+                continue
+            if wanted is None:
+                try:
+                    wanted = self._wanted(pod, csi_node)
+                except _NotFound:
+                    wanted, missing = {}, True  # every node with a CSINode refuses it
+            if missing or not wanted:
+                out[i] = not missing
             else:
-                out[i] = self.node_status(pod, snapshot, node).is_success
+                out[i] = not self._over_limit(wanted, self._usage(snapshot, node, csi_node))
         return out
 
     def filter_node(

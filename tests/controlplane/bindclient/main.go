@@ -1,6 +1,6 @@
 // Command bindclient makes the per-pod writes of a scheduler and nothing else, with
 // kube-scheduler's own client: client-go at the release go.mod pins, protobuf request
-// bodies (kube-scheduler's clientConnection.contentType default), one HTTP/2 connection,
+// bodies (kube-scheduler's clientConnection.contentType default) multiplexed over HTTP/2,
 // a goroutine per pod (kube-scheduler binds each pod in a goroutine of its own), and the
 // Scheduled event as kube-scheduler writes it (events.k8s.io/v1). For every pod read from
 // standard input it POSTs the Binding and then the event; it prints the wall time from
@@ -10,8 +10,11 @@
 //
 //	bindclient -kubeconfig FILE -namespace NS -nodes N [-qps 5000] <pods
 //
-// Each line of standard input is "NAME UID"; pod i is bound to node-(i mod N). It prints
-// one JSON line: {"seconds": ..., "pods": ..., "failures": ..., "error": "the first"}.
+// Each line of standard input is "NAME UID"; pod i is bound to node-(i mod N). A write
+// that gets no answer (a connection reset under load) or a 429/5xx is tried again, up to
+// 5 times, as a scheduler would retry it; a Binding answered 409, or an event answered
+// AlreadyExists, on a second try was written by the first. It prints one JSON line:
+// {"seconds": ..., "pods": ..., "failures": ..., "retries": ..., "error": "the first"}.
 package main
 
 import (
@@ -23,10 +26,12 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -71,7 +76,25 @@ func main() {
 		lock     sync.Mutex
 		failures int
 		first    string
+		retries  atomic.Int64
 	)
+	// write tries again what got no answer or a 429/5xx; done says an error on a later
+	// try means the first went through
+	write := func(call func() error, done func(error) bool) error {
+		var err error
+		for attempt := 1; attempt <= 5; attempt++ {
+			if err = call(); err == nil || (attempt > 1 && done(err)) {
+				return nil
+			}
+			status, ok := err.(apierrors.APIStatus)
+			if ok && status.Status().Code != 429 && status.Status().Code < 500 {
+				return err
+			}
+			retries.Add(1)
+			time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
+		}
+		return err
+	}
 	start := time.Now()
 	for i, pod := range pods {
 		group.Add(1)
@@ -82,7 +105,9 @@ func main() {
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(uid)},
 				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
 			}
-			err := client.CoreV1().Pods(ns).Bind(ctx, binding, metav1.CreateOptions{})
+			err := write(func() error {
+				return client.CoreV1().Pods(ns).Bind(ctx, binding, metav1.CreateOptions{})
+			}, apierrors.IsConflict)
 			if err == nil {
 				now := metav1.NowMicro()
 				event := &eventsv1.Event{
@@ -101,7 +126,10 @@ func main() {
 					Note: fmt.Sprintf("Successfully assigned %s/%s to %s", ns, name, node),
 					Type: corev1.EventTypeNormal,
 				}
-				_, err = client.EventsV1().Events(ns).Create(ctx, event, metav1.CreateOptions{})
+				err = write(func() error {
+					_, err := client.EventsV1().Events(ns).Create(ctx, event, metav1.CreateOptions{})
+					return err
+				}, apierrors.IsAlreadyExists)
 			}
 			if err != nil {
 				lock.Lock()
@@ -115,7 +143,10 @@ func main() {
 	}
 	group.Wait()
 	elapsed := time.Since(start).Seconds()
-	out := map[string]any{"seconds": elapsed, "pods": len(pods), "failures": failures, "error": first}
+	out := map[string]any{
+		"seconds": elapsed, "pods": len(pods), "failures": failures,
+		"retries": retries.Load(), "error": first,
+	}
 	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		fail(err)
 	}

@@ -151,7 +151,19 @@ def slices(draw: st.DrawFn) -> list[dict[str, Any]]:
         driver = draw(st.sampled_from(DRIVERS))
         pool = f"pool-{p}"
         where = draw(
-            st.sampled_from(("local", "local", "local", "all", "zone-a", "other", "zone-b"))
+            st.sampled_from(
+                (
+                    "local",
+                    "local",
+                    "local",
+                    "all",
+                    "zone-a",
+                    "other",
+                    "zone-b",
+                    "per-device",
+                    "rack",
+                )
+            )
         )
         placement: dict[str, Any] = {
             "local": {"nodeName": NODE["name"]},
@@ -159,6 +171,8 @@ def slices(draw: st.DrawFn) -> list[dict[str, Any]]:
             "all": {"allNodes": True},
             "zone-a": {"nodeSelector": _zone("a")},
             "zone-b": {"nodeSelector": _zone("b")},
+            "rack": {"nodeSelector": _zone("a", rack=True)},
+            "per-device": {"perDeviceNodeSelection": True},
         }[where]
         partitioned = where == "local" and draw(st.integers(0, 3)) == 0
         count = draw(st.integers(1, 2))
@@ -175,6 +189,9 @@ def slices(draw: st.DrawFn) -> list[dict[str, Any]]:
                 **placement,
                 "devices": draw(devices(f"{pool}-{s}", "sms" if partitioned else None)),
             }
+            if where == "per-device":
+                for device in spec["devices"]:
+                    device.update(draw(st.sampled_from(PER_DEVICE_PLACEMENTS)))
             out.append({"metadata": {"name": f"{driver}-{pool}-{s}"}, "spec": spec})
         if partitioned:
             for s in range(1, count):
@@ -209,15 +226,46 @@ def slices(draw: st.DrawFn) -> list[dict[str, Any]]:
                     },
                 }
             )
+    if out and draw(st.integers(0, 5)) == 0:
+        # A newer generation of some pool published elsewhere: obsolete here, unless
+        # the node sees the pool complete (GatherPools never looks further then).
+        newer = json.loads(json.dumps(draw(st.sampled_from(out))))
+        newer["metadata"]["name"] += "-newer"
+        newer["spec"]["pool"]["generation"] += 1
+        newer["spec"].pop("allNodes", None)
+        newer["spec"].pop("nodeSelector", None)
+        newer["spec"].pop("perDeviceNodeSelection", None)
+        newer["spec"]["nodeName"] = "node-2"
+        out.append(newer)
+    with_devices = [s for s in out if s["spec"].get("devices")]
+    if with_devices and draw(st.integers(0, 5)) == 0:
+        # The same device name twice in one pool: the pool is invalid.
+        twin = json.loads(json.dumps(draw(st.sampled_from(with_devices))))
+        twin["metadata"]["name"] += "-twin"
+        twin["spec"]["devices"] = twin["spec"]["devices"][:1]
+        out.append(twin)
     return out
 
 
-def _zone(zone: str) -> dict[str, Any]:
-    return {
-        "nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "zone", "operator": "In", "values": [zone]}]}
-        ]
-    }
+PER_DEVICE_PLACEMENTS: tuple[dict[str, Any], ...] = (
+    {"nodeName": "node-1"},
+    {"nodeName": "node-2"},
+    {"allNodes": True},
+    {
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}
+            ]
+        }
+    },
+)
+
+
+def _zone(zone: str, *, rack: bool = False) -> dict[str, Any]:
+    expressions = [{"key": "zone", "operator": "In", "values": [zone]}]
+    if rack:
+        expressions.append({"key": "rack", "operator": "Exists"})
+    return {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
 
 
 CLASSES = [

@@ -221,10 +221,10 @@ def device_invariants(
     allocated on devices of its node (the fuzz's slices are node-local) and reserved for
     it; nothing is left in flight."""
     holders: dict[object, str] = {}
-    for claim in resources.claims():
-        for device in claim.devices:
-            assert device not in holders, f"{device} allocated to {holders[device]} and {claim.key}"
-            holders[device] = claim.key
+    for held in resources.claims():
+        for device in held.devices:
+            assert device not in holders, f"{device} allocated to {holders[device]} and {held.key}"
+            holders[device] = held.key
     left = [c.key for c in resources.claims() if resources.pending(c.uid) is not None]
     assert not left, f"allocations left in flight: {left}"
     for placement in plan.placements:
@@ -235,9 +235,9 @@ def device_invariants(
             used = resources.claim(pod.namespace, entry.claim_name)
             assert used is not None and used.allocated, f"{pod.key}: {entry.claim_name} unallocated"
             assert used.reserved_for_pod(pod), f"{pod.key}: {used.key} not reserved for it"
-            terms = claim.node_selector or ()
+            terms = used.node_selector or ()
             assert not terms or any(oracle.term_matches(t, nodes[placement.node]) for t in terms), (
-                f"{pod.key} on {placement.node}: {claim.key} allocated elsewhere"
+                f"{pod.key} on {placement.node}: {used.key} allocated elsewhere"
             )
 
 
