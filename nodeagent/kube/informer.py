@@ -324,3 +324,23 @@ class Informer:
                 handlers.on_update(previous, obj)
         if handlers.on_change is not None:
             handlers.on_change()
+
+
+class InformerGroup:
+    """Informers started, stopped and waited on together: one per kind a plugin reads
+    (the scheduler's storage kinds, its DRA kinds)."""
+
+    def __init__(self, informers: list[Informer]) -> None:
+        self.informers = informers
+
+    def start(self) -> None:
+        for inf in self.informers:
+            inf.start()
+
+    def stop(self, timeout: float) -> None:
+        for inf in self.informers:
+            inf.stop(timeout)
+
+    @property
+    def synced(self) -> bool:
+        return all(inf.synced for inf in self.informers)

@@ -74,7 +74,7 @@ def _read(kind: client.ResourceKind, obj: client.KubeObject) -> Any:
         return None
 
 
-class ResourceInformers:
+class ResourceInformers(informer.InformerGroup):
     """One informer per kind, each writing to ``catalog`` and reporting its adds and
     updates to ``on_event`` (with the old and new parsed objects)."""
 
@@ -88,15 +88,17 @@ class ResourceInformers:
     ) -> None:
         self._catalog = catalog
         self._on_event = on_event
-        self.informers = [
-            informer.Informer(
-                _list_watch(kube, kind),
-                self._handlers(kind),
-                watch_timeout=watch_timeout,
-                name=f"{kind.value}-informer",
-            )
-            for kind in client.ResourceKind
-        ]
+        super().__init__(
+            [
+                informer.Informer(
+                    _list_watch(kube, kind),
+                    self._handlers(kind),
+                    watch_timeout=watch_timeout,
+                    name=f"{kind.value}-informer",
+                )
+                for kind in client.ResourceKind
+            ]
+        )
 
     def _handlers(self, kind: client.ResourceKind) -> informer.Handlers:
         def added(obj: client.KubeObject) -> None:
@@ -122,18 +124,6 @@ class ResourceInformers:
         wiring.store(self._catalog, value, True)
         before = None if old is None else _read(kind, old)
         self._on_event(wiring.added if old is None else wiring.updated, before, value)
-
-    def start(self) -> None:
-        for inf in self.informers:
-            inf.start()
-
-    def stop(self, timeout: float) -> None:
-        for inf in self.informers:
-            inf.stop(timeout)
-
-    @property
-    def synced(self) -> bool:
-        return all(inf.synced for inf in self.informers)
 
 
 def _list_watch(kube: client.ClusterClient, kind: client.ResourceKind) -> informer.ListWatch:

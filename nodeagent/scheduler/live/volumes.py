@@ -97,7 +97,7 @@ def _read(kind: client.StorageKind, obj: client.KubeObject) -> Any:
         return None
 
 
-class StorageInformers:
+class StorageInformers(informer.InformerGroup):
     """One informer per storage kind, each writing to ``catalog`` and reporting its adds
     and updates to ``on_event``."""
 
@@ -111,15 +111,17 @@ class StorageInformers:
     ) -> None:
         self._catalog = catalog
         self._on_event = on_event
-        self.informers = [
-            informer.Informer(
-                _list_watch(kube, kind),
-                self._handlers(kind),
-                watch_timeout=watch_timeout,
-                name=f"{kind.value}-informer",
-            )
-            for kind in client.StorageKind
-        ]
+        super().__init__(
+            [
+                informer.Informer(
+                    _list_watch(kube, kind),
+                    self._handlers(kind),
+                    watch_timeout=watch_timeout,
+                    name=f"{kind.value}-informer",
+                )
+                for kind in client.StorageKind
+            ]
+        )
 
     def _handlers(self, kind: client.StorageKind) -> informer.Handlers:
         def added(obj: client.KubeObject) -> None:
@@ -148,18 +150,6 @@ class StorageInformers:
         value = _read(kind, obj)
         if value is not None:
             _WIRING[kind].store(self._catalog, value, False)
-
-    def start(self) -> None:
-        for inf in self.informers:
-            inf.start()
-
-    def stop(self, timeout: float) -> None:
-        for inf in self.informers:
-            inf.stop(timeout)
-
-    @property
-    def synced(self) -> bool:
-        return all(inf.synced for inf in self.informers)
 
 
 def _list_watch(kube: client.ClusterClient, kind: client.StorageKind) -> informer.ListWatch:
