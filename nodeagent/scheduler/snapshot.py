@@ -21,9 +21,11 @@ through :meth:`ClusterSnapshot.add_pod` / :meth:`remove_pod` (the scheduler's "a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +43,8 @@ NodeIndices = npt.NDArray[np.intp]
 Int64s = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 Float64s = npt.NDArray[np.float64]
+
+_T = TypeVar("_T")
 
 FIXED_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE)
 CPU_ROW, MEMORY_ROW, EPHEMERAL_ROW = 0, 1, 2
@@ -61,13 +65,60 @@ def node_tree_order(nodes: Sequence[api.Node]) -> list[int]:
     zones: dict[str, list[int]] = {}
     for position, node in enumerate(nodes):
         zones.setdefault(zone_key(node.labels), []).append(position)
-    order: list[int] = []
-    members = list(zones.values())
-    depth = 0
-    while len(order) < len(nodes):
-        order.extend(zone[depth] for zone in members if depth < len(zone))
-        depth += 1
-    return order
+    return _round_robin(list(zones.values()))
+
+
+def _round_robin(zones: list[list[_T]]) -> list[_T]:
+    if len(zones) == 1:
+        return list(zones[0])
+    spent = object()  # zip_longest's filler: no node is it
+    mixed = itertools.chain.from_iterable(itertools.zip_longest(*zones, fillvalue=spent))
+    return cast(list[_T], [item for item in mixed if item is not spent])
+
+
+class NodeTree:
+    """kube-scheduler's node tree (``nodeTree`` in pkg/scheduler/backend/cache/node_tree.go):
+    node names by zone, zones in the order they first gained a node. A node joins the end
+    of its zone; a zone left empty is dropped (and goes last if it comes back); a node
+    whose zone changes leaves its zone and joins the end of the new one. :meth:`order`
+    is ``nodeTree.list()``: the zones round robin, the order in which the snapshot lays
+    out its nodes and the node sampling walks them."""
+
+    def __init__(self) -> None:
+        self._zones: dict[str, list[str]] = {}
+        """Zone key -> its nodes; insertion order is the zones' order."""
+        self._zone_of: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._zone_of)
+
+    def add(self, node: api.Node) -> None:
+        if node.name in self._zone_of:
+            return
+        zone = zone_key(node.labels)
+        self._zone_of[node.name] = zone
+        self._zones.setdefault(zone, []).append(node.name)
+
+    def remove(self, name: str) -> None:
+        zone = self._zone_of.pop(name, None)
+        if zone is None:
+            return
+        members = self._zones[zone]
+        members.remove(name)
+        if not members:
+            del self._zones[zone]
+
+    def update(self, node: api.Node) -> bool:
+        """Follow ``node``'s labels; True when it changed zone (and so place)."""
+        zone = self._zone_of.get(node.name)
+        if zone is not None and zone == zone_key(node.labels):
+            return False
+        self.remove(node.name)
+        self.add(node)
+        return True
+
+    def order(self) -> list[str]:
+        return _round_robin(list(self._zones.values()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +165,31 @@ class LabelColumns:
                 )
             column.codes[index] = code
 
+    def permute(self, source: NodeIndices) -> None:
+        """Lay the columns out for a new node list: new node ``j`` is old node
+        ``source[j]``, or a node without labels yet where that is -1. A column no node
+        has any more is dropped; one whose values are mostly gone (hostnames of deleted
+        nodes) is re-coded."""
+        size = len(source)
+        for key, column in list(self._columns.items()):
+            codes = np.append(column.codes, np.int32(-1))[source]  # -1 takes the -1 appended
+            present = codes[codes >= 0]
+            if present.size == 0:
+                del self._columns[key]
+                continue
+            values, code_of = column.values, column.code_of
+            if len(values) > 64 and len(values) > 2 * present.size:
+                live = np.unique(present)
+                if 2 * live.size < len(values):
+                    recode = np.full(len(values) + 1, -1, dtype=np.int32)
+                    recode[live] = np.arange(live.size, dtype=np.int32)
+                    codes = recode[codes]
+                    values = tuple(values[i] for i in live.tolist())
+                    code_of = {value: i for i, value in enumerate(values)}
+            self._columns[key] = LabelColumn(codes, values, code_of)
+        self._size = size
+        self._absent = np.full(size, -1, dtype=np.int32)
+
     def column(self, key: str) -> LabelColumn:
         found = self._columns.get(key)
         return found if found is not None else LabelColumn(self._absent, (), {})
@@ -121,6 +197,29 @@ class LabelColumns:
 
 GroupKey = tuple[str, frozenset[tuple[str, str]], bool]
 """A pod group: namespace, labels, terminating."""
+
+
+_V = TypeVar("_V")
+_A = TypeVar("_A", bound=np.generic)
+
+
+@dataclass(frozen=True, slots=True)
+class _Renumbering:
+    """Old node index -> new, for a snapshot whose node list changed; indices below
+    ``first`` keep their number."""
+
+    new_of: NodeIndices
+    listed: list[int]
+    first: int
+
+    def apply(self, by_node: dict[int, _V]) -> dict[int, _V]:
+        if not by_node or self.first >= len(self.new_of):
+            return by_node
+        if len(by_node) <= 16:
+            listed, first = self.listed, self.first
+            return {(k if k < first else listed[k]): v for k, v in by_node.items()}
+        keys = np.fromiter(by_node, dtype=np.intp, count=len(by_node))
+        return dict(zip(self.new_of[keys].tolist(), by_node.values(), strict=True))
 
 
 class PodGroups:
@@ -156,6 +255,10 @@ class PodGroups:
             counts[node] = left
         else:
             counts.pop(node, None)
+
+    def renumber(self, renumbering: _Renumbering) -> None:
+        """Follow the snapshot's nodes to their new indices (none of them removed)."""
+        self.per_node = [renumbering.apply(counts) for counts in self.per_node]
 
     def matching(
         self,
@@ -252,6 +355,11 @@ class AffinityTerms:
                 if not counts:
                     del self.per_node[key]
                     self._index(key).discard(key)
+
+    def renumber(self, renumbering: _Renumbering) -> None:
+        """Follow the snapshot's nodes to their new indices (none of them removed)."""
+        for key, counts in self.per_node.items():
+            self.per_node[key] = renumbering.apply(counts)
 
     def _index(self, key: TermKey) -> set[TermKey]:
         selector = key[2].selector
@@ -380,24 +488,140 @@ class ClusterSnapshot:
         nodes = list(self.nodes)
         nodes[index] = node
         self.nodes = tuple(nodes)
-        if node.labels != old.labels:
+        self._set_static(index, node, old)
+        self.static_generation += 1
+
+    def _set_static(self, index: int, node: api.Node, old: api.Node | None) -> None:
+        """Write ``node``'s static data into column ``index`` (which held ``old``, or
+        nothing yet); ``self.nodes[index]`` is ``node`` already."""
+        if old is None or node.labels != old.labels:
             self.labels.set_node(index, node.labels)
-        if node.taints != old.taints:
+        if old is None or node.taints != old.taints:
             taint_set = self._taint_set_of.get(node.taints)
             if taint_set is None:
                 taint_set = self._taint_set_of[node.taints] = len(self._taint_set_of)
                 self.taint_sets = (*self.taint_sets, node.taints)
             self.taint_set[index] = taint_set
         self.unschedulable[index] = node.unschedulable
-        if node.allocatable != old.allocatable:
+        if old is None or node.allocatable != old.allocatable:
             self.allocatable[:, index] = 0
             for name, amount in node.allocatable.items():
                 if name != api.PODS:
-                    self.allocatable[self._ensure_row(name), index] = amount
+                    row = self._ensure_row(name)  # may grow (replace) the matrix: first
+                    self.allocatable[row, index] = amount
             self.allowed_pods[index] = node.allocatable.get(api.PODS, 0)
-        if node.images != old.images:
-            self._index_images()
+        if old is None or node.images != old.images:
+            if old is not None:
+                self._list_images(index, old, -1)
+            self._list_images(index, node, 1)
+
+    def set_nodes(
+        self,
+        names: Sequence[str],
+        node_of: Mapping[str, api.Node],
+        pods_of: Callable[[str], Iterable[api.Pod]],
+    ) -> None:
+        """Make ``names`` (node-tree order) the snapshot's nodes, in place: nodes missing
+        from it leave with their pods, new ones (``node_of[name]``) come with theirs
+        (``pods_of(name)``), and the nodes kept move to their new places, every column
+        and every per-node index following them. kube-scheduler's ``UpdateSnapshot``
+        after its node tree changed: work in proportion to the nodes that moved and to
+        what sits on them, instead of a snapshot rebuilt from every node and pod. A
+        node kept must be as held here (:meth:`update_node` first)."""
+        old_size, old_names, size = self.size, self.names, len(names)
+        source = np.fromiter(
+            map(self.index.get, names, itertools.repeat(-1)), dtype=np.intp, count=size
+        )
+        kept = source >= 0
+        new_of = np.full(old_size, -1, dtype=np.intp)
+        new_of[source[kept]] = np.flatnonzero(kept)
+        removed = np.flatnonzero(new_of < 0).tolist()
+        for node in removed:
+            self._drop_node(node)
+        common = min(size, old_size)
+        moved = np.flatnonzero(source[:common] != np.arange(common))
+        first = int(moved[0]) if moved.size else common
+        """Below ``first`` nothing changed."""
+
+        def take(columns: npt.NDArray[_A]) -> npt.NDArray[_A]:
+            filler = np.zeros((*columns.shape[:-1], 1), dtype=columns.dtype)
+            return np.concatenate((columns, filler), axis=-1)[..., source]
+
+        self.allocatable = take(self.allocatable)
+        self.requested = take(self.requested)
+        self.nonzero_requested = take(self.nonzero_requested)
+        self.pod_count = take(self.pod_count)
+        self.allowed_pods = take(self.allowed_pods)
+        self.unschedulable = take(self.unschedulable)
+        self.taint_set = take(self.taint_set)
+        self.labels.permute(source)
+        renumbering = _Renumbering(new_of, new_of.tolist(), first)
+        self.pod_groups.renumber(renumbering)
+        self.affinity_terms.renumber(renumbering)
+        self.used_ports = renumbering.apply({n: p for n, p in self.used_ports.items() if p})
+        self._node_pods = renumbering.apply(
+            {n: pods for n, pods in self._node_pods.items() if new_of[n] >= 0}
+        )
+        on_node = [*self.pods_on_node, []]
+        self.pods_on_node = list(map(on_node.__getitem__, source.tolist()))
+        fresh = np.flatnonzero(~kept).tolist()
+        for j in fresh:
+            self.pods_on_node[j] = []
+        self.nodes = tuple(map(node_of.__getitem__, names))
+        self.names = tuple(names)
+        for i in removed:
+            del self.index[old_names[i]]
+        index = self.index
+        for j in range(first, size):
+            index[names[j]] = j
+        self.size = size
+        self.all_nodes = np.arange(size, dtype=np.intp)
+        self._renumber_images(new_of, first)
+        for j in fresh:
+            self._set_static(j, self.nodes[j], None)
         self.static_generation += 1
+        for j in fresh:
+            pods = list(pods_of(names[j]))
+            if pods:
+                self.add_pods(pods, [j] * len(pods))
+
+    def _drop_node(self, node: int) -> None:
+        """Take every pod off column ``node`` and its images out of the index."""
+        for pod in reversed(list(self.pods_on_node[node])):
+            self.remove_pod(pod, node)
+        self._list_images(node, self.nodes[node], -1)
+
+    def _list_images(self, index: int, node: api.Node, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) node ``index`` as a holder of ``node``'s images."""
+        names = {name for image in node.images for name in image.names}
+        for name in names:
+            state = self.images.get(name)
+            held = state.nodes if state is not None else np.empty(0, dtype=np.intp)
+            at = int(np.searchsorted(held, index))
+            held = np.insert(held, at, index) if sign > 0 else np.delete(held, at)
+            if held.size == 0:
+                del self.images[name]
+            elif state is not None and at > 0:
+                self.images[name] = ImageState(state.size, held)
+            else:  # a new first holder: the size is as it reports it
+                self.images[name] = ImageState(self._image_size(int(held[0]), name), held)
+
+    def _image_size(self, index: int, name: str) -> int:
+        for image in self.nodes[index].images:
+            if name in image.names:
+                return image.size
+        raise ValueError(f"node {self.names[index]} does not list image {name}")
+
+    def _renumber_images(self, new_of: NodeIndices, first: int) -> None:
+        """Follow :meth:`set_nodes`' renumbering (the removed nodes unlisted already)."""
+        for name, state in list(self.images.items()):
+            if state.nodes[-1] < first:
+                continue
+            held = np.sort(new_of[state.nodes])
+            size = state.size
+            if held[0] != new_of[state.nodes[0]]:
+                size = self._image_size(int(held[0]), name)
+            self.images[name] = ImageState(size, held)
 
     def _index_images(self) -> None:
         holders: dict[str, list[int]] = {}
