@@ -69,8 +69,8 @@ def node_tree_order(nodes: Sequence[api.Node]) -> list[int]:
 
 
 def _round_robin(zones: list[list[_T]]) -> list[_T]:
-    if len(zones) == 1:
-        return list(zones[0])
+    if len(zones) <= 1:
+        return list(zones[0]) if zones else []
     spent = object()  # zip_longest's filler: no node is it
     mixed = itertools.chain.from_iterable(itertools.zip_longest(*zones, fillvalue=spent))
     return cast(list[_T], [item for item in mixed if item is not spent])
@@ -82,12 +82,20 @@ class NodeTree:
     of its zone; a zone left empty is dropped (and goes last if it comes back); a node
     whose zone changes leaves its zone and joins the end of the new one. :meth:`order`
     is ``nodeTree.list()``: the zones round robin, the order in which the snapshot lays
-    out its nodes and the node sampling walks them."""
+    out its nodes and the node sampling walks them.
+
+    The tree also knows where its order last changed, so that a node added at the end of
+    its zone (or removed from near it) re-lists only the nodes from there on: the work of
+    a churn of nodes added and deleted does not grow with the cluster."""
 
     def __init__(self) -> None:
         self._zones: dict[str, list[str]] = {}
         """Zone key -> its nodes; insertion order is the zones' order."""
         self._zone_of: dict[str, str] = {}
+        self._listed: list[str] = []
+        """:meth:`order` as it last answered."""
+        self._unchanged = 0
+        """How many of ``_listed``'s first names still hold."""
 
     def __len__(self) -> int:
         return len(self._zone_of)
@@ -96,15 +104,20 @@ class NodeTree:
         if node.name in self._zone_of:
             return
         zone = zone_key(node.labels)
+        members = self._zones.get(zone, [])
+        self._changed_at(zone, len(members))
         self._zone_of[node.name] = zone
-        self._zones.setdefault(zone, []).append(node.name)
+        self._zones[zone] = members
+        members.append(node.name)
 
     def remove(self, name: str) -> None:
         zone = self._zone_of.pop(name, None)
         if zone is None:
             return
         members = self._zones[zone]
-        members.remove(name)
+        depth = members.index(name)
+        self._changed_at(zone, depth)
+        del members[depth]
         if not members:
             del self._zones[zone]
 
@@ -117,8 +130,36 @@ class NodeTree:
         self.add(node)
         return True
 
-    def order(self) -> list[str]:
-        return _round_robin(list(self._zones.values()))
+    def _changed_at(self, zone: str, depth: int) -> None:
+        """The node at ``depth`` of ``zone`` (a zone not in the tree goes last) is about
+        to come or go: the order holds up to its place."""
+        position, before = 0, True
+        for other, members in self._zones.items():
+            if other == zone:
+                before = False
+            position += min(len(members), depth) + (before and len(members) > depth)
+        self._unchanged = min(self._unchanged, position)
+
+    def order(self) -> tuple[list[str], int]:
+        """``nodeTree.list()``, and how many of its first names are as the last call
+        answered."""
+        unchanged = min(self._unchanged, len(self._listed))
+        zones = list(self._zones.values())
+        # depth: the round of the round robin the first changed place falls in
+        low, high = 0, max(map(len, zones), default=0)
+        while low < high:  # the last depth whose rounds before it hold <= unchanged names
+            middle = (low + high + 1) // 2
+            if sum(min(len(z), middle) for z in zones) <= unchanged:
+                low = middle
+            else:
+                high = middle - 1
+        depth = low
+        skip = unchanged - sum(min(len(z), depth) for z in zones)
+        this_round = [z[depth] for z in zones if len(z) > depth][skip:]
+        later = _round_robin([z[depth + 1 :] for z in zones if len(z) > depth + 1])
+        self._listed = [*self._listed[:unchanged], *this_round, *later]
+        self._unchanged = len(self._listed)
+        return self._listed, unchanged
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,14 +253,21 @@ class _Renumbering:
     listed: list[int]
     first: int
 
-    def apply(self, by_node: dict[int, _V]) -> dict[int, _V]:
-        if not by_node or self.first >= len(self.new_of):
-            return by_node
+    def apply(self, by_node: dict[int, _V]) -> None:
+        """Renumber ``by_node``'s keys in place (a key of a node removed is dropped)."""
+        first = self.first
+        if not by_node or first >= len(self.new_of):
+            return
         if len(by_node) <= 16:
-            listed, first = self.listed, self.first
-            return {(k if k < first else listed[k]): v for k, v in by_node.items()}
-        keys = np.fromiter(by_node, dtype=np.intp, count=len(by_node))
-        return dict(zip(self.new_of[keys].tolist(), by_node.values(), strict=True))
+            moved = [k for k in by_node if k >= first]
+        else:  # the keys scanned in C: most are below ``first`` and stay
+            keys = np.fromiter(by_node, dtype=np.intp, count=len(by_node))
+            moved = keys[keys >= first].tolist()
+        values = [by_node.pop(k) for k in moved]
+        listed = self.listed
+        for k, value in zip(moved, values, strict=True):
+            if listed[k] >= 0:
+                by_node[listed[k]] = value
 
 
 class PodGroups:
@@ -258,7 +306,8 @@ class PodGroups:
 
     def renumber(self, renumbering: _Renumbering) -> None:
         """Follow the snapshot's nodes to their new indices (none of them removed)."""
-        self.per_node = [renumbering.apply(counts) for counts in self.per_node]
+        for counts in self.per_node:
+            renumbering.apply(counts)
 
     def matching(
         self,
@@ -358,8 +407,8 @@ class AffinityTerms:
 
     def renumber(self, renumbering: _Renumbering) -> None:
         """Follow the snapshot's nodes to their new indices (none of them removed)."""
-        for key, counts in self.per_node.items():
-            self.per_node[key] = renumbering.apply(counts)
+        for counts in self.per_node.values():
+            renumbering.apply(counts)
 
     def _index(self, key: TermKey) -> set[TermKey]:
         selector = key[2].selector
@@ -520,6 +569,8 @@ class ClusterSnapshot:
         names: Sequence[str],
         node_of: Mapping[str, api.Node],
         pods_of: Callable[[str], Iterable[api.Pod]],
+        *,
+        unchanged: int = 0,
     ) -> None:
         """Make ``names`` (node-tree order) the snapshot's nodes, in place: nodes missing
         from it leave with their pods, new ones (``node_of[name]``) come with theirs
@@ -527,10 +578,18 @@ class ClusterSnapshot:
         and every per-node index following them. kube-scheduler's ``UpdateSnapshot``
         after its node tree changed: work in proportion to the nodes that moved and to
         what sits on them, instead of a snapshot rebuilt from every node and pod. A
-        node kept must be as held here (:meth:`update_node` first)."""
+        node kept must be as held here (:meth:`update_node` first); ``unchanged``: the
+        first names are the snapshot's first nodes already (:meth:`NodeTree.order`)."""
         old_size, old_names, size = self.size, self.names, len(names)
-        source = np.fromiter(
-            map(self.index.get, names, itertools.repeat(-1)), dtype=np.intp, count=size
+        source = np.concatenate(
+            (
+                np.arange(unchanged, dtype=np.intp),
+                np.fromiter(
+                    map(self.index.get, names[unchanged:], itertools.repeat(-1)),
+                    dtype=np.intp,
+                    count=size - unchanged,
+                ),
+            )
         )
         kept = source >= 0
         new_of = np.full(old_size, -1, dtype=np.intp)
@@ -543,9 +602,17 @@ class ClusterSnapshot:
         first = int(moved[0]) if moved.size else common
         """Below ``first`` nothing changed."""
 
+        tail = source[first:]
+        fresh_tail = tail < 0
+        tail_at = np.where(fresh_tail, 0, tail)
+
         def take(columns: npt.NDArray[_A]) -> npt.NDArray[_A]:
-            filler = np.zeros((*columns.shape[:-1], 1), dtype=columns.dtype)
-            return np.concatenate((columns, filler), axis=-1)[..., source]
+            """The columns in the new order: the unchanged head copied whole."""
+            if not old_size:
+                return np.zeros((*columns.shape[:-1], size), dtype=columns.dtype)
+            moved = columns[..., tail_at]
+            moved[..., fresh_tail] = 0
+            return np.concatenate((columns[..., :first], moved), axis=-1)
 
         self.allocatable = take(self.allocatable)
         self.requested = take(self.requested)
@@ -558,16 +625,13 @@ class ClusterSnapshot:
         renumbering = _Renumbering(new_of, new_of.tolist(), first)
         self.pod_groups.renumber(renumbering)
         self.affinity_terms.renumber(renumbering)
-        self.used_ports = renumbering.apply({n: p for n, p in self.used_ports.items() if p})
-        self._node_pods = renumbering.apply(
-            {n: pods for n, pods in self._node_pods.items() if new_of[n] >= 0}
-        )
-        on_node = [*self.pods_on_node, []]
-        self.pods_on_node = list(map(on_node.__getitem__, source.tolist()))
+        renumbering.apply(self.used_ports)
+        renumbering.apply(self._node_pods)
+        on_node = self.pods_on_node
+        self.pods_on_node = on_node[:first]
+        self.pods_on_node += [on_node[i] if i >= 0 else [] for i in source[first:].tolist()]
         fresh = np.flatnonzero(~kept).tolist()
-        for j in fresh:
-            self.pods_on_node[j] = []
-        self.nodes = tuple(map(node_of.__getitem__, names))
+        self.nodes = self.nodes[:first] + tuple(map(node_of.__getitem__, names[first:]))
         self.names = tuple(names)
         for i in removed:
             del self.index[old_names[i]]

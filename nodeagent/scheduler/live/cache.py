@@ -108,7 +108,7 @@ class SchedulerCache:
         if self._snapshot is None:
             pods = [*self._bound.values(), *(a.pod for a in self._assumed.values())]
             self._snapshot = ClusterSnapshot(
-                [self._nodes[name] for name in self._tree.order()],
+                [self._nodes[name] for name in self._tree.order()[0]],
                 pods,
                 disruption_budgets=list(self._budgets.values()),
             )
@@ -121,8 +121,9 @@ class SchedulerCache:
         if snapshot is None:
             return
         on_node = self._on_node
+        names, unchanged = self._tree.order()
         snapshot.set_nodes(
-            self._tree.order(), self._nodes, lambda name: on_node.get(name, {}).values()
+            names, self._nodes, lambda name: on_node.get(name, {}).values(), unchanged=unchanged
         )
         self._relayouts += 1
 

@@ -21,7 +21,7 @@ from nodeagent.k8s.pressure import Taint
 from nodeagent.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from nodeagent.scheduler import api
 from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
-from nodeagent.scheduler.snapshot import ClusterSnapshot, zone_key
+from nodeagent.scheduler.snapshot import ClusterSnapshot, NodeTree, zone_key
 
 NODE_NAMES = [f"n{i}" for i in range(7)]
 GPU = "example.com/gpu"
@@ -278,3 +278,65 @@ def test_the_snapshot_kept_in_place_equals_one_built_from_scratch(
         fresh = ClusterSnapshot([known[name] for name in order], on_nodes)
         assert state(live) == state(fresh)
         assert np.array_equal(live.all_nodes, np.arange(len(order)))
+
+
+tree_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "remove", "update", "order"]),
+        st.sampled_from(NODE_NAMES),
+        zones,
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tree_ops)
+def test_the_node_tree_lists_as_node_tree_go_and_knows_what_held(
+    ops: list[tuple[str, str, dict[str, str]]],
+) -> None:
+    tree, reference = NodeTree(), ReferenceTree()
+    known: dict[str, api.Node] = {}
+    listed: list[str] = []
+    for op, name, labels in ops:
+        node = api.Node(name, labels=labels)
+        if op == "add" and name not in known:
+            tree.add(node)
+            reference.add(node)
+            known[name] = node
+        elif op == "remove" and name in known:
+            tree.remove(name)
+            reference.remove(known.pop(name))
+        elif op == "update" and name in known:
+            moved = zone_key(known[name].labels) != zone_key(labels)
+            assert tree.update(node) == moved
+            if moved:
+                reference.remove(known[name])
+                reference.add(node)
+            known[name] = node
+        elif op == "order":
+            names, unchanged = tree.order()
+            assert names == reference.list()
+            assert names[:unchanged] == listed[:unchanged]
+            listed = list(names)
+    names, unchanged = tree.order()
+    assert names == reference.list()
+    assert names[:unchanged] == listed[:unchanged]
+    assert len(tree) == len(known)
+
+
+def test_a_node_added_or_removed_at_the_end_of_its_zone_re_lists_only_the_rest() -> None:
+    tree = NodeTree()
+    for i in range(12):
+        tree.add(api.Node(f"n{i}", labels={"topology.kubernetes.io/zone": "abc"[i % 3]}))
+    names, _ = tree.order()
+    assert names == [f"n{i}" for i in range(12)]
+    tree.add(api.Node("late", labels={"topology.kubernetes.io/zone": "b"}))
+    names, unchanged = tree.order()
+    assert (names[-1], unchanged) == ("late", 12), "it goes last; the 12 before it hold"
+    tree.remove("n10")  # zone b's fourth: b's fifth ("late") takes its place
+    names, unchanged = tree.order()
+    assert (names[10:], unchanged) == (["late", "n11"], 10)
+    tree.remove("n0")
+    names, unchanged = tree.order()
+    assert (names[:3], unchanged) == (["n3", "n1", "n2"], 0)
