@@ -509,6 +509,11 @@ class ClusterSnapshot:
 
         self.static_generation = 0
         """Bumped by :meth:`update_node`: caches of static node data key on it."""
+        self.node_stamp: Int64s = np.arange(size, dtype=np.int64)
+        """Per node: a number no other node data written into this snapshot had, renewed
+        whenever the node's static data is (re)written and moved with it: what lets a
+        cache of per-node values recompute only the nodes that changed."""
+        self._next_stamp = size
         self.labels = LabelColumns([node.labels for node in self.nodes])
         self.unschedulable: Mask = np.array([n.unschedulable for n in self.nodes], dtype=bool)
         taint_set_of: dict[tuple[Taint, ...], int] = {}
@@ -552,6 +557,8 @@ class ClusterSnapshot:
                 self.taint_sets = (*self.taint_sets, node.taints)
             self.taint_set[index] = taint_set
         self.unschedulable[index] = node.unschedulable
+        self.node_stamp[index] = self._next_stamp
+        self._next_stamp += 1
         if old is None or node.allocatable != old.allocatable:
             self.allocatable[:, index] = 0
             for name, amount in node.allocatable.items():
@@ -621,6 +628,7 @@ class ClusterSnapshot:
         self.allowed_pods = take(self.allowed_pods)
         self.unschedulable = take(self.unschedulable)
         self.taint_set = take(self.taint_set)
+        self.node_stamp = take(self.node_stamp)
         self.labels.permute(source)
         renumbering = _Renumbering(new_of, new_of.tolist(), first)
         self.pod_groups.renumber(renumbering)
