@@ -304,10 +304,12 @@ class PodGroups:
         else:
             counts.pop(node, None)
 
-    def renumber(self, renumbering: _Renumbering) -> None:
-        """Follow the snapshot's nodes to their new indices (none of them removed)."""
-        for counts in self.per_node:
-            renumbering.apply(counts)
+    def renumber(self, renumbering: _Renumbering, moved: Iterable[api.Pod]) -> None:
+        """Follow the snapshot's nodes to their new indices: ``moved``, the pods on the
+        nodes renumbered, name the groups that have counts to move."""
+        groups = {self._id[(p.namespace, frozenset(p.labels.items()), p.deleting)] for p in moved}
+        for group in groups:
+            renumbering.apply(self.per_node[group])
 
     def matching(
         self,
@@ -405,10 +407,12 @@ class AffinityTerms:
                     del self.per_node[key]
                     self._index(key).discard(key)
 
-    def renumber(self, renumbering: _Renumbering) -> None:
-        """Follow the snapshot's nodes to their new indices (none of them removed)."""
-        for counts in self.per_node.values():
-            renumbering.apply(counts)
+    def renumber(self, renumbering: _Renumbering, moved: Iterable[api.Pod]) -> None:
+        """Follow the snapshot's nodes to their new indices: ``moved``, the pods on the
+        nodes renumbered, name the terms that have counts to move."""
+        keys = {key for pod in moved if pod.pod_affinity is not None for key in self.keys_of(pod)}
+        for key in keys:
+            renumbering.apply(self.per_node[key])
 
     def _index(self, key: TermKey) -> set[TermKey]:
         selector = key[2].selector
@@ -631,8 +635,9 @@ class ClusterSnapshot:
         self.node_stamp = take(self.node_stamp)
         self.labels.permute(source)
         renumbering = _Renumbering(new_of, new_of.tolist(), first)
-        self.pod_groups.renumber(renumbering)
-        self.affinity_terms.renumber(renumbering)
+        moved_pods = [pod for i in range(first, old_size) for pod in self.pods_on_node[i]]
+        self.pod_groups.renumber(renumbering, moved_pods)
+        self.affinity_terms.renumber(renumbering, moved_pods)
         renumbering.apply(self.used_ports)
         renumbering.apply(self._node_pods)
         on_node = self.pods_on_node

@@ -340,3 +340,44 @@ def test_a_node_added_or_removed_at_the_end_of_its_zone_re_lists_only_the_rest()
     tree.remove("n0")
     names, unchanged = tree.order()
     assert (names[:3], unchanged) == (["n3", "n1", "n2"], 0)
+
+
+def test_a_large_cluster_renumbers_its_indices_in_bulk() -> None:
+    """Past 16 nodes per pod group or term, keys are renumbered through arrays."""
+    cache = SchedulerCache(clock=FakeClock().now)
+    term = api.PodAffinityTerm("kubernetes.io/hostname", api.LabelSelector((("app", "a"),)))
+    known: dict[str, api.Node] = {}
+    for i in range(60):
+        node = api.Node(f"n{i:02d}", labels={"topology.kubernetes.io/zone": "abc"[i % 3]})
+        known[node.name] = node
+        cache.add_node(node)
+        cache.add_bound(
+            api.Pod(
+                "default",
+                f"p{i}",
+                uid=f"u{i}",
+                node_name=node.name,
+                labels={"app": "a"},
+                requests={CPU: 100},
+                pod_affinity=api.PodAffinity(required_anti=(term,)),
+                host_ports=(api.HostPort(80),),
+            )
+        )
+    with cache.cycle() as snapshot:
+        snapshot.node_pods(range(snapshot.size))
+    for name in ("n04", "n30", "n59"):
+        cache.remove_node(name)
+        del known[name]
+    cache.add_node(api.Node("n04", labels={"topology.kubernetes.io/zone": "a"}))
+    known["n04"] = cache.node("n04")  # type: ignore[assignment]
+    tree = ReferenceTree()
+    for node in sorted(known.values(), key=lambda n: n.name):
+        if node.name != "n04":
+            tree.add(node)
+    tree.add(known["n04"])
+    with cache.cycle() as live:
+        assert list(live.names) == tree.list()
+        pods = [cache.bound(f"u{i}") for i in range(60)]
+        on_nodes = [p for p in pods if p is not None and p.node_name in known]
+        fresh = ClusterSnapshot([known[name] for name in live.names], on_nodes)
+        assert state(live) == state(fresh)
