@@ -610,8 +610,7 @@ class ClusterSnapshot:
             self._drop_node(node)
         common = min(size, old_size)
         moved = np.flatnonzero(source[:common] != np.arange(common))
-        first = int(moved[0]) if moved.size else common
-        """Below ``first`` nothing changed."""
+        first = int(moved[0]) if moved.size else common  # below it nothing changed
 
         tail = source[first:]
         fresh_tail = tail < 0
@@ -621,9 +620,9 @@ class ClusterSnapshot:
             """The columns in the new order: the unchanged head copied whole."""
             if not old_size:
                 return np.zeros((*columns.shape[:-1], size), dtype=columns.dtype)
-            moved = columns[..., tail_at]
-            moved[..., fresh_tail] = 0
-            return np.concatenate((columns[..., :first], moved), axis=-1)
+            gathered = columns[..., tail_at]
+            gathered[..., fresh_tail] = 0
+            return np.concatenate((columns[..., :first], gathered), axis=-1)
 
         self.allocatable = take(self.allocatable)
         self.requested = take(self.requested)
