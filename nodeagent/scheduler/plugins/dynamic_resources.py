@@ -127,8 +127,10 @@ class _Inputs:
     def allocator(self, catalog: ResourceCatalog) -> NodeAllocator:
         with self._lock:
             generation = catalog.slice_generation
-            if self._inventory is None or self._inventory[0] != generation:
+            if self._inventory is None:
                 self._inventory = (generation, allocator.Inventory(catalog.slices()))
+            elif self._inventory[0] != generation:  # unchanged nodes keep their pools
+                self._inventory = (generation, self._inventory[1].updated(catalog.slices()))
             generation = catalog.generation
             if self._in_use is None or self._in_use[0] != generation:
                 dedicated = catalog.devices_in_use()
