@@ -30,7 +30,7 @@ from typing import Any
 
 from nodeagent.base import errors
 from nodeagent.kube import client, informer, retry
-from nodeagent.scheduler import claim_templates, resource_claims
+from nodeagent.scheduler import api, claim_templates, resource_claims
 from nodeagent.scheduler.framework import ClusterEvent
 from nodeagent.scheduler.resource_claims import ResourceCatalog, ResourceClaim
 
@@ -175,6 +175,25 @@ class ResourceInformers(informer.InformerGroup):
         wiring.store(self._catalog, value, True)
         before = None if old is None else _read(kind, old)
         self._on_event(wiring.added if old is None else wiring.updated, before, value)
+
+
+def may_wait_for(claim: object) -> Callable[[api.Pod], bool] | None:
+    """Which pods held at PreEnqueue may be waiting for ``claim`` (added): its owner (a
+    claim made from a template) and those naming it (``None``, every pod: not a claim)."""
+    if not isinstance(claim, ResourceClaim):
+        return None
+    namespace, name, owner = claim.namespace, claim.name, claim.controller_uid
+
+    def waits(pod: api.Pod) -> bool:
+        if pod.namespace != namespace:
+            return False
+        if pod.uid == owner:
+            return True
+        return any(e.claim_name == name for e in pod.resource_claims) or (
+            name in pod.claim_statuses.values()
+        )
+
+    return waits
 
 
 def _list_watch(kube: client.ClusterClient, kind: client.ResourceKind) -> informer.ListWatch:

@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 
 from nodeagent.base.errors import ConfigError
 from nodeagent.kube import client
-from nodeagent.scheduler import api, claim_templates, config, objects, planner, registry
+from nodeagent.scheduler import (
+    api,
+    claim_templates,
+    config,
+    objects,
+    planner,
+    registry,
+    resource_claims,
+)
 from nodeagent.scheduler.live import resources
 from nodeagent.scheduler.plugins import dynamic_resources
 from nodeagent.scheduler.resource_claims import ResourceCatalog
@@ -260,3 +268,41 @@ def test_informer_tracks_templates() -> None:
         _until(lambda: catalog.templates.get("default", "one-gpu") is None)
     finally:
         informers.stop(5.0)
+
+
+def test_only_the_pods_that_may_wait_for_a_claim_are_rechecked() -> None:
+    """A claim added releases its owner (made from a template) and the pods naming it:
+    the live scheduler runs PreEnqueue for those alone, not for every pod held."""
+    claim = resource_claims.parse_resource_claim(
+        {
+            "metadata": {
+                "name": "a-gpu-x1",
+                "namespace": "default",
+                "uid": "c1",
+                "ownerReferences": [
+                    {"kind": "Pod", "name": "a", "uid": "uid-a", "controller": True}
+                ],
+            },
+            "spec": SPEC,
+        }
+    )
+    waits = resources.may_wait_for(claim)
+    assert waits is not None
+    owner = _pod("a")
+    named = objects.read_cluster(
+        [
+            {
+                **pod_object("b"),
+                "spec": {
+                    "containers": [{"name": "c", "image": "i"}],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "a-gpu-x1"}],
+                },
+            }
+        ]
+    ).pods[0]
+    other = _pod("c")
+    elsewhere = objects.read_cluster(
+        [{**pod_object("a"), "metadata": {"name": "a", "namespace": "x", "uid": "uid-a"}}]
+    ).pods[0]
+    assert [waits(p) for p in (owner, named, other, elsewhere)] == [True, True, False, False]
+    assert resources.may_wait_for(object()) is None
