@@ -453,6 +453,13 @@ class _NodePools:
     candidates: dict[tuple[tuple[str | None, ...], ...], tuple[_Candidate, ...] | None] = field(
         default_factory=dict, compare=False, repr=False
     )
+    plain: bool = field(init=False, compare=False, repr=False)
+    """Every usable pool is plain (:attr:`_Pool.plain`)."""
+
+    def __post_init__(self) -> None:
+        usable = (p for p in self.pools if not p.incomplete and not p.invalid)
+        object.__setattr__(self, "plain", all(p.plain for p in usable))
+
     """:meth:`Inventory.plain_candidates`, by the class's and the request's selectors."""
 
 
@@ -673,6 +680,29 @@ class Allocator:
         self._lock = threading.Lock()
         self.invocations = 0
         """How often the search took a step (``NumAllocateOneInvocations``), over all calls."""
+        self._prepared: dict[
+            tuple[int, ...],
+            tuple[Sequence[ResourceClaim], dict[_RequestKey, _RequestData], int],
+        ] = {}
+
+    def prepared(
+        self, claims: Sequence[ResourceClaim]
+    ) -> tuple[dict[_RequestKey, _RequestData], int] | None:
+        """The validated requests of plain ``claims`` and their step count, if a search
+        on another node remembered them (:meth:`_Search._plain_steps`)."""
+        found = self._prepared.get(tuple(map(id, claims)))
+        if found is None or any(a is not b for a, b in zip(found[0], claims, strict=True)):
+            return None
+        return found[1], found[2]
+
+    def remember(
+        self,
+        claims: Sequence[ResourceClaim],
+        requests: dict[_RequestKey, _RequestData],
+        steps: int,
+    ) -> None:
+        with self._lock:
+            self._prepared[tuple(map(id, claims))] = (tuple(claims), requests, steps)
 
     def allocate(
         self,
@@ -869,8 +899,17 @@ class _Search:
     # -- the search -----------------------------------------------------------------
 
     def run(self) -> list[AllocationResult] | None:
-        self._prepare()
-        if self._greedy():
+        prepared = self.owner.prepared(self.claims)
+        steps: int | None
+        if prepared is not None:  # plain claims, validated on an earlier node
+            self.requests, steps = prepared
+            self.constraints = [[] for _ in self.claims]
+        else:
+            self._prepare()
+            steps = self._plain_steps()
+            if steps is not None:
+                self.owner.remember(self.claims, self.requests, steps)
+        if steps is not None and self._greedy(steps):
             return [self._result(i) for i in range(len(self.claims))]
         try:
             done = self._allocate_one(0, 0, 0, 0)
@@ -882,20 +921,15 @@ class _Search:
             return None
         return [self._result(i) for i in range(len(self.claims))]
 
-    def _greedy(self) -> bool:
-        """The depth-first search's first descent, without its recursion, for the common
-        claims: ``exactly`` requests for a count of devices, no constraints, no admin
-        access, no capacity requests, on pools of plain devices. Nothing then couples one
-        device to another, so when this descent places every device it *is* the search's
-        first solution (same devices, same errors on the way; the step count is added
-        as the search would count it). When it fails, the search runs from scratch:
-        another choice for an earlier request might leave room for a later one."""
-        if not all(p.plain for p in self.pools if not p.incomplete and not p.invalid):
-            return False
+    def _plain_steps(self) -> int | None:
+        """For plain claims (``exactly`` requests for a count of devices, no constraints,
+        no admin access, no capacity requests) the steps the search takes to place them
+        without backtracking; ``None`` for others. Their prepared requests depend on
+        nothing but the claims and the classes: validated once, shared by every node."""
         steps = 1  # the last step, past the last claim
         for claim in self.claims:
             if claim.spec.constraints:
-                return False
+                return None
             for request in claim.spec.requests:
                 spec = request.exactly
                 if (
@@ -904,9 +938,20 @@ class _Search:
                     or spec.admin_access
                     or spec.capacity_requests
                 ):
-                    return False
+                    return None
                 steps += spec.count + 1
             steps += 1
+        return steps
+
+    def _greedy(self, steps: int) -> bool:
+        """The depth-first search's first descent, without its recursion, for plain
+        claims (:meth:`_plain_steps`) on pools of plain devices. Nothing then couples one
+        device to another, so when this descent places every device it *is* the search's
+        first solution (same devices, same errors on the way; the step count is added
+        as the search would count it). When it fails, the search runs from scratch:
+        another choice for an earlier request might leave room for a later one."""
+        if not self.node_pools.plain:
+            return False
         taken: set[DeviceID] = set()
         in_use = self.in_use.devices
         should_stop = self.should_stop
