@@ -112,6 +112,10 @@ class TemplateStore:
             else:
                 self._templates.pop(template.key, None)
 
+    def discard(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._templates.pop(f"{namespace}/{name}", None)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._templates)

@@ -138,13 +138,15 @@ class ResourceInformers(informer.InformerGroup):
         def added(obj: client.KubeObject) -> None:
             if (template := read(obj)) is not None:
                 store.set(template)
+            else:  # an unreadable version is no template (nor is the one before it)
+                deleted(obj)
 
         def updated(old: client.KubeObject, new: client.KubeObject) -> None:
             added(new)
 
         def deleted(obj: client.KubeObject) -> None:
-            if (template := read(obj)) is not None:
-                store.set(template, present=False)
+            meta = obj.get("metadata") or {}
+            store.discard(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
         def synced() -> None:
             store.tracked = True

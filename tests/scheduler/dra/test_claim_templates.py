@@ -266,6 +266,9 @@ def test_informer_tracks_templates() -> None:
         _until(lambda: catalog.templates.get("default", "two") is not None)
         cluster.delete(kind, "default", "one-gpu")
         _until(lambda: catalog.templates.get("default", "one-gpu") is None)
+        unreadable = {**template_object("two"), "spec": {}}  # no spec.spec: skipped, and
+        cluster.replace(kind, "default", "two", unreadable)  # the old version gone with it
+        _until(lambda: catalog.templates.get("default", "two") is None)
     finally:
         informers.stop(5.0)
 
