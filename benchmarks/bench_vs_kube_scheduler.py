@@ -17,11 +17,19 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
   this shape) completes the binding both schedulers wait for.
 * ``claim-template`` (SchedulingWithResourceClaimTemplate, ``dra/performance-config.yaml``):
   a test driver publishes one ResourceSlice per node with ``--claims-per-node``
-  devices, a DeviceClass selects the driver's devices (CEL), and every pending pod has a
-  claim made from a ResourceClaimTemplate asking for one device; kube-controller-manager's
-  resourceclaim controller (started for this shape) makes the claims, all of them before
-  the scheduler starts. DynamicResources allocates a device per claim; PreBind writes the
-  allocation and reservation (a finalizer update, then a status update) before binding.
+  devices (scheduler_perf's ``resourceSlice``: four attributes and a memory capacity
+  each), a DeviceClass selects the driver's devices (CEL), and every pending pod
+  (scheduler_perf's pod-with-claim-template: no resource requests) has a claim made from
+  a ResourceClaimTemplate asking for one device; kube-controller-manager's resourceclaim
+  controller (started for this shape) makes the claims, all of them before the scheduler
+  starts. DynamicResources allocates a device per claim; PreBind writes the allocation
+  and reservation (a finalizer update, then a status update) before binding. The init
+  pods are scheduler_perf's too: ``--dra-init-pods`` (default: ``--pods``, as every
+  workload of the shape has it) pods with a claim from the template, bound round robin
+  over the nodes, each claim allocated the node's next device and reserved for its pod
+  (the state scheduling them leaves), and, when only DRA shapes run, none of the
+  other shapes' 1000 bound pods. scheduler_perf's ``5000pods_500nodes``:
+  ``--nodes 500 --pods 2500 --shapes claim-template``.
 * ``unschedulable`` (Unschedulable): besides the ``--pods`` basic pods, ``--never-fit``
   pods (200, scheduler_perf's count) asking 9 CPU, more than any node has, created
   first; while the run goes on, a churn of events that cannot help them: a cordoned
@@ -32,7 +40,7 @@ shapes (``test/integration/scheduler_perf/misc/performance-config.yaml``):
 
     python -m benchmarks.bench_vs_kube_scheduler [--nodes 5000] [--pods 10000] [--repeat 3]
         [--shapes basic,spread,anti-affinity,unschedulable,csi-pvs,local-pvs,claim-template]
-        [--claims-per-node 10]
+        [--claims-per-node 10] [--dra-init-pods N]
         [--schedulers ...] [--ceiling]
 
 ``--ceiling``: in each repetition, before the schedulers, the API server's **ceiling** for
@@ -120,6 +128,7 @@ DRA_SHAPES = ("claim-template",)
 DRA_DRIVER = "test-driver.cdi.k8s.io"
 DRA_CLASS = "test-class"
 DRA_TEMPLATE = "test-claim-template"
+DRA_INIT_NAMESPACE = "bench-dra-init"
 RESOURCE_API = "/apis/resource.k8s.io/v1"
 SCHEDULERS = ("kube-scheduler", "nodeagent")
 SCHEDULER_NAME = {"kube-scheduler": "default-scheduler", "nodeagent": "nodeagent-scheduler"}
@@ -134,13 +143,13 @@ def create_all(rest: Rest, path: str, bodies: list[dict[str, Any]], threads: int
         list(pool.map(create, bodies))
 
 
-def populate(plane: ControlPlane, nodes: int) -> None:
+def populate(plane: ControlPlane, nodes: int, init_pods: int = INIT_PODS) -> None:
     """The nodes, and 1000 pods bound to random ones (SchedulingBasic's init pods)."""
     rng = random.Random(1)
     create_all(plane.admin, "/api/v1/nodes", [node_object(i, 3, rng) for i in range(nodes)])
     plane.namespace(INIT_NAMESPACE)
     init = []
-    for i in range(INIT_PODS):
+    for i in range(init_pods):
         pod = pod_object(i, f"node-{rng.randrange(nodes)}")
         pod["metadata"]["namespace"] = INIT_NAMESPACE
         init.append(pod)
@@ -224,10 +233,27 @@ def storage_objects(
 CLAIMS_PATH = "/api/v1/namespaces/{namespace}/persistentvolumeclaims"
 
 
-def populate_resources(plane: ControlPlane, nodes: int, claims_per_node: int) -> None:
+def dra_device(index: int) -> dict[str, Any]:
+    """scheduler_perf's ``resourceSlice`` device ``instance-<index>``."""
+    return {
+        "name": f"instance-{index}",
+        "attributes": {
+            "model": {"string": "A100"},
+            "family": {"string": "GPU"},
+            "driverVersion": {"version": "1.2.3"},
+            "dra.example.com/numa": {"int": index},
+        },
+        "capacity": {"memory": {"value": "1Gi"}},
+    }
+
+
+def populate_resources(
+    plane: ControlPlane, nodes: int, claims_per_node: int, init_pods: int
+) -> None:
     """What the DRA shape needs once: the driver's slices (scheduler_perf's
     ``resourceSlice``: one per node, its pool named after the node, ``instance-<i>``
-    devices), the DeviceClass, the namespace's ResourceClaimTemplate."""
+    devices), the DeviceClass, the ResourceClaimTemplate in the pending pods' and the
+    init pods' namespaces, and the init pods (:func:`populate_dra_init`)."""
     slices = [
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -236,8 +262,8 @@ def populate_resources(plane: ControlPlane, nodes: int, claims_per_node: int) ->
             "spec": {
                 "driver": DRA_DRIVER,
                 "nodeName": f"node-{i}",
-                "pool": {"name": f"node-{i}", "generation": 1, "resourceSliceCount": 1},
-                "devices": [{"name": f"instance-{d}"} for d in range(claims_per_node)],
+                "pool": {"name": f"node-{i}", "generation": 0, "resourceSliceCount": 1},
+                "devices": [dra_device(d) for d in range(claims_per_node)],
             },
         }
         for i in range(nodes)
@@ -252,29 +278,84 @@ def populate_resources(plane: ControlPlane, nodes: int, claims_per_node: int) ->
             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]},
         },
     )
-    plane.admin.create(
-        f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaimtemplates",
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": DRA_TEMPLATE, "namespace": NAMESPACE},
-            "spec": {
+    plane.namespace(DRA_INIT_NAMESPACE)
+    for namespace in (NAMESPACE, DRA_INIT_NAMESPACE):
+        plane.admin.create(
+            f"{RESOURCE_API}/namespaces/{namespace}/resourceclaimtemplates",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": DRA_TEMPLATE, "namespace": namespace},
                 "spec": {
-                    "devices": {
-                        "requests": [{"name": "req-0", "exactly": {"deviceClassName": DRA_CLASS}}]
+                    "spec": {
+                        "devices": {
+                            "requests": [
+                                {"name": "req-0", "exactly": {"deviceClassName": DRA_CLASS}}
+                            ]
+                        }
                     }
-                }
+                },
             },
-        },
-    )
+        )
+    populate_dra_init(plane, nodes, init_pods)
 
 
-def wait_for_claims(plane: ControlPlane, pods: int) -> None:
+def with_claim_template(pod: dict[str, Any]) -> dict[str, Any]:
+    """scheduler_perf's pod-with-claim-template: one claim from the template, used by the
+    containers, which request nothing else."""
+    pod["spec"]["resourceClaims"] = [
+        {"name": "resource", "resourceClaimTemplateName": DRA_TEMPLATE}
+    ]
+    for container in pod["spec"]["containers"]:
+        container["resources"] = {"claims": [{"name": "resource"}]}
+    return pod
+
+
+def populate_dra_init(plane: ControlPlane, nodes: int, count: int) -> None:
+    """scheduler_perf's init pods, as their scheduling leaves them: pod ``i`` bound to
+    node ``i mod nodes``, its claim (made by the resourceclaim controller) allocated that
+    node's next free device and reserved for the pod."""
+    pods = []
+    for i in range(count):
+        pod = with_claim_template(pod_object(i, f"node-{i % nodes}"))
+        pod["metadata"]["namespace"] = DRA_INIT_NAMESPACE
+        pods.append(pod)
+    create_all(plane.admin, "/api/v1/namespaces/{namespace}/pods", pods)
+    wait_for_claims(plane, count, DRA_INIT_NAMESPACE)
+    listed = plane.admin.get(f"/api/v1/namespaces/{DRA_INIT_NAMESPACE}/pods")["items"]
+    path = f"{RESOURCE_API}/namespaces/{DRA_INIT_NAMESPACE}/resourceclaims"
+    patches = []
+    for pod in listed:
+        index = int(pod["metadata"]["name"].rsplit("-", 1)[1])
+        node = pod["spec"]["nodeName"]
+        claim = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        result = {
+            "request": "req-0",
+            "driver": DRA_DRIVER,
+            "pool": node,
+            "device": f"instance-{index // nodes}",
+        }
+        only = {"key": "metadata.name", "operator": "In", "values": [node]}
+        status = {
+            "allocation": {
+                "devices": {"results": [result]},
+                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [only]}]},
+            },
+            "reservedFor": [
+                {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
+            ],
+        }
+        patches.append((f"{path}/{claim}/status", {"status": status}))
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda p: plane.admin.merge_patch(*p), patches))
+
+
+def wait_for_claims(plane: ControlPlane, pods: int, namespace: str = NAMESPACE) -> None:
     """Until the resourceclaim controller has made every pending pod's claim and named it
     in the pod's status (before the scheduler starts: the run measures the scheduler)."""
     deadline = time.monotonic() + 900
     while True:
-        listed = plane.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
+        listed = plane.admin.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
         named = sum(1 for p in listed if (p.get("status") or {}).get("resourceClaimStatuses"))
         if named >= pods:
             return
@@ -350,11 +431,8 @@ def pending_pods(shape: str, count: int, scheduler: str) -> list[dict[str, Any]]
         if shape in VOLUME_SHAPES:
             claim = {"claimName": f"data-{INIT_PODS + i}"}
             pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": claim}]
-        if shape in DRA_SHAPES:  # scheduler_perf's pod-with-claim-template.yaml
-            entry = {"name": "resource", "resourceClaimTemplateName": DRA_TEMPLATE}
-            pod["spec"]["resourceClaims"] = [entry]
-            for container in pod["spec"]["containers"]:
-                container.setdefault("resources", {})["claims"] = [{"name": "resource"}]
+        if shape in DRA_SHAPES:
+            with_claim_template(pod)
         pod.pop("status", None)
         pods.append(pod)
     return pods
@@ -871,6 +949,11 @@ def main() -> None:
     parser.add_argument(
         "--claims-per-node", type=int, default=10, help="devices per node (claim-template)"
     )
+    parser.add_argument(
+        "--dra-init-pods",
+        type=int,
+        help="claim-template's bound pods holding a device each (default: --pods)",
+    )
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS))
     parser.add_argument("--never-fit", type=int, default=200)
     parser.add_argument("--churn", type=float, default=10.0, help="churn events/s of each kind")
@@ -922,14 +1005,22 @@ def main() -> None:
         ) as plane:
             print(f"control plane {cluster.pinned_version()} started in {plane.times}")
             began = time.monotonic()
-            populate(plane, args.nodes)
+            only_dra = set(shapes) <= set(DRA_SHAPES)
+            populate(plane, args.nodes, 0 if only_dra else INIT_PODS)
             populate_storage(plane, args.nodes, shapes)
             plane.namespace(NAMESPACE)
             if set(DRA_SHAPES) & set(shapes):
-                populate_resources(plane, args.nodes, args.claims_per_node)
-            print(
-                f"{args.nodes} nodes and {INIT_PODS} bound pods in {time.monotonic() - began:.0f} s"
+                dra_init = args.pods if args.dra_init_pods is None else args.dra_init_pods
+                if dra_init > args.nodes * args.claims_per_node:
+                    parser.error(
+                        f"--dra-init-pods {dra_init}: more than the"
+                        f" {args.nodes * args.claims_per_node} devices"
+                    )
+                populate_resources(plane, args.nodes, args.claims_per_node, dra_init)
+            bound = (0 if only_dra else INIT_PODS) + (
+                dra_init if set(DRA_SHAPES) & set(shapes) else 0
             )
+            print(f"{args.nodes} nodes and {bound} bound pods in {time.monotonic() - began:.0f} s")
             for repetition in range(args.repeat):
                 if args.ceiling:
                     ceilings.append(bind_ceiling(plane, args.pods, args.nodes, repetition))

@@ -235,6 +235,8 @@ class ResourceKind(StrEnum):
     RESOURCE_SLICES = "resourceslices"
     DEVICE_CLASSES = "deviceclasses"
     RESOURCE_CLAIMS = "resourceclaims"
+    RESOURCE_CLAIM_TEMPLATES = "resourceclaimtemplates"
+    """Not read by kube-scheduler: the reason a pod waits for its claim."""
 
     @property
     def api_version(self) -> str:
@@ -242,7 +244,7 @@ class ResourceKind(StrEnum):
 
     @property
     def namespaced(self) -> bool:
-        return self is ResourceKind.RESOURCE_CLAIMS
+        return self in (ResourceKind.RESOURCE_CLAIMS, ResourceKind.RESOURCE_CLAIM_TEMPLATES)
 
     @property
     def kind(self) -> str:
@@ -258,6 +260,7 @@ _RESOURCE_KIND_NAMES = {
     ResourceKind.RESOURCE_SLICES: "ResourceSlice",
     ResourceKind.DEVICE_CLASSES: "DeviceClass",
     ResourceKind.RESOURCE_CLAIMS: "ResourceClaim",
+    ResourceKind.RESOURCE_CLAIM_TEMPLATES: "ResourceClaimTemplate",
 }
 
 

@@ -45,6 +45,7 @@ from typing import Any
 
 from nodeagent.scheduler import (
     api,
+    claim_templates,
     config,
     framework,
     objects,
@@ -272,7 +273,9 @@ def placements(
                 f" (profiles: {profiles}): another scheduler's pod, not planned"
             )
             yield Placement(pod.key, None, Outcome.NOT_SERVED, message)
-    pending = [p for p in waiting if p.scheduler_name in frameworks]
+    pending = claims_from_templates(
+        [p for p in waiting if p.scheduler_name in frameworks], handle.resources
+    )
     ordered = _queue_order(next(iter(frameworks.values())), pending)
     for pod in ordered:
         try:
@@ -285,6 +288,20 @@ def placements(
         if result.preemption is not None and result.preemption.nominated_node is not None:
             apply_preemption(snapshot, handle.nominator, pod, result.preemption)
         yield _placement(result, explain_nodes)
+
+
+def claims_from_templates(
+    pods: list[api.Pod], catalog: resource_claims.ResourceCatalog
+) -> list[api.Pod]:
+    """What the resourceclaim controller does before the scheduler sees the pods: the
+    claims of their template entries, made in ``catalog``, named in the pods' status
+    (:func:`nodeagent.scheduler.claim_templates.materialize`)."""
+    planned, made = claim_templates.materialize(
+        pods, catalog.templates, (c.key for c in catalog.claims())
+    )
+    for obj in made:
+        catalog.commit(resource_claims.parse_resource_claim(obj))
+    return planned
 
 
 def apply_preemption(

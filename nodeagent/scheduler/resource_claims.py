@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nodeagent.base.errors import ConfigError
-from nodeagent.scheduler import api
+from nodeagent.scheduler import api, claim_templates
 from nodeagent.scheduler.dra import model
 
 GROUP = "resource.k8s.io"
@@ -124,6 +124,8 @@ class ResourceObjects:
     claims: tuple[ResourceClaim, ...] = ()
     classes: tuple[DeviceClass, ...] = ()
     slices: tuple[ResourceSlice, ...] = ()
+    templates: tuple[claim_templates.ClaimTemplate, ...] = ()
+    """ResourceClaimTemplates (:mod:`~nodeagent.scheduler.claim_templates`)."""
 
 
 def _exclusive(allocation: model.AllocationResult | None) -> frozenset[model.DeviceID]:
@@ -158,6 +160,7 @@ KINDS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
     "ResourceClaim": parse_resource_claim,
     "DeviceClass": parse_device_class,
     "ResourceSlice": parse_resource_slice,
+    "ResourceClaimTemplate": claim_templates.parse_claim_template,
 }
 """The kinds a cluster file may carry for the plugin, and their readers."""
 
@@ -169,8 +172,18 @@ def read_objects(found: Mapping[str, Sequence[Any]]) -> ResourceObjects:
     duplicates = sorted({k for k in keys if keys.count(k) > 1})
     if duplicates:
         raise ConfigError(f"ResourceClaim {duplicates[0]}: listed twice", field="ResourceClaim")
+    templates = tuple(found.get("ResourceClaimTemplate", ()))
+    keys = [t.key for t in templates]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise ConfigError(
+            f"ResourceClaimTemplate {duplicates[0]}: listed twice", field="ResourceClaimTemplate"
+        )
     return ResourceObjects(
-        claims, tuple(found.get("DeviceClass", ())), tuple(found.get("ResourceSlice", ()))
+        claims,
+        tuple(found.get("DeviceClass", ())),
+        tuple(found.get("ResourceSlice", ())),
+        templates,
     )
 
 
@@ -268,6 +281,9 @@ class ResourceCatalog:
         """Bumped by every change (the allocator's inputs are rebuilt when it moved)."""
         self.slice_generation = 0
         """Bumped by slice and class changes only."""
+        self.templates = claim_templates.TemplateStore(found.templates if found else ())
+        """ResourceClaimTemplates (the messages of pods waiting for their claims, and the
+        planner's claims made from them)."""
         self.writer: ClaimWriter | None = None
         """Set by the live scheduler; ``None`` (the planner): PreBind commits to the
         catalog, there being no API to write to."""

@@ -44,7 +44,7 @@ STORAGE = {  # the storage kinds the volume plugins read: (API group, resource)
     ("storage.k8s.io", "csidrivers"),
     ("storage.k8s.io", "csistoragecapacities"),
 }
-RESOURCE_KINDS = ("resourceslices", "deviceclasses", "resourceclaims")
+RESOURCE_KINDS = ("resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates")
 STORAGE_PERMISSIONS = {
     # methods taking the kind as an argument -> every permission they may need
     "list_storage": {(group, resource, "list") for group, resource in STORAGE},

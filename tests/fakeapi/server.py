@@ -27,7 +27,8 @@ Routes (what the agent and the live scheduler call):
            /apis/storage.k8s.io/v1[/namespaces/NS]/csistoragecapacities  (?watch=true)
     POST, PUT the same (PUT: resourceVersion precondition, 409 when stale)
     GET    /apis/resource.k8s.io/v1/{resourceslices,deviceclasses}[/NAME],
-           /apis/resource.k8s.io/v1[/namespaces/NS]/resourceclaims[/NAME]  (?watch=true)
+           /apis/resource.k8s.io/v1[/namespaces/NS]/resourceclaims[/NAME]  (?watch=true),
+           /apis/resource.k8s.io/v1[/namespaces/NS]/resourceclaimtemplates[/NAME]  (?watch=true)
     POST, PUT the same; PUT, PATCH  .../resourceclaims/NAME/status
     GET    /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]
     POST   /apis/coordination.k8s.io/v1/namespaces/NS/leases
@@ -133,7 +134,7 @@ _STORAGE = re.compile(
 )
 _RESOURCES = re.compile(
     r"^/apis/resource\.k8s\.io/v1(?:/namespaces/(?P<ns>[^/]+))?"
-    r"/(?P<kind>resourceslices|deviceclasses|resourceclaims)"
+    r"/(?P<kind>resourceslices|deviceclasses|resourceclaims|resourceclaimtemplates)"
     r"(?:/(?P<name>[^/]+)(?:/(?P<sub>status))?)?$"
 )
 _EVENTS = re.compile(r"^/api/v1(?:/namespaces/(?P<ns>[^/]+))?/events(?:/(?P<name>[^/]+))?$")

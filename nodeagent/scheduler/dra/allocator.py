@@ -207,6 +207,9 @@ class _Pool:
     """``DeviceSlicesNotTargetingNode``: their allocated devices consume counters too."""
     counter_sets: Mapping[str, CounterSet] = field(default_factory=dict)
     has_binding_conditions: bool = False
+    plain: bool = False
+    """No device consumes counters or allows multiple allocations: taking one of them
+    touches nothing but the device itself (what :meth:`_Search._greedy` relies on)."""
 
 
 def _build_pool(
@@ -240,12 +243,18 @@ def _build_pool(
         if (problem := _counter_problem(counter_sets, other)) is not None:
             return _Pool(pool_id, invalid=True, invalid_reason=problem)
     binding = any(d.binding_conditions for s in device_slices for d in s.devices)
+    plain = not any(
+        d.consumes_counters or d.allow_multiple_allocations
+        for s in device_slices
+        for d in s.devices
+    )
     return _Pool(
         pool_id,
         slices=device_slices,
         other_slices=other,
         counter_sets=counter_sets,
         has_binding_conditions=binding,
+        plain=plain,
     )
 
 
@@ -318,6 +327,10 @@ class Inventory:
 
     def pools(self, node: api.Node) -> tuple[_Pool, ...]:
         """``GatherPools`` for ``node``, cached (by name, and labels if a selector reads them)."""
+        return self.node_pools(node).pools
+
+    def node_pools(self, node: api.Node) -> _NodePools:
+        """What :meth:`pools` returns, with the caches kept beside it."""
         key: object = (
             (node.name, frozenset(node.labels.items())) if self._label_sensitive else node.name
         )
@@ -328,7 +341,42 @@ class Inventory:
                 self._pools[key] = cached
         if cached.error is not None:
             raise cached.error
-        return cached.pools
+        return cached
+
+    def plain_candidates(
+        self, found: _NodePools, device_class: DeviceClass, spec: RequestSpec
+    ) -> tuple[_Candidate, ...] | None:
+        """The devices of ``found``'s usable pools that the class's and the request's
+        selectors select, in search order, computed once per node and pair of selector
+        lists; ``None`` when a selector is empty or fails on a device, or a slice selects
+        nodes per device (the search then meets those where upstream does)."""
+        key = (device_class.selectors, spec.selectors)
+        cache = found.candidates
+        if key in cache:
+            return cache[key]
+        expressions = (*device_class.selectors, *spec.selectors)
+        chosen: list[_Candidate] = []
+        result: tuple[_Candidate, ...] | None = None
+        try:
+            if any(e is None for e in expressions):
+                raise CelError("empty selector")
+            for pool in found.pools:
+                if pool.incomplete or pool.invalid:
+                    continue
+                for s in pool.slices:
+                    if s.per_device_node_selection:
+                        raise CelError("per-device node selection")
+                    for device, device_id in zip(s.devices, s.device_ids, strict=True):
+                        if all(
+                            self.selector_verdict(str(e), s.driver, device) for e in expressions
+                        ):
+                            chosen.append((pool, s, device, device_id))
+            result = tuple(chosen)
+        except CelError:
+            result = None
+        with self._lock:
+            cache[key] = result
+        return result
 
     def _gather(self, node: api.Node) -> _NodePools:
         own = tuple(self._on_node.get(node.name, ()))
@@ -402,6 +450,17 @@ class _NodePools:
     consulted_all: bool
     """Whether an incomplete pool made it read every slice of that pool, anywhere."""
     error: _Fatal | None = None
+    candidates: dict[tuple[tuple[str | None, ...], ...], tuple[_Candidate, ...] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    plain: bool = field(init=False, compare=False, repr=False)
+    """Every usable pool is plain (:attr:`_Pool.plain`)."""
+
+    def __post_init__(self) -> None:
+        usable = (p for p in self.pools if not p.incomplete and not p.invalid)
+        object.__setattr__(self, "plain", all(p.plain for p in usable))
+
+    """:meth:`Inventory.plain_candidates`, by the class's and the request's selectors."""
 
 
 def _same_objects(a: Sequence[object], b: Sequence[object]) -> bool:
@@ -621,6 +680,29 @@ class Allocator:
         self._lock = threading.Lock()
         self.invocations = 0
         """How often the search took a step (``NumAllocateOneInvocations``), over all calls."""
+        self._prepared: dict[
+            tuple[int, ...],
+            tuple[Sequence[ResourceClaim], dict[_RequestKey, _RequestData], int],
+        ] = {}
+
+    def prepared(
+        self, claims: Sequence[ResourceClaim]
+    ) -> tuple[dict[_RequestKey, _RequestData], int] | None:
+        """The validated requests of plain ``claims`` and their step count, if a search
+        on another node remembered them (:meth:`_Search._plain_steps`)."""
+        found = self._prepared.get(tuple(map(id, claims)))
+        if found is None or any(a is not b for a, b in zip(found[0], claims, strict=True)):
+            return None
+        return found[1], found[2]
+
+    def remember(
+        self,
+        claims: Sequence[ResourceClaim],
+        requests: dict[_RequestKey, _RequestData],
+        steps: int,
+    ) -> None:
+        with self._lock:
+            self._prepared[tuple(map(id, claims))] = (tuple(claims), requests, steps)
 
     def allocate(
         self,
@@ -710,7 +792,8 @@ class _Search:
         self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
         self.matches: dict[tuple[DeviceID, _RequestKey], bool] = {}
         try:
-            self.pools = self.inventory.pools(node)
+            self.node_pools = self.inventory.node_pools(node)
+            self.pools = self.node_pools.pools
         except _Fatal as exc:
             raise _Fatal(f"gather pool information: {exc}") from None
 
@@ -816,7 +899,18 @@ class _Search:
     # -- the search -----------------------------------------------------------------
 
     def run(self) -> list[AllocationResult] | None:
-        self._prepare()
+        prepared = self.owner.prepared(self.claims)
+        steps: int | None
+        if prepared is not None:  # plain claims, validated on an earlier node
+            self.requests, steps = prepared
+            self.constraints = [[] for _ in self.claims]
+        else:
+            self._prepare()
+            steps = self._plain_steps()
+            if steps is not None:
+                self.owner.remember(self.claims, self.requests, steps)
+        if steps is not None and self._greedy(steps):
+            return [self._result(i) for i in range(len(self.claims))]
         try:
             done = self._allocate_one(0, 0, 0, 0)
         except _MaxSizeExceeded:
@@ -826,6 +920,73 @@ class _Search:
                 self.failure = MSG_INVALID_POOLS
             return None
         return [self._result(i) for i in range(len(self.claims))]
+
+    def _plain_steps(self) -> int | None:
+        """For plain claims (``exactly`` requests for a count of devices, no constraints,
+        no admin access, no capacity requests) the steps the search takes to place them
+        without backtracking; ``None`` for others. Their prepared requests depend on
+        nothing but the claims and the classes: validated once, shared by every node."""
+        steps = 1  # the last step, past the last claim
+        for claim in self.claims:
+            if claim.spec.constraints:
+                return None
+            for request in claim.spec.requests:
+                spec = request.exactly
+                if (
+                    spec is None
+                    or spec.allocation_mode is not AllocationMode.EXACT_COUNT
+                    or spec.admin_access
+                    or spec.capacity_requests
+                ):
+                    return None
+                steps += spec.count + 1
+            steps += 1
+        return steps
+
+    def _greedy(self, steps: int) -> bool:
+        """The depth-first search's first descent, without its recursion, for plain
+        claims (:meth:`_plain_steps`) on pools of plain devices. Nothing then couples one
+        device to another, so when this descent places every device it *is* the search's
+        first solution (same devices, same errors on the way; the step count is added
+        as the search would count it). When it fails, the search runs from scratch:
+        another choice for an earlier request might leave room for a later one."""
+        if not self.node_pools.plain:
+            return False
+        taken: set[DeviceID] = set()
+        in_use = self.in_use.devices
+        should_stop = self.should_stop
+        for claim_index, claim in enumerate(self.claims):
+            results = self.results[claim_index]
+            for request_index in range(len(claim.spec.requests)):
+                key = (claim_index, request_index, 0)
+                data = self.requests[key]
+                spec = data.spec
+                needed = data.num_devices
+                if should_stop is not None and should_stop():
+                    raise _Fatal("filter operation aborted: timed out trying to allocate devices")
+                candidates = self.inventory.plain_candidates(
+                    self.node_pools, data.device_class, spec
+                )
+                if candidates is None:
+                    return False  # the search meets the error where upstream does
+                for _, s, device, device_id in candidates:
+                    if device_id in taken or device_id in in_use:
+                        continue
+                    if not self._fits(spec, device, device_id):
+                        continue
+                    if device.taints and not _tolerated(device, spec):
+                        continue
+                    taken.add(device_id)
+                    results.append(_Result(spec.name, None, spec, device_id, device, s))
+                    needed -= 1
+                    if not needed:
+                        break
+                if needed:
+                    for results in self.results:
+                        results.clear()
+                    return False
+        self.owner.invocations += steps
+        return True
 
     def _allocate_one(
         self,
@@ -968,22 +1129,32 @@ class _Search:
     def _check_selectors(
         self, key: _RequestKey, data: _RequestData, s: ResourceSlice, device: Device
     ) -> bool:
-        for owner, selectors in (
-            (f"class {data.device_class.name}", data.device_class.selectors),
-            (f"claim {self._claim_label(key[0])}", data.spec.selectors),
+        for of_class, selectors in (
+            (True, data.device_class.selectors),
+            (False, data.spec.selectors),
         ):
             for i, expression in enumerate(selectors):
                 if expression is None:
                     raise _Fatal(
-                        f"{owner}: selector #{i}: CEL expression empty (unsupported selector type?)"
+                        f"{self._owner(of_class, key, data)}: selector #{i}: CEL expression"
+                        " empty (unsupported selector type?)"
                     )
                 try:
                     if not self.inventory.selector_verdict(expression, s.driver, device):
                         return False
                 except CelError as exc:
                     kind = "compile" if exc.at_compile else "runtime"
-                    raise _Fatal(f"{owner}: selector #{i}: CEL {kind} error: {exc}") from None
+                    raise _Fatal(
+                        f"{self._owner(of_class, key, data)}: selector #{i}: CEL {kind} error:"
+                        f" {exc}"
+                    ) from None
         return True
+
+    def _owner(self, of_class: bool, key: _RequestKey, data: _RequestData) -> str:
+        """Whose selector an error names (built only for the error)."""
+        if of_class:
+            return f"class {data.device_class.name}"
+        return f"claim {self._claim_label(key[0])}"
 
     def _fits(self, spec: RequestSpec, device: Device, device_id: DeviceID) -> bool:
         allocated = self.in_use.consumed_capacity.get(device_id)

@@ -353,11 +353,16 @@ class SchedulingQueue:
             self._gate_or_activate(info, event)
             return info.where is not Where.GATED
 
-    def recheck_gated(self, event: str) -> int:
+    def recheck_gated(self, event: str, only: Callable[[api.Pod], bool] | None = None) -> int:
         """Run PreEnqueue again for every gated pod (an object a PreEnqueue plugin waits
-        for appeared: a ResourceClaim); returns how many left the gate."""
+        for appeared: a ResourceClaim), or those ``only`` picks (the pods that may wait
+        for it); returns how many left the gate."""
         with self._lock:
-            gated = [info for info in self._infos.values() if info.where is Where.GATED]
+            gated = [
+                info
+                for info in self._infos.values()
+                if info.where is Where.GATED and (only is None or only(info.pod))
+            ]
             for info in gated:
                 self._gate_or_activate(info, event)
             return sum(info.where is not Where.GATED for info in gated)

@@ -1,4 +1,4 @@
-"""The live scheduler's dynamic resource allocation: three informers feeding the
+"""The live scheduler's dynamic resource allocation: the informers feeding the
 resource catalog, the cluster events they raise, and the writer DynamicResources writes
 claims through.
 
@@ -10,9 +10,13 @@ are cluster events, delivered with the old and new objects for the plugin's queu
 hints. A claim's deletion is no event (upstream registers Add and Update only), nor is
 a slice's or a class's.
 
-ResourceClaimTemplates are not watched: kube-scheduler does not (its ClusterRole cannot
-read them); a pod's claim made from a template is found by the name the resourceclaim
-controller writes to ``status.resourceClaimStatuses``.
+A pod's claim made from a template is found by the name the resourceclaim controller
+writes to ``status.resourceClaimStatuses``, as kube-scheduler finds it. ResourceClaimTemplates
+are watched as well, which kube-scheduler does not do (its ClusterRole cannot read them):
+only to say why a pod waits for its claim (:mod:`nodeagent.scheduler.claim_templates`).
+That informer is an addition the scheduler never waits for: until it has listed (a role
+without ``list``/``watch`` on them keeps it retrying, slowly), the reason is
+kube-scheduler's own.
 
 :class:`APIClaimWriter` is the API side of PreBind, PostFilter and Unreserve.
 """
@@ -25,8 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodeagent.base import errors
-from nodeagent.kube import client, informer
-from nodeagent.scheduler import resource_claims
+from nodeagent.kube import client, informer, retry
+from nodeagent.scheduler import api, claim_templates, resource_claims
 from nodeagent.scheduler.framework import ClusterEvent
 from nodeagent.scheduler.resource_claims import ResourceCatalog, ResourceClaim
 
@@ -74,9 +78,15 @@ def _read(kind: client.ResourceKind, obj: client.KubeObject) -> Any:
         return None
 
 
+TEMPLATE_BACKOFF = retry.RetryPolicy(initial_delay=5.0, max_delay=300.0)
+"""The template informer's waits between failed lists: a role without the permission
+is an expected setup (kube-scheduler's), not worth a warning every 30 s."""
+
+
 class ResourceInformers(informer.InformerGroup):
-    """One informer per kind, each writing to ``catalog`` and reporting its adds and
-    updates to ``on_event`` (with the old and new parsed objects)."""
+    """One informer per kind the plugin reads, each writing to ``catalog`` and reporting
+    its adds and updates to ``on_event`` (with the old and new parsed objects); and the
+    ResourceClaimTemplates' (:attr:`templates`), outside the group's sync."""
 
     def __init__(
         self,
@@ -96,9 +106,52 @@ class ResourceInformers(informer.InformerGroup):
                     watch_timeout=watch_timeout,
                     name=f"{kind.value}-informer",
                 )
-                for kind in client.ResourceKind
+                for kind in _WIRING
             ]
         )
+        self.templates = informer.Informer(
+            _list_watch(kube, Kind.RESOURCE_CLAIM_TEMPLATES),
+            self._template_handlers(),
+            watch_timeout=watch_timeout,
+            backoff=TEMPLATE_BACKOFF,
+            name=f"{Kind.RESOURCE_CLAIM_TEMPLATES.value}-informer",
+        )
+
+    def start(self) -> None:
+        super().start()
+        self.templates.start()
+
+    def stop(self, timeout: float) -> None:
+        super().stop(timeout)
+        self.templates.stop(timeout)
+
+    def _template_handlers(self) -> informer.Handlers:
+        store = self._catalog.templates
+
+        def read(obj: client.KubeObject) -> claim_templates.ClaimTemplate | None:
+            try:
+                return claim_templates.parse_claim_template(obj)
+            except errors.ConfigError as exc:
+                log.warning("ignoring a resourceclaimtemplate the scheduler cannot read: %s", exc)
+                return None
+
+        def added(obj: client.KubeObject) -> None:
+            if (template := read(obj)) is not None:
+                store.set(template)
+            else:  # an unreadable version is no template (nor is the one before it)
+                deleted(obj)
+
+        def updated(old: client.KubeObject, new: client.KubeObject) -> None:
+            added(new)
+
+        def deleted(obj: client.KubeObject) -> None:
+            meta = obj.get("metadata") or {}
+            store.discard(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+        def synced() -> None:
+            store.tracked = True
+
+        return informer.Handlers(added, updated, deleted, synced)
 
     def _handlers(self, kind: client.ResourceKind) -> informer.Handlers:
         def added(obj: client.KubeObject) -> None:
@@ -124,6 +177,25 @@ class ResourceInformers(informer.InformerGroup):
         wiring.store(self._catalog, value, True)
         before = None if old is None else _read(kind, old)
         self._on_event(wiring.added if old is None else wiring.updated, before, value)
+
+
+def may_wait_for(claim: object) -> Callable[[api.Pod], bool] | None:
+    """Which pods held at PreEnqueue may be waiting for ``claim`` (added): its owner (a
+    claim made from a template) and those naming it (``None``, every pod: not a claim)."""
+    if not isinstance(claim, ResourceClaim):
+        return None
+    namespace, name, owner = claim.namespace, claim.name, claim.controller_uid
+
+    def waits(pod: api.Pod) -> bool:
+        if pod.namespace != namespace:
+            return False
+        if pod.uid == owner:
+            return True
+        return any(e.claim_name == name for e in pod.resource_claims) or (
+            name in pod.claim_statuses.values()
+        )
+
+    return waits
 
 
 def _list_watch(kube: client.ClusterClient, kind: client.ResourceKind) -> informer.ListWatch:

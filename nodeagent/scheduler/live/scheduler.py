@@ -434,10 +434,12 @@ class LiveScheduler:
 
     def _resource_event(self, event: ClusterEvent, old: object, new: object) -> None:
         """A claim, slice or class added or updated: may help pods the plugin rejected,
-        and (a claim) pods held back at PreEnqueue waiting for it."""
+        and (a claim) pods held back at PreEnqueue waiting for it. During the claims'
+        first list none is (the pods held meanwhile are let through once after the
+        informers synced): a recheck per claim listed is claims x pods."""
         self.queue.on_event(event, old, new)
-        if event is ClusterEvent.RESOURCE_CLAIM_ADD:
-            self.queue.recheck_gated(event)
+        if event is ClusterEvent.RESOURCE_CLAIM_ADD and self.resources.synced:
+            self.queue.recheck_gated(event, resources.may_wait_for(new))
 
     def _moved(self, where: Where, event: str) -> None:
         self.metrics.incoming_child(where.value, event).inc()
@@ -678,6 +680,7 @@ class LiveScheduler:
                 inf.start()
             if not self._wait_synced(sync_timeout, stop):
                 return False
+        self.queue.recheck_gated(ClusterEvent.RESOURCE_CLAIM_ADD)  # see _resource_event
         log.info(
             "informers synced",
             extra={FIELDS: {"nodes": len(self.nodes), "pods": len(self.pods)}},

@@ -46,7 +46,7 @@ import numpy as np
 from pydantic import field_validator
 
 from nodeagent.base import durations, errors
-from nodeagent.scheduler import api, config, resource_claims
+from nodeagent.scheduler import api, claim_templates, config, resource_claims
 from nodeagent.scheduler.dra import allocator, model
 from nodeagent.scheduler.framework import (
     ClusterEvent,
@@ -127,8 +127,10 @@ class _Inputs:
     def allocator(self, catalog: ResourceCatalog) -> NodeAllocator:
         with self._lock:
             generation = catalog.slice_generation
-            if self._inventory is None or self._inventory[0] != generation:
+            if self._inventory is None:
                 self._inventory = (generation, allocator.Inventory(catalog.slices()))
+            elif self._inventory[0] != generation:  # unchanged nodes keep their pools
+                self._inventory = (generation, self._inventory[1].updated(catalog.slices()))
             generation = catalog.generation
             if self._in_use is None or self._in_use[0] != generation:
                 dedicated = catalog.devices_in_use()
@@ -182,6 +184,8 @@ def pod_claims(pod: api.Pod, catalog: ResourceCatalog) -> tuple[list[ResourceCla
     found: list[ResourceClaim] = []
     for entry in pod.resource_claims:
         name, must_own, error = claim_name(pod, entry)
+        if error and entry.template_name:  # what the template says about the wait
+            return [], claim_templates.not_created_reason(pod, entry, catalog.templates)
         if error:
             return [], error
         if name is None:
