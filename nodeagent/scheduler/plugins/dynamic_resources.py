@@ -189,6 +189,10 @@ class _Extended:
 @dataclass(slots=True)
 class _State:
     claims: list[ResourceClaim]
+    """The pod's claims (PreBind puts the versions it wrote in their place)."""
+    seen: tuple[ResourceClaim, ...] = ()
+    """The claims as PreFilter read them: what Filter judges (``--explain`` asks Filter
+    about the other nodes after PreBind wrote)."""
     to_allocate: list[int] = field(default_factory=list)
     """Indices into ``claims`` of those the scheduler allocates."""
     allocator: NodeAllocator | None = None
@@ -361,7 +365,7 @@ class DynamicResources:
                 return None, status
         if to_allocate:
             found.allocator = self._new_allocator(self._catalog)
-        found.claims, found.to_allocate = claims, to_allocate
+        found.claims, found.to_allocate, found.seen = claims, to_allocate, tuple(claims)
         found.binding_blocked = frozenset(blocked)
         return None, api.SUCCESS
 
@@ -414,11 +418,11 @@ class DynamicResources:
             status, variant = self._extended_on(found, extended, node)
             if not status.is_success:
                 return status
-            if variant is None and len(found.claims) == 1:
+            if variant is None and len(found.seen) == 1:
                 return api.SUCCESS  # no claim of its own; the device plugin has the rest
         unavailable = [
             index
-            for index, claim in enumerate(found.claims)
+            for index, claim in enumerate(found.seen)
             if index in found.binding_blocked
             or (
                 claim.node_selector is not None
@@ -435,7 +439,7 @@ class DynamicResources:
         wanted = [
             variant.claim.parsed
             if variant is not None and extended is not None and i == extended.index
-            else found.claims[i].parsed
+            else found.seen[i].parsed
             for i in found.to_allocate
             if i != skipped
         ]
@@ -472,7 +476,7 @@ class DynamicResources:
         """``filterExtendedResources``: the claim this node needs for the pod's extended
         resources it does not have in its allocatable (``None``: none, its device plugin
         has them all)."""
-        claim = found.claims[extended.index]
+        claim = found.seen[extended.index]
         if claim.parsed.spec.requests:
             # made by a former attempt that did not bind: PostFilter deletes it
             return _unresolvable("cannot schedule extended resource claim"), None

@@ -394,6 +394,8 @@ def test_the_claim_is_created_allocated_and_reserved(node_gpus: str | None) -> N
     assert created.finalizers == (resource_claims.FINALIZER,)
     assert devices_of(created) == [("container-0-request-0", "instance-0")]
     assert catalog.devices_in_use() == {created.allocation.results[0].device_id}  # type: ignore[union-attr]
+    # --explain asks Filter about the other nodes after PreBind: the same judgment
+    assert plugin.filter_node(state, the_pod, snapshot, 0).is_success
 
 
 def test_a_resource_no_class_maps_is_not_dra_s() -> None:
