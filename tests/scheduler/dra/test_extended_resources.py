@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nodeagent.scheduler import api, framework, objects, resource_claims
 from nodeagent.scheduler.framework import CycleState, QueueingHint
@@ -612,3 +614,45 @@ def test_fit_hint_after_a_device_class_event() -> None:
     assert hint(wants_gpu, gpu_class, gpu_class) is QueueingHint.QUEUE_SKIP
     assert hint(wants_gpu, plain, gpu_class) is QueueingHint.QUEUE
     assert hint(wants_implicit, gpu_class, plain) is QueueingHint.QUEUE_SKIP
+
+
+# --- invariants of the requests and mappings ---------------------------------------------------
+
+CONTAINER = st.tuples(
+    st.sampled_from(["init", "sidecar", "main"]),
+    st.dictionaries(st.sampled_from([GPU, GPU2, "cpu"]), st.integers(0, 4), max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(CONTAINER, min_size=1, max_size=6))
+def test_every_container_is_served(found: list[tuple[str, dict[str, int]]]) -> None:
+    """Every container asking a mapped resource is mapped to requests of that resource's
+    class whose counts cover what it asks; a long-lived container's own request is its
+    whole ask (they run together, nothing is shared); every mapping names a request."""
+    inits = [
+        container(f"i{i}", {k: str(v) for k, v in r.items()}, sidecar=kind == "sidecar")
+        for i, (kind, r) in enumerate(found)
+        if kind != "main"
+    ]
+    mains = [{k: str(v) for k, v in r.items()} for kind, r in found if kind == "main"]
+    the_pod = pod(*mains, init=inits)
+    classes = {GPU: "class", GPU2: "class2"}
+    totals = {GPU: 1, GPU2: 1}
+    requests, mappings = dynamic_resources.extended_requests(the_pod, totals, classes.get)
+    by_name = {r["name"]: r["exactly"] for r in requests}
+    assert len(by_name) == len(requests)
+    served: dict[tuple[str, str], list[str]] = {}
+    for m in mappings:
+        assert m["requestName"] in by_name
+        assert by_name[m["requestName"]]["deviceClassName"] == classes[m["resourceName"]]
+        served.setdefault((m["containerName"], m["resourceName"]), []).append(m["requestName"])
+    spec = the_pod.raw["spec"] if the_pod.raw else {}
+    for c in [*spec["initContainers"], *spec["containers"]]:
+        for resource in (GPU, GPU2):
+            asked = int(c["resources"]["requests"].get(resource, "0"))
+            names = served.get((c["name"], resource), [])
+            assert bool(names) == bool(asked)
+            covered = sum(by_name[n]["count"] for n in names)
+            long_lived = c in spec["containers"] or c.get("restartPolicy") == "Always"
+            assert covered == asked if long_lived else covered >= asked
