@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -521,8 +522,11 @@ def test_binding_waits_for_the_driver_s_conditions(
     # given up: deallocated (its device status dropped), then allocated and waiting again
     eventually(waiting_for_the_driver, timeout=60, what="claim allocated again")
     assert bound_node(admin, run, "attached") == ""
+    started = time.monotonic()
     report_conditions(admin, run, name, {"attached": "True", "failed": "False"})
     node = wait_bound(admin, run, "attached")
+    # how long the scheduler took to notice (kube-scheduler polls every 5 s)
+    print(f"{run.scheduler}: bound {time.monotonic() - started:.2f} s after `attached`")
     assert node == "b"
     verdict("binding-conditions", run, {"node": node, "devices": devices(found, run)})
 
