@@ -466,6 +466,44 @@ def test_an_extended_resource_is_allocated_through_a_claim(
     )
 
 
+def test_a_class_naming_the_resource_later_requeues_the_pod(
+    control_plane: ControlPlane, nodes: Nodes, run: Run
+) -> None:
+    """A pod asks an extended resource that nothing provides: Pending as NodeResourcesFit
+    says. A DeviceClass naming it, added later, requeues the pod (NodeResourcesFit's
+    DeviceClass hint), and it is bound through a claim."""
+    admin = control_plane.admin
+    make_nodes(nodes, run, "a")
+    publish(admin, run, "a", ["a100"])
+    late = f"{run.prefix}.nodeagent.example/late"
+    body = o.pod("late", run.namespace, scheduler=run.scheduler)
+    body["spec"]["nodeSelector"] = run.selector
+    body["spec"]["containers"][0]["resources"]["requests"][late] = "1"
+    body["spec"]["containers"][0]["resources"]["limits"] = {late: "1"}
+    admin.create(f"/api/v1/namespaces/{run.namespace}/pods", body)
+    reason = eventually(lambda: pending_reason(admin, run, "late"), timeout=60, what="tried")
+    assert f"Insufficient {late}" in reason
+    name = f"{run.prefix}-late"
+    admin.create(
+        f"{API}/deviceclasses",
+        {
+            **device_class(run),
+            "metadata": {"name": name},
+            "spec": {**device_class(run)["spec"], "extendedResourceName": late},
+        },
+    )
+    try:
+        node = wait_bound(admin, run, "late")
+    finally:
+        admin.request("DELETE", f"{API}/deviceclasses/{name}")
+    assert node == "a"
+    verdict(
+        "late-class",
+        run,
+        {"reason": re.sub(r"\d+", "N", reason.replace(run.prefix, "RUN")), "node": node},
+    )
+
+
 def report_conditions(admin: Rest, run: Run, name: str, conditions: dict[str, str]) -> None:
     """What the driver does: the allocated device's conditions in ``status.devices``."""
     found = claim(admin, run, name)
