@@ -9,7 +9,9 @@ Extended resources backed by DRA (``DRAExtendedResource``, beta, on): a request 
 extended resource that a DeviceClass maps (its ``extendedResourceName``, or the implicit
 ``deviceclass.resource.kubernetes.io/<class>``) is not checked on a node without that
 resource in its allocatable: DynamicResources allocates devices for it there
-(``shouldDelegateResourceToDRA``).
+(``shouldDelegateResourceToDRA``). When the scoring strategy names such a resource, a
+node without it in its allocatable is scored by the devices of its class there: how many,
+and how many are allocated (``calculateDRAExtendedResourceAllocatableRequest``).
 
 Score (``noderesources/resource_allocation.go``): LeastAllocated (default), MostAllocated or
 RequestedToCapacityRatio over the configured resources, using "non-zero" cpu/memory
@@ -30,6 +32,7 @@ from pydantic import Field, model_validator
 
 from nodeagent.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY
 from nodeagent.scheduler import api, config, resource_claims
+from nodeagent.scheduler.dra import allocator, cel, model
 from nodeagent.scheduler.framework import (
     POD_DELETE_EVENTS,
     POD_SCALE_DOWN_EVENTS,
@@ -166,6 +169,102 @@ class _Checks:
         return cls(checks, np.array(rows, dtype=np.intp), amounts)
 
 
+def _reaches(
+    node: api.Node, name: str | None, all_nodes: bool, selector: model.NodeSelector | None
+) -> bool:
+    """``NodeMatches`` (a selector that does not parse matches nothing)."""
+    if name:
+        return node.name == name
+    return all_nodes or (selector is not None and allocator.node_selector_matches(selector, node))
+
+
+class DeviceCounts:
+    """Per DeviceClass and node: how many devices of the class the node reaches, and
+    how many of them are allocated (``calculateDRAResourceTotals``), remembered until
+    the catalog changes."""
+
+    def __init__(self, catalog: resource_claims.ResourceCatalog) -> None:
+        self._catalog = catalog
+        self._generation = -1
+        self._found: dict[tuple[str, str], tuple[int, int]] = {}
+        self._in_use: frozenset[model.DeviceID] = frozenset()
+        self._compiler = cel.shared_compiler()
+
+    def __call__(self, device_class: model.DeviceClass, node: api.Node) -> tuple[int, int]:
+        catalog = self._catalog
+        if catalog.generation != self._generation:
+            self._generation = catalog.generation
+            self._found = {}
+            shared = {r.device_id for a in catalog.shared_allocations() for r in a.results}
+            self._in_use = catalog.devices_in_use() | shared
+        key = (device_class.name, node.name)
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = self._count(device_class, node)
+        return found
+
+    def scoring_inputs(
+        self,
+        inputs: ra.Inputs,
+        resources: Sequence[str],
+        pod_requests: Sequence[int],
+        snapshot: ClusterSnapshot,
+        nodes: NodeIndices,
+    ) -> ra.Inputs:
+        """:func:`~.resource_allocation.scoring_inputs`' ``inputs`` with the extended
+        resources backed by DRA that the pod asks counted in devices on the nodes
+        without them in their allocatable (``calculateResourceAllocatableRequest``)."""
+        requested, allocatable, included = inputs
+        if included is None:  # cpu and memory only
+            return inputs
+        for i, (name, amount) in enumerate(zip(resources, pod_requests, strict=True)):
+            if amount == 0 or not resource_claims.is_dra_extended_resource_name(name):
+                continue
+            device_class = self._catalog.extended_resource_class(name)
+            if device_class is None:
+                continue
+            for j, index in enumerate(nodes.tolist()):
+                if allocatable[i, j] != 0:
+                    continue
+                capacity, used = self(device_class, snapshot.nodes[index])
+                if capacity > 0:
+                    allocatable[i, j] = capacity
+                    requested[i, j] = used + amount
+        return requested, allocatable, included
+
+    def _count(self, device_class: model.DeviceClass, node: api.Node) -> tuple[int, int]:
+        capacity = allocated = 0
+        for resource_slice in self._catalog.slices():
+            if resource_slice.per_device_node_selection:
+                devices = [
+                    (d, i)
+                    for d, i in zip(resource_slice.devices, resource_slice.device_ids, strict=True)
+                    if _reaches(node, d.node_name, d.all_nodes, d.node_selector)
+                ]
+            elif _reaches(
+                node,
+                resource_slice.node_name,
+                resource_slice.all_nodes,
+                resource_slice.node_selector,
+            ):
+                devices = list(zip(resource_slice.devices, resource_slice.device_ids, strict=True))
+            else:
+                continue
+            for device, device_id in devices:
+                try:
+                    matches = all(
+                        self._compiler.matches(e, cel.DeviceInput(resource_slice.driver, device))
+                        for e in device_class.selectors
+                        if e is not None
+                    )
+                except cel.CelError:
+                    return 0, 0  # upstream gives up on the node: as without devices
+                if matches:
+                    capacity += 1
+                    allocated += device_id in self._in_use
+        return capacity, allocated
+
+
 class NodeResourcesFit:
     name = NAME
     resource_local = True
@@ -177,6 +276,7 @@ class NodeResourcesFit:
         self.args = args
         self._dra = resources
         """The DeviceClasses that map extended resources (``None``: none can)."""
+        self._device_counts = DeviceCounts(resources) if resources is not None else None
         self._ignored = set(args.ignored_resources)
         self._ignored_groups = set(args.ignored_resource_groups)
         self._strategy = args.scoring_strategy.type
@@ -388,7 +488,10 @@ class NodeResourcesFit:
         self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> ra.Inputs:
         names = [name for name, _ in self._resources]
-        return ra.scoring_inputs(names, pod_requests, snapshot, nodes, nonzero=True)
+        inputs = ra.scoring_inputs(names, pod_requests, snapshot, nodes, nonzero=True)
+        if self._device_counts is None:
+            return inputs
+        return self._device_counts.scoring_inputs(inputs, names, pod_requests, snapshot, nodes)
 
     def score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices

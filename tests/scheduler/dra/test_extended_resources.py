@@ -656,3 +656,94 @@ def test_every_container_is_served(found: list[tuple[str, dict[str, int]]]) -> N
             covered = sum(by_name[n]["count"] for n in names)
             long_lived = c in spec["containers"] or c.get("restartPolicy") == "Always"
             assert covered == asked if long_lived else covered >= asked
+
+
+# --- scoring (calculateDRAExtendedResourceAllocatableRequest) ---------------------------------
+
+
+def scoring_catalog(devices: dict[str, int], allocated: Sequence[str] = ()) -> ResourceCatalog:
+    """kube-scheduler's ``deviceClassWithExtendResourceName`` and a ``test-driver`` slice
+    per node with ``devices[node]`` devices; ``allocated``: ``node/device-i`` in use."""
+    catalog = ResourceCatalog()
+    catalog.set_class(device_class())
+    for node, count in devices.items():
+        body = b.node_slice(node, count, driver="test-driver")
+        catalog.set_slice(resource_claims.parse_resource_slice(body))
+    for i, where in enumerate(allocated):
+        node, device = where.split("/")
+        claim = b.claim_dict(f"held-{i}", uid=f"held-{i}", owner=None, allocated=[(node, device)])
+        claim["status"]["allocation"]["devices"]["results"][0]["driver"] = "test-driver"
+        catalog.set_claim(resource_claims.parse_resource_claim(claim))
+    return catalog
+
+
+def scores(plugin: Any, the_pod: api.Pod, snapshot: Any) -> list[int]:
+    nodes = np.arange(len(snapshot.nodes))
+    state = CycleState()
+    plugin.pre_score(state, the_pod, snapshot, nodes)
+    vector = [int(v) for v in plugin.score(state, the_pod, snapshot, nodes)]
+    assert vector == [plugin.score_node(the_pod, snapshot, i) for i in range(len(nodes))]
+    return vector
+
+
+@pytest.mark.parametrize("allocated", [(), ("node1/instance-0",)])
+def test_fit_scores_dra_devices(allocated: tuple[str, ...]) -> None:
+    """``test case for ScoringStrategy LeastAllocated with Extended resources``: three
+    devices on node1, two on node2, the pod asks one: 66 and 50 (one of node1's
+    allocated: 33)."""
+    args = node_resources_fit.Args.model_validate(
+        {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": GPU, "weight": 1}]}}
+    )
+    catalog = scoring_catalog({"node1": 3, "node2": 2}, allocated)
+    plugin = node_resources_fit.NodeResourcesFit(args, catalog)
+    snapshot = builders.snapshot([builders.node("node1"), builders.node("node2")])
+    node1 = 33 if allocated else 66
+    assert scores(plugin, pod({GPU: "1"}), snapshot) == [node1, 50]
+    # a device plugin's node with the same numbers scores the same
+    plain = node_resources_fit.NodeResourcesFit(args)
+    extra = {"node1": {GPU: "3"}, "node2": {GPU: "2"}}
+    used = [builders.pod("held", node_name="node1", requests={GPU: "1"})] if allocated else []
+    advertised = builders.snapshot(
+        [builders.node(n, extra=extra[n]) for n in ("node1", "node2")], used
+    )
+    assert scores(plain, pod({GPU: "1"}), advertised) == [node1, 50]
+
+
+def test_balanced_allocation_counts_dra_devices() -> None:
+    """``include DRA resource on a node for balanced resource allocation``: node1's eight
+    devices join its cpu and memory fractions (86%, 0%, 1/8: 62 with the pod, as the
+    case's comment counts), node2 has none (cpu and memory: 63). kube-scheduler v1.36
+    then scores the change in balance the pod makes (76, 75): BalancedAllocation's own
+    formula, not the devices' counting."""
+    from nodeagent.scheduler.plugins import balanced_allocation
+
+    args = balanced_allocation.Args.model_validate(
+        {
+            "resources": [
+                {"name": "cpu", "weight": 1},
+                {"name": "memory", "weight": 1},
+                {"name": GPU, "weight": 1},
+            ]
+        }
+    )
+    plugin = balanced_allocation.BalancedAllocation(args, scoring_catalog({"node1": 8}))
+    nodes = [builders.node(n, cpu="3500m", memory="40000") for n in ("node1", "node2")]
+    bound = [
+        builders.pod(
+            "p1",
+            node_name="node1",
+            containers=[
+                builders.container("a", requests={"cpu": "1000m"}),
+                builders.container("b", requests={"cpu": "2000m"}),
+            ],
+        ),
+        builders.pod(
+            "p2",
+            node_name="node2",
+            containers=[
+                builders.container("a", requests={"cpu": "1000m", "memory": "2000"}),
+                builders.container("b", requests={"cpu": "2000m", "memory": "3000"}),
+            ],
+        ),
+    ]
+    assert scores(plugin, pod({GPU: "1"}), builders.snapshot(nodes, bound)) == [62, 63]
