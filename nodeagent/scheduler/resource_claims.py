@@ -277,13 +277,17 @@ KINDS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
 """The kinds a cluster file may carry for the plugin, and their readers."""
 
 
-def read_objects(found: Mapping[str, Sequence[Any]]) -> ResourceObjects:
-    """The parsed kinds of :data:`KINDS` (``found``: kind -> parsed objects)."""
+def read_objects(found: Mapping[str, Sequence[Any]], source: str = "cluster") -> ResourceObjects:
+    """The parsed kinds of :data:`KINDS` (``found``: kind -> parsed objects, read from
+    the file ``source``)."""
     claims = tuple(found.get("ResourceClaim", ()))
     keys = [c.key for c in claims]
     duplicates = sorted({k for k in keys if keys.count(k) > 1})
     if duplicates:
-        raise ConfigError(f"ResourceClaim {duplicates[0]}: listed twice", field="ResourceClaim")
+        raise ConfigError(
+            f"{source}: ResourceClaim {duplicates[0]} appears more than once",
+            field="ResourceClaim",
+        )
     return ResourceObjects(
         claims, tuple(found.get("DeviceClass", ())), tuple(found.get("ResourceSlice", ()))
     )

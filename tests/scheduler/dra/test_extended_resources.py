@@ -12,7 +12,9 @@ follows the API's rule for ``extendedResourceName`` (the class created last wins
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nodeagent import cli
 from nodeagent.scheduler import api, framework, objects, resource_claims
 from nodeagent.scheduler.framework import CycleState, QueueingHint
 from nodeagent.scheduler.plugins import dynamic_resources, node_resources_fit
@@ -747,3 +750,27 @@ def test_balanced_allocation_counts_dra_devices() -> None:
         ),
     ]
     assert scores(plugin, pod({GPU: "1"}), builders.snapshot(nodes, bound)) == [62, 63]
+
+
+# --- the planner ------------------------------------------------------------------------
+
+
+def test_the_extended_resource_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/clusters/dra-extended.yaml (its header says why): a DRA node and a device
+    plugin's node serve the same extended resource; each node's reason is its own."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "clusters" / "dra-extended.yaml"
+    assert cli.main(["schedule", "--cluster", str(example), "--seed", "1", "--explain"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    by_pod = {p["pod"]: p for p in result["placements"]}
+    placed = {by_pod[f"default/legacy-{i}"]["node"] for i in (0, 1)}
+    assert placed == {"n1", "n2"}
+    assert by_pod["default/legacy-2"]["status"] == "Unschedulable"
+    reasons = {n: v["reasons"] for n, v in by_pod["default/legacy-2"]["nodes"].items()}
+    assert reasons == {
+        "n1": ["cannot allocate all claims"],
+        "n2": [f"Insufficient {GPU}"],
+        "n3": ["cannot allocate all claims"],
+    }
+    assert by_pod["default/implicit"]["message"].startswith(
+        "0/3 nodes are available: 3 cannot allocate all claims. still not schedulable"
+    )
