@@ -509,14 +509,23 @@ class ResourceCatalog:
         with self._lock:
             return [self._assumed.get(k, c) for k, c in self._claims.items()]
 
-    def extended_resource_class(self, name: str) -> DeviceClass | None:
-        """The class whose devices satisfy extended resource ``name``
-        (``DeviceClassResolver.GetDeviceClass``), if any."""
+    def extended_resources(self) -> Mapping[str, DeviceClass]:
+        """Extended resource name -> the class whose devices satisfy it
+        (``DeviceClassResolver``), rebuilt when a class changed. Asked for every pod:
+        the current mapping is read without the lock."""
+        cached = self._extended
+        if cached is not None and cached[0] == self.slice_generation:
+            return cached[1]
         with self._lock:
             if self._extended is None or self._extended[0] != self.slice_generation:
                 found = extended_resource_classes(self._classes.values())
                 self._extended = (self.slice_generation, found)
-            return self._extended[1].get(name)
+            return self._extended[1]
+
+    def extended_resource_class(self, name: str) -> DeviceClass | None:
+        """The class whose devices satisfy extended resource ``name``
+        (``DeviceClassResolver.GetDeviceClass``), if any."""
+        return self.extended_resources().get(name)
 
     def extended_claim(self, pod: api.Pod) -> ResourceClaim | None:
         """The extended-resource claim a former attempt created for ``pod``

@@ -372,14 +372,14 @@ class DynamicResources:
     def _extended_resources(self, pod: api.Pod) -> dict[str, int] | None:
         """``preFilterExtendedResources``: the pod's DRA-nameable extended resources,
         when a DeviceClass maps any of them (else ``None``: NodeResourcesFit has them)."""
-        wanted = {
+        mapped = self._catalog.extended_resources()
+        if not mapped or not any(mapped.get(n) for n, a in pod.requests.items() if a > 0):
+            return None
+        return {
             name: amount
             for name, amount in pod.requests.items()
             if amount > 0 and resource_claims.is_dra_extended_resource_name(name)
         }
-        if not wanted or not any(self._catalog.extended_resource_class(n) for n in wanted):
-            return None
-        return wanted
 
     def _check_classes(self, claim: ResourceClaim) -> api.Status:
         """``validateDeviceClass`` for each request (and each subrequest)."""

@@ -342,12 +342,11 @@ class NodeResourcesFit:
     def _delegating(self, checks: _Checks) -> _Checks:
         """``checks`` with the resources DeviceClasses map marked (classes change
         without the request shape changing, so this is not remembered per shape)."""
-        if self._dra is None or not any(
-            resource_claims.is_dra_extended_resource_name(c.name) for c in checks.checks
-        ):
+        mapped = self._dra.extended_resources() if self._dra is not None else None
+        if not mapped or not any(c.name in mapped for c in checks.checks):
             return checks
         delegated = tuple(self._mapped(c.name) for c in checks.checks)
-        return dataclasses.replace(checks, delegated=delegated) if any(delegated) else checks
+        return dataclasses.replace(checks, delegated=delegated)
 
     def pre_filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
