@@ -326,6 +326,15 @@ class ClusterClient(KubeClient, Protocol):
         pod from ``reservedFor`` by UID)."""
         ...
 
+    def create_resource_claim(self, namespace: str, body: Mapping[str, Any]) -> KubeObject:
+        """POST a ResourceClaim (a pod's extended-resource claim, its name generated)."""
+        ...
+
+    def delete_resource_claim(self, namespace: str, name: str, *, uid: str) -> None:
+        """DELETE a ResourceClaim, ``uid`` the precondition (a claim of that name made
+        since is not deleted)."""
+        ...
+
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         """POST a Binding (``pods/binding create``): the server sets ``spec.nodeName``.
         An already bound pod raises :class:`nodeagent.base.errors.Conflict`; never retried

@@ -800,6 +800,30 @@ class HTTPKubeClient:
             ),
         )
 
+    def create_resource_claim(self, namespace: str, body: Mapping[str, Any]) -> client.KubeObject:
+        return self._call(
+            "create",
+            "resourceclaims",
+            f"create resourceclaim in {namespace}",
+            self._json_request(
+                "POST", writes.resource_claims_path(namespace), msgspec.json.encode(body)
+            ),
+        )
+
+    def delete_resource_claim(self, namespace: str, name: str, *, uid: str) -> None:
+        options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        self._call(
+            "delete",
+            "resourceclaims",
+            f"delete resourceclaim {namespace}/{name}",
+            self._json_request(
+                "DELETE",
+                writes.resource_claim_path(namespace, name),
+                msgspec.json.encode(options),
+            ),
+            decode=False,
+        )
+
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         body = writes.binding_body(namespace, name, uid=uid, node_name=node_name)
         # the answer (a Status) is not read; only faults with no answer are retried

@@ -28,6 +28,11 @@ def resource_claim_path(namespace: str, name: str, *, status: bool = False) -> s
     return f"{path}/status" if status else path
 
 
+def resource_claims_path(namespace: str) -> str:
+    """A namespace's ResourceClaims, for a POST."""
+    return f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims"
+
+
 def events_path(namespace: str) -> str:
     return f"/api/v1/namespaces/{segment(namespace)}/events"
 

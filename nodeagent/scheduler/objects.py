@@ -831,7 +831,7 @@ def read_cluster(
             tuple(kept["CSIDriver"]),
             tuple(kept["CSIStorageCapacity"]),
         ),
-        resource_claims.read_objects(resource_kinds),
+        resource_claims.read_objects(resource_kinds, source),
     )
 
 

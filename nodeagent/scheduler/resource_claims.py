@@ -22,7 +22,10 @@ The catalog is shared by the scheduling loop and the binding threads, hence its 
 from __future__ import annotations
 
 import copy
+import datetime
+import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +41,15 @@ FINALIZER = "resource.kubernetes.io/delete-protection"
 """The finalizer PreBind puts on a claim it allocates (``resourceapi.Finalizer``)."""
 RESERVED_FOR_MAX = 256
 """``ResourceClaimReservedForMaxSize``: the API refuses more consumers than this."""
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+"""``ExtendedResourceClaimAnnotation``: marks the claim the scheduler made for a pod's
+extended resources backed by DRA (``DRAExtendedResource``)."""
+DEVICE_CLASS_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""``ResourceDeviceClassPrefix``: every class is also the extended resource
+``deviceclass.resource.kubernetes.io/<class>``."""
+SPECIAL_CLAIM_NAME = "<extended-resources>"
+"""The in-memory name of a pod's extended-resource claim until PreBind creates it (not a
+valid object name, so it never meets a real claim)."""
 
 Consumer = model.ConsumerRef
 DeviceClass = model.DeviceClass
@@ -117,6 +129,109 @@ class ResourceClaim:
         return True
 
 
+def is_dra_extended_resource_name(name: str) -> bool:
+    """``IsDRAExtendedResourceName``: a vendor resource or a class's implicit name."""
+    return api.is_extended_resource(name) or name.startswith(DEVICE_CLASS_PREFIX)
+
+
+def extended_resource_classes(classes: Iterable[DeviceClass]) -> dict[str, DeviceClass]:
+    """The extended resource name -> DeviceClass mapping (``ExtendedResourceCache``):
+    every class under its implicit name, and under ``spec.extendedResourceName`` the
+    class created last of those naming it (the first name on a tie, as the API documents
+    the field). Computed from the set, so the answer does not depend on the order the
+    informer delivered the classes."""
+    found: dict[str, DeviceClass] = {}
+    explicit: dict[str, DeviceClass] = {}
+    for device_class in classes:
+        found[DEVICE_CLASS_PREFIX + device_class.name] = device_class
+        name = device_class.extended_resource_name
+        if not name:
+            continue
+        rival = explicit.get(name)
+        if rival is None or (
+            (_instant(device_class.creation_timestamp), rival.name)
+            > (_instant(rival.creation_timestamp), device_class.name)
+        ):
+            explicit[name] = device_class
+    found.update(explicit)
+    return found
+
+
+def _instant(timestamp: str | None) -> float:
+    """Seconds since the epoch of an RFC 3339 time (``metav1.Time``); 0 when unset."""
+    if not timestamp:
+        return 0.0
+    return datetime.datetime.fromisoformat(timestamp).timestamp()
+
+
+def rfc3339(seconds: float) -> str:
+    """``metav1.Time`` as the API serializes it (whole seconds, UTC)."""
+    when = datetime.datetime.fromtimestamp(int(seconds), tz=datetime.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- binding conditions (DRADeviceBindingConditions) ----------------------------------------
+
+
+def _device_conditions(claim: ResourceClaim, device: model.DeviceID) -> list[Any] | None:
+    """The conditions a driver reported in ``status.devices`` for ``device``; ``None``
+    when it reported nothing for it (``getAllocatedDeviceStatus``)."""
+    status = claim.raw.get("status") or {}
+    for entry in status.get("devices") or ():
+        if (
+            entry.get("driver") == device.driver
+            and entry.get("pool") == device.pool
+            and entry.get("device") == device.device
+        ):
+            return list(entry.get("conditions") or ())
+    return None
+
+
+def has_binding_conditions(claim: ResourceClaim) -> bool:
+    allocation = claim.allocation
+    return allocation is not None and any(r.binding_conditions for r in allocation.results)
+
+
+def binding_readiness(claim: ResourceClaim) -> tuple[bool, str]:
+    """``isClaimReadyForBinding``: (every binding condition of every allocated device is
+    True, the failure if a binding failure condition is True). A device its driver has
+    reported nothing for is not ready; an unallocated claim is not ready."""
+    allocation = claim.allocation
+    if allocation is None:
+        return False, ""
+    for result in allocation.results:
+        if not result.binding_conditions:
+            continue
+        conditions = _device_conditions(claim, result.device_id)
+        if conditions is None:
+            return False, ""
+        by_type = {c.get("type"): c for c in conditions if isinstance(c, Mapping)}
+        for wanted in result.binding_failure_conditions:
+            failed = by_type.get(wanted)
+            if failed is not None and failed.get("status") == "True":
+                return False, (
+                    f"device binding failed: claim={claim.name},"
+                    f" reason={failed.get('reason', '')},"
+                    f" message={json.dumps(failed.get('message', ''))}"
+                )
+        for wanted in result.binding_conditions:
+            met = by_type.get(wanted)
+            if met is None or met.get("status") != "True":
+                return False, ""
+    return True, ""
+
+
+def binding_timed_out(claim: ResourceClaim, timeout: float, now: float) -> bool:
+    """``isClaimTimeout``: a device with binding conditions was allocated more than
+    ``timeout`` seconds before ``now`` (by ``allocationTimestamp``)."""
+    allocation = claim.allocation
+    if allocation is None or not allocation.allocation_timestamp:
+        return False
+    if not has_binding_conditions(claim):
+        return False
+    return _instant(allocation.allocation_timestamp) + timeout < now
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceObjects:
     """The three kinds as read from a cluster file."""
@@ -165,19 +280,24 @@ KINDS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
 """The kinds a cluster file may carry for the plugin, and their readers."""
 
 
-def read_objects(found: Mapping[str, Sequence[Any]]) -> ResourceObjects:
-    """The parsed kinds of :data:`KINDS` (``found``: kind -> parsed objects)."""
+def read_objects(found: Mapping[str, Sequence[Any]], source: str = "cluster") -> ResourceObjects:
+    """The parsed kinds of :data:`KINDS` (``found``: kind -> parsed objects, read from
+    the file ``source``)."""
     claims = tuple(found.get("ResourceClaim", ()))
     keys = [c.key for c in claims]
     duplicates = sorted({k for k in keys if keys.count(k) > 1})
     if duplicates:
-        raise ConfigError(f"ResourceClaim {duplicates[0]}: listed twice", field="ResourceClaim")
+        raise ConfigError(
+            f"{source}: ResourceClaim {duplicates[0]} appears more than once",
+            field="ResourceClaim",
+        )
     templates = tuple(found.get("ResourceClaimTemplate", ()))
     keys = [t.key for t in templates]
     duplicates = sorted({k for k in keys if keys.count(k) > 1})
     if duplicates:
         raise ConfigError(
-            f"ResourceClaimTemplate {duplicates[0]}: listed twice", field="ResourceClaimTemplate"
+            f"{source}: ResourceClaimTemplate {duplicates[0]} appears more than once",
+            field="ResourceClaimTemplate",
         )
     return ResourceObjects(
         claims,
@@ -194,9 +314,13 @@ def with_allocation(
     claim: ResourceClaim,
     allocation: model.AllocationResult | None,
     consumers: Iterable[Consumer] = (),
+    *,
+    allocated_at: str | None = None,
 ) -> ResourceClaim:
     """``claim`` as it reads once ``allocation`` (``None``: as is) and ``consumers`` are
-    in its status (and, when allocated here, the finalizer on it)."""
+    in its status (and, when allocated here, the finalizer on it). ``allocated_at``
+    stamps ``allocationTimestamp`` where the allocation has none (PreBind does, binding
+    conditions being on: the binding timeout counts from it)."""
     body = copy.deepcopy(dict(claim.raw))
     meta = body.setdefault("metadata", {})
     status = body.setdefault("status", {})
@@ -205,6 +329,8 @@ def with_allocation(
         finalizers = list(meta.get("finalizers") or [])
         if FINALIZER not in finalizers:
             meta["finalizers"] = [*finalizers, FINALIZER]
+    if allocated_at is not None and isinstance(status.get("allocation"), dict):
+        status["allocation"].setdefault("allocationTimestamp", allocated_at)
     reserved = list(status.get("reservedFor") or [])
     for consumer in consumers:
         if all(r.get("uid") != consumer.uid for r in reserved):
@@ -220,6 +346,59 @@ def with_finalizer(claim: ResourceClaim) -> ResourceClaim:
     meta = body.setdefault("metadata", {})
     meta["finalizers"] = [*(meta.get("finalizers") or []), FINALIZER]
     return parse_resource_claim(body)
+
+
+def without_finalizer(claim: ResourceClaim) -> ResourceClaim:
+    """``claim`` without the delete-protection finalizer (before deleting it)."""
+    body = copy.deepcopy(dict(claim.raw))
+    meta = body.setdefault("metadata", {})
+    meta["finalizers"] = [f for f in meta.get("finalizers") or () if f != FINALIZER]
+    return parse_resource_claim(body)
+
+
+def extended_claim_body(pod: api.Pod) -> dict[str, Any]:
+    """The in-memory claim for ``pod``'s extended resources backed by DRA, before Filter
+    gives it a node's requests (``preFilterExtendedResources``): owned by the pod (its
+    controller), annotated, named at creation from ``<pod>-extended-resources-``."""
+    return {
+        "apiVersion": VERSION,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "namespace": pod.namespace,
+            "name": SPECIAL_CLAIM_NAME,
+            "uid": f"{SPECIAL_CLAIM_NAME}{pod.uid}",
+            "generateName": f"{pod.name}-extended-resources-",
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod.name,
+                    "uid": pod.uid,
+                    "controller": True,
+                }
+            ],
+            "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+        },
+        "spec": {"devices": {}},
+    }
+
+
+def with_requests(claim: ResourceClaim, requests: Sequence[Mapping[str, Any]]) -> ResourceClaim:
+    """The extended-resource claim asking ``requests`` (one node's variant)."""
+    body = copy.deepcopy(dict(claim.raw))
+    body.setdefault("spec", {})["devices"] = {"requests": [dict(r) for r in requests]}
+    return parse_resource_claim(body)
+
+
+def creatable(claim: ResourceClaim) -> dict[str, Any]:
+    """The body that creates ``claim``: no name (the server generates it from
+    ``generateName``), no UID, no status."""
+    body = copy.deepcopy(dict(claim.raw))
+    meta = body.setdefault("metadata", {})
+    meta.pop("name", None)
+    meta.pop("uid", None)
+    body.pop("status", None)
+    return body
 
 
 def deallocated(claim: ResourceClaim) -> ResourceClaim:
@@ -249,6 +428,22 @@ class ClaimWriter(Protocol):
     def unreserve(self, claim: ResourceClaim, uid: str) -> None:
         """Remove consumer ``uid`` from ``status.reservedFor`` (a strategic merge patch:
         no need for the latest version)."""
+        ...
+
+    def create_claim(self, body: Mapping[str, Any]) -> ResourceClaim:
+        """POST a claim (the extended-resource claim; its name generated)."""
+        ...
+
+    def delete_claim(self, claim: ResourceClaim) -> None:
+        """DELETE the claim (its UID the precondition)."""
+        ...
+
+    def patch_pod_status(self, pod: api.Pod, patch: Mapping[str, Any]) -> None:
+        """Strategic merge patch of the pod's status (``extendedResourceClaimStatus``)."""
+        ...
+
+    def record_event(self, pod: api.Pod, reason: str, message: str) -> None:
+        """A Normal event about the pod (``BindingConditionsPending``)."""
         ...
 
 
@@ -287,6 +482,12 @@ class ResourceCatalog:
         self.writer: ClaimWriter | None = None
         """Set by the live scheduler; ``None`` (the planner): PreBind commits to the
         catalog, there being no API to write to."""
+        self._changed = threading.Condition(self._lock)
+        self._extended: tuple[int, dict[str, DeviceClass]] | None = None
+        self.monotonic: Callable[[], float] = time.monotonic
+        """PreBind's clock for the binding timeout's wait."""
+        self.now: Callable[[], float] = time.time
+        """Wall-clock seconds: ``allocationTimestamp`` is written and compared in them."""
         if found is not None:
             for claim in found.claims:
                 self.set_claim(claim)
@@ -324,6 +525,45 @@ class ResourceCatalog:
     def claims(self) -> list[ResourceClaim]:
         with self._lock:
             return [self._assumed.get(k, c) for k, c in self._claims.items()]
+
+    def extended_resources(self) -> Mapping[str, DeviceClass]:
+        """Extended resource name -> the class whose devices satisfy it
+        (``DeviceClassResolver``), rebuilt when a class changed. Asked for every pod:
+        the current mapping is read without the lock."""
+        cached = self._extended
+        if cached is not None and cached[0] == self.slice_generation:
+            return cached[1]
+        with self._lock:
+            if self._extended is None or self._extended[0] != self.slice_generation:
+                found = extended_resource_classes(self._classes.values())
+                self._extended = (self.slice_generation, found)
+            return self._extended[1]
+
+    def extended_resource_class(self, name: str) -> DeviceClass | None:
+        """The class whose devices satisfy extended resource ``name``
+        (``DeviceClassResolver.GetDeviceClass``), if any."""
+        return self.extended_resources().get(name)
+
+    def extended_claim(self, pod: api.Pod) -> ResourceClaim | None:
+        """The extended-resource claim a former attempt created for ``pod``
+        (``findExtendedResourceClaim``: annotated, the pod its controller)."""
+        with self._lock:
+            for key, stored in self._claims.items():
+                claim = self._assumed.get(key, stored)
+                if claim.namespace != pod.namespace or claim.controller_uid != pod.uid:
+                    continue
+                if claim.parsed.annotations.get(EXTENDED_CLAIM_ANNOTATION) != "true":
+                    continue
+                for ref in claim.raw.get("metadata", {}).get("ownerReferences") or ():
+                    if ref.get("controller") and ref.get("name") == pod.name:
+                        return claim
+            return None
+
+    def wait_changed(self, timeout: float) -> None:
+        """Block until the next claim change (or ``timeout`` seconds): PreBind waiting for
+        a driver's binding conditions to reach the informer."""
+        with self._changed:
+            self._changed.wait(timeout)
 
     def pending(self, uid: str) -> ResourceClaim | None:
         """The allocation in flight for claim ``uid`` (``GetPendingAllocation``)."""
@@ -411,6 +651,7 @@ class ResourceCatalog:
             if new.allocation is not None and _shares(new.allocation):
                 self._shared[key] = new.allocation
         self.generation += 1
+        self._changed.notify_all()
 
     # --- informer updates ------------------------------------------------------------------
     def set_claim(self, claim: ResourceClaim, *, present: bool = True) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,6 +64,11 @@ class Run:
     @property
     def selector(self) -> dict[str, str]:
         return {"dra-run": self.prefix}
+
+    @property
+    def extended_resource(self) -> str:
+        """The extended resource the run's class backs (``extendedResourceName``)."""
+        return f"{self.prefix}.nodeagent.example/gpu"
 
 
 @pytest.fixture(scope="module")
@@ -121,14 +127,25 @@ def device_class(run: Run) -> dict[str, Any]:
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
         "metadata": {"name": run.device_class},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{run.driver}"'}}]},
+        "spec": {
+            "selectors": [{"cel": {"expression": f'device.driver == "{run.driver}"'}}],
+            "extendedResourceName": run.extended_resource,
+        },
     }
 
 
-def publish(admin: Rest, run: Run, suffix: str, models: list[str]) -> None:
+def publish(
+    admin: Rest, run: Run, suffix: str, models: list[str], *, binding: bool = False
+) -> None:
     """What a driver's kubelet plugin publishes for its node: one slice, one pool named
-    after the node, a device per GPU with its attributes and capacity."""
+    after the node, a device per GPU with its attributes and capacity (``binding``: each
+    device bound only once the driver reports it ``attached``, or fails on ``failed``)."""
     node = run.node(suffix)
+    conditions: dict[str, Any] = (
+        {"bindingConditions": ["attached"], "bindingFailureConditions": ["failed"]}
+        if binding
+        else {}
+    )
     admin.create(
         f"{API}/resourceslices",
         {
@@ -147,6 +164,7 @@ def publish(admin: Rest, run: Run, suffix: str, models: list[str]) -> None:
                             "index": {"int": i},
                         },
                         "capacity": {"memory": {"value": "40Gi"}},
+                        **conditions,
                     }
                     for i, model in enumerate(models)
                 ],
@@ -186,9 +204,19 @@ def shared_claim(admin: Rest, run: Run, name: str, **kwargs: Any) -> None:
     )
 
 
-def pod(admin: Rest, run: Run, name: str, *, template: str = "", claim: str = "") -> None:
+def pod(
+    admin: Rest, run: Run, name: str, *, template: str = "", claim: str = "", gpus: int = 0
+) -> None:
+    """A pod with a claim (``template`` or ``claim``), or asking ``gpus`` of the run's
+    extended resource in its container's resources."""
     body = o.pod(name, run.namespace, scheduler=run.scheduler)
     body["spec"]["nodeSelector"] = run.selector
+    if gpus:
+        resources = body["spec"]["containers"][0]["resources"]
+        resources["requests"][run.extended_resource] = str(gpus)
+        resources["limits"] = {run.extended_resource: str(gpus)}
+        admin.create(f"/api/v1/namespaces/{run.namespace}/pods", body)
+        return
     entry: dict[str, Any] = {"name": "gpu"}
     if template:
         entry["resourceClaimTemplateName"] = template
@@ -382,6 +410,163 @@ def test_a_claim_no_node_can_satisfy_stays_pending(
     assert devices(claim(admin, run, claim_of(admin, run, "greedy")), run) == []
     # the whole message, but the node counts (other tests' nodes may come and go)
     verdict("unsatisfiable", run, {"reason": re.sub(r"\d+", "N", reason)})
+
+
+def test_an_extended_resource_is_allocated_through_a_claim(
+    control_plane: ControlPlane, nodes: Nodes, run: Run
+) -> None:
+    """A pod asks two of the class's extended resource, which no node advertises: it
+    goes to the node with the devices, in a claim the scheduler created for it
+    (annotated, owned by the pod, allocated, reserved) and named in the pod's
+    ``status.extendedResourceClaimStatus``."""
+    admin = control_plane.admin
+    make_nodes(nodes, run, "a", "b")
+    publish(admin, run, "a", ["a100"])
+    publish(admin, run, "b", ["a100", "a100"])
+    pod(admin, run, "legacy", gpus=2)
+    node = wait_bound(admin, run, "legacy")
+
+    def named() -> dict[str, Any] | None:
+        status = o.get_pod(admin, run.namespace, "legacy").get("status") or {}
+        found: dict[str, Any] | None = status.get("extendedResourceClaimStatus")
+        return found
+
+    named_in_pod = eventually(named, timeout=30, what="extendedResourceClaimStatus")
+    found = claim(admin, run, named_in_pod["resourceClaimName"])
+    meta = found["metadata"]
+    assert node == "b"
+    assert meta["name"].startswith("legacy-extended-resources-")
+    assert meta["annotations"]["resource.kubernetes.io/extended-resource-claim"] == "true"
+    assert [(r["name"], r.get("controller")) for r in meta["ownerReferences"]] == [("legacy", True)]
+    assert devices(found, run) == ["b/gpu-0", "b/gpu-1"]
+    assert reserved_for(found) == ["legacy"]
+    mappings = [
+        {**m, "resourceName": m["resourceName"].replace(run.prefix, "RUN")}
+        for m in named_in_pod["requestMappings"]
+    ]
+    assert mappings == [
+        {
+            "containerName": "main",
+            "resourceName": "RUN.nodeagent.example/gpu",
+            "requestName": "container-0-request-1",
+        }
+    ]
+    requests = found["spec"]["devices"]["requests"]
+    verdict(
+        "extended",
+        run,
+        {
+            "node": node,
+            "devices": devices(found, run),
+            "mappings": mappings,
+            "requests": [
+                {**r, "exactly": {**r["exactly"], "deviceClassName": ""}} for r in requests
+            ],
+        },
+    )
+
+
+def test_a_class_naming_the_resource_later_requeues_the_pod(
+    control_plane: ControlPlane, nodes: Nodes, run: Run
+) -> None:
+    """A pod asks an extended resource that nothing provides: Pending as NodeResourcesFit
+    says. A DeviceClass naming it, added later, requeues the pod (NodeResourcesFit's
+    DeviceClass hint), and it is bound through a claim."""
+    admin = control_plane.admin
+    make_nodes(nodes, run, "a")
+    publish(admin, run, "a", ["a100"])
+    late = f"{run.prefix}.nodeagent.example/late"
+    body = o.pod("late", run.namespace, scheduler=run.scheduler)
+    body["spec"]["nodeSelector"] = run.selector
+    body["spec"]["containers"][0]["resources"]["requests"][late] = "1"
+    body["spec"]["containers"][0]["resources"]["limits"] = {late: "1"}
+    admin.create(f"/api/v1/namespaces/{run.namespace}/pods", body)
+    reason = eventually(lambda: pending_reason(admin, run, "late"), timeout=60, what="tried")
+    assert f"Insufficient {late}" in reason
+    name = f"{run.prefix}-late"
+    admin.create(
+        f"{API}/deviceclasses",
+        {
+            **device_class(run),
+            "metadata": {"name": name},
+            "spec": {**device_class(run)["spec"], "extendedResourceName": late},
+        },
+    )
+    try:
+        node = wait_bound(admin, run, "late")
+    finally:
+        admin.request("DELETE", f"{API}/deviceclasses/{name}")
+    assert node == "a"
+    verdict(
+        "late-class",
+        run,
+        {"reason": re.sub(r"\d+", "N", reason.replace(run.prefix, "RUN")), "node": node},
+    )
+
+
+def report_conditions(admin: Rest, run: Run, name: str, conditions: dict[str, str]) -> None:
+    """What the driver does: the allocated device's conditions in ``status.devices``."""
+    found = claim(admin, run, name)
+    [result] = found["status"]["allocation"]["devices"]["results"]
+    found["status"]["devices"] = [
+        {
+            "driver": result["driver"],
+            "pool": result["pool"],
+            "device": result["device"],
+            "conditions": [
+                {
+                    "type": kind,
+                    "status": status,
+                    "reason": "Test",
+                    "message": f"{kind} is {status}",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+                for kind, status in conditions.items()
+            ],
+        }
+    ]
+    admin.call("PUT", f"{API}/namespaces/{run.namespace}/resourceclaims/{name}/status", found)
+
+
+def test_binding_waits_for_the_driver_s_conditions(
+    control_plane: ControlPlane, nodes: Nodes, run: Run
+) -> None:
+    """A device with binding conditions: the claim is allocated and reserved, the pod
+    not bound until the driver reports ``attached``. A ``failed`` report first makes
+    the scheduler give the device up (the claim deallocated, then allocated anew)."""
+    admin = control_plane.admin
+    make_nodes(nodes, run, "a", "b")
+    publish(admin, run, "b", ["a100"], binding=True)
+    template(admin, run, "one-gpu")
+    pod(admin, run, "attached", template="one-gpu")
+
+    def waiting_for_the_driver() -> dict[str, Any] | None:
+        name = claim_of(admin, run, "attached")
+        found = claim(admin, run, name) if name else {}
+        status = found.get("status") or {}
+        if reserved_for(found) != ["attached"] or status.get("devices"):
+            return None
+        return found
+
+    found = eventually(waiting_for_the_driver, timeout=60, what="claim allocated, waiting")
+    allocation = found["status"]["allocation"]
+    [result] = allocation["devices"]["results"]
+    assert result["bindingConditions"] == ["attached"]
+    assert result["bindingFailureConditions"] == ["failed"]
+    assert "allocationTimestamp" in allocation
+    assert bound_node(admin, run, "attached") == ""
+    name = found["metadata"]["name"]
+    report_conditions(admin, run, name, {"attached": "False", "failed": "True"})
+    # given up: deallocated (its device status dropped), then allocated and waiting again
+    eventually(waiting_for_the_driver, timeout=60, what="claim allocated again")
+    assert bound_node(admin, run, "attached") == ""
+    started = time.monotonic()
+    report_conditions(admin, run, name, {"attached": "True", "failed": "False"})
+    node = wait_bound(admin, run, "attached")
+    # how long the scheduler took to notice (kube-scheduler polls every 5 s)
+    print(f"{run.scheduler}: bound {time.monotonic() - started:.2f} s after `attached`")
+    assert node == "b"
+    verdict("binding-conditions", run, {"node": node, "devices": devices(found, run)})
 
 
 def test_the_shipped_role_allowed_every_request(

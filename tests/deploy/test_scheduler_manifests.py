@@ -72,6 +72,10 @@ STORAGE_PERMISSIONS.update(
             (R, "resourceclaims/status", "patch"),
             (R, "resourceclaims/binding", "patch"),
         },
+        # DRAExtendedResource: PreBind creates a pod's extended-resource claim,
+        # Unreserve and PostFilter delete it
+        "create_resource_claim": {(R, "resourceclaims", "create")},
+        "delete_resource_claim": {(R, "resourceclaims", "delete")},
     }
 )
 LEASE_METHODS = {"get_lease", "create_lease", "replace_lease"}

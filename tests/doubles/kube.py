@@ -1062,6 +1062,14 @@ class FakeKubeClient:
         self._enter("patch_resource_claim_status", namespace, name, _copy(dict(patch)))
         return self.cluster.patch("resourceclaims", namespace, name, patch)
 
+    def create_resource_claim(self, namespace: str, body: Mapping[str, Any]) -> client.KubeObject:
+        self._enter("create_resource_claim", namespace, _copy(dict(body)))
+        return self.cluster.create("resourceclaims", body, namespace)
+
+    def delete_resource_claim(self, namespace: str, name: str, *, uid: str) -> None:
+        self._enter("delete_resource_claim", namespace, name, uid=uid)
+        self.cluster.delete("resourceclaims", namespace, name, uid=uid)
+
     def bind_pod(self, namespace: str, name: str, *, uid: str, node_name: str) -> None:
         self._enter("bind_pod", namespace, name, uid=uid, node_name=node_name)
         self.cluster.bind(namespace, name, uid=uid, node_name=node_name)

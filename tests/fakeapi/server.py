@@ -29,7 +29,7 @@ Routes (what the agent and the live scheduler call):
     GET    /apis/resource.k8s.io/v1/{resourceslices,deviceclasses}[/NAME],
            /apis/resource.k8s.io/v1[/namespaces/NS]/resourceclaims[/NAME]  (?watch=true),
            /apis/resource.k8s.io/v1[/namespaces/NS]/resourceclaimtemplates[/NAME]  (?watch=true)
-    POST, PUT the same; PUT, PATCH  .../resourceclaims/NAME/status
+    POST, PUT, DELETE the same; PUT, PATCH  .../resourceclaims/NAME/status
     GET    /apis/coordination.k8s.io/v1/namespaces/NS/leases[/NAME]
     POST   /apis/coordination.k8s.io/v1/namespaces/NS/leases
     PUT    /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME  (resourceVersion: 409)
@@ -600,6 +600,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise _Reply(200, cluster.replace(kind, where, name, body))
         elif request.method == "PATCH" and name and sub and (scoped or ns):
             raise _Reply(200, self._patch(request, kind, where, name, sub))
+        elif request.method == "DELETE" and name and not sub and (scoped or ns):
+            raise _Reply(200, self._delete(request, where, name, kind))
         else:
             raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
 
@@ -621,14 +623,14 @@ class _Handler(BaseHTTPRequestHandler):
             dry_run=request.param("dryRun") == "All",
         )
 
-    def _delete(self, request: Request, ns: str, name: str) -> Any:
+    def _delete(self, request: Request, ns: str, name: str, kind: str = "pods") -> Any:
         options = request.body if isinstance(request.body, dict) else {}
         grace = options.get("gracePeriodSeconds")
         if grace is None and request.param("gracePeriodSeconds") is not None:
             grace = int(request.param("gracePeriodSeconds") or 0)
         uid = (options.get("preconditions") or {}).get("uid")
         return self.api.cluster.delete(
-            "pods",
+            kind,
             ns,
             name,
             grace_period_seconds=grace,

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from nodeagent.base import errors
 from nodeagent.scheduler import api, framework, resource_claims
 from nodeagent.scheduler.dra import model
 from nodeagent.scheduler.framework import ClusterEvent, CycleState, QueueingHint
@@ -25,52 +24,11 @@ from nodeagent.scheduler.plugins.dynamic_resources import DynamicResources
 from nodeagent.scheduler.resource_claims import ResourceCatalog, ResourceClaim
 from tests.scheduler import builders
 from tests.scheduler import dra_builders as b
+from tests.scheduler.dra.plugin_harness import RecordingWriter
 
 UU = api.Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 U = api.Code.UNSCHEDULABLE
 WORKER = "worker"
-
-
-class RecordingWriter:
-    """The API side: claims stored by key, every write recorded; ``conflicts`` status
-    updates answered 409 first."""
-
-    def __init__(self, catalog: ResourceCatalog, conflicts: int = 0) -> None:
-        self.catalog = catalog
-        self.conflicts = conflicts
-        self.calls: list[str] = []
-        self.version = 10
-
-    def _store(self, claim: ResourceClaim) -> ResourceClaim:
-        current = self.catalog.api_claim(claim.namespace, claim.name)
-        if current is not None and current.resource_version != claim.resource_version:
-            raise errors.Conflict("the object has been modified", status=409)
-        self.version += 1
-        body = dict(claim.raw)
-        body["metadata"] = {**body["metadata"], "resourceVersion": str(self.version)}
-        stored = resource_claims.parse_resource_claim(body)
-        self.catalog.set_claim(stored)
-        return stored
-
-    def get_claim(self, namespace: str, name: str) -> ResourceClaim:
-        self.calls.append("get")
-        found = self.catalog.api_claim(namespace, name)
-        assert found is not None
-        return found
-
-    def update_claim(self, claim: ResourceClaim) -> ResourceClaim:
-        self.calls.append("update")
-        return self._store(claim)
-
-    def update_claim_status(self, claim: ResourceClaim) -> ResourceClaim:
-        self.calls.append("update-status")
-        if self.conflicts:
-            self.conflicts -= 1
-            raise errors.Conflict("the object has been modified", status=409)
-        return self._store(claim)
-
-    def unreserve(self, claim: ResourceClaim, uid: str) -> None:
-        self.calls.append(f"unreserve {uid}")
 
 
 def setup(

@@ -359,6 +359,12 @@ class SimClient:
     ) -> client.KubeObject:
         raise AssertionError("the simulation has no resource claims to write")
 
+    def create_resource_claim(self, namespace: str, body: Mapping[str, Any]) -> client.KubeObject:
+        raise AssertionError("the simulation has no resource claims to write")
+
+    def delete_resource_claim(self, namespace: str, name: str, *, uid: str) -> None:
+        raise AssertionError("the simulation has no resource claims to write")
+
     def list_storage(self, kind: client.StorageKind) -> client.ObjectList:
         self.faults.check_up(f"list {kind.value}")
         return cast(client.ObjectList, self.api.listed(kind.value))

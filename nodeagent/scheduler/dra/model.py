@@ -388,6 +388,8 @@ class DeviceClass:
     extended_resource_name: str | None = None
     uid: str = ""
     resource_version: str = ""
+    creation_timestamp: str = ""
+    """RFC 3339: of two classes naming the same extended resource, the later wins."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -853,6 +855,9 @@ def parse_device_class(obj: Any) -> DeviceClass:
         ),
         uid=_str(metadata.get("uid"), where / "metadata" / "uid"),
         resource_version=_str(metadata.get("resourceVersion"), where / "metadata"),
+        creation_timestamp=_str(
+            metadata.get("creationTimestamp"), where / "metadata" / "creationTimestamp"
+        ),
     )
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nodeagent.base import errors
-from nodeagent.kube import client, informer, retry
+from nodeagent.kube import client, events, informer, retry
 from nodeagent.scheduler import api, claim_templates, resource_claims
 from nodeagent.scheduler.framework import ClusterEvent
 from nodeagent.scheduler.resource_claims import ResourceCatalog, ResourceClaim
@@ -211,8 +211,11 @@ def _list_watch(kube: client.ClusterClient, kind: client.ResourceKind) -> inform
 class APIClaimWriter:
     """:class:`~nodeagent.scheduler.resource_claims.ClaimWriter` over the API."""
 
-    def __init__(self, kube: client.ClusterClient) -> None:
+    def __init__(
+        self, kube: client.ClusterClient, recorder: events.EventRecorder | None = None
+    ) -> None:
         self._kube = kube
+        self._recorder = recorder
 
     def get_claim(self, namespace: str, name: str) -> ResourceClaim:
         return resource_claims.parse_resource_claim(self._kube.get_resource_claim(namespace, name))
@@ -226,6 +229,23 @@ class APIClaimWriter:
             claim.namespace, claim.name, claim.raw, status=True
         )
         return resource_claims.parse_resource_claim(stored)
+
+    def create_claim(self, body: Mapping[str, Any]) -> ResourceClaim:
+        namespace = str(body["metadata"]["namespace"])
+        return resource_claims.parse_resource_claim(
+            self._kube.create_resource_claim(namespace, body)
+        )
+
+    def delete_claim(self, claim: ResourceClaim) -> None:
+        self._kube.delete_resource_claim(claim.namespace, claim.name, uid=claim.uid)
+
+    def patch_pod_status(self, pod: api.Pod, patch: Mapping[str, Any]) -> None:
+        self._kube.patch_pod_status(pod.namespace, pod.name, patch)
+
+    def record_event(self, pod: api.Pod, reason: str, message: str) -> None:
+        if self._recorder is not None:
+            involved = events.InvolvedObject("Pod", pod.name, pod.namespace, pod.uid)
+            self._recorder.record(involved, reason, message, events.NORMAL)
 
     def unreserve(self, claim: ResourceClaim, uid: str) -> None:
         patch = {

@@ -179,7 +179,7 @@ class LiveScheduler:
         self.storage = volumes.StorageInformers(
             kube, self.handle.volumes, self._event, watch_timeout=watch_timeout
         )
-        self.handle.resources.writer = resources.APIClaimWriter(kube)  # DynamicResources
+        self.handle.resources.writer = resources.APIClaimWriter(kube, self.recorder)  # DRA
         self.resources = resources.ResourceInformers(
             kube, self.handle.resources, self._resource_event, watch_timeout=watch_timeout
         )

@@ -4,6 +4,8 @@ fractions stay close together once the pod is placed (``noderesources/balanced_a
 Uses plain requests (no non-zero defaults). A pod that requests none of the configured
 resources is skipped (a best-effort pod would otherwise pile onto one node).
 Score: ``trunc((1 - std) * 100)`` over the fractions ``min(1, requested/allocatable)``.
+An extended resource backed by DRA counts in devices where no device plugin has it
+(:class:`~.node_resources_fit.DeviceCounts`).
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from nodeagent.k8s.resources import CPU, MEMORY
-from nodeagent.scheduler import api, config
+from nodeagent.scheduler import api, config, resource_claims
 from nodeagent.scheduler.framework import CycleState, Handle
 from nodeagent.scheduler.plugins import resource_allocation as ra
+from nodeagent.scheduler.plugins.node_resources_fit import DeviceCounts
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, NodeIndices
 
 NAME = "NodeResourcesBalancedAllocation"
@@ -51,9 +54,12 @@ class Args(config.ConfigModel):
 class BalancedAllocation:
     name = NAME
 
-    def __init__(self, args: Args) -> None:
+    def __init__(
+        self, args: Args, resources: resource_claims.ResourceCatalog | None = None
+    ) -> None:
         specs = args.resources or Args().resources
         self._resources = [spec.name for spec in specs]
+        self._device_counts = DeviceCounts(resources) if resources is not None else None
 
     def _pod_requests(self, pod: api.Pod) -> list[int]:
         return [pod.requests.get(name, 0) for name in self._resources]
@@ -81,8 +87,13 @@ class BalancedAllocation:
     def _inputs(
         self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> ra.Inputs:
-        return ra.scoring_inputs(self._resources, pod_requests, snapshot, nodes, nonzero=False)
+        inputs = ra.scoring_inputs(self._resources, pod_requests, snapshot, nodes, nonzero=False)
+        if self._device_counts is None:
+            return inputs
+        return self._device_counts.scoring_inputs(
+            inputs, self._resources, pod_requests, snapshot, nodes
+        )
 
 
 def new(args: Args | None, handle: Handle) -> BalancedAllocation:
-    return BalancedAllocation(args or Args())
+    return BalancedAllocation(args or Args(), handle.resources)

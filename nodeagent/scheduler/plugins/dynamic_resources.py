@@ -35,17 +35,19 @@ Every message is kube-scheduler's.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import field_validator
 
 from nodeagent.base import durations, errors
+from nodeagent.k8s import quantities
 from nodeagent.scheduler import api, claim_templates, config, resource_claims
 from nodeagent.scheduler.dra import allocator, model
 from nodeagent.scheduler.framework import (
@@ -60,7 +62,7 @@ from nodeagent.scheduler.framework import (
     PreFilterResult,
     QueueingHint,
 )
-from nodeagent.scheduler.plugins import node_affinity
+from nodeagent.scheduler.plugins import helpers, node_affinity
 from nodeagent.scheduler.resource_claims import ResourceCatalog, ResourceClaim
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
@@ -83,10 +85,10 @@ class Args(config.ConfigModel):
     filter_timeout: str = "10s"
     """How long one node's allocation may take (``0s``: no limit)."""
     binding_timeout: str = "10m0s"
-    """Accepted as kube-scheduler does; it bounds the wait for devices' binding
-    conditions, which this scheduler does not wait for (see docs/scheduler.md)."""
+    """How long PreBind waits for the devices' binding conditions (and after which
+    Filter gives up on a claim still waiting for them); at least one second."""
 
-    @field_validator("filter_timeout", "binding_timeout")
+    @field_validator("filter_timeout")
     @classmethod
     def _duration(cls, value: str) -> str:
         seconds = durations.parse_go_duration(value)
@@ -94,9 +96,20 @@ class Args(config.ConfigModel):
             raise ValueError(f"{value!r}: must not be negative")
         return value
 
+    @field_validator("binding_timeout")
+    @classmethod
+    def _binding(cls, value: str) -> str:
+        if durations.parse_go_duration(value) < 1:
+            raise ValueError(f"{value!r}: must be at least 1 second")
+        return value
+
     @property
     def filter_seconds(self) -> float:
         return durations.parse_go_duration(self.filter_timeout)
+
+    @property
+    def binding_seconds(self) -> float:
+        return durations.parse_go_duration(self.binding_timeout)
 
 
 class NodeAllocator(Protocol):
@@ -149,14 +162,50 @@ def _unresolvable(*reasons: str) -> api.Status:
     return api.unschedulable(*reasons, unresolvable=True)
 
 
+@dataclass(frozen=True, slots=True)
+class _Variant:
+    """The extended-resource claim as one node needs it: its requests (for the resources
+    that node leaves to DRA) and the pod status's container -> request mappings."""
+
+    claim: ResourceClaim
+    mappings: tuple[Mapping[str, str], ...]
+
+
+@dataclass(slots=True)
+class _Extended:
+    """A pod's extended resources backed by DRA (``DRAExtendedResource``)."""
+
+    index: int
+    """Of its claim in ``_State.claims``: the in-memory one, or one a former attempt
+    created."""
+    resources: dict[str, int]
+    """The pod's requests of DRA-nameable extended resources."""
+    pod: api.Pod
+    pending_uid: str
+    """The in-memory claim's UID: its allocation in flight is filed under it."""
+    variants: dict[frozenset[str], _Variant] = field(default_factory=dict)
+    """By the set of resources a node leaves to DRA (nodes share a few)."""
+    by_node: dict[str, _Variant] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class _State:
     claims: list[ResourceClaim]
+    """The pod's claims (PreBind puts the versions it wrote in their place)."""
+    seen: tuple[ResourceClaim, ...] = ()
+    """The claims as PreFilter read them: what Filter judges (``--explain`` asks Filter
+    about the other nodes after PreBind wrote)."""
     to_allocate: list[int] = field(default_factory=list)
     """Indices into ``claims`` of those the scheduler allocates."""
     allocator: NodeAllocator | None = None
-    by_node: dict[str, list[model.AllocationResult]] = field(default_factory=dict)
+    by_node: dict[str, list[model.AllocationResult | None]] = field(default_factory=dict)
+    """Per node, aligned with ``to_allocate`` (``None``: the extended-resource claim,
+    not needed there: the node's device plugin has those resources)."""
     unavailable: set[int] = field(default_factory=set)
+    binding_blocked: frozenset[int] = frozenset()
+    """Allocated claims whose binding conditions failed or timed out: unavailable on
+    every node, for PostFilter to deallocate."""
+    extended: _Extended | None = None
     allocations: dict[int, model.AllocationResult] = field(default_factory=dict)
     """Set by Reserve: what PreBind writes."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -211,6 +260,7 @@ class DynamicResources:
         self, args: Args, handle: Handle, allocator_factory: AllocatorFactory | None = None
     ) -> None:
         self._filter_timeout = args.filter_seconds
+        self._binding_timeout = args.binding_seconds
         self._catalog = handle.resources
         self._new_allocator = allocator_factory or _Inputs().allocator
         self._rng = handle.rng
@@ -284,26 +334,56 @@ class DynamicResources:
         claims, error = pod_claims(pod, self._catalog) if pod.resource_claims else ([], "")
         if error:
             return None, _unresolvable(error)
+        extended = self._extended_resources(pod)
+        if extended is not None:
+            claim = self._catalog.extended_claim(pod) or resource_claims.parse_resource_claim(
+                resource_claims.extended_claim_body(pod)
+            )
+            found.extended = _Extended(len(claims), extended, pod, claim.uid)
+            claims.append(claim)
         if not claims:
             return None, api.SKIP
         to_allocate = []
+        blocked = set()
+        now = self._catalog.now()
         for index, claim in enumerate(claims):
             if claim.allocated:
                 if not claim.can_be_reserved() and not claim.reserved_for_pod(pod):
                     return None, _unresolvable(REASON_IN_USE)
+                ready, failure = resource_claims.binding_readiness(claim)
+                if failure or (
+                    not ready
+                    and resource_claims.binding_timed_out(claim, self._binding_timeout, now)
+                ):
+                    blocked.add(index)  # Filter's binding-condition check, done once
                 continue
             to_allocate.append(index)
             if self._catalog.pending(claim.uid) is not None:
                 return None, _unresolvable(
                     f"resource claim {claim.key} is in the process of being allocated"
                 )
+            if found.extended is not None and index == found.extended.index:
+                continue  # its requests are a node's, made by Filter
             status = self._check_classes(claim)
             if not status.is_success:
                 return None, status
         if to_allocate:
             found.allocator = self._new_allocator(self._catalog)
-        found.claims, found.to_allocate = claims, to_allocate
+        found.claims, found.to_allocate, found.seen = claims, to_allocate, tuple(claims)
+        found.binding_blocked = frozenset(blocked)
         return None, api.SUCCESS
+
+    def _extended_resources(self, pod: api.Pod) -> dict[str, int] | None:
+        """``preFilterExtendedResources``: the pod's DRA-nameable extended resources,
+        when a DeviceClass maps any of them (else ``None``: NodeResourcesFit has them)."""
+        mapped = self._catalog.extended_resources()
+        if not mapped or not any(mapped.get(n) for n, a in pod.requests.items() if a > 0):
+            return None
+        return {
+            name: amount
+            for name, amount in pod.requests.items()
+            if amount > 0 and resource_claims.is_dra_extended_resource_name(name)
+        }
 
     def _check_classes(self, claim: ResourceClaim) -> api.Status:
         """``validateDeviceClass`` for each request (and each subrequest)."""
@@ -336,11 +416,22 @@ class DynamicResources:
 
     def check(self, found: _State, node: api.Node) -> api.Status:
         """Filter on one node (the allocation, if any, is remembered for Reserve)."""
+        extended = found.extended
+        variant: _Variant | None = None
+        if extended is not None:
+            status, variant = self._extended_on(found, extended, node)
+            if not status.is_success:
+                return status
+            if variant is None and len(found.seen) == 1:
+                return api.SUCCESS  # no claim of its own; the device plugin has the rest
         unavailable = [
             index
-            for index, claim in enumerate(found.claims)
-            if claim.node_selector is not None
-            and not node_affinity.required_matches(claim.node_selector, node)
+            for index, claim in enumerate(found.seen)
+            if index in found.binding_blocked
+            or (
+                claim.node_selector is not None
+                and not node_affinity.required_matches(claim.node_selector, node)
+            )
         ]
         if unavailable:
             with found.lock:
@@ -348,7 +439,18 @@ class DynamicResources:
             return _unresolvable(REASON_NOT_AVAILABLE)
         if found.allocator is None:
             return api.SUCCESS
-        wanted = [found.claims[i].parsed for i in found.to_allocate]
+        skipped = -1 if extended is None or variant is not None else extended.index
+        wanted = [
+            variant.claim.parsed
+            if variant is not None and extended is not None and i == extended.index
+            else found.seen[i].parsed
+            for i in found.to_allocate
+            if i != skipped
+        ]
+        if not wanted:  # only the extended-resource claim, not needed on this node
+            with found.lock:
+                found.by_node[node.name] = [None]
+            return api.SUCCESS
         should_stop = None
         if self._filter_timeout:
             deadline = time.monotonic() + self._filter_timeout
@@ -364,9 +466,48 @@ class DynamicResources:
             return _unresolvable(outcome.reason or REASON_CANNOT_ALLOCATE)
         if len(outcome.allocations) != len(wanted):
             return _unresolvable(REASON_CANNOT_ALLOCATE)
+        results = iter(outcome.allocations)
+        aligned = [None if i == skipped else next(results) for i in found.to_allocate]
         with found.lock:
-            found.by_node[node.name] = list(outcome.allocations)
+            found.by_node[node.name] = aligned
+            if extended is not None and variant is not None:
+                extended.by_node[node.name] = variant
         return api.SUCCESS
+
+    def _extended_on(
+        self, found: _State, extended: _Extended, node: api.Node
+    ) -> tuple[api.Status, _Variant | None]:
+        """``filterExtendedResources``: the claim this node needs for the pod's extended
+        resources it does not have in its allocatable (``None``: none, its device plugin
+        has them all)."""
+        claim = found.seen[extended.index]
+        if claim.parsed.spec.requests:
+            # made by a former attempt that did not bind: PostFilter deletes it
+            return _unresolvable("cannot schedule extended resource claim"), None
+        needed = []
+        for name in sorted(extended.resources):
+            allocatable = node.allocatable.get(name)
+            if not allocatable and self._catalog.extended_resource_class(name) is not None:
+                needed.append(name)
+            elif allocatable is None:
+                return _unresolvable("cannot fit resource"), None
+        if not needed or claim.allocated:
+            return api.SUCCESS, None
+        key = frozenset(needed)
+        with found.lock:
+            variant = extended.variants.get(key)
+        if variant is None:
+            requests, mappings = extended_requests(
+                extended.pod, {n: extended.resources[n] for n in needed}, self._class_name
+            )
+            variant = _Variant(resource_claims.with_requests(claim, requests), tuple(mappings))
+            with found.lock:
+                extended.variants[key] = variant
+        return api.SUCCESS, variant
+
+    def _class_name(self, resource: str) -> str | None:
+        device_class = self._catalog.extended_resource_class(resource)
+        return None if device_class is None else device_class.name
 
     def filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
@@ -402,7 +543,10 @@ class DynamicResources:
             return None, api.unschedulable("no new claims to deallocate")
         candidates = sorted(found.unavailable)
         self._rng.shuffle(candidates)  # upstream picks one at random: no better heuristic
+        extended = found.extended
         for index in candidates:
+            if extended is not None and index == extended.index:
+                continue  # deleted below, not deallocated
             claim = found.claims[index]
             consumers = claim.reserved_for
             if not consumers or (len(consumers) == 1 and consumers[0].uid == pod.uid):
@@ -410,7 +554,38 @@ class DynamicResources:
                 if not status.is_success:
                     return None, status
                 return None, api.unschedulable("deallocation of ResourceClaim completed")
+        if extended is not None:
+            claim = found.claims[extended.index]
+            if claim.name != resource_claims.SPECIAL_CLAIM_NAME:
+                # a former attempt's claim: delete it, the next attempt starts anew
+                try:
+                    self._delete_claim(claim)
+                except errors.KubeAPIError as exc:
+                    return None, api.error(str(exc))
+                return None, api.unschedulable("deletion of ResourceClaim completed")
         return None, api.unschedulable("still not schedulable")
+
+    def _delete_claim(self, claim: ResourceClaim) -> None:
+        """``deleteClaim``: drop the finalizer (retried on a conflict with the latest
+        claim), then delete."""
+        writer = self._catalog.writer
+        if writer is None:
+            self._catalog.set_claim(claim, present=False)
+            return
+        # the latest version known (PreBind's own write, assumed), not the cycle's
+        current = self._catalog.claim(claim.namespace, claim.name) or claim
+        for attempt in range(CONFLICT_RETRIES):
+            if attempt:
+                current = writer.get_claim(claim.namespace, claim.name)
+            if resource_claims.FINALIZER not in current.finalizers:
+                break
+            try:
+                writer.update_claim(resource_claims.without_finalizer(current))
+                break
+            except errors.Conflict:
+                if attempt == CONFLICT_RETRIES - 1:
+                    raise
+        writer.delete_claim(current)
 
     def _deallocate(self, claim: ResourceClaim) -> api.Status:
         cleared = resource_claims.deallocated(claim)
@@ -482,7 +657,10 @@ class DynamicResources:
         if found is None or not found.to_allocate:
             return api.SUCCESS
         allocations = found.by_node.get(node_name)
+        extended = found.extended
         if allocations is None:
+            if extended is not None and found.to_allocate == [extended.index]:
+                return api.SUCCESS  # the node's device plugin has the pod's resources
             return api.error("claim allocation not found for node")
         if len(allocations) != len(found.to_allocate):
             return api.error(
@@ -491,7 +669,11 @@ class DynamicResources:
                 f" want {len(found.to_allocate)} claims"
             )
         for index, allocation in zip(found.to_allocate, allocations, strict=True):
+            if allocation is None:
+                continue  # the extended-resource claim, not needed on this node
             claim = found.claims[index]
+            if extended is not None and index == extended.index:
+                claim = extended.by_node[node_name].claim
             found.allocations[index] = allocation
             pending = resource_claims.with_allocation(claim, allocation)
             if not self._catalog.signal_pending(pending):
@@ -505,7 +687,11 @@ class DynamicResources:
         if found is None:
             return
         catalog = self._catalog
+        extended = found.extended
         for index, claim in enumerate(found.claims):
+            if extended is not None and index == extended.index:
+                self._unreserve_extended(found, extended, claim, pod)
+                continue
             if index in found.allocations and catalog.remove_pending(claim.uid):
                 catalog.restore(claim.key)
             current = catalog.claim(claim.namespace, claim.name) or claim
@@ -518,6 +704,21 @@ class DynamicResources:
                 except errors.KubeAPIError as exc:  # retried with the pod's next attempt
                     log.error("unreserve %s for %s: %s", claim.key, pod.key, exc)
 
+    def _unreserve_extended(
+        self, found: _State, extended: _Extended, claim: ResourceClaim, pod: api.Pod
+    ) -> None:
+        """``unreserveExtendedResourceClaim``: out of flight; deleted if PreBind (or a
+        former attempt) created it."""
+        catalog = self._catalog
+        if extended.index in found.allocations and catalog.remove_pending(extended.pending_uid):
+            catalog.restore(claim.key)
+        if claim.name == resource_claims.SPECIAL_CLAIM_NAME:
+            return
+        try:
+            self._delete_claim(claim)
+        except errors.KubeAPIError as exc:  # the pod's next attempt deletes it (PostFilter)
+            log.error("delete %s of %s: %s", claim.key, pod.key, exc)
+
     # --- PreBind -------------------------------------------------------------------------------
     def pre_bind_pre_flight(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
         found = state.read(_STATE, _State)
@@ -529,25 +730,94 @@ class DynamicResources:
         found = state.read(_STATE, _State)
         if found is None or not found.claims:
             return api.SUCCESS
+        extended = found.extended
         for index, claim in enumerate(found.claims):
             if claim.reserved_for_pod(pod):
                 continue
+            if (
+                extended is not None
+                and index == extended.index
+                and index not in found.allocations
+                and not claim.parsed.spec.requests
+            ):
+                continue  # the node's device plugin has the pod's extended resources
             try:
-                found.claims[index] = self._bind_claim(found, index, pod)
+                found.claims[index] = self._bind_claim(found, index, pod, node_name)
             except (errors.KubeAPIError, _BindFailed) as exc:
                 return api.error(str(exc))
+        if self._catalog.writer is None or not any(
+            resource_claims.has_binding_conditions(c) for c in found.claims
+        ):
+            return api.SUCCESS  # offline there is no driver to wait for
+        return self._wait_for_binding_conditions(found, pod, node_name)
+
+    def _wait_for_binding_conditions(
+        self, found: _State, pod: api.Pod, node_name: str
+    ) -> api.Status:
+        """Wait, up to ``bindingTimeout``, until the drivers report every binding
+        condition of the allocated devices True (``isPodReadyForBinding``), on this
+        binding thread; a binding failure condition, or the timeout, fails the binding
+        (the next attempt's Filter finds the claim unavailable and PostFilter
+        deallocates it)."""
+        catalog = self._catalog
+        writer = catalog.writer
+        if writer is not None:
+            writer.record_event(
+                pod,
+                "BindingConditionsPending",
+                f"waiting for binding conditions for device on node {node_name}",
+            )
+
+        def ready() -> bool:
+            for index, claim in enumerate(found.claims):
+                current = catalog.claim(claim.namespace, claim.name)
+                if current is None:
+                    raise _BindFailed(f"resourceclaim {claim.key} not found")
+                found.claims[index] = current
+                is_ready, failure = resource_claims.binding_readiness(current)
+                if failure:
+                    raise _BindFailed(failure)
+                if not is_ready:
+                    timeout, now = self._binding_timeout, catalog.now()
+                    if resource_claims.binding_timed_out(current, timeout, now):
+                        raise _BindFailed(f"device binding timeout: claim={current.name}")
+                    return False
+            return True
+
+        try:
+            met = helpers.wait_until(
+                ready,
+                timeout=self._binding_timeout,
+                wait_changed=catalog.wait_changed,
+                monotonic=catalog.monotonic,
+            )
+        except _BindFailed as exc:
+            return api.error(str(exc))
+        if not met:
+            return api.error("device binding timeout: context deadline exceeded")
         return api.SUCCESS
 
-    def _bind_claim(self, found: _State, index: int, pod: api.Pod) -> ResourceClaim:
-        """``bindClaim``: allocation (with the finalizer first) and reservation."""
+    def _bind_claim(self, found: _State, index: int, pod: api.Pod, node_name: str) -> ResourceClaim:
+        """``bindClaim``: allocation (with the finalizer first) and reservation; the
+        extended-resource claim is created first, and named in the pod's status after."""
         claim = found.claims[index]
         allocation = found.allocations.get(index)
         consumer = resource_claims.pod_consumer(pod)
         catalog = self._catalog
         writer = catalog.writer
+        extended = found.extended if found.extended and found.extended.index == index else None
+        pending_uid = claim.uid if extended is None else extended.pending_uid
+        if extended is not None and claim.name == resource_claims.SPECIAL_CLAIM_NAME:
+            variant = extended.by_node.get(node_name)
+            if variant is None:
+                catalog.remove_pending(pending_uid)
+                raise _BindFailed(f"extended resource claim not found for node {node_name}")
+            claim = self._create_extended_claim(variant.claim, pod)
+            found.claims[index] = claim  # Unreserve deletes it should binding fail now
         if writer is None:  # offline: what the API would store
             bound = resource_claims.with_allocation(claim, allocation, (consumer,))
             catalog.commit(bound)
+            catalog.remove_pending(pending_uid)
             return bound
         written: ResourceClaim | None = None
         try:
@@ -568,9 +838,18 @@ class DynamicResources:
                             continue
                         except errors.KubeAPIError as exc:
                             raise _BindFailed(f"add finalizer to claim {claim.key}: {exc}") from exc
+                elif not claim.allocated:
+                    raise _BindFailed(
+                        f"claim {claim.key} got deallocated elsewhere in the meantime"
+                    )
                 try:
                     written = writer.update_claim_status(
-                        resource_claims.with_allocation(claim, allocation, (consumer,))
+                        resource_claims.with_allocation(
+                            claim,
+                            allocation,
+                            (consumer,),
+                            allocated_at=resource_claims.rfc3339(catalog.now()),
+                        )
                     )
                 except errors.Conflict:
                     continue
@@ -579,13 +858,187 @@ class DynamicResources:
                         "add allocation and reservation to" if allocation else "add reservation to"
                     )
                     raise _BindFailed(f"{what} claim {claim.key}: {exc}") from exc
-                return written
-            raise _BindFailed(f"add reservation to claim {claim.key}: conflict after retries")
+                break
+            else:
+                raise _BindFailed(f"add reservation to claim {claim.key}: conflict after retries")
         finally:
             if written is not None:
                 catalog.assume(written)
             if allocation is not None:
-                catalog.remove_pending(claim.uid)
+                catalog.remove_pending(pending_uid)
+        assert written is not None  # the loop either wrote it or raised
+        if extended is not None:
+            self._name_in_pod_status(pod, written, extended, node_name)
+        return written
+
+    def _create_extended_claim(self, claim: ResourceClaim, pod: api.Pod) -> ResourceClaim:
+        """``createExtendedResourceClaimInAPI`` (offline: named as the API would, from
+        ``generateName`` and a suffix drawn from the pod's UID)."""
+        body = resource_claims.creatable(claim)
+        writer = self._catalog.writer
+        if writer is None:
+            meta = body["metadata"]
+            digest = hashlib.sha256(pod.uid.encode()).hexdigest()
+            meta["name"] = meta["generateName"] + digest[:5]
+            meta["uid"] = f"planned-{digest[:32]}"
+            return resource_claims.parse_resource_claim(body)
+        try:
+            return writer.create_claim(body)
+        except errors.KubeAPIError as exc:
+            raise _BindFailed(
+                f"create claim for extended resources {claim.namespace}/{claim.name}: {exc}"
+            ) from exc
+
+    def _name_in_pod_status(
+        self, pod: api.Pod, claim: ResourceClaim, extended: _Extended, node_name: str
+    ) -> None:
+        """``patchPodExtendedResourceClaimStatus``: the claim's name and which request
+        serves which container's resource, in ``status.extendedResourceClaimStatus``."""
+        writer = self._catalog.writer
+        variant = extended.by_node.get(node_name)
+        if variant is None or not variant.mappings:
+            raise _BindFailed(
+                "nil or empty request mappings, no update of pod"
+                f" {pod.namespace}/{pod.name} ExtendedResourceClaimStatus"
+            )
+        if writer is None:
+            return
+        status = {
+            "extendedResourceClaimStatus": {
+                "requestMappings": [dict(m) for m in variant.mappings],
+                "resourceClaimName": claim.name,
+            }
+        }
+        try:
+            writer.patch_pod_status(pod, {"status": status})
+        except errors.KubeAPIError as exc:
+            raise _BindFailed(
+                f"update pod {pod.namespace}/{pod.name} ExtendedResourceClaimStatus: {exc}"
+            ) from exc
+
+
+# --- the extended-resource claim's requests (createRequestsAndMappings) --------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Container:
+    index: int
+    """In init containers followed by containers (the request names count in it)."""
+    name: str
+    requests: Mapping[str, Any]
+    long_lived: bool
+    """A container or a sidecar (an init container restarted ``Always``): it holds its
+    devices while the pod runs; an init container's are free once it finished."""
+
+
+def _containers(pod: api.Pod) -> list[_Container]:
+    spec = (pod.raw or {}).get("spec") or {}
+    init = list(spec.get("initContainers") or ())
+    found = []
+    for index, container in enumerate([*init, *(spec.get("containers") or ())]):
+        requests = (container.get("resources") or {}).get("requests") or {}
+        sidecar = container.get("restartPolicy") == "Always"
+        found.append(
+            _Container(
+                index, str(container.get("name", "")), requests, index >= len(init) or sidecar
+            )
+        )
+    return found
+
+
+def _count(quantity: Any) -> int:
+    """``Quantity.AsInt64``: a whole count, else 0 (not a device count: ignored)."""
+    try:
+        exact, _ = quantities.parse_exact_quantity(str(quantity))
+    except ValueError:
+        return 0
+    return int(exact) if exact == exact.to_integral_value() else 0
+
+
+def _container_request(
+    container: _Container,
+    resource: str,
+    class_name: str,
+    reusable: Sequence[dict[str, Any] | None],
+) -> tuple[dict[str, Any] | None, list[dict[str, str]]]:
+    """One container's request for ``resource`` (``None``: none needed, either it asks
+    none or the requests in ``reusable`` - of containers that start after this init
+    container finished... or run beside it - cover it) and its mappings."""
+    wanted = _count(container.requests.get(resource, 0))
+    if not wanted:
+        return None, []
+    mappings = []
+    covered = 0
+    for request in reusable:
+        if request is None:
+            continue
+        covered += request["exactly"]["count"]
+        mappings.append(_mapping(container, resource, request["name"]))
+        if covered >= wanted:
+            return None, mappings
+    # named by the container's index and the resource's among its sorted request names
+    name = f"container-{container.index}-request-{sorted(container.requests).index(resource)}"
+    request = {
+        "name": name,
+        "exactly": {
+            "deviceClassName": class_name,
+            "allocationMode": "ExactCount",
+            "count": wanted - covered,
+        },
+    }
+    mappings.append(_mapping(container, resource, name))
+    return request, mappings
+
+
+def _mapping(container: _Container, resource: str, request: str) -> dict[str, str]:
+    return {"containerName": container.name, "resourceName": resource, "requestName": request}
+
+
+def extended_requests(
+    pod: api.Pod, resources: Mapping[str, int], class_name: Callable[[str], str | None]
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The device requests of a pod's extended-resource claim and the pod status's
+    container -> request mappings, for ``resources`` (those a node leaves to DRA)."""
+    containers = _containers(pod)
+    requests: list[dict[str, Any]] = []
+    mappings: list[dict[str, str]] = []
+    for resource in sorted(resources):
+        device_class = class_name(resource)
+        if device_class is None:
+            continue
+        long_requests: list[dict[str, Any] | None] = [None] * len(containers)
+        long_mappings: list[dict[str, str]] = []
+        for c in containers:
+            if c.long_lived:
+                request, found = _container_request(c, resource, device_class, ())
+                long_requests[c.index] = request
+                long_mappings.extend(found)
+        # init containers run one after another: the largest of their requests serves
+        # them all, after reusing what the containers that start later ask anyway
+        short: dict[str, Any] | None = None
+        short_names: set[str] = set()
+        short_mappings: list[dict[str, str]] = []
+        for c in containers:
+            if c.long_lived:
+                continue
+            request, found = _container_request(c, resource, device_class, long_requests[c.index :])
+            if request is not None:
+                short_names.add(request["name"])
+                if short is None or short["exactly"]["count"] < request["exactly"]["count"]:
+                    short = request
+            short_mappings.extend(found)
+        if short is not None and len(short_names) > 1:
+            short_names.discard(short["name"])
+            for m in short_mappings:
+                if m["requestName"] in short_names:
+                    m["requestName"] = short["name"]
+        if short is not None:
+            requests.append(short)
+        requests.extend(r for r in long_requests if r is not None)
+        mappings.extend(long_mappings)
+        mappings.extend(short_mappings)
+    requests.sort(key=lambda r: str(r["name"]))
+    return requests, mappings
 
 
 class _BindFailed(Exception):

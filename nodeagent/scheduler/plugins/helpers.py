@@ -15,6 +15,28 @@ from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s
 V = TypeVar("V")
 
 
+def wait_until(
+    done: Callable[[], bool],
+    *,
+    timeout: float,
+    wait_changed: Callable[[float], None],
+    monotonic: Callable[[], float],
+) -> bool:
+    """PreBind's wait for another controller's answer (VolumeBinding: the PV controller;
+    DynamicResources: a driver's binding conditions): ``done`` is asked again after each
+    change the catalog's informers deliver (``wait_changed`` blocks until one, or a
+    second passes: a clock that only the caller advances still moves), until it holds
+    (True) or ``timeout`` seconds passed (False). ``done`` raises to give up early. It
+    runs on a binding thread, never the scheduling loop's."""
+    deadline = monotonic() + timeout
+    while not done():
+        left = deadline - monotonic()
+        if left <= 0:
+            return False
+        wait_changed(min(left, 1.0))
+    return True
+
+
 def default_normalize_score(scores: Int64s, *, reverse: bool) -> Int64s:
     """kube-scheduler's ``DefaultNormalizeScore(100, reverse, scores)``."""
     if scores.size == 0:

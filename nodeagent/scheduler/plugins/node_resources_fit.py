@@ -5,6 +5,14 @@ pod and, for every resource the pod requests (effective request: containers, ini
 containers, sidecars, overhead), ``request <= allocatable - requested``; all shortfalls are
 reported, and the rejection is unresolvable when a request exceeds even the empty node.
 
+Extended resources backed by DRA (``DRAExtendedResource``, beta, on): a request of an
+extended resource that a DeviceClass maps (its ``extendedResourceName``, or the implicit
+``deviceclass.resource.kubernetes.io/<class>``) is not checked on a node without that
+resource in its allocatable: DynamicResources allocates devices for it there
+(``shouldDelegateResourceToDRA``). When the scoring strategy names such a resource, a
+node without it in its allocatable is scored by the devices of its class there: how many,
+and how many are allocated (``calculateDRAExtendedResourceAllocatableRequest``).
+
 Score (``noderesources/resource_allocation.go``): LeastAllocated (default), MostAllocated or
 RequestedToCapacityRatio over the configured resources, using "non-zero" cpu/memory
 requests (100m / 200 MiB for a container that omits them). The arithmetic lives in
@@ -13,7 +21,8 @@ requests (100m / 200 MiB for a container that omits them). The arithmetic lives 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,7 +31,8 @@ import numpy.typing as npt
 from pydantic import Field, model_validator
 
 from nodeagent.k8s.resources import CPU, EPHEMERAL_STORAGE, MEMORY
-from nodeagent.scheduler import api, config
+from nodeagent.scheduler import api, config, resource_claims
+from nodeagent.scheduler.dra import allocator, cel, model
 from nodeagent.scheduler.framework import (
     POD_DELETE_EVENTS,
     POD_SCALE_DOWN_EVENTS,
@@ -142,6 +152,9 @@ class _Checks:
     rows: slice | NodeIndices | None
     amounts: Int64s
     """The requests, as a column: one per check."""
+    delegated: tuple[bool, ...] = ()
+    """Per check, whether a DeviceClass maps the resource, so that a node without it
+    in its allocatable leaves it to DynamicResources; empty: none does."""
 
     @classmethod
     def of(cls, checks: tuple[_Check, ...]) -> _Checks:
@@ -156,13 +169,114 @@ class _Checks:
         return cls(checks, np.array(rows, dtype=np.intp), amounts)
 
 
+def _reaches(
+    node: api.Node, name: str | None, all_nodes: bool, selector: model.NodeSelector | None
+) -> bool:
+    """``NodeMatches`` (a selector that does not parse matches nothing)."""
+    if name:
+        return node.name == name
+    return all_nodes or (selector is not None and allocator.node_selector_matches(selector, node))
+
+
+class DeviceCounts:
+    """Per DeviceClass and node: how many devices of the class the node reaches, and
+    how many of them are allocated (``calculateDRAResourceTotals``), remembered until
+    the catalog changes."""
+
+    def __init__(self, catalog: resource_claims.ResourceCatalog) -> None:
+        self._catalog = catalog
+        self._generation = -1
+        self._found: dict[tuple[str, str], tuple[int, int]] = {}
+        self._in_use: frozenset[model.DeviceID] = frozenset()
+        self._compiler = cel.shared_compiler()
+
+    def __call__(self, device_class: model.DeviceClass, node: api.Node) -> tuple[int, int]:
+        catalog = self._catalog
+        if catalog.generation != self._generation:
+            self._generation = catalog.generation
+            self._found = {}
+            shared = {r.device_id for a in catalog.shared_allocations() for r in a.results}
+            self._in_use = catalog.devices_in_use() | shared
+        key = (device_class.name, node.name)
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = self._count(device_class, node)
+        return found
+
+    def scoring_inputs(
+        self,
+        inputs: ra.Inputs,
+        resources: Sequence[str],
+        pod_requests: Sequence[int],
+        snapshot: ClusterSnapshot,
+        nodes: NodeIndices,
+    ) -> ra.Inputs:
+        """:func:`~.resource_allocation.scoring_inputs`' ``inputs`` with the extended
+        resources backed by DRA that the pod asks counted in devices on the nodes
+        without them in their allocatable (``calculateResourceAllocatableRequest``)."""
+        requested, allocatable, included = inputs
+        if included is None:  # cpu and memory only
+            return inputs
+        for i, (name, amount) in enumerate(zip(resources, pod_requests, strict=True)):
+            if amount == 0 or not resource_claims.is_dra_extended_resource_name(name):
+                continue
+            device_class = self._catalog.extended_resource_class(name)
+            if device_class is None:
+                continue
+            for j, index in enumerate(nodes.tolist()):
+                if allocatable[i, j] != 0:
+                    continue
+                capacity, used = self(device_class, snapshot.nodes[index])
+                if capacity > 0:
+                    allocatable[i, j] = capacity
+                    requested[i, j] = used + amount
+        return requested, allocatable, included
+
+    def _count(self, device_class: model.DeviceClass, node: api.Node) -> tuple[int, int]:
+        capacity = allocated = 0
+        for resource_slice in self._catalog.slices():
+            if resource_slice.per_device_node_selection:
+                devices = [
+                    (d, i)
+                    for d, i in zip(resource_slice.devices, resource_slice.device_ids, strict=True)
+                    if _reaches(node, d.node_name, d.all_nodes, d.node_selector)
+                ]
+            elif _reaches(
+                node,
+                resource_slice.node_name,
+                resource_slice.all_nodes,
+                resource_slice.node_selector,
+            ):
+                devices = list(zip(resource_slice.devices, resource_slice.device_ids, strict=True))
+            else:
+                continue
+            for device, device_id in devices:
+                try:
+                    matches = all(
+                        self._compiler.matches(e, cel.DeviceInput(resource_slice.driver, device))
+                        for e in device_class.selectors
+                        if e is not None
+                    )
+                except cel.CelError:
+                    return 0, 0  # upstream gives up on the node: as without devices
+                if matches:
+                    capacity += 1
+                    allocated += device_id in self._in_use
+        return capacity, allocated
+
+
 class NodeResourcesFit:
     name = NAME
     resource_local = True
     """Filter reads only the node and its resource columns (batched preemption)."""
 
-    def __init__(self, args: Args) -> None:
+    def __init__(
+        self, args: Args, resources: resource_claims.ResourceCatalog | None = None
+    ) -> None:
         self.args = args
+        self._dra = resources
+        """The DeviceClasses that map extended resources (``None``: none can)."""
+        self._device_counts = DeviceCounts(resources) if resources is not None else None
         self._ignored = set(args.ignored_resources)
         self._ignored_groups = set(args.ignored_resource_groups)
         self._strategy = args.scoring_strategy.type
@@ -217,25 +331,47 @@ class NodeResourcesFit:
             self._checks_by_rows[(checked, rows)] = found
         return found
 
+    def _mapped(self, name: str) -> bool:
+        """Whether a DeviceClass maps extended resource ``name``."""
+        return (
+            self._dra is not None
+            and resource_claims.is_dra_extended_resource_name(name)
+            and self._dra.extended_resource_class(name) is not None
+        )
+
+    def _delegating(self, checks: _Checks) -> _Checks:
+        """``checks`` with the resources DeviceClasses map marked (classes change
+        without the request shape changing, so this is not remembered per shape)."""
+        mapped = self._dra.extended_resources() if self._dra is not None else None
+        if not mapped or not any(c.name in mapped for c in checks.checks):
+            return checks
+        delegated = tuple(self._mapped(c.name) for c in checks.checks)
+        return dataclasses.replace(checks, delegated=delegated)
+
     def pre_filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
     ) -> tuple[PreFilterResult | None, api.Status]:
-        state.write(_PRE_FILTER_KEY, self._checks(pod, snapshot))
+        state.write(_PRE_FILTER_KEY, self._delegating(self._checks(pod, snapshot)))
         return None, api.SUCCESS
 
     def _prepared(self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot) -> _Checks:
         found = state.read(_PRE_FILTER_KEY, _Checks)
-        return found if found is not None else self._checks(pod, snapshot)
+        return found if found is not None else self._delegating(self._checks(pod, snapshot))
 
     def _state(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
-    ) -> tuple[_Check, ...]:
-        return self._prepared(state, pod, snapshot).checks
+    ) -> tuple[tuple[_Check, bool], ...]:
+        """The checks, each with whether a node without the resource delegates it."""
+        prepared = self._prepared(state, pod, snapshot)
+        delegated = prepared.delegated or (False,) * len(prepared.checks)
+        return tuple(zip(prepared.checks, delegated, strict=True))
 
     def filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> Mask:
         prepared = self._prepared(state, pod, snapshot)
+        if prepared.delegated:
+            return self._filter_delegating(prepared, snapshot, nodes)
         if prepared.rows is None:  # no node has some requested resource
             return np.zeros(len(nodes), dtype=bool)
         fits: Mask = snapshot.pod_count.take(nodes) < snapshot.allowed_pods.take(nodes)
@@ -245,6 +381,23 @@ class NodeResourcesFit:
             fits &= (free >= prepared.amounts).all(axis=0)
         return fits
 
+    @staticmethod
+    def _filter_delegating(
+        prepared: _Checks, snapshot: ClusterSnapshot, nodes: NodeIndices
+    ) -> Mask:
+        """:meth:`filter` when DeviceClasses map some requested resources: check by
+        check, a mapped one passing on the nodes without it in their allocatable."""
+        fits: Mask = snapshot.pod_count.take(nodes) < snapshot.allowed_pods.take(nodes)
+        for check, delegated in zip(prepared.checks, prepared.delegated, strict=True):
+            if check.row is None:
+                if not delegated:
+                    fits[:] = False
+                continue
+            allocatable = snapshot.allocatable[check.row].take(nodes)
+            ok = check.amount <= allocatable - snapshot.requested[check.row].take(nodes)
+            fits &= ok | (allocatable <= 0) if delegated else ok
+        return fits
+
     def filter_node(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, node: int
     ) -> api.Status:
@@ -252,8 +405,10 @@ class NodeResourcesFit:
         unresolvable = False
         if int(snapshot.pod_count[node]) + 1 > int(snapshot.allowed_pods[node]):
             reasons.append(REASON_TOO_MANY_PODS)
-        for check in self._state(state, pod, snapshot):
+        for check, delegated in self._state(state, pod, snapshot):
             allocatable = 0 if check.row is None else int(snapshot.allocatable[check.row, node])
+            if delegated and allocatable <= 0:
+                continue  # DynamicResources allocates devices for it here
             used = 0 if check.row is None else int(snapshot.requested[check.row, node])
             if check.amount > allocatable - used:
                 reasons.append(insufficient(check.name))
@@ -272,14 +427,17 @@ class NodeResourcesFit:
         short = np.zeros((rows, len(nodes)), dtype=bool)
         beyond = np.zeros((rows, len(nodes)), dtype=bool)
         short[0] = snapshot.pod_count[nodes] + 1 > snapshot.allowed_pods[nodes]
-        for i, check in enumerate(checks, 1):
+        for i, (check, delegated) in enumerate(checks, 1):
             if check.row is None:
-                short[i] = beyond[i] = check.amount > 0
+                short[i] = beyond[i] = check.amount > 0 and not delegated
                 continue
             allocatable = snapshot.allocatable[check.row, nodes]
             short[i] = check.amount > allocatable - snapshot.requested[check.row, nodes]
             beyond[i] = check.amount > allocatable
-        names = [REASON_TOO_MANY_PODS, *(insufficient(c.name) for c in checks)]
+            if delegated:
+                short[i] &= allocatable > 0
+                beyond[i] &= allocatable > 0
+        names = [REASON_TOO_MANY_PODS, *(insufficient(c.name) for c, _ in checks)]
         bits = np.left_shift(1, np.arange(rows, dtype=np.int64))[:, None]
         code = (short * bits).sum(axis=0) | (beyond.any(axis=0).astype(np.int64) << rows)
         patterns, which = np.unique(code, return_inverse=True)
@@ -297,10 +455,13 @@ class NodeResourcesFit:
     ) -> Mask:
         """A shortfall is unresolvable when a request exceeds even the empty node."""
         helps = np.ones(len(nodes), dtype=bool)
-        for check in self._state(state, pod, snapshot):
+        for check, delegated in self._state(state, pod, snapshot):
             if check.row is None:
+                if delegated:
+                    continue
                 return np.zeros(len(nodes), dtype=bool)
-            helps &= check.amount <= snapshot.allocatable[check.row, nodes]
+            allocatable = snapshot.allocatable[check.row, nodes]
+            helps &= (check.amount <= allocatable) | (delegated & (allocatable <= 0))
         return helps
 
     # --- Score --------------------------------------------------------------------------
@@ -326,7 +487,10 @@ class NodeResourcesFit:
         self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> ra.Inputs:
         names = [name for name, _ in self._resources]
-        return ra.scoring_inputs(names, pod_requests, snapshot, nodes, nonzero=True)
+        inputs = ra.scoring_inputs(names, pod_requests, snapshot, nodes, nonzero=True)
+        if self._device_counts is None:
+            return inputs
+        return self._device_counts.scoring_inputs(inputs, names, pod_requests, snapshot, nodes)
 
     def score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
@@ -359,26 +523,42 @@ class NodeResourcesFit:
     # --- QueueingHints ------------------------------------------------------------------
 
     def events_to_register(self) -> Sequence[EventHint]:
-        return (
+        hints = [
             EventHint(POD_DELETE_EVENTS | POD_SCALE_DOWN_EVENTS, is_schedulable_after_pod_event),
             EventHint(
                 frozenset({ClusterEvent.NODE_ADD, ClusterEvent.NODE_ALLOCATABLE_CHANGE}),
                 self.is_schedulable_after_node_change,
             ),
-        )
+        ]
+        if self._dra is not None:  # a class may come to map a resource the pod asks
+            hints.append(
+                EventHint(
+                    frozenset({ClusterEvent.DEVICE_CLASS_ADD, ClusterEvent.DEVICE_CLASS_UPDATE}),
+                    is_schedulable_after_device_class_event,
+                )
+            )
+        return tuple(hints)
+
+    def _delegated_on(self, name: str, node: api.Node) -> bool:
+        """``shouldDelegateResourceToDRA`` for ``node``."""
+        return node.allocatable.get(name, 0) <= 0 and self._mapped(name)
 
     def fits_empty(self, pod: api.Pod, node: api.Node) -> bool:
         """Whether ``pod`` fits ``node`` with nothing on it (``isFit``)."""
         if node.allocatable.get(api.PODS, 0) < 1:
             return False
-        return all(amount <= node.allocatable.get(name, 0) for name, amount in self._checked(pod))
+        return all(
+            amount <= node.allocatable.get(name, 0) or self._delegated_on(name, node)
+            for name, amount in self._checked(pod)
+        )
 
     def is_schedulable_after_node_change(self, pod: api.Pod, old: Any, new: Any) -> QueueingHint:
         """Queue when the pod fits the node when empty and the node is new or grew in a
         resource the pod requests (``isSchedulableAfterNodeChange``)."""
         if not self.fits_empty(pod, new):
             return QueueingHint.QUEUE_SKIP
-        if old is None or requested_resources_increased(pod, old, new):
+        delegated = self._delegated_on if self._dra is not None else None
+        if old is None or requested_resources_increased(pod, old, new, delegated):
             return QueueingHint.QUEUE
         return QueueingHint.QUEUE_SKIP
 
@@ -389,17 +569,41 @@ def _report_order(name: str) -> int:
     return fixed.get(name, 3)
 
 
-def requested_resources_increased(pod: api.Pod, old: api.Node, new: api.Node) -> bool:
+def requested_resources_increased(
+    pod: api.Pod,
+    old: api.Node,
+    new: api.Node,
+    delegated: Callable[[str, api.Node], bool] | None = None,
+) -> bool:
     """``haveAnyRequestedResourcesIncreased``: more pods allowed, or more of a resource
-    the pod requests."""
+    the pod requests (or one ``delegated`` to DRA on the new node)."""
     before, after = old.allocatable, new.allocatable
     if after.get(api.PODS, 0) > before.get(api.PODS, 0):
         return True
     return any(
-        amount > 0 and after.get(name, 0) > before.get(name, 0)
+        amount > 0
+        and (
+            after.get(name, 0) > before.get(name, 0)
+            or (delegated is not None and delegated(name, new))
+        )
         for name, amount in pod.requests.items()
         if name != api.PODS
     )
+
+
+def is_schedulable_after_device_class_event(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
+    """``isSchedulableAfterDeviceClassEvent``: a class added under the implicit name
+    of a resource the pod asks, or naming one in ``extendedResourceName`` (an update
+    only when that name changed)."""
+    wanted = {name for name, amount in pod.requests.items() if amount > 0}
+    if old is not None:
+        if old.extended_resource_name == new.extended_resource_name:
+            return QueueingHint.QUEUE_SKIP
+    elif resource_claims.DEVICE_CLASS_PREFIX + new.name in wanted:
+        return QueueingHint.QUEUE
+    if new.extended_resource_name and new.extended_resource_name in wanted:
+        return QueueingHint.QUEUE
+    return QueueingHint.QUEUE_SKIP
 
 
 def is_schedulable_after_pod_event(pod: api.Pod, old: Any, new: Any) -> QueueingHint:
@@ -423,4 +627,4 @@ def is_schedulable_after_pod_event(pod: api.Pod, old: Any, new: Any) -> Queueing
 
 
 def new(args: Args | None, handle: Handle) -> NodeResourcesFit:
-    return NodeResourcesFit(args or Args())
+    return NodeResourcesFit(args or Args(), handle.resources)

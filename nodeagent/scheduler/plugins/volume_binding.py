@@ -47,7 +47,7 @@ from nodeagent.scheduler.framework import (
     PreFilterResult,
     QueueingHint,
 )
-from nodeagent.scheduler.plugins import node_affinity, resource_allocation
+from nodeagent.scheduler.plugins import helpers, node_affinity, resource_allocation
 from nodeagent.scheduler.plugins.node_resources_fit import (
     MAX_CUSTOM_PRIORITY_SCORE,
     UtilizationShapePoint,
@@ -772,18 +772,21 @@ class VolumeBinding:
                 raise BindingFailed(
                     f"binding volumes: updating {provision.claim.key}: {exc}"
                 ) from exc
-        now = self._catalog.monotonic
-        deadline = now() + self.bind_timeout
-        while True:
+
+        def bound() -> bool:
             done, error = self.check_bindings(node_name, volumes, written_pvs, written_claims)
             if error:
                 raise BindingFailed(f"binding volumes: {error}")
-            if done:
-                return
-            left = deadline - now()
-            if left <= 0:
-                raise BindingFailed("binding volumes: context deadline exceeded")
-            self._catalog.wait_changed(min(left, 1.0))
+            return done
+
+        catalog = self._catalog
+        if not helpers.wait_until(
+            bound,
+            timeout=self.bind_timeout,
+            wait_changed=catalog.wait_changed,
+            monotonic=catalog.monotonic,
+        ):
+            raise BindingFailed("binding volumes: context deadline exceeded")
 
     def check_bindings(
         self,

@@ -232,7 +232,9 @@ def test_planner_without_templates_keeps_kube_schedulers_message() -> None:
 
 
 def test_duplicate_template_refused() -> None:
-    with pytest.raises(ConfigError, match="ResourceClaimTemplate default/one-gpu: listed twice"):
+    with pytest.raises(
+        ConfigError, match="ResourceClaimTemplate default/one-gpu appears more than once"
+    ):
         objects.read_cluster(cluster_objects(1, template_object(), template_object()))
 
 
