@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -123,6 +124,9 @@ class InformerStats:
     relists_after_gone: int = 0
     failures: int = 0
     events: int = 0
+    first_list: tuple[float, float] | None = None
+    """The first list that succeeded: when it was asked for and when its last object
+    was handled (:func:`time.monotonic`), for a process's start-up timeline."""
 
 
 BACKOFF = retry.RetryPolicy(initial_delay=0.5, max_delay=30.0)
@@ -237,11 +241,14 @@ class Informer:
         pages = self.list_watch.pages
         with self._lock:
             empty = not self._store
+        asked = time.monotonic()
         if pages is not None and empty:
             self._sync_into_empty(pages())
         else:
             self._sync_replacing(self.list_watch.list())
         self.stats.lists += 1
+        if self.stats.first_list is None:
+            self.stats.first_list = (asked, time.monotonic())
         self._synced.set()
         if self._handlers.on_change is not None:
             self._handlers.on_change()

@@ -66,6 +66,9 @@ def test_node_informer_follows_adds_updates_deletes(
         assert [o["metadata"]["name"] for o in nodes.items()] == ["n1"]
         assert nodes.get(("", "n1"))["spec"]["unschedulable"] is True  # type: ignore[index]
         assert nodes.stats.lists == 1
+        assert nodes.stats.first_list is not None  # when it was asked for, when it was in
+        asked, handled = nodes.stats.first_list
+        assert asked <= handled <= time.monotonic()
     finally:
         nodes.stop()
 
