@@ -43,6 +43,56 @@ def available() -> str | None:
 _Response = TypeVar("_Response", bound=Message)
 
 
+def write_config(
+    path: Path,
+    *,
+    root: Path,
+    state: Path,
+    socket: Path,
+    opt: Path,
+    sandbox_image: str,
+    cni_bin: Path,
+    cni_conf: Path,
+    restrict_oom_score_adj: bool,
+) -> Path:
+    """Write a containerd configuration to ``path``: its own root, state and socket, the
+    CRI plugin with ``sandbox_image``, runc with the ``cgroupfs`` driver on overlayfs, and
+    the snapshotters this machine cannot run disabled. ``restrict_oom_score_adj`` keeps a
+    container's score no lower than containerd's own: lowering one needs
+    CAP_SYS_RESOURCE, which a VM's sandboxed root may lack, and runc's init then dies
+    before the container starts. Both the standalone runtime here and the node tests'
+    (``tests.node.node``) are configured by this one function."""
+    cri = '[plugins."io.containerd.grpc.v1.cri"'
+    path.write_text(
+        f"""version = 2
+root = "{root}"
+state = "{state}"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
+[grpc]
+  address = "{socket}"
+[ttrpc]
+  address = "{socket}.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{opt}"
+{cri}]
+  sandbox_image = "{sandbox_image}"
+  restrict_oom_score_adj = {"true" if restrict_oom_score_adj else "false"}
+  {cri}.containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    {cri}.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      {cri}.containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  {cri}.cni]
+    bin_dir = "{cni_bin}"
+    conf_dir = "{cni_conf}"
+"""
+    )
+    return path
+
+
 class Containerd:
     """One containerd; :meth:`start`, then :meth:`stop` (removes its pods, unmounts)."""
 
@@ -52,10 +102,8 @@ class Containerd:
         *,
         imagefs: Path | None = None,
         imagefs_mib: int = 64,
-        extra_config: str = "",
     ) -> None:
         self.base = base
-        self._extra_config = extra_config
         self.imagefs = imagefs or base / "imagefs"
         self.root = self.imagefs / "root"
         self.state = base / "state"
@@ -76,26 +124,16 @@ class Containerd:
         )
         for directory in (self.root, self.state, self.logs, self.base / "cni", self.base / "opt"):
             directory.mkdir(parents=True, exist_ok=True)
-        config = self.base / "config.toml"
-        config.write_text(
-            f"""version = 2
-root = "{self.root}"
-state = "{self.state}"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = "{self.socket}"
-[ttrpc]
-  address = "{self.socket}.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{self.base / "opt"}"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{SANDBOX_IMAGE}"
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{self.base / "cni"}"
-    conf_dir = "{self.base / "cni"}"
-{self._extra_config}"""
+        config = write_config(
+            self.base / "config.toml",
+            root=self.root,
+            state=self.state,
+            socket=self.socket,
+            opt=self.base / "opt",
+            sandbox_image=SANDBOX_IMAGE,
+            cni_bin=self.base / "cni",
+            cni_conf=self.base / "cni",
+            restrict_oom_score_adj=True,
         )
         self._process = subprocess.Popen(
             ["containerd", "--config", str(config)],

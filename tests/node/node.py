@@ -44,6 +44,7 @@ from google.protobuf.message import Message
 from nodeagent.cri.client import GrpcRuntime
 from tests.controlplane.cluster import ControlPlane, binaries_directory, free_port
 from tests.cri import lifecycle_pb2 as lc
+from tests.cri.containerd import write_config
 from tests.node import images
 
 MIB = 1 << 20
@@ -260,37 +261,16 @@ class Node:
 
     # --- containerd ------------------------------------------------------------------------
     def _start_containerd(self) -> None:
-        config = self.base / "containerd.toml"
-        cri = '[plugins."io.containerd.grpc.v1.cri"'
-        config.write_text(
-            f"""version = 2
-root = "{self.containerd_root}"
-state = "{self.state}"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-[grpc]
-  address = "{self.socket}"
-[ttrpc]
-  address = "{self.socket}.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{self.base / "opt"}"
-{cri}]
-  sandbox_image = "{images.PAUSE}"
-  # no lower oom_score_adj than containerd's own: lowering one needs CAP_SYS_RESOURCE,
-  # which machines like this one (a VM's sandboxed root) do not grant, and runc's init
-  # then dies before the container starts
-  restrict_oom_score_adj = {"true" if not _can_lower_oom_score_adj() else "false"}
-  {cri}.containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    {cri}.containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      {cri}.containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  {cri}.cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "{self.cni}"
-"""
+        config = write_config(
+            self.base / "containerd.toml",
+            root=self.containerd_root,
+            state=self.state,
+            socket=self.socket,
+            opt=self.base / "opt",
+            sandbox_image=images.PAUSE,
+            cni_bin=Path("/usr/lib/cni"),
+            cni_conf=self.cni,
+            restrict_oom_score_adj=not _can_lower_oom_score_adj(),
         )
         self.containerd = spawn(
             "containerd",
