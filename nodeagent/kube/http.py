@@ -16,9 +16,12 @@ are decoded with msgspec (a 10,000-pod list: 23 ms, against 31 with :mod:`json`)
 Lists and watches, what every informer starts with, skip the generated methods too
 (GETs through the ApiClient's pool, :meth:`HTTPKubeClient._get`): importing the
 generated API modules costs 0.2-0.4 s of CPU, on the scheduler's start-up path before
-its first binding. Lists are read in pages of 500 as client-go's pager reads them, by a
-thread that starts at once and reads ahead, so the informer parses page n while the API
-server builds page n+1 (:meth:`HTTPKubeClient.list_pages`).
+its first binding. The informers' lists are streamed as client-go's reflector streams
+them (:meth:`HTTPKubeClient.watch_list`: a watch that begins with the current state,
+served by the watch cache); where the API server does not stream, they are read in
+pages of 500 as client-go's pager reads them, by a thread that starts at once and
+reads ahead, so the informer parses page n while the API server builds page n+1
+(:meth:`HTTPKubeClient.list_pages`).
 
 Every call goes through one path (:meth:`HTTPKubeClient._call`):
 

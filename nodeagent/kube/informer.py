@@ -2,9 +2,12 @@
 
 Like client-go's reflector + store, for one resource and one selector:
 
-* it **lists** once (the full set and a resourceVersion; from the HTTP client in pages
-  read ahead, the first list's handlers running on each page as it arrives, see
-  :meth:`Informer.sync_once`), then **watches** from that
+* it **lists** once (the full set and a resourceVersion): from the HTTP client by
+  streaming, as client-go's reflector does (WatchList: one watch that begins with the
+  current state, the first list's handlers running on each object as it arrives, the
+  same stream then followed as the watch; :meth:`Informer._sync_streamed`), or in pages
+  read ahead where the API server does not stream (:meth:`Informer.sync_once`); then
+  it **watches** from that
   version, applying ADDED / MODIFIED / DELETED and remembering the version of every
   event and BOOKMARK, so a watch that ends (server ``timeoutSeconds``, a dropped
   connection) resumes exactly where it stopped, without a re-list;
