@@ -21,9 +21,11 @@ through :meth:`ClusterSnapshot.add_pod` / :meth:`remove_pod` (the scheduler's "a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +43,8 @@ NodeIndices = npt.NDArray[np.intp]
 Int64s = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 Float64s = npt.NDArray[np.float64]
+
+_T = TypeVar("_T")
 
 FIXED_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE)
 CPU_ROW, MEMORY_ROW, EPHEMERAL_ROW = 0, 1, 2
@@ -61,13 +65,101 @@ def node_tree_order(nodes: Sequence[api.Node]) -> list[int]:
     zones: dict[str, list[int]] = {}
     for position, node in enumerate(nodes):
         zones.setdefault(zone_key(node.labels), []).append(position)
-    order: list[int] = []
-    members = list(zones.values())
-    depth = 0
-    while len(order) < len(nodes):
-        order.extend(zone[depth] for zone in members if depth < len(zone))
-        depth += 1
-    return order
+    return _round_robin(list(zones.values()))
+
+
+def _round_robin(zones: list[list[_T]]) -> list[_T]:
+    if len(zones) <= 1:
+        return list(zones[0]) if zones else []
+    spent = object()  # zip_longest's filler: no node is it
+    mixed = itertools.chain.from_iterable(itertools.zip_longest(*zones, fillvalue=spent))
+    return cast(list[_T], [item for item in mixed if item is not spent])
+
+
+class NodeTree:
+    """kube-scheduler's node tree (``nodeTree`` in pkg/scheduler/backend/cache/node_tree.go):
+    node names by zone, zones in the order they first gained a node. A node joins the end
+    of its zone; a zone left empty is dropped (and goes last if it comes back); a node
+    whose zone changes leaves its zone and joins the end of the new one. :meth:`order`
+    is ``nodeTree.list()``: the zones round robin, the order in which the snapshot lays
+    out its nodes and the node sampling walks them.
+
+    The tree also knows where its order last changed, so that a node added at the end of
+    its zone (or removed from near it) re-lists only the nodes from there on: the work of
+    a churn of nodes added and deleted does not grow with the cluster."""
+
+    def __init__(self) -> None:
+        self._zones: dict[str, list[str]] = {}
+        """Zone key -> its nodes; insertion order is the zones' order."""
+        self._zone_of: dict[str, str] = {}
+        self._listed: list[str] = []
+        """:meth:`order` as it last answered."""
+        self._unchanged = 0
+        """How many of ``_listed``'s first names still hold."""
+
+    def __len__(self) -> int:
+        return len(self._zone_of)
+
+    def add(self, node: api.Node) -> None:
+        if node.name in self._zone_of:
+            return
+        zone = zone_key(node.labels)
+        members = self._zones.get(zone, [])
+        self._changed_at(zone, len(members))
+        self._zone_of[node.name] = zone
+        self._zones[zone] = members
+        members.append(node.name)
+
+    def remove(self, name: str) -> None:
+        zone = self._zone_of.pop(name, None)
+        if zone is None:
+            return
+        members = self._zones[zone]
+        depth = members.index(name)
+        self._changed_at(zone, depth)
+        del members[depth]
+        if not members:
+            del self._zones[zone]
+
+    def update(self, node: api.Node) -> bool:
+        """Follow ``node``'s labels; True when it changed zone (and so place)."""
+        zone = self._zone_of.get(node.name)
+        if zone is not None and zone == zone_key(node.labels):
+            return False
+        self.remove(node.name)
+        self.add(node)
+        return True
+
+    def _changed_at(self, zone: str, depth: int) -> None:
+        """The node at ``depth`` of ``zone`` (a zone not in the tree goes last) is about
+        to come or go: the order holds up to its place."""
+        position, before = 0, True
+        for other, members in self._zones.items():
+            if other == zone:
+                before = False
+            position += min(len(members), depth) + (before and len(members) > depth)
+        self._unchanged = min(self._unchanged, position)
+
+    def order(self) -> tuple[list[str], int]:
+        """``nodeTree.list()``, and how many of its first names are as the last call
+        answered."""
+        unchanged = min(self._unchanged, len(self._listed))
+        zones = list(self._zones.values())
+        # depth: the round of the round robin the first changed place falls in
+        low, high = 0, max(map(len, zones), default=0)
+        while low < high:  # the last depth whose rounds before it hold <= unchanged names
+            middle = (low + high + 1) // 2
+            if sum(min(len(z), middle) for z in zones) <= unchanged:
+                low = middle
+            else:
+                high = middle - 1
+        depth = low
+        skip = unchanged - sum(min(len(z), depth) for z in zones)
+        this_round = [z[depth] for z in zones if len(z) > depth][skip:]
+        later = _round_robin([z[depth + 1 :] for z in zones if len(z) > depth + 1])
+        self._listed = [*self._listed[:unchanged], *this_round, *later]
+        self._unchanged = len(self._listed)
+        return self._listed, unchanged
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +206,31 @@ class LabelColumns:
                 )
             column.codes[index] = code
 
+    def permute(self, source: NodeIndices) -> None:
+        """Lay the columns out for a new node list: new node ``j`` is old node
+        ``source[j]``, or a node without labels yet where that is -1. A column no node
+        has any more is dropped; one whose values are mostly gone (hostnames of deleted
+        nodes) is re-coded."""
+        size = len(source)
+        for key, column in list(self._columns.items()):
+            codes = np.append(column.codes, np.int32(-1))[source]  # -1 takes the -1 appended
+            present = codes[codes >= 0]
+            if present.size == 0:
+                del self._columns[key]
+                continue
+            values, code_of = column.values, column.code_of
+            if len(values) > 64 and len(values) > 2 * present.size:
+                live = np.unique(present)
+                if 2 * live.size < len(values):
+                    recode = np.full(len(values) + 1, -1, dtype=np.int32)
+                    recode[live] = np.arange(live.size, dtype=np.int32)
+                    codes = recode[codes]
+                    values = tuple(values[i] for i in live.tolist())
+                    code_of = {value: i for i, value in enumerate(values)}
+            self._columns[key] = LabelColumn(codes, values, code_of)
+        self._size = size
+        self._absent = np.full(size, -1, dtype=np.int32)
+
     def column(self, key: str) -> LabelColumn:
         found = self._columns.get(key)
         return found if found is not None else LabelColumn(self._absent, (), {})
@@ -121,6 +238,36 @@ class LabelColumns:
 
 GroupKey = tuple[str, frozenset[tuple[str, str]], bool]
 """A pod group: namespace, labels, terminating."""
+
+
+_V = TypeVar("_V")
+_A = TypeVar("_A", bound=np.generic)
+
+
+@dataclass(frozen=True, slots=True)
+class _Renumbering:
+    """Old node index -> new, for a snapshot whose node list changed; indices below
+    ``first`` keep their number."""
+
+    new_of: NodeIndices
+    listed: list[int]
+    first: int
+
+    def apply(self, by_node: dict[int, _V]) -> None:
+        """Renumber ``by_node``'s keys in place (a key of a node removed is dropped)."""
+        first = self.first
+        if not by_node or first >= len(self.new_of):
+            return
+        if len(by_node) <= 16:
+            moved = [k for k in by_node if k >= first]
+        else:  # the keys scanned in C: most are below ``first`` and stay
+            keys = np.fromiter(by_node, dtype=np.intp, count=len(by_node))
+            moved = keys[keys >= first].tolist()
+        values = [by_node.pop(k) for k in moved]
+        listed = self.listed
+        for k, value in zip(moved, values, strict=True):
+            if listed[k] >= 0:
+                by_node[listed[k]] = value
 
 
 class PodGroups:
@@ -156,6 +303,13 @@ class PodGroups:
             counts[node] = left
         else:
             counts.pop(node, None)
+
+    def renumber(self, renumbering: _Renumbering, moved: Iterable[api.Pod]) -> None:
+        """Follow the snapshot's nodes to their new indices: ``moved``, the pods on the
+        nodes renumbered, name the groups that have counts to move."""
+        groups = {self._id[(p.namespace, frozenset(p.labels.items()), p.deleting)] for p in moved}
+        for group in groups:
+            renumbering.apply(self.per_node[group])
 
     def matching(
         self,
@@ -252,6 +406,13 @@ class AffinityTerms:
                 if not counts:
                     del self.per_node[key]
                     self._index(key).discard(key)
+
+    def renumber(self, renumbering: _Renumbering, moved: Iterable[api.Pod]) -> None:
+        """Follow the snapshot's nodes to their new indices: ``moved``, the pods on the
+        nodes renumbered, name the terms that have counts to move."""
+        keys = {key for pod in moved if pod.pod_affinity is not None for key in self.keys_of(pod)}
+        for key in keys:
+            renumbering.apply(self.per_node[key])
 
     def _index(self, key: TermKey) -> set[TermKey]:
         selector = key[2].selector
@@ -352,6 +513,11 @@ class ClusterSnapshot:
 
         self.static_generation = 0
         """Bumped by :meth:`update_node`: caches of static node data key on it."""
+        self.node_stamp: Int64s = np.arange(size, dtype=np.int64)
+        """Per node: a number no other node data written into this snapshot had, renewed
+        whenever the node's static data is (re)written and moved with it: what lets a
+        cache of per-node values recompute only the nodes that changed."""
+        self._next_stamp = size
         self.labels = LabelColumns([node.labels for node in self.nodes])
         self.unschedulable: Mask = np.array([n.unschedulable for n in self.nodes], dtype=bool)
         taint_set_of: dict[tuple[Taint, ...], int] = {}
@@ -380,24 +546,158 @@ class ClusterSnapshot:
         nodes = list(self.nodes)
         nodes[index] = node
         self.nodes = tuple(nodes)
-        if node.labels != old.labels:
+        self._set_static(index, node, old)
+        self.static_generation += 1
+
+    def _set_static(self, index: int, node: api.Node, old: api.Node | None) -> None:
+        """Write ``node``'s static data into column ``index`` (which held ``old``, or
+        nothing yet); ``self.nodes[index]`` is ``node`` already."""
+        if old is None or node.labels != old.labels:
             self.labels.set_node(index, node.labels)
-        if node.taints != old.taints:
+        if old is None or node.taints != old.taints:
             taint_set = self._taint_set_of.get(node.taints)
             if taint_set is None:
                 taint_set = self._taint_set_of[node.taints] = len(self._taint_set_of)
                 self.taint_sets = (*self.taint_sets, node.taints)
             self.taint_set[index] = taint_set
         self.unschedulable[index] = node.unschedulable
-        if node.allocatable != old.allocatable:
+        self.node_stamp[index] = self._next_stamp
+        self._next_stamp += 1
+        if old is None or node.allocatable != old.allocatable:
             self.allocatable[:, index] = 0
             for name, amount in node.allocatable.items():
                 if name != api.PODS:
-                    self.allocatable[self._ensure_row(name), index] = amount
+                    row = self._ensure_row(name)  # may grow (replace) the matrix: first
+                    self.allocatable[row, index] = amount
             self.allowed_pods[index] = node.allocatable.get(api.PODS, 0)
-        if node.images != old.images:
-            self._index_images()
+        if old is None or node.images != old.images:
+            if old is not None:
+                self._list_images(index, old, -1)
+            self._list_images(index, node, 1)
+
+    def set_nodes(
+        self,
+        names: Sequence[str],
+        node_of: Mapping[str, api.Node],
+        pods_of: Callable[[str], Iterable[api.Pod]],
+        *,
+        unchanged: int = 0,
+    ) -> None:
+        """Make ``names`` (node-tree order) the snapshot's nodes, in place: nodes missing
+        from it leave with their pods, new ones (``node_of[name]``) come with theirs
+        (``pods_of(name)``), and the nodes kept move to their new places, every column
+        and every per-node index following them. kube-scheduler's ``UpdateSnapshot``
+        after its node tree changed: work in proportion to the nodes that moved and to
+        what sits on them, instead of a snapshot rebuilt from every node and pod. A
+        node kept must be as held here (:meth:`update_node` first); ``unchanged``: the
+        first names are the snapshot's first nodes already (:meth:`NodeTree.order`)."""
+        old_size, old_names, size = self.size, self.names, len(names)
+        source = np.concatenate(
+            (
+                np.arange(unchanged, dtype=np.intp),
+                np.fromiter(
+                    map(self.index.get, names[unchanged:], itertools.repeat(-1)),
+                    dtype=np.intp,
+                    count=size - unchanged,
+                ),
+            )
+        )
+        kept = source >= 0
+        new_of = np.full(old_size, -1, dtype=np.intp)
+        new_of[source[kept]] = np.flatnonzero(kept)
+        removed = np.flatnonzero(new_of < 0).tolist()
+        for node in removed:
+            self._drop_node(node)
+        common = min(size, old_size)
+        moved = np.flatnonzero(source[:common] != np.arange(common))
+        first = int(moved[0]) if moved.size else common  # below it nothing changed
+
+        tail = source[first:]
+        fresh_tail = tail < 0
+        tail_at = np.where(fresh_tail, 0, tail)
+
+        def take(columns: npt.NDArray[_A]) -> npt.NDArray[_A]:
+            """The columns in the new order: the unchanged head copied whole."""
+            if not old_size:
+                return np.zeros((*columns.shape[:-1], size), dtype=columns.dtype)
+            gathered = columns[..., tail_at]
+            gathered[..., fresh_tail] = 0
+            return np.concatenate((columns[..., :first], gathered), axis=-1)
+
+        self.allocatable = take(self.allocatable)
+        self.requested = take(self.requested)
+        self.nonzero_requested = take(self.nonzero_requested)
+        self.pod_count = take(self.pod_count)
+        self.allowed_pods = take(self.allowed_pods)
+        self.unschedulable = take(self.unschedulable)
+        self.taint_set = take(self.taint_set)
+        self.node_stamp = take(self.node_stamp)
+        self.labels.permute(source)
+        renumbering = _Renumbering(new_of, new_of.tolist(), first)
+        moved_pods = [pod for i in range(first, old_size) for pod in self.pods_on_node[i]]
+        self.pod_groups.renumber(renumbering, moved_pods)
+        self.affinity_terms.renumber(renumbering, moved_pods)
+        renumbering.apply(self.used_ports)
+        renumbering.apply(self._node_pods)
+        on_node = self.pods_on_node
+        self.pods_on_node = on_node[:first]
+        self.pods_on_node += [on_node[i] if i >= 0 else [] for i in source[first:].tolist()]
+        fresh = np.flatnonzero(~kept).tolist()
+        self.nodes = self.nodes[:first] + tuple(map(node_of.__getitem__, names[first:]))
+        self.names = tuple(names)
+        for i in removed:
+            del self.index[old_names[i]]
+        index = self.index
+        for j in range(first, size):
+            index[names[j]] = j
+        self.size = size
+        self.all_nodes = np.arange(size, dtype=np.intp)
+        self._renumber_images(new_of, first)
+        for j in fresh:
+            self._set_static(j, self.nodes[j], None)
         self.static_generation += 1
+        for j in fresh:
+            pods = list(pods_of(names[j]))
+            if pods:
+                self.add_pods(pods, [j] * len(pods))
+
+    def _drop_node(self, node: int) -> None:
+        """Take every pod off column ``node`` and its images out of the index."""
+        for pod in reversed(list(self.pods_on_node[node])):
+            self.remove_pod(pod, node)
+        self._list_images(node, self.nodes[node], -1)
+
+    def _list_images(self, index: int, node: api.Node, sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) node ``index`` as a holder of ``node``'s images."""
+        names = {name for image in node.images for name in image.names}
+        for name in names:
+            state = self.images.get(name)
+            held = state.nodes if state is not None else np.empty(0, dtype=np.intp)
+            at = int(np.searchsorted(held, index))
+            held = np.insert(held, at, index) if sign > 0 else np.delete(held, at)
+            if held.size == 0:
+                del self.images[name]
+            elif state is not None and at > 0:
+                self.images[name] = ImageState(state.size, held)
+            else:  # a new first holder: the size is as it reports it
+                self.images[name] = ImageState(self._image_size(int(held[0]), name), held)
+
+    def _image_size(self, index: int, name: str) -> int:
+        for image in self.nodes[index].images:
+            if name in image.names:
+                return image.size
+        raise ValueError(f"node {self.names[index]} does not list image {name}")
+
+    def _renumber_images(self, new_of: NodeIndices, first: int) -> None:
+        """Follow :meth:`set_nodes`' renumbering (the removed nodes unlisted already)."""
+        for name, state in list(self.images.items()):
+            if state.nodes[-1] < first:
+                continue
+            held = np.sort(new_of[state.nodes])
+            size = state.size
+            if held[0] != new_of[state.nodes[0]]:
+                size = self._image_size(int(held[0]), name)
+            self.images[name] = ImageState(size, held)
 
     def _index_images(self) -> None:
         holders: dict[str, list[int]] = {}

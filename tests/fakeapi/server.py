@@ -10,6 +10,7 @@ Routes (what the agent and the live scheduler call):
     GET    /api/v1/nodes[/NAME]                      (?watch=true streams)
     POST   /api/v1/nodes
     PATCH  /api/v1/nodes/NAME[/status]               strategic, merge or JSON patch
+    DELETE /api/v1/nodes/NAME                        (gone at once: nodes have no grace)
     GET    /api/v1/pods, /api/v1/namespaces/NS/pods  (?fieldSelector, labelSelector, watch)
     (every list: ?limit and ?continue page it; every page of one list is of one snapshot,
     as the real server's; a malformed token is 400, an unknown one 410 Gone; a list at
@@ -487,6 +488,11 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _Reply(201, cluster.create("nodes", _object_body(request)))
             elif request.method == "PATCH" and name is not None:
                 raise _Reply(200, self._patch(request, "nodes", "", name, sub))
+            elif request.method == "DELETE" and name is not None and not sub:
+                options = request.body if isinstance(request.body, dict) else {}
+                uid = (options.get("preconditions") or {}).get("uid")
+                dry_run = request.param("dryRun") == "All"
+                raise _Reply(200, cluster.delete("nodes", "", name, uid=uid, dry_run=dry_run))
             else:
                 raise _Reply(405, _status(405, "MethodNotAllowed", "method not allowed"))
             return

@@ -54,6 +54,25 @@ def test_list_and_get_nodes(seeded: FakeAPIServer, core_api: CoreV1Api) -> None:
     assert missing.value.status == 404
 
 
+def test_node_create_and_delete_are_seen_by_a_watch(
+    seeded: FakeAPIServer, core_api: CoreV1Api
+) -> None:
+    listed = core_api.list_node()
+    core_api.create_node(objects.node("node-c"))
+    core_api.delete_node("node-a")
+    with pytest.raises(ApiException) as missing:
+        core_api.delete_node("node-a")
+    assert missing.value.status == 404
+    assert sorted(n.metadata.name for n in core_api.list_node().items) == ["node-b", "node-c"]
+    watch: Any = kubernetes.watch.Watch()  # type: ignore[no-untyped-call]
+    seen = []
+    for event in watch.stream(
+        core_api.list_node, timeout_seconds=1, resource_version=listed.metadata.resource_version
+    ):
+        seen.append((event["type"], event["raw_object"]["metadata"]["name"]))
+    assert seen == [("ADDED", "node-c"), ("DELETED", "node-a")]
+
+
 def test_status_strategic_merge_keeps_other_conditions(
     seeded: FakeAPIServer, core_api: CoreV1Api
 ) -> None:

@@ -12,10 +12,15 @@ from them, kept current incrementally (``pkg/scheduler/backend/cache``).
   equal priority.
 * **PodDisruptionBudgets**, as the watch shows them, for preemption's choice.
 
-The snapshot is a :class:`~nodeagent.scheduler.snapshot.ClusterSnapshot` updated in
-place: pods are added and removed per pod, a changed Node is rewritten in its own column
-(:meth:`~nodeagent.scheduler.snapshot.ClusterSnapshot.update_node`); only a node added
-or removed rebuilds the snapshot, once, before the next cycle. One lock guards it all:
+The snapshot is a :class:`~nodeagent.scheduler.snapshot.ClusterSnapshot` built once and
+then updated in place, as kube-scheduler's ``UpdateSnapshot`` keeps its snapshot: pods
+are added and removed per pod, a changed Node is rewritten in its own column
+(:meth:`~nodeagent.scheduler.snapshot.ClusterSnapshot.update_node`), and a node added,
+removed or moved to another zone re-lays the columns out in the order of the cache's
+:class:`~nodeagent.scheduler.snapshot.NodeTree`
+(:meth:`~nodeagent.scheduler.snapshot.ClusterSnapshot.set_nodes`), bringing a new node's
+pods along. A rebuild from every node and pod costs 13-14 ms at 5,000 nodes; a churn that
+adds and deletes nodes many times a second paid it on every one. One lock guards it all:
 the scheduling thread holds it for a cycle (:meth:`SchedulerCache.cycle`), informer
 threads for each update.
 """
@@ -31,7 +36,7 @@ from dataclasses import dataclass
 
 from nodeagent.scheduler import api, framework
 from nodeagent.scheduler.live.events import ClusterEvent, node_events
-from nodeagent.scheduler.snapshot import ClusterSnapshot
+from nodeagent.scheduler.snapshot import ClusterSnapshot, NodeTree
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +64,10 @@ class CacheStats:
     bound: int
     assumed: int
     rebuilds: int
+    """Snapshots built from every node and pod (the first; none after, in place)."""
     node_updates: int
+    relayouts: int
+    """Node lists changed in place (a node added, removed or moved to another zone)."""
 
 
 class SchedulerCache:
@@ -78,11 +86,16 @@ class SchedulerCache:
         self._assume_ttl = assume_ttl
         self._lock = threading.RLock()
         self._nodes: dict[str, api.Node] = {}
+        self._tree = NodeTree()
+        self._on_node: dict[str, dict[int, api.Pod]] = {}
+        """Node name -> the pods accounted there (bound or assumed, by ``id``), whether
+        the node is known or not: what a node added later brings into the snapshot."""
         self._bound: dict[str, api.Pod] = {}
         self._assumed: dict[str, _Assumed] = {}
         self._snapshot: ClusterSnapshot | None = None
         self._rebuilds = 0
         self._node_updates = 0
+        self._relayouts = 0
 
     # --- the cycle's view ---------------------------------------------------------------
     @contextmanager
@@ -95,13 +108,35 @@ class SchedulerCache:
         if self._snapshot is None:
             pods = [*self._bound.values(), *(a.pod for a in self._assumed.values())]
             self._snapshot = ClusterSnapshot(
-                list(self._nodes.values()), pods, disruption_budgets=list(self._budgets.values())
+                [self._nodes[name] for name in self._tree.order()[0]],
+                pods,
+                disruption_budgets=list(self._budgets.values()),
             )
             self._rebuilds += 1
         return self._snapshot
 
+    def _relayout(self) -> None:
+        """The node tree changed: lay the snapshot's nodes out anew, in place."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return
+        on_node = self._on_node
+        names, unchanged = self._tree.order()
+        snapshot.set_nodes(
+            names, self._nodes, lambda name: on_node.get(name, {}).values(), unchanged=unchanged
+        )
+        self._relayouts += 1
+
     def _account(self, pod: api.Pod, sign: int) -> None:
-        """Add or remove ``pod`` on its node in the snapshot, if there is one to keep."""
+        """Add or remove ``pod`` on its node, and in the snapshot if there is one."""
+        if sign > 0:
+            self._on_node.setdefault(pod.node_name, {})[id(pod)] = pod
+        else:
+            held = self._on_node.get(pod.node_name)
+            if held is not None:
+                held.pop(id(pod), None)
+                if not held:
+                    del self._on_node[pod.node_name]
         snapshot = self._snapshot
         if snapshot is None:
             return
@@ -126,7 +161,8 @@ class SchedulerCache:
             if old is not None:
                 return self._update_node_locked(old, node)
             self._nodes[node.name] = node
-            self._snapshot = None
+            self._tree.add(node)
+            self._relayout()
             return frozenset({ClusterEvent.NODE_ADD})
 
     def update_node(self, node: api.Node) -> frozenset[ClusterEvent]:
@@ -145,6 +181,8 @@ class SchedulerCache:
         if snapshot is not None:
             snapshot.update_node(snapshot.index[node.name], node)
             self._node_updates += 1
+        if self._tree.update(node):  # another zone: the node's place in the order changes
+            self._relayout()
         return changes
 
     def remove_node(self, name: str) -> api.Node | None:
@@ -152,7 +190,8 @@ class SchedulerCache:
         with self._lock:
             gone = self._nodes.pop(name, None)
             if gone is not None:
-                self._snapshot = None
+                self._tree.remove(name)
+                self._relayout()
             return gone
 
     def has_node(self, name: str) -> bool:
@@ -313,4 +352,5 @@ class SchedulerCache:
                 len(self._assumed),
                 self._rebuilds,
                 self._node_updates,
+                self._relayouts,
             )

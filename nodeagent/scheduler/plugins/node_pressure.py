@@ -33,7 +33,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -57,7 +60,7 @@ from nodeagent.scheduler.framework import (
     QueueingHint,
 )
 from nodeagent.scheduler.plugins import helpers
-from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
+from nodeagent.scheduler.snapshot import ClusterSnapshot, Float64s, Int64s, Mask, NodeIndices
 
 NAME = "NodePressure"
 log = logging.getLogger(__name__)
@@ -117,32 +120,63 @@ def headroom_score(
     annotation: str, *, now: float, stale_after: int, full_score_percent: int
 ) -> tuple[int | None, str]:
     """The annotation's score and a note on it; ``None`` when it cannot be used."""
+    score, note, _ = _headroom(
+        annotation, now=now, stale_after=stale_after, full_score_percent=full_score_percent
+    )
+    return score, note
+
+
+def _headroom(
+    annotation: str, *, now: float, stale_after: int, full_score_percent: int
+) -> tuple[int | None, str, float]:
+    """:func:`headroom_score`, and until when it holds (the annotation goes stale)."""
+    until = math.inf
     try:
         document = json.loads(annotation)
     except ValueError as exc:
-        return None, f"annotation is not JSON: {exc}"
+        return None, f"annotation is not JSON: {exc}", until
     if not isinstance(document, dict) or not isinstance(document.get("signals"), dict):
-        return None, "annotation has no signals mapping"
+        return None, "annotation has no signals mapping", until
     if stale_after:
         published = _time(document.get("time"))
         if published is None:
-            return None, "annotation has no valid time"
+            return None, "annotation has no valid time", until
         if now - published > stale_after:
-            return None, f"annotation is stale ({now - published:.0f}s old)"
+            return None, f"annotation is stale ({now - published:.0f}s old)", until
+        until = published + stale_after
     scores = []
     for signal, figures in document["signals"].items():
         if not isinstance(figures, dict):
-            return None, f"annotation signal {signal!r} is not a mapping"
+            return None, f"annotation signal {signal!r} is not a mapping", until
         try:
             available, capacity = int(figures["available"]), int(figures["capacity"])
             threshold = int(figures.get("threshold", 0))
         except (KeyError, TypeError, ValueError):
-            return None, f"annotation signal {signal!r} lacks integer available/capacity"
+            return None, f"annotation signal {signal!r} lacks integer available/capacity", until
         if capacity > 0:
             scores.append(signal_score(available, capacity, threshold, full_score_percent))
     if not scores:
-        return None, "annotation has no signal with a capacity"
-    return min(scores), "headroom"
+        return None, "annotation has no signal with a capacity", until
+    return min(scores), "headroom", until
+
+
+@dataclass(slots=True)
+class _NodeScores:
+    """NodePressure's score of every node of one snapshot, as of ``generation``."""
+
+    snapshot: weakref.ref[ClusterSnapshot]
+    generation: int
+    stamps: Int64s
+    """The scored nodes' :attr:`~ClusterSnapshot.node_stamp`."""
+    scores: Int64s
+    expires: Float64s
+    """When each score stops holding (its annotation goes stale); -inf: not scored."""
+    next_expiry: float
+
+    @classmethod
+    def empty(cls, snapshot: ClusterSnapshot) -> _NodeScores:
+        none = np.zeros(0, dtype=np.int64)
+        return cls(weakref.ref(snapshot), -1, none, none, np.zeros(0), -math.inf)
 
 
 class NodePressure:
@@ -158,7 +192,7 @@ class NodePressure:
         }
         self._condition_types = {t for types in args.condition_types.values() for t in types}
         self._tolerated = helpers.StaticNodeCache[Mask]()
-        self._scores = helpers.StaticNodeCache[Int64s]()
+        self._scores: _NodeScores | None = None
 
     def filtered_taints(self, taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
         """The taints among ``taints`` that Filter reads (a pressure key with a filtered
@@ -207,29 +241,63 @@ class NodePressure:
 
     def node_score(self, node: api.Node) -> tuple[int, str]:
         """The node's score and where it came from."""
+        score, note, _ = self._evaluate(node)
+        return score, note
+
+    def _evaluate(self, node: api.Node) -> tuple[int, str, float]:
+        """:meth:`node_score`, and until when it holds (``inf``: until the node changes)."""
         pressured = sorted(t for t in self._condition_types if node.conditions.get(t) == "True")
         if pressured:
-            return 0, f"condition {pressured[0]} is True"
+            return 0, f"condition {pressured[0]} is True", math.inf
         annotation = node.annotations.get(PRESSURE_ANNOTATION)
         if annotation is None:
-            return self.args.neutral_score, "no pressure annotation"
-        score, note = headroom_score(
+            return self.args.neutral_score, "no pressure annotation", math.inf
+        score, note, until = _headroom(
             annotation,
             now=self._handle.now,
             stale_after=self.args.stale_after_seconds,
             full_score_percent=self.args.full_score_headroom_percent,
         )
         if score is None:
-            return self.args.neutral_score, note
-        return score, note
+            return self.args.neutral_score, note, until
+        return score, note, until
 
-    def _all_scores(self, snapshot: ClusterSnapshot) -> Int64s:
-        scores = np.empty(snapshot.size, dtype=np.int64)
+    def _current_scores(self, snapshot: ClusterSnapshot) -> Int64s:
+        """Every node's score, recomputed only for the nodes whose data was rewritten
+        since (by their :attr:`~ClusterSnapshot.node_stamp`) and those whose annotation
+        went stale: a churn of nodes costs per node changed, not per node in the cluster."""
+        kept = self._scores
+        now = self._handle.now
+        if kept is None or kept.snapshot() is not snapshot:
+            self._scores = kept = _NodeScores.empty(snapshot)
+        elif kept.generation == snapshot.static_generation and now <= kept.next_expiry:
+            return kept.scores
+        stamps = snapshot.node_stamp
+        scores = np.zeros(snapshot.size, dtype=np.int64)
+        expires = np.full(snapshot.size, -math.inf)
+        if len(kept.stamps):  # carry over the nodes whose data is as it was scored
+            order = np.argsort(kept.stamps)
+            ordered = kept.stamps[order]
+            at = order[np.minimum(np.searchsorted(ordered, stamps), len(ordered) - 1)]
+            same = kept.stamps[at] == stamps
+            scores[same] = kept.scores[at[same]]
+            expires[same] = kept.expires[at[same]]
+        stale = np.flatnonzero(expires < now).tolist()
+        self._score_nodes(snapshot, stale, scores, expires)
+        kept.generation, kept.stamps = snapshot.static_generation, stamps.copy()
+        kept.scores, kept.expires = scores, expires
+        kept.next_expiry = float(expires.min()) if len(expires) else math.inf
+        return scores
+
+    def _score_nodes(
+        self, snapshot: ClusterSnapshot, at: list[int], scores: Int64s, expires: Float64s
+    ) -> None:
         unusable: list[str] = []
-        for i, node in enumerate(snapshot.nodes):
-            scores[i], note = self.node_score(node)
+        nodes = snapshot.nodes
+        for i in at:
+            scores[i], note, expires[i] = self._evaluate(nodes[i])
             if note.startswith("annotation"):
-                unusable.append(f"{node.name}: {note}")
+                unusable.append(f"{nodes[i].name}: {note}")
         if unusable:
             log.warning(
                 "%d node(s) have an unusable %s annotation and score %d (neutral): %s%s",
@@ -239,13 +307,11 @@ class NodePressure:
                 "; ".join(unusable[:3]),
                 "; ..." if len(unusable) > 3 else "",
             )
-        return scores
 
     def score(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> Int64s:
-        scores = self._scores.get(snapshot, "all", lambda: self._all_scores(snapshot))
-        result: Int64s = scores.take(nodes)
+        result: Int64s = self._current_scores(snapshot).take(nodes)
         return result
 
     def preemption_may_help(

@@ -250,7 +250,8 @@ def test_a_preemptor_gets_its_nomination_its_victims_go_and_it_is_bound(
     assert running.metrics.preemption_attempts._value.get() >= 1
     victims = running.metrics.preemption_victims
     assert victims._sum.get() == 1, "one preemption, one victim: never chosen twice"
-    assert h.events_for(fake_api, "low", "Preempted")
+    # events are written by the recorder's own thread, after the victim's deletion
+    eventually(lambda: bool(h.events_for(fake_api, "low", "Preempted")))
 
 
 def test_throttling_and_expired_watches_lose_nothing(fake_api: FakeAPIServer) -> None:
