@@ -4,13 +4,21 @@ answered."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from nodeagent.base.logs import FIELDS
 from nodeagent.kube import informer
 from nodeagent.scheduler.live import startup
 from tests.doubles.kube import FakeKubeClient
+from tests.fakeapi.server import FakeAPIServer
+from tests.scheduler.live import harness as h
+from tests.waiting import eventually
 
 
 def fake_proc(root: Path, started_ticks: int) -> Path:
@@ -79,3 +87,34 @@ def test_no_process_start_no_timeline() -> None:
     assert timeline.since_start() is None
     assert timeline.synced([informer.Informer(informer.nodes(FakeKubeClient()))]) == {}
     assert timeline.bound() is None
+
+
+def test_the_scheduler_logs_its_timeline_when_synced_and_at_its_first_binding(
+    fake_api: FakeAPIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What ``bench_vs_kube_scheduler`` reads back from nodeagent's log."""
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1", cpu="1"))
+    cluster.create("pods", h.pod("p0", cpu="500m"))
+    caplog.set_level(logging.INFO, logger="nodeagent.scheduler")
+    scheduler = h.start(fake_api)
+    try:
+        eventually(lambda: h.node_of(fake_api, "p0") == "n1", what="bound")
+        eventually(lambda: _fields(caplog, "first binding"), what="the first binding logged")
+    finally:
+        scheduler.stop()
+    synced = _fields(caplog, "informers synced")
+    assert synced is not None
+    assert {"nodes", "pods"} <= set(synced["listSeconds"])
+    assert 0 < synced["informersStartedAt"] <= synced["sinceStart"]
+    first = _fields(caplog, "first binding")
+    assert first is not None and first["pod"] == "default/p0"
+    assert synced["sinceStart"] <= first["firstScheduledAt"] <= first["sinceStart"]
+
+
+def _fields(caplog: pytest.LogCaptureFixture, message: str) -> dict[str, Any] | None:
+    for record in caplog.records:
+        if record.getMessage() == message:
+            fields: dict[str, Any] = getattr(record, FIELDS)
+            return fields
+    return None
