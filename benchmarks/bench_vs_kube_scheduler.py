@@ -59,7 +59,14 @@ server's bound and not one client's:
 
 Each run then also prints the time from the scheduler's process start to its **first
 binding**, and its pods/s from start as a share of the ceiling (no scheduler can pass
-it: it is these writes with nothing before them).
+it: it is these writes with nothing before them). For nodeagent it prints where that
+time went, from its start-up timeline (:mod:`nodeagent.scheduler.live.startup`): the
+interpreter, imports and configuration until its informers start, the nodes' and the
+pods' lists (at once, each from the informers' start), informers synced, the first pod
+scheduled, its binding answered, the pod seen bound. nodeagent runs from a copy of this
+tree's package compiled to bytecode, as an installation has it (the image installs with
+``--compile``): a checkout on a machine with PYTHONDONTWRITEBYTECODE would compile
+every module at every start.
 
 Per shape and repetition, each scheduler gets the same cluster: the pending pods are
 created while no scheduler runs, the scheduler process starts, and the clock runs from
@@ -498,6 +505,49 @@ def informers_synced(log: Path) -> float | None:
     return None
 
 
+def startup_timeline(log: Path) -> dict[str, float]:
+    """nodeagent's start-up timeline (nodeagent.scheduler.live.startup), from its
+    ``informers synced`` and ``first binding`` lines: seconds since its process
+    started, and each first list's seconds (the informers list at once)."""
+    timeline: dict[str, float] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        if '"informers synced"' in line:
+            fields = json.loads(line)
+            if "sinceStart" not in fields:
+                continue  # an older tree's
+            lists = fields["listSeconds"]
+            timeline.update(
+                informers_started_seconds=fields["informersStartedAt"],
+                nodes_list_seconds=lists["nodes"],
+                pods_list_seconds=lists["pods"],
+                synced_since_start_seconds=fields["sinceStart"],
+            )
+        elif '"first binding"' in line:
+            fields = json.loads(line)
+            timeline.update(
+                first_scheduled_seconds=fields["firstScheduledAt"],
+                first_bound_answered_seconds=fields["sinceStart"],
+            )
+    return timeline
+
+
+TIMELINE = (
+    ("informers_started_seconds", "interpreter, imports, configuration"),
+    ("nodes_list_seconds", "nodes listed (from the informers' start)"),
+    ("pods_list_seconds", "pods listed (from the informers' start)"),
+    ("synced_since_start_seconds", "informers synced"),
+    ("first_scheduled_seconds", "first pod scheduled (its binding handed over)"),
+    ("first_bound_answered_seconds", "first binding's answer back in the scheduler"),
+    ("first_binding_seconds", "first pod seen bound (the benchmark's watch)"),
+)
+"""The start-up breakdown printed per nodeagent run: seconds since its process start,
+but for the lists, which are durations."""
+
+
+def describe_timeline(result: dict[str, float]) -> str:
+    return "; ".join(f"{label} {result[key]:.2f}" for key, label in TIMELINE if key in result)
+
+
 def unschedulable_attempts(plane: ControlPlane, which: str, port: int) -> float:
     """``scheduler_schedule_attempts_total{result="unschedulable"}`` summed over
     profiles, from the scheduler's own metrics (kube-scheduler's secure port is read
@@ -783,6 +833,16 @@ def peak_rss_mib(procs: list[psutil.Process]) -> float:
     return total
 
 
+def installed_package(directory: Path) -> Path:
+    """This tree's package copied and compiled to bytecode, as ``pip install`` (and the
+    image, ``--compile``) leaves it: run from the checkout on a machine that sets
+    PYTHONDONTWRITEBYTECODE, every start would compile every module again, 0.1-0.3 s
+    of CPU no installation spends."""
+    from benchmarks.bench_startup import installed_copy
+
+    return installed_copy(REPO, directory / "installed")
+
+
 def start_scheduler(plane: ControlPlane, which: str, directory: Path) -> processes.Process:
     if which == "kube-scheduler":
         return processes.kube_scheduler(
@@ -810,6 +870,7 @@ def start_scheduler(plane: ControlPlane, which: str, directory: Path) -> process
         config=config,
         # plain-HTTP metrics on loopback, read at the end of an unschedulable run
         extra=["--log-level=info", "--metrics-auth=none"],
+        python_path=directory / "installed",
     )
 
 
@@ -876,6 +937,7 @@ def one_run(
         synced = informers_synced(scheduler.log) if which == "nodeagent" else None
         if synced is not None:
             result["informers_synced_seconds"] = synced - started_wall
+            result.update(startup_timeline(scheduler.log))
         if never_fit:
             attempts = unschedulable_attempts(plane, which, scheduler.port)
             result["wasted_retries_per_pod"] = (attempts - never_fit) / never_fit
@@ -972,6 +1034,7 @@ def main() -> None:
     runs: dict[tuple[str, str], list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
+        installed_package(directory)
         # nodes are objects here, as in scheduler_perf: no node lifecycle controller would
         # lift TaintNodesByCondition's not-ready taint, so that plugin is off; the only
         # controller is the one that makes the namespace's default ServiceAccount
@@ -1034,6 +1097,8 @@ def main() -> None:
                             f"[{repetition + 1}] {shape:13} {which:14} {describe(result)}",
                             flush=True,
                         )
+                        if "first_bound_answered_seconds" in result:
+                            print(f"    start-up, s: {describe_timeline(result)}", flush=True)
     if args.json:
         args.json.write_text(json.dumps({f"{s}/{w}": r for (s, w), r in runs.items()}, indent=2))
     print(f"\nmedians of {args.repeat} ({args.nodes} nodes, {args.pods} pods per run):")
@@ -1061,6 +1126,16 @@ def main() -> None:
             if ceiling is not None:
                 share = f", {100 * medians[which]['pods_per_second'] / ceiling:.0f}% of the ceiling"
             print(f"  {shape:13} {which:14} {describe(medians[which])}{share}")
+        timed = [
+            r for r in runs.get((shape, "nodeagent"), []) if "first_bound_answered_seconds" in r
+        ]
+        if timed:
+            median = {
+                key: statistics.median(r[key] for r in timed)
+                for key, _ in TIMELINE
+                if all(key in r for r in timed)
+            }
+            print(f"  {shape:13} nodeagent start-up, s (medians): {describe_timeline(median)}")
         if set(SCHEDULERS) - set(schedulers):
             continue
         ours, theirs = medians["nodeagent"], medians["kube-scheduler"]

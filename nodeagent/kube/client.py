@@ -188,6 +188,31 @@ class PagedLister(Protocol):
         ...
 
 
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the bookmark that ends a streamed list's initial state."""
+
+
+@runtime_checkable
+class StreamingLister(Protocol):
+    """A client that can stream a list as a watch (the HTTP client): kube-apiserver's
+    WatchList (``sendInitialEvents``), what client-go's reflector uses by default."""
+
+    def watch_list(
+        self,
+        collection: Collection,
+        *,
+        field_selector: str = "",
+        label_selector: str = "",
+        timeout_seconds: int = 1800,
+    ) -> WatchStream:
+        """A watch that begins with an ADDED event for every object there is now (a
+        consistent read), then a BOOKMARK annotated :data:`INITIAL_EVENTS_END` whose
+        resourceVersion is that state's, then the changes after it. An API server that
+        does not stream lists refuses it with
+        :class:`~nodeagent.kube.errors.Invalid`."""
+        ...
+
+
 class StorageKind(StrEnum):
     """The storage kinds the scheduler's volume plugins watch, by resource name."""
 

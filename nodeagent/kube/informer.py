@@ -2,9 +2,12 @@
 
 Like client-go's reflector + store, for one resource and one selector:
 
-* it **lists** once (the full set and a resourceVersion; from the HTTP client in pages
-  read ahead, the first list's handlers running on each page as it arrives, see
-  :meth:`Informer.sync_once`), then **watches** from that
+* it **lists** once (the full set and a resourceVersion): from the HTTP client by
+  streaming, as client-go's reflector does (WatchList: one watch that begins with the
+  current state, the first list's handlers running on each object as it arrives, the
+  same stream then followed as the watch; :meth:`Informer._sync_streamed`), or in pages
+  read ahead where the API server does not stream (:meth:`Informer.sync_once`); then
+  it **watches** from that
   version, applying ADDED / MODIFIED / DELETED and remembering the version of every
   event and BOOKMARK, so a watch that ends (server ``timeoutSeconds``, a dropped
   connection) resumes exactly where it stopped, without a re-list;
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -62,6 +66,10 @@ class ListWatch:
     pages: Callable[[], Iterator[client.ObjectList]] | None = None
     """The same list page by page, when the client can (:class:`client.PagedLister`):
     the first list's handlers then run on each page as it arrives."""
+    watch_list: Callable[[int], client.WatchStream] | None = None
+    """``timeout_seconds -> stream``: the list streamed as a watch from the current
+    state, when the client can (:class:`client.StreamingLister`); preferred to
+    ``pages`` while the API server accepts it."""
 
 
 def _pages(
@@ -72,6 +80,16 @@ def _pages(
     return lambda: kube.list_pages(collection, field_selector=field_selector)
 
 
+def _streamed(
+    kube: object, collection: client.Collection, field_selector: str = ""
+) -> Callable[[int], client.WatchStream] | None:
+    if not isinstance(kube, client.StreamingLister):
+        return None
+    return lambda timeout: kube.watch_list(
+        collection, field_selector=field_selector, timeout_seconds=timeout
+    )
+
+
 def pods(kube: client.KubeClient, *, field_selector: str = "") -> ListWatch:
     return ListWatch(
         "pods",
@@ -80,6 +98,7 @@ def pods(kube: client.KubeClient, *, field_selector: str = "") -> ListWatch:
             resource_version=rv, field_selector=field_selector, timeout_seconds=timeout
         ),
         _pages(kube, client.Collection.PODS, field_selector),
+        _streamed(kube, client.Collection.PODS, field_selector),
     )
 
 
@@ -89,6 +108,7 @@ def nodes(kube: client.ClusterClient) -> ListWatch:
         kube.list_nodes,
         lambda rv, timeout: kube.watch_nodes(resource_version=rv, timeout_seconds=timeout),
         _pages(kube, client.Collection.NODES),
+        _streamed(kube, client.Collection.NODES),
     )
 
 
@@ -100,6 +120,7 @@ def disruption_budgets(kube: client.ClusterClient) -> ListWatch:
             resource_version=rv, timeout_seconds=timeout
         ),
         _pages(kube, client.Collection.DISRUPTION_BUDGETS),
+        _streamed(kube, client.Collection.DISRUPTION_BUDGETS),
     )
 
 
@@ -123,6 +144,9 @@ class InformerStats:
     relists_after_gone: int = 0
     failures: int = 0
     events: int = 0
+    first_list: tuple[float, float] | None = None
+    """The first list that succeeded: when it was asked for and when its last object
+    was handled (:func:`time.monotonic`), for a process's start-up timeline."""
 
 
 BACKOFF = retry.RetryPolicy(initial_delay=0.5, max_delay=30.0)
@@ -153,6 +177,9 @@ class Informer:
         self._stream: client.WatchStream | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._streaming = list_watch.watch_list is not None
+        """Whether lists are streamed (:meth:`_sync_streamed`); off for good once the
+        API server refuses it."""
         self.stats = InformerStats()
 
     # --- reading ------------------------------------------------------------------------
@@ -208,6 +235,17 @@ class Informer:
         resource = self.list_watch.resource
         while not self._stop.is_set():
             try:
+                if need_list and self._streaming:
+                    # the list and the watch after it are one stream: once the list is
+                    # in, the watch goes on from its last resourceVersion however the
+                    # stream ends
+                    listed = self._sync_streamed()
+                    if listed is None:
+                        continue  # refused: paged from now on
+                    need_list = False
+                    self._follow(*listed)
+                    failures = 0
+                    continue
                 if need_list:
                     self.sync_once()
                     need_list = False
@@ -237,14 +275,97 @@ class Informer:
         pages = self.list_watch.pages
         with self._lock:
             empty = not self._store
+        asked = time.monotonic()
         if pages is not None and empty:
             self._sync_into_empty(pages())
         else:
             self._sync_replacing(self.list_watch.list())
         self.stats.lists += 1
+        if self.stats.first_list is None:
+            self.stats.first_list = (asked, time.monotonic())
         self._synced.set()
         if self._handlers.on_change is not None:
             self._handlers.on_change()
+
+    def _sync_streamed(
+        self,
+    ) -> tuple[client.WatchStream, Iterator[client.WatchEvent]] | None:
+        """List by a watch that begins with the current state (client-go's reflector
+        ``watchList``); the stream is handed back open, to be followed as the watch
+        after the list (:meth:`_follow`). The initial ADDED events go to an empty
+        store (the first list) and its handlers as they arrive; into a store that has
+        objects (a list again after a 410), they are collected and the store is
+        replaced at the end, reporting the differences (:meth:`sync_once`). The state
+        is complete, and its resourceVersion known, only at the bookmark annotated
+        :data:`client.INITIAL_EVENTS_END`: a stream that ends before it is a failure
+        (the next list reports the differences from what was reported). None if the
+        API server refused to stream (it is not asked again: lists are paged)."""
+        list_watch = self.list_watch
+        assert list_watch.watch_list is not None
+        asked = time.monotonic()
+        try:
+            stream = list_watch.watch_list(int(self.watch_timeout * (1 + self._draw())))
+        except kube_errors.Invalid as exc:
+            log.info("%s: the API server does not stream lists (%s); paging", self._name, exc)
+            self._streaming = False
+            return None
+        self.stats.watches += 1
+        with self._lock:
+            self._stream = stream
+            empty = not self._store
+        try:
+            events = iter(stream)
+            listed = self._initial_events(events, empty)
+        except BaseException:
+            self._closed(stream)
+            raise
+        if listed is None:  # stopped
+            return stream, iter(())
+        if not empty:
+            self._sync_replacing(listed)
+        else:
+            with self._lock:
+                self._resource_version = listed.resource_version
+        self.stats.lists += 1
+        if self.stats.first_list is None:
+            self.stats.first_list = (asked, time.monotonic())
+        self._synced.set()
+        if self._handlers.on_change is not None:
+            self._handlers.on_change()
+        return stream, events
+
+    def _initial_events(
+        self, events: Iterator[client.WatchEvent], empty: bool
+    ) -> client.ObjectList | None:
+        """A streamed list's objects up to its closing bookmark, reported as they come
+        into an ``empty`` store (else collected), and the bookmark's resourceVersion;
+        None if the informer was stopped meanwhile."""
+        on_add = self._handlers.on_add
+        collected: list[client.KubeObject] = []
+        for event in events:
+            if self._stop.is_set():
+                return None
+            obj = event.object
+            if event.type is client.WatchEventType.BOOKMARK:
+                annotations = (obj.get("metadata") or {}).get("annotations") or {}
+                if annotations.get(client.INITIAL_EVENTS_END) == "true":
+                    return client.ObjectList(tuple(collected), event.resource_version)
+                continue
+            if event.type is not client.WatchEventType.ADDED:
+                raise kube_errors.Unavailable(
+                    f"{self._name}: a {event.type.value} event before the initial state"
+                    " was complete"
+                )
+            if not empty:
+                collected.append(obj)
+                continue
+            with self._lock:
+                self._store[object_key(obj)] = obj
+            if on_add is not None:
+                on_add(obj)
+        raise kube_errors.Unavailable(
+            f"{self._name}: the stream ended before the initial state was complete"
+        )
 
     def _sync_into_empty(self, pages: Iterator[client.ObjectList]) -> None:
         on_add = self._handlers.on_add
@@ -286,17 +407,24 @@ class Informer:
         self.stats.watches += 1
         with self._lock:
             self._stream = stream
+        self._follow(stream, iter(stream))
+
+    def _follow(self, stream: client.WatchStream, events: Iterator[client.WatchEvent]) -> None:
+        """Apply a watch's events until it ends or the informer stops; then close it."""
         try:
             if self._stop.is_set():
                 return
-            for event in stream:
+            for event in events:
                 self.apply(event)
                 if self._stop.is_set():
                     return
         finally:
-            with self._lock:
-                self._stream = None
-            stream.close()
+            self._closed(stream)
+
+    def _closed(self, stream: client.WatchStream) -> None:
+        with self._lock:
+            self._stream = None
+        stream.close()
 
     def apply(self, event: client.WatchEvent) -> None:
         """One watch event: the store, then the handlers. The watch loop's step; a

@@ -56,24 +56,40 @@ class Process:
         return self.popen.wait(timeout=10)
 
 
-def spawn(name: str, argv: Sequence[str], log: Path, *, port: int = 0) -> Process:
-    env = {**os.environ, "KUBERNETES_SERVICE_HOST": "", "PYTHONPATH": str(REPO)}
+def spawn(
+    name: str, argv: Sequence[str], log: Path, *, port: int = 0, python_path: Path = REPO
+) -> Process:
+    """``python_path``: where ``nodeagent`` is imported from (also the working
+    directory, which ``python -m`` puts first on the path)."""
+    env = {**os.environ, "KUBERNETES_SERVICE_HOST": "", "PYTHONPATH": str(python_path)}
     with log.open("wb") as out:
         popen = subprocess.Popen(
-            list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=python_path,
         )
     return Process(name, popen, log, port)
 
 
 def nodeagent(
-    plane: ControlPlane, name: str, arguments: Sequence[str], *, port: int | None = None
+    plane: ControlPlane,
+    name: str,
+    arguments: Sequence[str],
+    *,
+    port: int | None = None,
+    python_path: Path = REPO,
 ) -> Process:
-    """``python -m nodeagent ARGUMENTS`` from this tree, logging to the plane's logs."""
+    """``python -m nodeagent ARGUMENTS`` from this tree (or the copy of its package at
+    ``python_path``), logging to the plane's logs."""
     return spawn(
         name,
         [sys.executable, "-m", "nodeagent", *arguments],
         plane.logs / f"{name}.log",
         port=port or 0,
+        python_path=python_path,
     )
 
 
@@ -84,6 +100,7 @@ def nodeagent_scheduler(
     kubeconfig: Path,
     config: Path,
     extra: Sequence[str] = (),
+    python_path: Path = REPO,
 ) -> Process:
     port = free_port()
     return nodeagent(
@@ -98,6 +115,7 @@ def nodeagent_scheduler(
             *extra,
         ],
         port=port,
+        python_path=python_path,
     )
 
 

@@ -400,6 +400,40 @@ def a_list_read_in_pages(backend: Backend) -> Any:
     return [page[:3] for page in pages], same_version, refused
 
 
+@case
+def a_list_streamed_as_a_watch(backend: Backend) -> Any:
+    """What the informers' streamed lists rely on (WatchList, as client-go's reflector
+    lists): an ADDED event per object, then a bookmark annotated
+    k8s.io/initial-events-end at a resourceVersion no older than any object's; the
+    options validated (422); and a list at resourceVersion 0 served whole, its limit
+    ignored (the watch cache's answer)."""
+    for name in ("a", "b"):
+        backend.pod(name, labels={}, bound=False)
+    query = "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+    status, body = backend.request(
+        "GET", pods(backend) + query + "&allowWatchBookmarks=true&timeoutSeconds=1"
+    )
+    lines = body if isinstance(body, str) else json.dumps(body)
+    events = [json.loads(line) for line in lines.splitlines() if line.strip()]
+    seen = []
+    for event in events:
+        meta = event["object"]["metadata"]
+        if event["type"] == "BOOKMARK":
+            annotations = meta.get("annotations") or {}
+            if annotations.get("k8s.io/initial-events-end") == "true":
+                newest = max(int(e["object"]["metadata"]["resourceVersion"]) for e in events[:-1])
+                seen.append(("end", int(meta["resourceVersion"]) >= newest))
+        else:
+            seen.append((event["type"], meta["name"]))
+    refused = [
+        backend.request("GET", pods(backend) + "?watch=1&sendInitialEvents=true")[0],
+        backend.request("GET", pods(backend) + "?watch=1&resourceVersionMatch=NotOlderThan")[0],
+    ]
+    _, whole = backend.request("GET", pods(backend) + "?resourceVersion=0&limit=1")
+    listed = sorted(p["metadata"]["name"] for p in whole["items"])
+    return status, seen, refused, listed, whole["metadata"].get("continue")
+
+
 def watched(backend: Backend, since: str) -> list[tuple[str, str, bool, Any]]:
     """The namespace's pod watch events from ``since`` that arrive within a second:
     (type, pod, deletionTimestamp set, deletionGracePeriodSeconds)."""

@@ -531,25 +531,49 @@ class FakeCluster:
         timeout_seconds: float | None = None,
         allow_bookmarks: bool = False,
         stop: threading.Event | None = None,
+        send_initial_events: bool | None = None,
     ) -> Iterator[client.WatchEvent]:
         """Events after ``resource_version`` as kube-apiserver's watch cache sends them.
 
         Raises :class:`nodeagent.kube.errors.Gone` at once when the version has been
         compacted, or mid-stream after :meth:`expire_watches`. An object that stops
         matching the selectors is reported DELETED, one that starts matching ADDED.
+
+        ``send_initial_events`` (WatchList): True begins with an ADDED event per object
+        there is now and, with ``allow_bookmarks``, a BOOKMARK annotated
+        ``k8s.io/initial-events-end`` at that state's resourceVersion; False starts from
+        ``resource_version`` (now, if none) without them. None is a watch without the
+        option, which the real server defaults as WatchList does
+        (``SetListOptionsDefaults``): from ""/"0" it is True, else False.
         """
+        if send_initial_events is None:
+            send_initial_events = resource_version in ("", "0")
         matches = _matcher(field_selector, label_selector, kind)
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         stop = stop or threading.Event()
         with self._lock:
             expiry_epoch, bookmark_epoch = self._expiry_epoch, self._bookmark_epoch
-            if resource_version in ("", "0"):
+            if resource_version in ("", "0") or send_initial_events:
                 position = self._rv
                 initial = [
                     client.WatchEvent(client.WatchEventType.ADDED, _copy(obj))
                     for (ns, _), obj in sorted(self._objects[kind].items())
                     if (namespace is None or ns == namespace) and matches(obj)
                 ]
+                if not send_initial_events:
+                    initial = []
+                elif allow_bookmarks:
+                    api_version, kind_name = KIND_NAMES[kind]
+                    meta = {
+                        "resourceVersion": str(position),
+                        "annotations": {client.INITIAL_EVENTS_END: "true"},
+                    }
+                    initial.append(
+                        client.WatchEvent(
+                            client.WatchEventType.BOOKMARK,
+                            {"apiVersion": api_version, "kind": kind_name, "metadata": meta},
+                        )
+                    )
             else:
                 try:
                     position = int(resource_version)

@@ -13,7 +13,14 @@ Routes (what the agent and the live scheduler call):
     DELETE /api/v1/nodes/NAME                        (gone at once: nodes have no grace)
     GET    /api/v1/pods, /api/v1/namespaces/NS/pods  (?fieldSelector, labelSelector, watch)
     (every list: ?limit and ?continue page it; every page of one list is of one snapshot,
-    as the real server's; a malformed token is 400, an unknown one 410 Gone)
+    as the real server's; a malformed token is 400, an unknown one 410 Gone; a list at
+    resourceVersion=0 is served whole, limit or not, as the watch cache serves it)
+    (every watch: ?sendInitialEvents=true&resourceVersionMatch=NotOlderThan streams the
+    list, WatchList: an ADDED event per object, then with ?allowWatchBookmarks a
+    bookmark annotated k8s.io/initial-events-end; a watch from ""/"0" without the option
+    gets it by default, as the real server defaults it; the options validated as the
+    real server does, 422; ``watch_list = False`` refuses them as a server with the
+    WatchList feature off)
     GET    /api/v1/namespaces/NS/pods/NAME
     POST   /api/v1/namespaces/NS/pods
     DELETE /api/v1/namespaces/NS/pods/NAME           DeleteOptions body or query
@@ -65,6 +72,7 @@ from urllib.parse import parse_qs, urlsplit
 import msgspec
 
 from nodeagent.base import errors
+from nodeagent.kube import client
 from nodeagent.kube import errors as kube_errors
 from nodeagent.kube.errors import failure_status as _status
 from tests.doubles import kube as fake
@@ -154,6 +162,9 @@ class FakeAPIServer:
         self.watch_gone_as_status = False
         """Answer a watch from an expired resourceVersion with HTTP 410 instead of the
         usual 200 + ERROR event (both happen with real servers, depending on the path)."""
+        self.watch_list = True
+        """kube-apiserver's WatchList feature (on by default since 1.34): off, a watch
+        asking for initial events is refused 422, and none is sent by default."""
         self._faults = _FaultState()
         self._lock = threading.Lock()
         self.continues: dict[str, tuple[str, list[Any]]] = {}
@@ -682,7 +693,8 @@ class _Handler(BaseHTTPRequestHandler):
             resource_version, items = listed.resource_version, list(listed.items)
         metadata: dict[str, Any] = {"resourceVersion": resource_version}
         limit = int(request.param("limit") or 0)
-        if 0 < limit < len(items):
+        at_any_version = not token and request.param("resourceVersion") == "0"
+        if 0 < limit < len(items) and not at_any_version:
             items, rest = items[:limit], items[limit:]
             with self.api._lock:
                 token = f"{_CONTINUE}{resource_version}-{len(self.api.continues)}-{id(rest)}"
@@ -696,6 +708,7 @@ class _Handler(BaseHTTPRequestHandler):
         self, request: Request, kind: str, ns: str | None, field_selector: str, label_selector: str
     ) -> None:
         timeout = request.param("timeoutSeconds")
+        initial_events = self._initial_events(request)
         stop = threading.Event()
         events = self.api.cluster.watch(
             kind,
@@ -706,6 +719,7 @@ class _Handler(BaseHTTPRequestHandler):
             timeout_seconds=float(timeout) if timeout else None,
             allow_bookmarks=request.param("allowWatchBookmarks") == "true",
             stop=stop,
+            send_initial_events=initial_events,
         )
         try:
             self.api.cluster.check_watch_version(request.param("resourceVersion") or "")
@@ -721,6 +735,8 @@ class _Handler(BaseHTTPRequestHandler):
         watcher.start()
         try:
             for event in events:
+                if initial_events is None and not self.api.watch_list and _ends_initial(event):
+                    continue  # not defaulted to WatchList: the initial events, no bookmark
                 self.api._wait_unheld(request.path, event.resource_version)
                 self._chunk({"type": event.type.value, "object": event.object})
         except kube_errors.Gone as exc:
@@ -733,6 +749,24 @@ class _Handler(BaseHTTPRequestHandler):
             stop.set()
         with contextlib.suppress(OSError):
             self._end_stream()
+
+    def _initial_events(self, request: Request) -> bool | None:
+        """A watch's ``sendInitialEvents``, validated as kube-apiserver's
+        ``validateWatchOptions`` does (422 Invalid): it needs ``resourceVersionMatch``
+        NotOlderThan, which needs it, and the WatchList feature. None: not asked (the
+        cluster defaults it from the resourceVersion)."""
+        asked = request.param("sendInitialEvents")
+        match = request.param("resourceVersionMatch")
+        problems = []
+        if asked is not None and match != "NotOlderThan":
+            problems.append("resourceVersionMatch: sendInitialEvents requires NotOlderThan")
+        if asked is not None and not self.api.watch_list:
+            problems.append("sendInitialEvents: forbidden unless the WatchList feature is on")
+        if match and asked is None:
+            problems.append("resourceVersionMatch: forbidden for watch without sendInitialEvents")
+        if problems:
+            raise _Reply(422, _status(422, "Invalid", "; ".join(problems)))
+        return None if asked is None else asked == "true"
 
     def _watch_peer(self, stop: threading.Event) -> None:
         """End the watch when the client hangs up or the server stops."""
@@ -764,6 +798,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _end_stream(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+def _ends_initial(event: client.WatchEvent) -> bool:
+    annotations = (event.object.get("metadata") or {}).get("annotations") or {}
+    return (
+        event.type is client.WatchEventType.BOOKMARK
+        and annotations.get(client.INITIAL_EVENTS_END) == "true"
+    )
 
 
 def _object_body(request: Request) -> dict[str, Any]:

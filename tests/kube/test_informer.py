@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -66,6 +66,9 @@ def test_node_informer_follows_adds_updates_deletes(
         assert [o["metadata"]["name"] for o in nodes.items()] == ["n1"]
         assert nodes.get(("", "n1"))["spec"]["unschedulable"] is True  # type: ignore[index]
         assert nodes.stats.lists == 1
+        assert nodes.stats.first_list is not None  # when it was asked for, when it was in
+        asked, handled = nodes.stats.first_list
+        assert asked <= handled <= time.monotonic()
     finally:
         nodes.stop()
 
@@ -314,6 +317,7 @@ def test_an_expired_continue_token_makes_the_informer_list_again(
             yield page
 
     monkeypatch.setattr(http.HTTPKubeClient, "_pages", pages_forgetting_once)
+    fake_api.watch_list = False  # a server that does not stream lists: they are paged
     recorder = Recorder()
     nodes = informer.Informer(
         informer.nodes(kube),
@@ -345,3 +349,122 @@ def test_a_reader_that_stops_early_stops_the_page_thread(
     eventually(lambda: not any(t.name == "list-nodes" for t in threading.enumerate()))
     # it stopped at the page after the one it was fetching when the reader left
     assert len(_pages_asked(fake_api, "/api/v1/nodes")) <= 3
+
+
+def _watch_lists_asked(fake_api: FakeAPIServer, path: str) -> list[dict[str, str | None]]:
+    return [
+        {
+            key: r.param(key)
+            for key in ("sendInitialEvents", "resourceVersionMatch", "resourceVersion")
+        }
+        for r in fake_api.requests
+        if r.method == "GET" and r.path == path and r.param("watch") is not None
+    ]
+
+
+def test_the_first_list_is_streamed_and_followed_as_the_watch(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    cluster = fake_api.cluster
+    for name in ("n1", "n2"):
+        cluster.create("nodes", objects.node(name))
+    version = cluster.list("nodes", None).resource_version
+    recorder = Recorder()
+    nodes = informer.Informer(informer.nodes(kube), recorder.handlers(), watch_timeout=30)
+    nodes.start()
+    try:
+        assert nodes.wait_synced(5)
+        assert sorted(recorder.seen()) == [("add", "n1"), ("add", "n2")]
+        assert nodes.resource_version == version  # the closing bookmark's
+        cluster.create("nodes", objects.node("n3"))
+        eventually(lambda: recorder.seen()[2:] == [("add", "n3")])
+        # one request: a consistent streamed list, then its watch; nothing paged
+        assert _watch_lists_asked(fake_api, "/api/v1/nodes") == [
+            {
+                "sendInitialEvents": "true",
+                "resourceVersionMatch": "NotOlderThan",
+                "resourceVersion": None,
+            }
+        ]
+        assert _pages_asked(fake_api, "/api/v1/nodes") == []
+        assert (nodes.stats.lists, nodes.stats.watches) == (1, 1)
+        assert nodes.stats.first_list is not None
+    finally:
+        nodes.stop()
+
+
+def test_a_server_that_does_not_stream_lists_is_listed_in_pages(
+    fake_api: FakeAPIServer, kube: http.HTTPKubeClient
+) -> None:
+    fake_api.watch_list = False  # kube-apiserver with the WatchList feature off: 422
+    fake_api.cluster.create("nodes", objects.node("n1"))
+    recorder = Recorder()
+    nodes = informer.Informer(informer.nodes(kube), recorder.handlers(), watch_timeout=30)
+    nodes.start()
+    try:
+        assert nodes.wait_synced(5)
+        fake_api.cluster.create("nodes", objects.node("n2"))
+        eventually(lambda: recorder.seen() == [("add", "n1"), ("add", "n2")])
+        asked = _watch_lists_asked(fake_api, "/api/v1/nodes")
+        assert asked[0]["sendInitialEvents"] == "true"  # asked once, refused
+        assert all(a["sendInitialEvents"] is None for a in asked[1:])  # then watched
+        assert len(_pages_asked(fake_api, "/api/v1/nodes")) == 1
+    finally:
+        nodes.stop()
+
+
+class ScriptedStream:
+    """A watch stream playing ``events`` then ending (as a broken connection would)."""
+
+    def __init__(self, events: list[client.WatchEvent]) -> None:
+        self.events = events
+        self.closed = False
+
+    def __iter__(self) -> Iterator[client.WatchEvent]:
+        yield from self.events
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _added(name: str, version: str) -> client.WatchEvent:
+    node = objects.node(name)
+    node["metadata"]["resourceVersion"] = version
+    return client.WatchEvent(client.WatchEventType.ADDED, node)
+
+
+def _end(version: str) -> client.WatchEvent:
+    meta = {"resourceVersion": version, "annotations": {client.INITIAL_EVENTS_END: "true"}}
+    return client.WatchEvent(client.WatchEventType.BOOKMARK, {"metadata": meta})
+
+
+def test_a_stream_broken_before_its_bookmark_is_listed_again_reporting_the_differences() -> None:
+    streams = [
+        ScriptedStream([_added("n1", "5"), _added("n2", "6")]),  # breaks: no bookmark
+        ScriptedStream([_added("n2", "6"), _added("n3", "8"), _end("9")]),
+    ]
+    opened: list[ScriptedStream] = []
+
+    def watch_list(timeout: int) -> client.WatchStream:
+        opened.append(streams.pop(0))
+        return opened[-1]
+
+    def unused(*_: object) -> client.WatchStream:
+        raise AssertionError("a streamed list is not followed by another watch here")
+
+    recorder = Recorder()
+    nodes = informer.Informer(
+        informer.ListWatch("nodes", lambda: client.ObjectList((), ""), unused, None, watch_list),
+        recorder.handlers(),
+    )
+    first = nodes._sync_streamed  # the informer loop's list step, driven by hand
+    with pytest.raises(errors.KubeAPIError):
+        first()
+    assert not nodes.synced and opened[0].closed
+    assert recorder.seen() == [("add", "n1"), ("add", "n2")]  # reported as they came
+    listed = first()
+    assert listed is not None
+    # into a store that has objects, the second list is collected and replaced whole
+    assert recorder.seen()[2:] == [("delete", "n1"), ("add", "n3")]
+    assert nodes.synced and nodes.resource_version == "9"
+    assert sorted(o["metadata"]["name"] for o in nodes.items()) == ["n2", "n3"]

@@ -45,7 +45,7 @@ from nodeagent.kube import client, informer
 from nodeagent.kube.events import EventRecorder
 from nodeagent.scheduler import api, framework, objects, registry, scheduling
 from nodeagent.scheduler.api import BindResult
-from nodeagent.scheduler.live import bind_process, resources, volumes
+from nodeagent.scheduler.live import bind_process, resources, startup, volumes
 from nodeagent.scheduler.live.binder import APIBinder, Binding, BindingPool
 from nodeagent.scheduler.live.cache import AlreadyAccounted, SchedulerCache
 from nodeagent.scheduler.live.events import ClusterEvent, QueueingHints
@@ -183,6 +183,7 @@ class LiveScheduler:
         self.resources = resources.ResourceInformers(
             kube, self.handle.resources, self._resource_event, watch_timeout=watch_timeout
         )
+        self.timeline = startup.StartupTimeline(startup.process_started())
         self._stopping = threading.Event()
         self._lost = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -485,6 +486,7 @@ class LiveScheduler:
                 else:
                     self.queue.assumed(info)
                     self.binder.submit(Binding(assumed, node, fw, result.state, self._clock.now()))
+                    self.timeline.scheduled()
                     self.times["assume"] += self._clock.now() - decided
                     self._attempt("scheduled", fw, started)
                     return
@@ -584,6 +586,9 @@ class LiveScheduler:
             with self._bound_lock:
                 self.bound_count += 1
             self.reporter.scheduled(pod, binding.node, event=self.process_binder is None)
+            first = self.timeline.bound()
+            if first is not None:
+                log.info("first binding", extra={FIELDS: {"pod": pod.key, **first}})
             return
         if self.cache.forget(pod.uid):
             # the room it held is free again: pods it kept out may fit now (as
@@ -673,6 +678,7 @@ class LiveScheduler:
         if self.process_binder is not None:
             self.process_binder.start()  # its start-up overlaps the informers' lists
         self.reporter.start()
+        self.timeline.starting_informers()
         with heap.building() if freeze_heap else contextlib.nullcontext():
             self.storage.start()  # the volume plugins' objects, before the pods they serve
             self.resources.start()  # DynamicResources' claims, slices and classes, likewise
@@ -681,9 +687,11 @@ class LiveScheduler:
             if not self._wait_synced(sync_timeout, stop):
                 return False
         self.queue.recheck_gated(ClusterEvent.RESOURCE_CLAIM_ADD)  # see _resource_event
+        informers = (self.nodes, self.budgets, self.pods, *self.storage.informers)
+        timeline = self.timeline.synced((*informers, *self.resources.informers))
         log.info(
             "informers synced",
-            extra={FIELDS: {"nodes": len(self.nodes), "pods": len(self.pods)}},
+            extra={FIELDS: {"nodes": len(self.nodes), "pods": len(self.pods), **timeline}},
         )
         self._spawn(self._flush_loop, "queue-flush")
         self._spawn(self._scheduling_loop, "scheduling")
@@ -698,7 +706,7 @@ class LiveScheduler:
                 return False
             if deadline is not None and time.monotonic() >= deadline:
                 return False
-            time.sleep(0.05)
+            time.sleep(0.01)
         return True
 
     def wait(self, stop: threading.Event) -> int:
