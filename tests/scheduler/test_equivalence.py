@@ -270,9 +270,13 @@ def test_resource_formulas_vector_equals_scalar_on_large_values(
     ) == resource_allocation.requested_to_capacity_ratio_score(
         shape, requested, allocatable, weights, included
     )
+    # the node's own requests: up to its requests with the pod
+    held = [r * k // 100 for r, k in zip(requested, weights, strict=True)]
     assert int(
-        resource_allocation.balanced_allocation_vector(req, alloc, inc)[0]
-    ) == resource_allocation.balanced_allocation_score(requested, allocatable, included)
+        resource_allocation.balanced_allocation_vector(
+            req, np.array([[h] for h in held], dtype=np.int64), alloc, inc
+        )[0]
+    ) == resource_allocation.balanced_allocation_score(requested, held, allocatable, included)
 
 
 @settings(max_examples=300, deadline=None)
@@ -295,6 +299,7 @@ def test_resource_formulas_when_every_resource_is_included(
     allocatable = [a for _, a, _ in rows]
     weights = [rows[0][2] if equal_weights else w for _, _, w in rows]
     everything = [True] * len(rows)
+    held = [r // 2 for r in requested]
     req = np.array([[r] * nodes for r in requested], dtype=np.int64)
     alloc = np.array([[a] * nodes for a in allocatable], dtype=np.int64)
     w = np.array(weights, dtype=np.int64)
@@ -302,12 +307,14 @@ def test_resource_formulas_when_every_resource_is_included(
     expected = {
         "least": ra.least_allocated_score(requested, allocatable, weights, everything),
         "most": ra.most_allocated_score(requested, allocatable, weights, everything),
-        "balanced": ra.balanced_allocation_score(requested, allocatable, everything),
+        "balanced": ra.balanced_allocation_score(requested, held, allocatable, everything),
     }
     got = {
         "least": ra.least_allocated_vector(req, alloc, w, None),
         "most": ra.most_allocated_vector(req, alloc, w, None),
-        "balanced": ra.balanced_allocation_vector(req, alloc, None),
+        "balanced": ra.balanced_allocation_vector(
+            req, np.array([[h] * nodes for h in held], dtype=np.int64), alloc, None
+        ),
     }
     for formula, vector in got.items():
         assert vector.tolist() == [expected[formula]] * nodes, formula

@@ -286,14 +286,130 @@ def test_rtcr_drops_zero_scores_and_rounds_half_away_from_zero() -> None:
     )
 
 
+def _containers(*requests: dict[str, str]) -> list[dict[str, Any]]:
+    """One container per request list, as upstream's ``MakePod().Req(a).Req(b)``."""
+    return [b.container(f"c{i}", requests=r) for i, r in enumerate(requests)]
+
+
+_CPU_ONLY = ({"cpu": "1000m"}, {"cpu": "2000m"})
+_CPU_AND_MEMORY = ({"cpu": "1000m", "memory": "2000"}, {"cpu": "2000m", "memory": "3000"})
+_WITH_GPU = [{"name": "cpu"}, {"name": "memory"}, {"name": "nvidia.com/gpu"}]
+
+
+@pytest.mark.parametrize(
+    ("pod_requests", "nodes", "bound", "resources", "expected"),
+    [
+        pytest.param(
+            _CPU_AND_MEMORY,
+            [("node1", 4000, 10000, None), ("node2", 6000, 10000, None)],
+            {},
+            None,
+            [68, 75],
+            id="nothing scheduled, resources requested, differently sized nodes",
+        ),
+        pytest.param(
+            _CPU_AND_MEMORY,
+            [("node1", 10000, 20000, None), ("node2", 10000, 20000, None)],
+            {"node1": _CPU_ONLY, "node2": _CPU_AND_MEMORY},
+            None,
+            [73, 74],
+            id="resources requested, pods scheduled with resources",
+        ),
+        pytest.param(
+            _CPU_AND_MEMORY,
+            [("node1", 10000, 20000, None), ("node2", 10000, 50000, None)],
+            {"node1": _CPU_ONLY, "node2": _CPU_AND_MEMORY},
+            None,
+            [73, 70],
+            id="resources requested, pods scheduled with resources, differently sized nodes",
+        ),
+        pytest.param(
+            ({"memory": "2000"}, {"memory": "3000"}),
+            [("node1", 3000, 5000, None), ("node2", 3000, 5000, None)],
+            {"node1": _CPU_ONLY},
+            None,
+            [100, 50],
+            id="resources requested, pods scheduled with resources, nodes to reach min/max score",
+        ),
+        pytest.param(
+            _CPU_ONLY,
+            [("node1", 6000, 10000, None), ("node2", 6000, 10000, None)],
+            {"node1": _CPU_ONLY, "node2": _CPU_AND_MEMORY},
+            None,
+            [62, 62],
+            id="requested resources at node capacity",
+        ),
+        pytest.param(
+            ({"cpu": "0", "memory": "0", "nvidia.com/gpu": "1"},),
+            [("node1", 3500, 40000, 8), ("node2", 3500, 40000, 8)],
+            {
+                "node1": (
+                    {"cpu": "1000m", "memory": "2000"},
+                    {"cpu": "2000m", "memory": "3000", "nvidia.com/gpu": "3"},
+                ),
+                "node2": _CPU_AND_MEMORY,
+            },
+            _WITH_GPU,
+            [75, 76],
+            id="scalar resource is included in the score computation if pod requests it",
+        ),
+        pytest.param(
+            _CPU_AND_MEMORY,
+            [("node1", 3500, 40000, 8), ("node2", 3500, 40000, None)],
+            {},
+            _WITH_GPU,
+            [56, 56],
+            id="scalar resource is not included in the score computation if pod doesn't request it",
+        ),
+    ],
+)
+def test_balanced_allocation_upstream_cases(
+    pod_requests: tuple[dict[str, str], ...],
+    nodes: list[tuple[str, int, int, int | None]],
+    bound: dict[str, tuple[dict[str, str], ...]],
+    resources: list[dict[str, str]] | None,
+    expected: list[int],
+) -> None:
+    """kube-scheduler v1.36.3's ``TestNodeResourcesBalancedAllocation`` table (its DRA
+    cases are in tests/scheduler/dra): the change in balance the pod makes."""
+    snap = b.snapshot(
+        [
+            b.node(
+                name,
+                cpu=f"{cpu}m",
+                memory=str(memory),
+                extra={"nvidia.com/gpu": str(gpus)} if gpus else None,
+            )
+            for name, cpu, memory, gpus in nodes
+        ],
+        [
+            b.pod(f"bound-{name}", node_name=name, containers=_containers(*requests))
+            for name, requests in bound.items()
+        ],
+    )
+    args = (
+        None
+        if resources is None
+        else balanced_allocation.Args.model_validate({"resources": resources})
+    )
+    plugin = balanced_allocation.new(args, Handle())
+    pod = b.pod(containers=_containers(*pod_requests))
+    assert scores(plugin, pod, snap) == expected
+    # "if PreScore not called": Score computes the pod's requests itself
+    unprepared = plugin.score(CycleState(), pod, snap, snap.all_nodes)
+    assert unprepared.tolist() == expected
+
+
 @pytest.mark.parametrize(
     ("node_cpu", "expected"),
     [
-        pytest.param("4", 87, id="fractions-075-050"),
-        pytest.param("6", 100, id="balanced"),
+        pytest.param("4", 68, id="fractions-075-050"),  # with 87, without 100
+        pytest.param("6", 75, id="balanced"),  # with 100, without 100: unchanged
     ],
 )
-def test_balanced_allocation_upstream_example(node_cpu: str, expected: int) -> None:
+def test_balanced_allocation_scores_the_change_on_an_empty_node(
+    node_cpu: str, expected: int
+) -> None:
     snap = b.snapshot([b.node("n1", cpu=node_cpu, memory="10000")])
     plugin = balanced_allocation.new(None, Handle())
     assert scores(plugin, b.pod(requests={"cpu": "3", "memory": "5000"}), snap) == [expected]
@@ -308,8 +424,19 @@ def test_balanced_allocation_three_resources_uses_population_std() -> None:
     )
     snap = b.snapshot([b.node("n1", cpu="10", memory="100", extra={"ephemeral-storage": "100"})])
     pod = b.pod(requests={"cpu": "1", "memory": "50", "ephemeral-storage": "90"})
-    # fractions .1 .5 .9 -> mean .5, std sqrt((.16+0+.16)/3) = .3266 -> 67
-    assert scores(plugin, pod, snap) == [67]
+    # with the pod: fractions .1 .5 .9 -> mean .5, std sqrt((.16+0+.16)/3) = .3266 -> 67;
+    # without: all 0 -> 100; 50 + (50 + 67 - 100) / 2 = 58
+    assert scores(plugin, pod, snap) == [58]
+
+
+@pytest.mark.parametrize(
+    ("with_pod", "without_pod", "expected"),
+    [(100, 100, 75), (100, 50, 100), (50, 100, 50), (67, 100, 58), (51, 100, 50), (50, 99, 50)],
+)
+def test_balance_change_maps_onto_50_to_100(with_pod: int, without_pod: int, expected: int) -> None:
+    """``balancedResourceScorer``'s ``MaxNodeScore/2 + (MaxNodeScore/2 + with - without)/2``
+    in Go's integer division; both balances are 50..100."""
+    assert resource_allocation.balance_change(with_pod, without_pod) == expected
 
 
 def test_balanced_allocation_skips_best_effort_pods() -> None:

@@ -1,9 +1,13 @@
 """NodeResourcesBalancedAllocation (PreScore, Score): prefer nodes whose resource
-fractions stay close together once the pod is placed (``noderesources/balanced_allocation.go``).
+fractions the pod brings closer together (``noderesources/balanced_allocation.go``).
 
 Uses plain requests (no non-zero defaults). A pod that requests none of the configured
 resources is skipped (a best-effort pod would otherwise pile onto one node).
-Score: ``trunc((1 - std) * 100)`` over the fractions ``min(1, requested/allocatable)``.
+A node's balance is ``trunc((1 - std) * 100)`` over the fractions
+``min(1, requested/allocatable)``, with the pod (``with``) and without it (``without``);
+since v1.36 the score is the change, ``50 + (50 + with - without) / 2`` (Go's integer
+division): 75 where the pod leaves the balance as it was, toward 100 where it evens the
+node out, toward 50 where it skews it. Before v1.36 the score was ``with`` alone.
 An extended resource backed by DRA counts in devices where no device plugin has it
 (:class:`~.node_resources_fit.DeviceCounts`).
 """
@@ -77,16 +81,22 @@ class BalancedAllocation:
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> Int64s:
         requests = state.read(_PRE_SCORE_KEY, list) or self._pod_requests(pod)
-        return ra.balanced_allocation_vector(*self._inputs(requests, snapshot, nodes))
+        requested, allocatable, included = self._inputs(requests, snapshot, nodes)
+        allocated = requested - np.array(requests, dtype=np.int64)[:, None]
+        return ra.balanced_allocation_vector(requested, allocated, allocatable, included)
 
     def score_node(self, pod: api.Pod, snapshot: ClusterSnapshot, node: int) -> int:
         single = np.array([node], dtype=np.intp)
-        inputs = self._inputs(self._pod_requests(pod), snapshot, single)
-        return ra.balanced_allocation_score(*ra.first_column(inputs))
+        requests = self._pod_requests(pod)
+        requested, allocatable, included = ra.first_column(self._inputs(requests, snapshot, single))
+        # The node's own requests: kube-scheduler adds the pod's to them for ``requested``.
+        allocated = [r - amount for r, amount in zip(requested, requests, strict=True)]
+        return ra.balanced_allocation_score(requested, allocated, allocatable, included)
 
     def _inputs(
         self, pod_requests: list[int], snapshot: ClusterSnapshot, nodes: NodeIndices
     ) -> ra.Inputs:
+        """Requested (the node's plus the pod's), allocatable, included."""
         inputs = ra.scoring_inputs(self._resources, pod_requests, snapshot, nodes, nonzero=False)
         if self._device_counts is None:
             return inputs

@@ -8,7 +8,8 @@ pod's), ``allocatable``, and ``included``, false where kube-scheduler skips the
 resource for that node (no allocatable, or a scalar resource the pod does not request).
 
 Integer formulas stay in int64 (Go's int64 with truncating division; all operands here
-are non-negative, so ``//`` is Go's ``/``). BalancedAllocation is float64 in Go and here,
+are non-negative, so ``//`` is Go's ``/``; BalancedAllocation's difference uses
+:func:`~.helpers.trunc_div`). BalancedAllocation is float64 in Go and here,
 with the sums taken in the same order so the results are bit-identical.
 """
 
@@ -134,9 +135,9 @@ def requested_to_capacity_ratio_score(
     return helpers.go_round(float(total) / float(weight_sum))
 
 
-def balanced_allocation_score(
-    requested: Sequence[int], allocatable: Sequence[int], included: Sequence[bool]
-) -> int:
+def balance(requested: Sequence[int], allocatable: Sequence[int], included: Sequence[bool]) -> int:
+    """``balancedResourceScore``: ``trunc((1 - std) * 100)`` over the fractions
+    ``min(1, requested/allocatable)`` of the resources that count; 50..100."""
     fractions: list[float] = []
     total = 0.0
     for r, a, inc in zip(requested, allocatable, included, strict=True):
@@ -155,6 +156,25 @@ def balanced_allocation_score(
             square_sum += (fraction - mean) * (fraction - mean)
         std = math.sqrt(square_sum / len(fractions))
     return int((1 - std) * api.MAX_NODE_SCORE)
+
+
+def balance_change(with_pod: int, without_pod: int) -> int:
+    """``balancedResourceScorer`` (v1.36): the change in balance the pod makes, mapped
+    back onto 50..100 (75: unchanged, toward 100: better balanced, toward 50: worse)."""
+    half = api.MAX_NODE_SCORE // 2
+    return half + helpers.go_trunc_div(half + with_pod - without_pod, 2)
+
+
+def balanced_allocation_score(
+    requested: Sequence[int],
+    allocated: Sequence[int],
+    allocatable: Sequence[int],
+    included: Sequence[bool],
+) -> int:
+    """``requested``: the node's requests plus the pod's; ``allocated``: the node's."""
+    return balance_change(
+        balance(requested, allocatable, included), balance(allocated, allocatable, included)
+    )
 
 
 # --- inputs from the snapshot -----------------------------------------------------------
@@ -315,9 +335,18 @@ def requested_to_capacity_ratio_vector(
 
 
 def balanced_allocation_vector(
-    requested: Matrix, allocatable: Matrix, included: Bools | None
+    requested: Matrix, allocated: Matrix, allocatable: Matrix, included: Bools | None
 ) -> Int64s:
     counted = _counted(allocatable, included)
+    with_pod = balance_vector(requested, allocatable, counted)
+    without_pod = balance_vector(allocated, allocatable, counted)
+    half = api.MAX_NODE_SCORE // 2
+    change: Int64s = half + helpers.trunc_div(half + with_pod - without_pod, 2)
+    return change
+
+
+def balance_vector(requested: Matrix, allocatable: Matrix, counted: Bools | None) -> Int64s:
+    """:func:`balance` per node; ``counted`` from :func:`_counted`."""
     if requested.shape[0] == 2:  # the usual cpu and memory: std is half the difference
         if counted is None:
             fractions = np.minimum(requested / allocatable, 1.0)

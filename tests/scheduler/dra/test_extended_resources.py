@@ -714,10 +714,9 @@ def test_fit_scores_dra_devices(allocated: tuple[str, ...]) -> None:
 
 def test_balanced_allocation_counts_dra_devices() -> None:
     """``include DRA resource on a node for balanced resource allocation``: node1's eight
-    devices join its cpu and memory fractions (86%, 0%, 1/8: 62 with the pod, as the
-    case's comment counts), node2 has none (cpu and memory: 63). kube-scheduler v1.36
-    then scores the change in balance the pod makes (76, 75): BalancedAllocation's own
-    formula, not the devices' counting."""
+    devices join its cpu and memory fractions (86%, 0%, 1/8: balance 62 with the pod; 0/8:
+    59 without), node2 has none (cpu and memory: 63 with and without). v1.36 scores the
+    change in balance the pod makes, 50 + (50 + with - without) / 2: 76 and 75."""
     from nodeagent.scheduler.plugins import balanced_allocation
 
     args = balanced_allocation.Args.model_validate(
@@ -749,7 +748,13 @@ def test_balanced_allocation_counts_dra_devices() -> None:
             ],
         ),
     ]
-    assert scores(plugin, pod({GPU: "1"}), builders.snapshot(nodes, bound)) == [62, 63]
+    snapshot = builders.snapshot(nodes, bound)
+    assert scores(plugin, pod({GPU: "1"}), snapshot) == [76, 75]
+    # "if PreScore not called": the same
+    assert plugin.score(CycleState(), pod({GPU: "1"}), snapshot, snapshot.all_nodes).tolist() == [
+        76,
+        75,
+    ]
 
 
 # --- the planner ------------------------------------------------------------------------

@@ -818,22 +818,31 @@ def least_allocated_scores(pod: api.Pod, nodes: list[api.Node], world: World) ->
 def balanced_allocation_scores(
     pod: api.Pod, nodes: list[api.Node], world: World
 ) -> list[int] | None:
-    """NodeResourcesBalancedAllocation; None: a pod requesting neither cpu nor memory is skipped."""
+    """NodeResourcesBalancedAllocation (v1.36): the change in balance the pod makes;
+    None: a pod requesting neither cpu nor memory is skipped."""
     own = requests(pod)
     mine = {name: own.get(name, 0) for name in (CPU, MEMORY)}
     if not any(mine.values()):
         return None
-    out = []
-    for n in nodes:
+
+    def balance(amounts: dict[str, int], n: api.Node) -> int:
         fractions = []
-        have = used(n, world)
         for name in (CPU, MEMORY):
             cap = n.allocatable.get(name, 0)
             if cap <= 0:
                 continue
-            fractions.append(min(1.0, (have.get(name, 0) + mine[name]) / cap))
+            fractions.append(min(1.0, amounts.get(name, 0) / cap))
         std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
-        out.append(int((1 - std) * 100))
+        return int((1 - std) * 100)
+
+    out = []
+    for n in nodes:
+        have = used(n, world)
+        with_pod = balance({name: have.get(name, 0) + mine[name] for name in mine}, n)
+        difference = 50 + with_pod - balance(have, n)
+        # Go's integer division truncates toward zero
+        half = abs(difference) // 2 if difference >= 0 else -(abs(difference) // 2)
+        out.append(50 + half)
     return out
 
 
