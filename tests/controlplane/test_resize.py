@@ -223,3 +223,33 @@ def test_a_deferred_resize_up_counts_the_spec_an_infeasible_one_what_runs(
         "the waiting pod bound once the resize is infeasible",
     )
     assert placed == {s: f"bound to {n}" for s, n in node.items()}
+
+
+@pytest.mark.usefixtures("both_schedulers")
+def test_balanced_allocation_prefers_the_node_the_pod_evens_out(
+    control_plane: ControlPlane, namespace: str, nodes: Nodes
+) -> None:
+    """Not a resize: the scoring parity these side-by-side nodes allow. Two 4-cpu 4Gi
+    nodes, one at 2 cpu 2Gi (balanced), one at 3 cpu 64Mi (cpu-heavy); a 100m 512Mi pod.
+    BalancedAllocation before v1.36 (the balance with the pod) made the balanced node win
+    (LeastAllocated 42 + 95 against 53 + 68); v1.36 scores the change the pod makes
+    (42 + 72 against 53 + 77), so both schedulers must pick the cpu-heavy node."""
+    admin = control_plane.admin
+    for scheduler in (NODEAGENT, KUBE_SCHEDULER):
+        for node, (cpu, memory) in {"even": ("2", "2Gi"), "skewed": ("3", "64Mi")}.items():
+            name = f"ba-{node}-{scheduler}"
+            nodes.create(o.node(name, cpu="4", memory="4Gi", labels={"ba-group": scheduler}))
+            held = o.pod(f"held-{node}-{scheduler}", namespace, node_name=name)
+            held["spec"]["containers"][0]["resources"]["requests"] = {"cpu": cpu, "memory": memory}
+            admin.create(f"/api/v1/namespaces/{namespace}/pods", held)
+        pod = o.pod(f"balanced-{scheduler}", namespace, scheduler=scheduler)
+        pod["spec"]["nodeSelector"] = {"ba-group": scheduler}
+        pod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "100m", "memory": "512Mi"}
+        admin.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+
+    def placed(scheduler: str) -> str:
+        found = verdict(admin, namespace, f"balanced-{scheduler}")
+        return found if found.startswith("bound") else ""
+
+    chosen = _both(placed, "the pod bound")
+    assert chosen == {s: f"bound to ba-skewed-{s}" for s in (NODEAGENT, KUBE_SCHEDULER)}

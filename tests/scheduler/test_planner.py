@@ -211,8 +211,8 @@ items:
 
 
 def test_each_pod_is_scheduled_by_the_profile_its_scheduler_name_selects() -> None:
-    # cpu and memory in the same proportion everywhere: BalancedAllocation scores both
-    # nodes 100, so the scoring strategy decides.
+    # cpu and memory in the same proportion everywhere: the pod leaves both nodes as
+    # balanced as they were (BalancedAllocation 75 each), so the scoring strategy decides.
     text = """
 kind: List
 items:
