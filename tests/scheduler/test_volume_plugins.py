@@ -648,3 +648,22 @@ def test_shape_needs_the_feature_gate() -> None:
         volume_binding.new(args, handle(catalog()))
     with pytest.raises(Exception, match=r"greater than or equal"):
         volume_binding.Args.model_validate({"bindTimeoutSeconds": -1})
+
+
+def test_storage_capacity_score_rounds_half_away_from_zero() -> None:
+    """``buildScorerFunction`` averages the classes' scores with Go's ``math.Round``:
+    one class full (0), one at 3 % (97): 48.5 is 49, where half-to-even would give 48."""
+    gates = (config.FeatureGate.STORAGE_CAPACITY_SCORING,)
+    plugin = binding(
+        storage_class("wait-other-sc"),
+        pvc("full", sc=WAIT, size="50Gi"),
+        pvc("roomy", sc="wait-other-sc", size="3Gi"),
+        pv("pv-full", sc=WAIT, size="50Gi", hosts=["node-a"]),
+        pv("pv-roomy", sc="wait-other-sc", size="100Gi", hosts=["node-a"]),
+        gates=gates,
+    )
+    pod = pod_with("p", claim_volume("full"), claim_volume("roomy"))
+    outcome = run(plugin, pod, [NODE_A])
+    snap = builders.snapshot([NODE_A])
+    assert plugin.pre_score(outcome.state, pod, snap, snap.all_nodes).is_success
+    assert plugin.score(outcome.state, pod, snap, snap.all_nodes).tolist() == [49]

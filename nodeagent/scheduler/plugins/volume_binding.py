@@ -674,7 +674,7 @@ class VolumeBinding:
             else:
                 utilization = requested * resource_allocation.MAX_UTILIZATION // capacity
             total += resource_allocation.broken_linear(self._shape, utilization)
-        return int(np.round(total / len(classes)))
+        return helpers.go_round(float(total) / float(len(classes)))  # half away from zero
 
     # --- Reserve, Unreserve -----------------------------------------------------------------
     def reserve(self, state: CycleState, pod: api.Pod, node_name: str) -> api.Status:
