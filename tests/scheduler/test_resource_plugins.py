@@ -489,3 +489,16 @@ def test_bulk_statuses_equal_per_node_statuses(seed: int) -> None:
     distinct, which = fit.filter_statuses(state, pod, snap, snap.all_nodes)
     expected = [fit.filter_node(state, pod, snap, int(n)) for n in snap.all_nodes]
     assert [distinct[i] for i in which] == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(0.49999999999999994, 0), (0.5, 1), (1.5, 2), (2.5, 3), (-0.5, -1), (-2.5, -3), (7.0, 7)],
+)
+def test_go_round_vector_is_go_math_round(value: float, expected: int) -> None:
+    """Go's ``math.Round`` (PodTopologySpread's score): half away from zero, and exact
+    where ``floor(x + 0.5)`` is not (the first case)."""
+    from nodeagent.scheduler.plugins import helpers
+
+    assert helpers.go_round(value) == expected
+    assert helpers.go_round_vector(np.array([value])).tolist() == [expected]

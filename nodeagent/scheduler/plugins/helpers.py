@@ -8,6 +8,7 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from nodeagent.scheduler import api
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s
@@ -59,6 +60,15 @@ def trunc_div(numerator: Int64s, denominator: Int64s | int | np.int64) -> Int64s
 def go_trunc_div(numerator: int, denominator: int) -> int:
     quotient = abs(numerator) // abs(denominator)
     return -quotient if (numerator < 0) != (denominator < 0) else quotient
+
+
+def go_round_vector(values: npt.NDArray[np.float64]) -> Int64s:
+    """:func:`go_round` elementwise. ``floor(x + 0.5)`` is not it: the addition itself
+    rounds (0.49999999999999994 + 0.5 is 1.0)."""
+    whole = np.trunc(values)
+    fraction = np.abs(values - whole)
+    rounded: Int64s = (whole + np.where(fraction >= 0.5, np.sign(values), 0.0)).astype(np.int64)
+    return rounded
 
 
 def go_round(value: float) -> int:

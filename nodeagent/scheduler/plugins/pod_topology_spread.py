@@ -373,7 +373,7 @@ class PodTopologySpread:
             weight = np.log(size + 2)
             contributes = column.codes >= 0
             scores += np.where(contributes, per_node * weight + (c.max_skew - 1), 0.0)
-        rounded = np.floor(scores + 0.5).astype(np.int64)  # Go's math.Round, scores >= 0
+        rounded = helpers.go_round_vector(scores)  # Go's math.Round
         state.write(_PRE_SCORE_KEY, _ScoreState(ignored, rounded))
         return api.SUCCESS
 
