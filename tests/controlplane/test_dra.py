@@ -26,13 +26,10 @@ from typing import Any
 import pytest
 
 from tests.controlplane import objects as o
-from tests.controlplane import processes
+from tests.controlplane import processes, side_by_side
 from tests.controlplane.cluster import ControlPlane, Nodes, Rest
 from tests.controlplane.test_scheduler import (
-    bindings_in_flight,
     refused_requests,
-    shipped_config,
-    start,
 )
 from tests.waiting import eventually
 
@@ -75,24 +72,12 @@ class Run:
 def schedulers(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[processes.Process]:
-    """nodeagent's scheduler as deployed (manifests/scheduler: its RBAC, its config) and
-    the real kube-scheduler, both running for the module."""
-    from tests.controlplane.test_scheduler import SCHEDULER_NAMESPACE
-
-    control_plane.apply(o.kustomize(o.MANIFESTS / "scheduler"))
-    kubeconfig = control_plane.service_account_kubeconfig(
-        SCHEDULER_NAMESPACE, "nodeagent-scheduler"
-    )
-    tmp = tmp_path_factory.mktemp("dra")
-    ours = start(control_plane, "nodeagent-dra", kubeconfig, shipped_config(tmp))
-    theirs = processes.kube_scheduler(
-        control_plane, "kube-scheduler-dra", {"leaderElection": {"leaderElect": False}}
-    )
-    with processes.stopped_after(ours, theirs):
+    """nodeagent's scheduler as deployed and the real kube-scheduler, for the module."""
+    with side_by_side.both_running(control_plane, "dra", tmp_path_factory.mktemp("dra")) as ours:
         yield ours
 
 
-@pytest.fixture(params=["nodeagent-scheduler", "default-scheduler"])
+@pytest.fixture(params=side_by_side.SCHEDULERS)
 def run(
     request: pytest.FixtureRequest,
     control_plane: ControlPlane,
@@ -106,13 +91,7 @@ def run(
     admin = control_plane.admin
     admin.create(f"{API}/deviceclasses", device_class(this))
     yield this
-    admin.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", {"gracePeriodSeconds": 0})
-    eventually(
-        lambda: bindings_in_flight(schedulers, metrics_token) == 0,
-        timeout=60,
-        what="bindings in flight",
-    )
-    admin.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    side_by_side.delete_namespace(control_plane, schedulers, metrics_token, namespace)
     admin.request("DELETE", f"{API}/deviceclasses/{this.device_class}")
     for item in admin.get(f"{API}/resourceslices")["items"]:
         if item["spec"]["driver"] == this.driver:
