@@ -280,25 +280,21 @@ KINDS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
 """The kinds a cluster file may carry for the plugin, and their readers."""
 
 
+def _unique(kind: str, found: Mapping[str, Sequence[Any]], source: str) -> tuple[Any, ...]:
+    """``found``'s objects of ``kind``, refused when two share a namespace and name."""
+    items = tuple(found.get(kind, ()))
+    keys = [item.key for item in items]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise ConfigError(f"{source}: {kind} {duplicates[0]} appears more than once", field=kind)
+    return items
+
+
 def read_objects(found: Mapping[str, Sequence[Any]], source: str = "cluster") -> ResourceObjects:
     """The parsed kinds of :data:`KINDS` (``found``: kind -> parsed objects, read from
     the file ``source``)."""
-    claims = tuple(found.get("ResourceClaim", ()))
-    keys = [c.key for c in claims]
-    duplicates = sorted({k for k in keys if keys.count(k) > 1})
-    if duplicates:
-        raise ConfigError(
-            f"{source}: ResourceClaim {duplicates[0]} appears more than once",
-            field="ResourceClaim",
-        )
-    templates = tuple(found.get("ResourceClaimTemplate", ()))
-    keys = [t.key for t in templates]
-    duplicates = sorted({k for k in keys if keys.count(k) > 1})
-    if duplicates:
-        raise ConfigError(
-            f"{source}: ResourceClaimTemplate {duplicates[0]} appears more than once",
-            field="ResourceClaimTemplate",
-        )
+    claims = _unique("ResourceClaim", found, source)
+    templates = _unique("ResourceClaimTemplate", found, source)
     return ResourceObjects(
         claims,
         tuple(found.get("DeviceClass", ())),
@@ -368,15 +364,7 @@ def extended_claim_body(pod: api.Pod) -> dict[str, Any]:
             "name": SPECIAL_CLAIM_NAME,
             "uid": f"{SPECIAL_CLAIM_NAME}{pod.uid}",
             "generateName": f"{pod.name}-extended-resources-",
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": pod.name,
-                    "uid": pod.uid,
-                    "controller": True,
-                }
-            ],
+            "ownerReferences": [claim_templates.pod_controller_reference(pod)],
             "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
         },
         "spec": {"devices": {}},
