@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import enum
 import json
 import threading
 import time
@@ -435,6 +436,39 @@ class ClaimWriter(Protocol):
         ...
 
 
+class BindingOutcome(enum.Enum):
+    """How PreBind's wait for binding conditions ended (kube-scheduler's
+    ``BindingConditionsStatus*`` labels)."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    """A binding failure condition was True."""
+    TIMEOUT = "timeout"
+    ERROR = "error"
+    """Anything else (the claim gone)."""
+
+
+class DRAObserver(Protocol):
+    """What the plugin reports for kube-scheduler's DRA metrics (the live scheduler's
+    metrics implement it; the planner has none)."""
+
+    def claim_created(self, succeeded: bool) -> None:
+        """A ResourceClaim create request (``scheduler_resourceclaim_creates_total``)."""
+        ...
+
+    def binding_conditions_ended(
+        self,
+        profile: str,
+        outcome: BindingOutcome,
+        seconds: float,
+        allocated_drivers: Sequence[str],
+        conditioned_drivers: Sequence[str],
+    ) -> None:
+        """PreBind's wait ended after ``seconds``: one duration per allocated device's
+        driver, one allocation counted per device with binding conditions."""
+        ...
+
+
 def _later(candidate: str, than: str) -> bool:
     if candidate.isdigit() and than.isdigit():
         return int(candidate) > int(than)
@@ -470,6 +504,8 @@ class ResourceCatalog:
         self.writer: ClaimWriter | None = None
         """Set by the live scheduler; ``None`` (the planner): PreBind commits to the
         catalog, there being no API to write to."""
+        self.observer: DRAObserver | None = None
+        """Set by the live scheduler: its metrics."""
         self._changed = threading.Condition(self._lock)
         self._extended: tuple[int, dict[str, DeviceClass]] | None = None
         self.monotonic: Callable[[], float] = time.monotonic
