@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tests.controlplane import objects as o
-from tests.controlplane import processes, side_by_side
+from tests.controlplane import processes, scrape, side_by_side
 from tests.controlplane.cluster import ControlPlane, Nodes, Rest
 from tests.controlplane.test_scheduler import (
     refused_requests,
@@ -508,7 +508,11 @@ def report_conditions(admin: Rest, run: Run, name: str, conditions: dict[str, st
 
 
 def test_binding_waits_for_the_driver_s_conditions(
-    control_plane: ControlPlane, nodes: Nodes, run: Run
+    control_plane: ControlPlane,
+    nodes: Nodes,
+    run: Run,
+    schedulers: processes.Process,
+    metrics_token: str,
 ) -> None:
     """A device with binding conditions: the claim is allocated and reserved, the pod
     not bound until the driver reports ``attached``. A ``failed`` report first makes
@@ -546,6 +550,15 @@ def test_binding_waits_for_the_driver_s_conditions(
     print(f"{run.scheduler}: bound {time.monotonic() - started:.2f} s after `attached`")
     assert node == "b"
     verdict("binding-conditions", run, {"node": node, "devices": devices(found, run)})
+    if run.scheduler == "nodeagent-scheduler":
+        # kube-scheduler's metrics of the two waits: one failed, one succeeded
+        exposition = scrape.metrics(schedulers, metrics_token)
+        for outcome in ("failure", "success"):
+            sample = (
+                "scheduler_dra_bindingconditions_allocations_total{"
+                f'driver="{run.driver}",profile="nodeagent-scheduler",status="{outcome}"}} 1.0'
+            )
+            assert sample in exposition, outcome
 
 
 def test_the_shipped_role_allowed_every_request(
