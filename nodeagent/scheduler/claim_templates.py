@@ -57,6 +57,13 @@ class ClaimTemplate:
         return f"{self.namespace}/{self.name}"
 
 
+def pod_controller_reference(pod: api.Pod) -> dict[str, Any]:
+    """The owner reference a claim made for ``pod`` carries, by the resourceclaim
+    controller or by the scheduler: the pod as its controller, with no
+    ``blockOwnerDeletion`` (which would need update on ``pods/finalizers``)."""
+    return {"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": pod.uid, "controller": True}
+
+
 def parse_claim_template(obj: Mapping[str, Any]) -> ClaimTemplate:
     """A ResourceClaimTemplate as the API serves it (a clear error names a bad field)."""
     meta = obj.get("metadata")
@@ -169,15 +176,7 @@ def claim_object(
             "uid": f"planned-{pod.uid}-{entry.name}",
             "labels": dict(template.labels),
             "annotations": {**template.annotations, POD_CLAIM_NAME_ANNOTATION: entry.name},
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": pod.name,
-                    "uid": pod.uid,
-                    "controller": True,
-                }
-            ],
+            "ownerReferences": [pod_controller_reference(pod)],
         },
         "spec": copy.deepcopy(dict(template.spec)),
     }

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import enum
 import json
 import threading
 import time
@@ -280,25 +281,21 @@ KINDS: Mapping[str, Callable[[Mapping[str, Any]], Any]] = {
 """The kinds a cluster file may carry for the plugin, and their readers."""
 
 
+def _unique(kind: str, found: Mapping[str, Sequence[Any]], source: str) -> tuple[Any, ...]:
+    """``found``'s objects of ``kind``, refused when two share a namespace and name."""
+    items = tuple(found.get(kind, ()))
+    keys = [item.key for item in items]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise ConfigError(f"{source}: {kind} {duplicates[0]} appears more than once", field=kind)
+    return items
+
+
 def read_objects(found: Mapping[str, Sequence[Any]], source: str = "cluster") -> ResourceObjects:
     """The parsed kinds of :data:`KINDS` (``found``: kind -> parsed objects, read from
     the file ``source``)."""
-    claims = tuple(found.get("ResourceClaim", ()))
-    keys = [c.key for c in claims]
-    duplicates = sorted({k for k in keys if keys.count(k) > 1})
-    if duplicates:
-        raise ConfigError(
-            f"{source}: ResourceClaim {duplicates[0]} appears more than once",
-            field="ResourceClaim",
-        )
-    templates = tuple(found.get("ResourceClaimTemplate", ()))
-    keys = [t.key for t in templates]
-    duplicates = sorted({k for k in keys if keys.count(k) > 1})
-    if duplicates:
-        raise ConfigError(
-            f"{source}: ResourceClaimTemplate {duplicates[0]} appears more than once",
-            field="ResourceClaimTemplate",
-        )
+    claims = _unique("ResourceClaim", found, source)
+    templates = _unique("ResourceClaimTemplate", found, source)
     return ResourceObjects(
         claims,
         tuple(found.get("DeviceClass", ())),
@@ -368,15 +365,7 @@ def extended_claim_body(pod: api.Pod) -> dict[str, Any]:
             "name": SPECIAL_CLAIM_NAME,
             "uid": f"{SPECIAL_CLAIM_NAME}{pod.uid}",
             "generateName": f"{pod.name}-extended-resources-",
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": pod.name,
-                    "uid": pod.uid,
-                    "controller": True,
-                }
-            ],
+            "ownerReferences": [claim_templates.pod_controller_reference(pod)],
             "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
         },
         "spec": {"devices": {}},
@@ -447,6 +436,39 @@ class ClaimWriter(Protocol):
         ...
 
 
+class BindingOutcome(enum.Enum):
+    """How PreBind's wait for binding conditions ended (kube-scheduler's
+    ``BindingConditionsStatus*`` labels)."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    """A binding failure condition was True."""
+    TIMEOUT = "timeout"
+    ERROR = "error"
+    """Anything else (the claim gone)."""
+
+
+class DRAObserver(Protocol):
+    """What the plugin reports for kube-scheduler's DRA metrics (the live scheduler's
+    metrics implement it; the planner has none)."""
+
+    def claim_created(self, succeeded: bool) -> None:
+        """A ResourceClaim create request (``scheduler_resourceclaim_creates_total``)."""
+        ...
+
+    def binding_conditions_ended(
+        self,
+        profile: str,
+        outcome: BindingOutcome,
+        seconds: float,
+        allocated_drivers: Sequence[str],
+        conditioned_drivers: Sequence[str],
+    ) -> None:
+        """PreBind's wait ended after ``seconds``: one duration per allocated device's
+        driver, one allocation counted per device with binding conditions."""
+        ...
+
+
 def _later(candidate: str, than: str) -> bool:
     if candidate.isdigit() and than.isdigit():
         return int(candidate) > int(than)
@@ -482,6 +504,8 @@ class ResourceCatalog:
         self.writer: ClaimWriter | None = None
         """Set by the live scheduler; ``None`` (the planner): PreBind commits to the
         catalog, there being no API to write to."""
+        self.observer: DRAObserver | None = None
+        """Set by the live scheduler: its metrics."""
         self._changed = threading.Condition(self._lock)
         self._extended: tuple[int, dict[str, DeviceClass]] | None = None
         self.monotonic: Callable[[], float] = time.monotonic

@@ -26,13 +26,10 @@ from typing import Any
 import pytest
 
 from tests.controlplane import objects as o
-from tests.controlplane import processes
+from tests.controlplane import processes, scrape, side_by_side
 from tests.controlplane.cluster import ControlPlane, Nodes, Rest
 from tests.controlplane.test_scheduler import (
-    bindings_in_flight,
     refused_requests,
-    shipped_config,
-    start,
 )
 from tests.waiting import eventually
 
@@ -75,24 +72,12 @@ class Run:
 def schedulers(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[processes.Process]:
-    """nodeagent's scheduler as deployed (manifests/scheduler: its RBAC, its config) and
-    the real kube-scheduler, both running for the module."""
-    from tests.controlplane.test_scheduler import SCHEDULER_NAMESPACE
-
-    control_plane.apply(o.kustomize(o.MANIFESTS / "scheduler"))
-    kubeconfig = control_plane.service_account_kubeconfig(
-        SCHEDULER_NAMESPACE, "nodeagent-scheduler"
-    )
-    tmp = tmp_path_factory.mktemp("dra")
-    ours = start(control_plane, "nodeagent-dra", kubeconfig, shipped_config(tmp))
-    theirs = processes.kube_scheduler(
-        control_plane, "kube-scheduler-dra", {"leaderElection": {"leaderElect": False}}
-    )
-    with processes.stopped_after(ours, theirs):
+    """nodeagent's scheduler as deployed and the real kube-scheduler, for the module."""
+    with side_by_side.both_running(control_plane, "dra", tmp_path_factory.mktemp("dra")) as ours:
         yield ours
 
 
-@pytest.fixture(params=["nodeagent-scheduler", "default-scheduler"])
+@pytest.fixture(params=side_by_side.SCHEDULERS)
 def run(
     request: pytest.FixtureRequest,
     control_plane: ControlPlane,
@@ -106,13 +91,7 @@ def run(
     admin = control_plane.admin
     admin.create(f"{API}/deviceclasses", device_class(this))
     yield this
-    admin.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", {"gracePeriodSeconds": 0})
-    eventually(
-        lambda: bindings_in_flight(schedulers, metrics_token) == 0,
-        timeout=60,
-        what="bindings in flight",
-    )
-    admin.request("DELETE", f"/api/v1/namespaces/{namespace}")
+    side_by_side.delete_namespace(control_plane, schedulers, metrics_token, namespace)
     admin.request("DELETE", f"{API}/deviceclasses/{this.device_class}")
     for item in admin.get(f"{API}/resourceslices")["items"]:
         if item["spec"]["driver"] == this.driver:
@@ -529,7 +508,11 @@ def report_conditions(admin: Rest, run: Run, name: str, conditions: dict[str, st
 
 
 def test_binding_waits_for_the_driver_s_conditions(
-    control_plane: ControlPlane, nodes: Nodes, run: Run
+    control_plane: ControlPlane,
+    nodes: Nodes,
+    run: Run,
+    schedulers: processes.Process,
+    metrics_token: str,
 ) -> None:
     """A device with binding conditions: the claim is allocated and reserved, the pod
     not bound until the driver reports ``attached``. A ``failed`` report first makes
@@ -567,6 +550,15 @@ def test_binding_waits_for_the_driver_s_conditions(
     print(f"{run.scheduler}: bound {time.monotonic() - started:.2f} s after `attached`")
     assert node == "b"
     verdict("binding-conditions", run, {"node": node, "devices": devices(found, run)})
+    if run.scheduler == "nodeagent-scheduler":
+        # kube-scheduler's metrics of the two waits: one failed, one succeeded
+        exposition = scrape.metrics(schedulers, metrics_token)
+        for outcome in ("failure", "success"):
+            sample = (
+                "scheduler_dra_bindingconditions_allocations_total{"
+                f'driver="{run.driver}",profile="nodeagent-scheduler",status="{outcome}"}} 1.0'
+            )
+            assert sample in exposition, outcome
 
 
 def test_the_shipped_role_allowed_every_request(

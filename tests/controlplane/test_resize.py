@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from tests.controlplane import objects as o
-from tests.controlplane import processes
+from tests.controlplane import side_by_side
 from tests.controlplane.cluster import ControlPlane, Nodes, Rest
-from tests.controlplane.test_scheduler import scheduler_kubeconfig, shipped_config, start
+from tests.controlplane.test_scheduler import scheduler_kubeconfig
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.slow]
@@ -115,14 +115,8 @@ def verdict(admin: Rest, namespace: str, name: str) -> str:
 
 
 @pytest.fixture
-def both_schedulers(
-    control_plane: ControlPlane, scheduler_kubeconfig: Path, tmp_path: Path
-) -> Iterator[None]:
-    ours = start(control_plane, "scheduler-resize", scheduler_kubeconfig, shipped_config(tmp_path))
-    theirs = processes.kube_scheduler(
-        control_plane, "kube-scheduler-resize", {"leaderElection": {"leaderElect": False}}
-    )
-    with processes.stopped_after(ours, theirs):
+def both_schedulers(control_plane: ControlPlane, tmp_path: Path) -> Iterator[None]:
+    with side_by_side.both_running(control_plane, "resize", tmp_path):
         yield
 
 

@@ -27,13 +27,10 @@ from typing import Any
 import pytest
 
 from tests.controlplane import objects as o
-from tests.controlplane import processes
+from tests.controlplane import processes, side_by_side
 from tests.controlplane.cluster import ApiError, ControlPlane, Nodes, Rest
 from tests.controlplane.test_scheduler import (
-    bindings_in_flight,
     refused_requests,
-    shipped_config,
-    start,
 )
 from tests.waiting import eventually
 
@@ -67,24 +64,14 @@ class Run:
 def schedulers(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[processes.Process]:
-    """nodeagent's scheduler as deployed (manifests/scheduler: its RBAC, its config) and
-    the real kube-scheduler, both running for the module."""
-    from tests.controlplane.test_scheduler import SCHEDULER_NAMESPACE
-
-    control_plane.apply(o.kustomize(o.MANIFESTS / "scheduler"))
-    kubeconfig = control_plane.service_account_kubeconfig(
-        SCHEDULER_NAMESPACE, "nodeagent-scheduler"
-    )
-    tmp = tmp_path_factory.mktemp("volumes")
-    ours = start(control_plane, "nodeagent-volumes", kubeconfig, shipped_config(tmp))
-    theirs = processes.kube_scheduler(
-        control_plane, "kube-scheduler-volumes", {"leaderElection": {"leaderElect": False}}
-    )
-    with processes.stopped_after(ours, theirs):
+    """nodeagent's scheduler as deployed and the real kube-scheduler, for the module."""
+    with side_by_side.both_running(
+        control_plane, "volumes", tmp_path_factory.mktemp("volumes")
+    ) as ours:
         yield ours
 
 
-@pytest.fixture(params=["nodeagent-scheduler", "default-scheduler"])
+@pytest.fixture(params=side_by_side.SCHEDULERS)
 def run(
     request: pytest.FixtureRequest,
     control_plane: ControlPlane,
@@ -95,17 +82,8 @@ def run(
     prefix = f"v{uuid.uuid4().hex[:6]}"
     namespace = control_plane.namespace(f"t-{prefix}")
     yield Run(scheduler, prefix, namespace)
+    side_by_side.delete_namespace(control_plane, schedulers, metrics_token, namespace)
     admin = control_plane.admin
-    admin.request("DELETE", f"/api/v1/namespaces/{namespace}/pods", {"gracePeriodSeconds": 0})
-    # A binding still in flight (PreBind waiting on the PV controller) would post into a
-    # terminating namespace and be refused (403) after the namespace's deletion: that is
-    # not a missing RBAC verb, so the namespace goes once the scheduler is done with it.
-    eventually(
-        lambda: bindings_in_flight(schedulers, metrics_token) == 0,
-        timeout=60,
-        what="bindings in flight",
-    )
-    admin.request("DELETE", f"/api/v1/namespaces/{namespace}")
     for pv in admin.get("/api/v1/persistentvolumes")["items"]:
         if pv["metadata"]["name"].startswith(prefix):
             admin.request("DELETE", f"/api/v1/persistentvolumes/{pv['metadata']['name']}")

@@ -15,6 +15,11 @@
 * ``scheduler_binding_duration_seconds{result}``: the binding cycle;
 * ``nodeagent_scheduler_bindings_in_flight``: binding cycles started and not ended (what
   kube-scheduler shows as ``scheduler_goroutines{operation="binding"}``);
+* ``scheduler_resourceclaim_creates_total{status}``: the extended-resource claims
+  DynamicResources created (success) or failed to;
+* ``scheduler_dra_bindingconditions_allocations_total{profile,driver,status}`` and
+  ``scheduler_dra_bindingconditions_wait_duration_seconds{profile,driver,status}``:
+  PreBind's waits for devices' binding conditions, by how each ended;
 * ``leader_election_master_status{name}``: 1 while leading;
 * ``nodeagent_scheduler_api_requests_total{verb,resource,code}`` and ``..._retries_total``.
 """
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import platform
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import prometheus_client
@@ -31,6 +36,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from nodeagent import __version__
+from nodeagent.scheduler.resource_claims import BindingOutcome
 
 DURATION_BUCKETS = tuple(0.001 * 2**i for i in range(16))
 """1 ms to 32 s, doubling (kube-scheduler's attempt-duration buckets)."""
@@ -40,6 +46,8 @@ HINT_BUCKETS = tuple(0.00001 * 1.5**i for i in range(20))
 """10 us to ~22 ms, by 1.5 (kube-scheduler's QueueingHint buckets)."""
 VICTIM_BUCKETS = tuple(float(2**i) for i in range(7))
 """1 to 64 victims."""
+BINDING_CONDITION_BUCKETS = tuple(0.1 * 2**i for i in range(14))
+"""100 ms to ~14 min, doubling (kube-scheduler's binding-conditions wait buckets)."""
 RESULTS = ("scheduled", "unschedulable", "error")
 
 
@@ -179,6 +187,34 @@ def _binding_family(registry: prometheus_client.CollectorRegistry) -> prometheus
     )
 
 
+def _dra_families(
+    registry: prometheus_client.CollectorRegistry,
+) -> tuple[prometheus_client.Counter, prometheus_client.Counter, prometheus_client.Histogram]:
+    """DynamicResources' writes and waits: claims created, and PreBind's waits for
+    devices' binding conditions (counted per device, timed per allocated device)."""
+    creates = prometheus_client.Counter(
+        "scheduler_resourceclaim_creates",
+        "Number of ResourceClaims creation requests within scheduler.",
+        ["status"],
+        registry=registry,
+    )
+    allocations = prometheus_client.Counter(
+        "scheduler_dra_bindingconditions_allocations",
+        "Number of allocations using devices with BindingConditions, counted per driver"
+        " per scheduling attempt.",
+        ["profile", "driver", "status"],
+        registry=registry,
+    )
+    wait = prometheus_client.Histogram(
+        "scheduler_dra_bindingconditions_wait_duration_seconds",
+        "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+        ["profile", "driver", "status"],
+        buckets=BINDING_CONDITION_BUCKETS,
+        registry=registry,
+    )
+    return creates, allocations, wait
+
+
 def _leader_family(registry: prometheus_client.CollectorRegistry) -> prometheus_client.Gauge:
     """Whether this scheduler holds the lease."""
     return prometheus_client.Gauge(
@@ -238,6 +274,9 @@ class SchedulerMetrics:
         self.hint_duration, self.wasted = _hint_families(registry)
         self.preemption_attempts, self.preemption_victims = _preemption_families(registry)
         self.binding_duration = _binding_family(registry)
+        self.claim_creates, self.binding_condition_allocations, self.binding_condition_wait = (
+            _dra_families(registry)
+        )
         self.leader = _leader_family(registry)
         self.events_dropped, self.binding_process_starts = _own_trouble_families(registry)
         self._api_requests, self._api_retries = _api_families(registry)
@@ -273,6 +312,23 @@ class SchedulerMetrics:
     def wasted_retry(self, event: str) -> None:
         """A pod ``event`` moved was rejected again by the same plugins."""
         self._wasted_child(event).inc()
+
+    # --- DRAObserver --------------------------------------------------------------------
+    def claim_created(self, succeeded: bool) -> None:
+        self.claim_creates.labels("success" if succeeded else "failure").inc()
+
+    def binding_conditions_ended(
+        self,
+        profile: str,
+        outcome: BindingOutcome,
+        seconds: float,
+        allocated_drivers: Sequence[str],
+        conditioned_drivers: Sequence[str],
+    ) -> None:
+        for driver in allocated_drivers:
+            self.binding_condition_wait.labels(profile, driver, outcome.value).observe(seconds)
+        for driver in conditioned_drivers:
+            self.binding_condition_allocations.labels(profile, driver, outcome.value).inc()
 
     def watch_queue(self, pending: Callable[[], Mapping[str, int]]) -> None:
         self.registry.register(_PendingCollector(pending))

@@ -63,7 +63,7 @@ from nodeagent.scheduler.framework import (
     QueueingHint,
 )
 from nodeagent.scheduler.plugins import helpers, node_affinity
-from nodeagent.scheduler.resource_claims import ResourceCatalog, ResourceClaim
+from nodeagent.scheduler.resource_claims import BindingOutcome, ResourceCatalog, ResourceClaim
 from nodeagent.scheduler.snapshot import ClusterSnapshot, Int64s, Mask, NodeIndices
 
 NAME = "DynamicResources"
@@ -776,26 +776,39 @@ class DynamicResources:
                 found.claims[index] = current
                 is_ready, failure = resource_claims.binding_readiness(current)
                 if failure:
-                    raise _BindFailed(failure)
+                    raise _BindFailed(failure, BindingOutcome.FAILURE)
                 if not is_ready:
                     timeout, now = self._binding_timeout, catalog.now()
                     if resource_claims.binding_timed_out(current, timeout, now):
-                        raise _BindFailed(f"device binding timeout: claim={current.name}")
+                        raise _BindFailed(
+                            f"device binding timeout: claim={current.name}", BindingOutcome.TIMEOUT
+                        )
                     return False
             return True
 
+        started = catalog.monotonic()
+        status, outcome = api.SUCCESS, BindingOutcome.SUCCESS
         try:
-            met = helpers.wait_until(
+            if not helpers.wait_until(
                 ready,
                 timeout=self._binding_timeout,
                 wait_changed=catalog.wait_changed,
                 monotonic=catalog.monotonic,
-            )
+            ):
+                status = api.error("device binding timeout: context deadline exceeded")
+                outcome = BindingOutcome.TIMEOUT
         except _BindFailed as exc:
-            return api.error(str(exc))
-        if not met:
-            return api.error("device binding timeout: context deadline exceeded")
-        return api.SUCCESS
+            status, outcome = api.error(str(exc)), exc.outcome
+        if catalog.observer is not None:
+            allocated = [c.allocation for c in found.claims if c.allocation is not None]
+            catalog.observer.binding_conditions_ended(
+                pod.scheduler_name,
+                outcome,
+                catalog.monotonic() - started,
+                [r.driver for a in allocated for r in a.results],
+                [r.driver for a in allocated for r in a.results if r.binding_conditions],
+            )
+        return status
 
     def _bind_claim(self, found: _State, index: int, pod: api.Pod, node_name: str) -> ResourceClaim:
         """``bindClaim``: allocation (with the finalizer first) and reservation; the
@@ -882,12 +895,18 @@ class DynamicResources:
             meta["name"] = meta["generateName"] + digest[:5]
             meta["uid"] = f"planned-{digest[:32]}"
             return resource_claims.parse_resource_claim(body)
+        observer = self._catalog.observer
         try:
-            return writer.create_claim(body)
+            created = writer.create_claim(body)
         except errors.KubeAPIError as exc:
+            if observer is not None:
+                observer.claim_created(False)
             raise _BindFailed(
                 f"create claim for extended resources {claim.namespace}/{claim.name}: {exc}"
             ) from exc
+        if observer is not None:
+            observer.claim_created(True)
+        return created
 
     def _name_in_pod_status(
         self, pod: api.Pod, claim: ResourceClaim, extended: _Extended, node_name: str
@@ -1042,7 +1061,16 @@ def extended_requests(
 
 
 class _BindFailed(Exception):
-    """PreBind could not record a claim's allocation or reservation."""
+    """PreBind could not record a claim's allocation or reservation, or its wait for
+    binding conditions ended in ``outcome``."""
+
+    def __init__(
+        self,
+        message: str,
+        outcome: resource_claims.BindingOutcome = resource_claims.BindingOutcome.ERROR,
+    ) -> None:
+        super().__init__(message)
+        self.outcome = outcome
 
 
 def new(args: Args | None, handle: Handle) -> DynamicResources:

@@ -22,6 +22,7 @@ import pytest
 
 from nodeagent.scheduler import api, framework, objects, resource_claims
 from nodeagent.scheduler.framework import CycleState
+from nodeagent.scheduler.live.metrics import SchedulerMetrics
 from nodeagent.scheduler.plugins import dynamic_resources
 from nodeagent.scheduler.plugins.dynamic_resources import DynamicResources
 from nodeagent.scheduler.resource_claims import ResourceCatalog
@@ -426,3 +427,61 @@ def test_two_claims(case: str, second: list[tuple[str, str]], want: str | None) 
 def test_binding_timeout_must_be_a_second() -> None:
     with pytest.raises(ValueError, match="must be at least 1 second"):
         dynamic_resources.Args(binding_timeout="500ms")
+
+
+# --- kube-scheduler's metrics of the wait -------------------------------------------------
+
+
+def _sample(metrics: SchedulerMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+@pytest.mark.parametrize("outcome", ["success", "failure", "timeout"])
+def test_the_wait_is_counted_and_timed_by_how_it_ended(outcome: str) -> None:
+    """``scheduler_dra_bindingconditions_allocations_total`` counts the device with
+    binding conditions, ``..._wait_duration_seconds`` times the wait, both labelled with
+    the profile (the pod's scheduler), the driver and how the wait ended."""
+    plugin, catalog, _, clock, snapshot = setup(
+        [claim()], slices=[fabric_slice()], binding_timeout="2s"
+    )
+    metrics = SchedulerMetrics(("default-scheduler",), process_metrics=False)
+    catalog.observer = metrics
+    pod = b.pod_with_claim()
+    state = CycleState()
+    plugin.pre_filter(state, pod, snapshot)
+    plugin.filter_node(state, pod, snapshot, 0)
+    plugin.reserve(state, pod, WORKER)
+
+    def driver_reports(timeout: float) -> None:
+        clock.wait(min(timeout, 0.5))
+        if outcome == "timeout":
+            return
+        current = catalog.api_claim("default", "my-pod-my-resource")
+        assert current is not None
+        reported = BOUND if outcome == "success" else FAILED
+        body = with_binding_conditions(
+            copy.deepcopy(dict(current.raw)),
+            allocated_at=resource_claims.rfc3339(NOW),
+            conditions=reported,
+        )
+        body["metadata"] = {**body["metadata"], "resourceVersion": "99"}
+        catalog.set_claim(resource_claims.parse_resource_claim(body))
+
+    catalog.wait_changed = driver_reports  # type: ignore[method-assign]
+    status = plugin.pre_bind(state, pod, WORKER)
+    assert status.is_success == (outcome == "success")
+    labels = {"profile": "default-scheduler", "driver": b.DRIVER, "status": outcome}
+    assert _sample(metrics, "scheduler_dra_bindingconditions_allocations_total", **labels) == 1
+    waited = 0.5 if outcome != "timeout" else 2.0
+    assert _sample(
+        metrics, "scheduler_dra_bindingconditions_wait_duration_seconds_sum", **labels
+    ) == pytest.approx(waited)
+    for other in {"success", "failure", "timeout", "error"} - {outcome}:
+        assert (
+            _sample(
+                metrics,
+                "scheduler_dra_bindingconditions_allocations_total",
+                **{**labels, "status": other},
+            )
+            is None
+        )

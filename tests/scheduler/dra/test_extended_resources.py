@@ -779,3 +779,33 @@ def test_the_extended_resource_example(capsys: pytest.CaptureFixture[str]) -> No
     assert by_pod["default/implicit"]["message"].startswith(
         "0/3 nodes are available: 3 cannot allocate all claims. still not schedulable"
     )
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_claim_creates_are_counted(refused: bool) -> None:
+    """``scheduler_resourceclaim_creates_total{status}``: each create request PreBind
+    sends, by whether the API server took it."""
+    from nodeagent.base import errors
+    from nodeagent.scheduler.live.metrics import SchedulerMetrics
+
+    plugin, catalog, writer, snapshot = setup([device_class()], devices=1)
+    metrics = SchedulerMetrics(("default-scheduler",), process_metrics=False)
+    catalog.observer = metrics
+    if refused:
+
+        def refuse(body: Mapping[str, Any]) -> resource_claims.ResourceClaim:
+            raise errors.KubeAPIError("quota exceeded", status=403)
+
+        writer.create_claim = refuse  # type: ignore[method-assign]
+    the_pod = pod({GPU: "1"})
+    state, _, _ = run_to_reserve(plugin, the_pod, snapshot)
+    assert plugin.reserve(state, the_pod, WORKER).is_success
+    assert plugin.pre_bind(state, the_pod, WORKER).is_success is not refused
+    name = "scheduler_resourceclaim_creates_total"
+    counted = {
+        status: metrics.registry.get_sample_value(name, {"status": status})
+        for status in ("success", "failure")
+    }
+    assert counted == (
+        {"success": None, "failure": 1.0} if refused else {"success": 1.0, "failure": None}
+    )
