@@ -8,8 +8,8 @@ pod's), ``allocatable``, and ``included``, false where kube-scheduler skips the
 resource for that node (no allocatable, or a scalar resource the pod does not request).
 
 Integer formulas stay in int64 (Go's int64 with truncating division; all operands here
-are non-negative, so ``//`` is Go's ``/``; BalancedAllocation's difference uses
-:func:`~.helpers.trunc_div`). BalancedAllocation is float64 in Go and here,
+are non-negative, so ``//`` is Go's ``/``, BalancedAllocation's difference of balances
+included). BalancedAllocation is float64 in Go and here,
 with the sums taken in the same order so the results are bit-identical.
 """
 
@@ -341,7 +341,9 @@ def balanced_allocation_vector(
     with_pod = balance_vector(requested, allocatable, counted)
     without_pod = balance_vector(allocated, allocatable, counted)
     half = api.MAX_NODE_SCORE // 2
-    change: Int64s = half + helpers.trunc_div(half + with_pod - without_pod, 2)
+    # Both balances are 50..100, so the numerator is 0..100 and ``//`` is Go's ``/``
+    # here (:func:`balance_change` keeps the truncating form as the specification).
+    change: Int64s = half + (half + with_pod - without_pod) // 2
     return change
 
 
