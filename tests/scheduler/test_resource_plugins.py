@@ -502,3 +502,11 @@ def test_go_round_vector_is_go_math_round(value: float, expected: int) -> None:
 
     assert helpers.go_round(value) == expected
     assert helpers.go_round_vector(np.array([value])).tolist() == [expected]
+
+
+def test_balanced_allocation_on_a_node_without_allocatable_is_unchanged_balance() -> None:
+    """``calculateNodeAllocatableRequest`` skips a resource the node has none of: with
+    neither cpu nor memory, both balances are 100 (no fractions) and the score is 75."""
+    snap = b.snapshot([b.node("empty", cpu="0", memory="0"), b.node("n1", cpu="4", memory="4Gi")])
+    plugin = balanced_allocation.new(None, Handle())
+    assert scores(plugin, b.pod(requests={"cpu": "1", "memory": "1Gi"}), snap) == [75, 75]
