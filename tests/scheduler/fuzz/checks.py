@@ -5,6 +5,7 @@ run (``benchmarks.fuzz_scheduler``) call the same functions."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -145,15 +146,21 @@ def plan_invariants(objs: list[dict[str, Any]], seed: int = 0) -> planner.Plan:
     """The whole plan (default profile, NodePressure included): every pending pod placed
     at most once; each scheduled pod on a node the oracle's filters accept at that point
     of the plan (so never over allocatable; for volumes with the storage as it was before
-    the plan, a necessary condition); ``--explain`` changes nothing and agrees; a PV is
-    bound to at most one claim, and every scheduled pod's claims are bound to PVs its node
-    can reach or selected for provisioning on its node."""
+    the plan, a necessary condition; for devices with the claims as that pod's cycle
+    found them, after the earlier pods' allocations and PostFilter's deallocations);
+    ``--explain`` changes nothing and agrees; a PV is bound to at most one claim, and
+    every scheduled pod's claims are bound to PVs its node can reach or selected for
+    provisioning on its node."""
     cluster = objects.read_cluster(objs)
     configuration = config.parse_configuration(None, PLUGINS)
     plain = planner.plan(cluster, configuration, plugins=PLUGINS, seed=seed, now=0.0)
     volumes = storage.VolumeCatalog(cluster.storage)
     resources = resource_claims.ResourceCatalog(cluster.resources)
-    explained = planner.plan(
+    # the claims as each pod's cycle found them: a cycle changes them (an allocation, or
+    # PostFilter deallocating an idle claim that blocked its pod, whose devices a later
+    # pod may then take), so the oracle must judge each placement against its own moment
+    claims_before: list[tuple[resource_claims.ResourceClaim, ...]] = []
+    stream = planner.placements(
         cluster,
         configuration,
         plugins=PLUGINS,
@@ -163,6 +170,15 @@ def plan_invariants(objs: list[dict[str, Any]], seed: int = 0) -> planner.Plan:
         volumes=volumes,
         resources=resources,
     )
+    steps = []
+    while True:
+        before = tuple(resources.claims())
+        step = next(stream, None)
+        if step is None:
+            break
+        steps.append(step)
+        claims_before.append(before)
+    explained = planner.Plan(tuple(steps))
     pending = {p.key for p in _pending(cluster)}
     keys = [p.pod for p in plain.placements]
     assert len(keys) == len(set(keys)), f"a pod placed twice: {keys}"
@@ -181,10 +197,11 @@ def plan_invariants(objs: list[dict[str, Any]], seed: int = 0) -> planner.Plan:
     order = [n.name for n in cluster.nodes]
     world = world_of(cluster, order)
     by_node = {n.name: n for n in cluster.nodes}
-    for placement in explained.placements:
+    for placement, claims in zip(explained.placements, claims_before, strict=True):
         pod = by_key[placement.pod]
         if placement.status is planner.Outcome.SCHEDULED:
             assert placement.node is not None
+            world.resources = dataclasses.replace(world.resources, claims=claims)
             verdict = oracle.filter_node(pod, by_node[placement.node], world)
             assert verdict == oracle.Verdict.FIT, (
                 f"{pod.key} placed on {placement.node}, which the oracle rejects ({verdict})"
