@@ -113,9 +113,17 @@ class _Guard:
 
 
 class CycleState:
-    """Per-pod scratch space shared by the plugins of one scheduling cycle."""
+    """Per-pod scratch space shared by the plugins of one scheduling cycle.
 
-    def __init__(self) -> None:
+    ``cycle``: for the state of a preemption dry run, the state of the scheduling cycle
+    it belongs to. The dry run runs PreFilter again (on a snapshot it edits), but a
+    plugin whose PreFilter reads objects that the cycle's PostFilter may have changed
+    since (DynamicResources after deallocating a claim) reuses the cycle's reading, as
+    kube-scheduler's dry run works on a clone of the cycle's state.
+    """
+
+    def __init__(self, cycle: CycleState | None = None) -> None:
+        self.cycle = cycle
         self._data: dict[str, object] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()

@@ -194,8 +194,10 @@ class _DryRun:
         budgets: Sequence[api.DisruptionBudget],
         nominator: Nominator,
         now: float,
+        cycle: CycleState | None = None,
     ) -> None:
         self.fw = fw
+        self.cycle = cycle
         self.snapshot = snapshot
         self.pod = pod
         self.budgets = budgets
@@ -241,7 +243,7 @@ class _DryRun:
         per-node arrays (:meth:`~ClusterSnapshot.node_pods`); removing them, and each
         reprieve step, is one scatter into the snapshot's columns and one vectorized
         Filter over the nodes concerned. The snapshot is restored on return."""
-        snapshot, state = self.snapshot, CycleState()
+        snapshot, state = self.snapshot, CycleState(self.cycle)
         _, status, _ = self.fw.run_pre_filter(state, self.pod, snapshot)
         _raising(status)
         lower = self._lower_priority(nodes)
@@ -400,7 +402,7 @@ class _DryRun:
 
     def _fits(self, node: int) -> api.Status:
         """The whole PreFilter and Filter for one node, as the snapshot is now."""
-        state = CycleState()
+        state = CycleState(self.cycle)
         with self._nominated_on(node):
             _, status, _ = self.fw.run_pre_filter(state, self.pod, self.snapshot)
             if not _raising(status).is_success:
@@ -460,21 +462,25 @@ def preempt(
     settings: Settings,
     rng: random.Random,
     now: float,
+    cycle: CycleState | None = None,
 ) -> tuple[PostFilterResult | None, api.Status]:
-    """kube-scheduler's ``Evaluator.Preempt``; see the module docstring."""
+    """kube-scheduler's ``Evaluator.Preempt``; see the module docstring. ``cycle``: the
+    state of the scheduling cycle that failed (see :class:`~framework.CycleState`)."""
     reason = eligible(pod, snapshot, diagnosis)
     if reason is not None:
         return None, api.unschedulable(reason)
     helps = diagnosis.preemption_may_help()
     potential: list[int] = np.flatnonzero(helps).tolist()
-    dry_run = _DryRun(fw, snapshot=snapshot, pod=pod, budgets=budgets, nominator=nominator, now=now)
+    dry_run = _DryRun(
+        fw, snapshot=snapshot, pod=pod, budgets=budgets, nominator=nominator, now=now, cycle=cycle
+    )
     if not potential:
         return PostFilterResult(), _no_candidates(snapshot, dry_run.failures)
     wanted = num_candidates(len(potential), settings)
     offset = rng.randrange(len(potential))
     walk = potential[offset:] + potential[:offset]
 
-    state = CycleState()
+    state = CycleState(cycle)
     _, status, _ = fw.run_pre_filter(state, pod, snapshot)
     _raising(status)
     filters = fw.active_filters(state) if status.is_success else []

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from nodeagent.scheduler import api, framework, resource_claims
+from nodeagent.scheduler import api, config, framework, objects, planner, registry, resource_claims
 from nodeagent.scheduler.dra import model
 from nodeagent.scheduler.framework import ClusterEvent, CycleState, QueueingHint
 from nodeagent.scheduler.plugins import dynamic_resources
@@ -595,3 +595,40 @@ def test_a_pod_held_for_its_claim_goes_once_the_claim_appears() -> None:
     catalog.set_claim(parsed(PENDING))
     assert queue.recheck_gated(ClusterEvent.RESOURCE_CLAIM_ADD) == 1
     assert queue.where(waiting.uid) is Where.ACTIVE
+
+
+def test_preemption_after_a_deallocation_judges_the_claim_as_the_cycle_read_it() -> None:
+    """PostFilter deallocates an idle claim allocated on a node the pod may not use
+    (tainted); DefaultPreemption runs next in the same PostFilter, and its dry run must
+    see the claim as that cycle's PreFilter read it (v1.36.3 shares the cycle's
+    ``stateData`` through ``CycleState.Clone``): still allocated on the tainted node, so
+    no node is a candidate and nobody is evicted. Deallocating first is meant to spare
+    pods doing useful work (``applyDynamicResources``); a later cycle may place or
+    preempt with the claim free."""
+    taint = {"key": "dedicated", "value": "x", "effect": "NoSchedule"}
+    filler = builders.container(requests={"cpu": "4"})
+    objs = [
+        builders.node_dict("tainted", taints=[taint]),
+        builders.node_dict("busy"),
+        builders.node_dict("idle"),
+        builders.pod_dict("filler", containers=[filler], node_name="busy", priority=0),
+        b.device_class(),
+        b.node_slice("tainted"),
+        b.node_slice("busy"),
+        b.claim_dict(owner=None, allocated=[("tainted", "instance-0")], node="tainted"),
+        {
+            **builders.pod_dict(
+                "my-pod",
+                requests={"cpu": "1"},
+                priority=100,
+                resourceClaims=[{"name": "r", "resourceClaimName": "my-pod-my-resource"}],
+            ),
+        },
+    ]
+    objs[-1]["metadata"]["uid"] = b.POD_UID
+    cluster = objects.read_cluster(objs)
+    configuration = config.parse_configuration(None, registry.in_tree_registry())
+    (placement,) = planner.plan(cluster, configuration, seed=0, now=0.0).placements
+    assert placement.status is planner.Outcome.UNSCHEDULABLE, placement
+    assert placement.victims == ()
+    assert "deallocation of ResourceClaim completed" in (placement.message or "")

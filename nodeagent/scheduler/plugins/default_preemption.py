@@ -74,6 +74,7 @@ class DefaultPreemption:
             settings=self._settings,
             rng=self._handle.rng,
             now=self._handle.now,
+            cycle=state,
         )
         if status.message:
             status = api.Status(status.code, (f"preemption: {status.message}",), status.plugin)

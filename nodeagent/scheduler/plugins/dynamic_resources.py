@@ -208,6 +208,8 @@ class _State:
     extended: _Extended | None = None
     allocations: dict[int, model.AllocationResult] = field(default_factory=dict)
     """Set by Reserve: what PreBind writes."""
+    verdict: api.Status | None = None
+    """What PreFilter answered (a preemption dry run answers the same)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -328,12 +330,24 @@ class DynamicResources:
     def pre_filter(
         self, state: CycleState, pod: api.Pod, snapshot: ClusterSnapshot
     ) -> tuple[PreFilterResult | None, api.Status]:
+        earlier = None if state.cycle is None else state.cycle.read(_STATE, _State)
+        if earlier is not None and earlier.verdict is not None:
+            # a preemption dry run judges the claims as the failed cycle read them, as
+            # upstream's dry run shares the cycle's stateData: PostFilter may have just
+            # deallocated one (the next cycle, not this one, sees it free)
+            state.write(_STATE, earlier)
+            return None, earlier.verdict
+        status = self._read_claims(state, pod)
+        self._state(state).verdict = status
+        return None, status
+
+    def _read_claims(self, state: CycleState, pod: api.Pod) -> api.Status:
         # the claims are recorded only once PreFilter passes (PostFilter reads them)
         found = _State([])
         state.write(_STATE, found)
         claims, error = pod_claims(pod, self._catalog) if pod.resource_claims else ([], "")
         if error:
-            return None, _unresolvable(error)
+            return _unresolvable(error)
         extended = self._extended_resources(pod)
         if extended is not None:
             claim = self._catalog.extended_claim(pod) or resource_claims.parse_resource_claim(
@@ -342,14 +356,14 @@ class DynamicResources:
             found.extended = _Extended(len(claims), extended, pod, claim.uid)
             claims.append(claim)
         if not claims:
-            return None, api.SKIP
+            return api.SKIP
         to_allocate = []
         blocked = set()
         now = self._catalog.now()
         for index, claim in enumerate(claims):
             if claim.allocated:
                 if not claim.can_be_reserved() and not claim.reserved_for_pod(pod):
-                    return None, _unresolvable(REASON_IN_USE)
+                    return _unresolvable(REASON_IN_USE)
                 ready, failure = resource_claims.binding_readiness(claim)
                 if failure or (
                     not ready
@@ -359,19 +373,19 @@ class DynamicResources:
                 continue
             to_allocate.append(index)
             if self._catalog.pending(claim.uid) is not None:
-                return None, _unresolvable(
+                return _unresolvable(
                     f"resource claim {claim.key} is in the process of being allocated"
                 )
             if found.extended is not None and index == found.extended.index:
                 continue  # its requests are a node's, made by Filter
             status = self._check_classes(claim)
             if not status.is_success:
-                return None, status
+                return status
         if to_allocate:
             found.allocator = self._new_allocator(self._catalog)
         found.claims, found.to_allocate, found.seen = claims, to_allocate, tuple(claims)
         found.binding_blocked = frozenset(blocked)
-        return None, api.SUCCESS
+        return api.SUCCESS
 
     def _extended_resources(self, pod: api.Pod) -> dict[str, int] | None:
         """``preFilterExtendedResources``: the pod's DRA-nameable extended resources,
