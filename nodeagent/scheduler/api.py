@@ -457,7 +457,7 @@ class Pod:
     nonzero_memory: int = 0
     host_ports: tuple[HostPort, ...] = ()
     images: tuple[str, ...] = ()
-    """Normalized image names of init containers then containers."""
+    """Normalized image names of init containers, containers, then image volumes."""
     container_count: int = 0
     """Init containers plus containers (ImageLocality's threshold scales with it)."""
     created: float = 0.0

@@ -524,6 +524,19 @@ def _read_containers(
     return _Containers(resources, tuple(images), tuple(ports))
 
 
+def _image_volumes(volumes: Any, where: FieldPath) -> tuple[str, ...]:
+    """The normalized references of the pod's image volumes (``volumes[].image``), which
+    ImageLocality counts beside the containers' images (``sumImageScores``) without
+    raising its per-container threshold."""
+    found = []
+    for i, raw in enumerate(_sequence(volumes, where)):
+        source = _mapping(raw, where / i).get("image")
+        if source is not None:
+            reference = _mapping(source, where / i / "image").get("reference")
+            found.append(normalized_image_name(_text(reference, where / i / "image" / "reference")))
+    return tuple(found)
+
+
 def _priority(
     spec: Mapping[str, Any], swhere: FieldPath, priority_classes: Mapping[str, int] | None
 ) -> int:
@@ -592,7 +605,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         nonzero_cpu=nonzero.get(CPU, 0),
         nonzero_memory=nonzero.get(MEMORY, 0),
         host_ports=containers.host_ports,
-        images=containers.images,
+        images=containers.images + _image_volumes(spec.get("volumes"), swhere / "volumes"),
         container_count=len(containers.images),
         created=_timestamp(meta.get("creationTimestamp"), mwhere / "creationTimestamp"),
         deleting=bool(meta.get("deletionTimestamp")),

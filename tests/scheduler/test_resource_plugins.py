@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from nodeagent.scheduler import api
+from nodeagent.scheduler import api, objects
 from nodeagent.scheduler.framework import CycleState, Handle
 from nodeagent.scheduler.plugins import (
     balanced_allocation,
@@ -510,3 +510,30 @@ def test_balanced_allocation_on_a_node_without_allocatable_is_unchanged_balance(
     snap = b.snapshot([b.node("empty", cpu="0", memory="0"), b.node("n1", cpu="4", memory="4Gi")])
     plugin = balanced_allocation.new(None, Handle())
     assert scores(plugin, b.pod(requests={"cpu": "1", "memory": "1Gi"}), snap) == [75, 75]
+
+
+def test_image_locality_counts_image_volumes_under_the_containers_threshold() -> None:
+    """Upstream's "pod with ImageVolume" (``TestImageLocalityPriority``): a container of
+    gcr.io/30 and an image volume of gcr.io/300, over node1 (300, 600, 900 MB) and node2
+    (4000, 30 MB). The volume's image counts (node1: 300 MB x 1/2 spread), the threshold
+    stays one container's: 100 * (150M - 23M) / (1000M - 23M) = 12, node2 0."""
+    mb = 1024 * 1024
+    nodes = [
+        b.node(
+            "node1",
+            images=[
+                (["gcr.io/300:latest", "gcr.io/300:v1"], 300 * mb),
+                (["gcr.io/600:latest"], 600 * mb),
+                (["gcr.io/900:latest"], 900 * mb),
+            ],
+        ),
+        b.node(
+            "node2", images=[(["gcr.io/4000:latest"], 4000 * mb), (["gcr.io/30:latest"], 30 * mb)]
+        ),
+    ]
+    body = b.pod_dict(containers=[b.container(image="gcr.io/30")])
+    body["spec"]["volumes"] = [{"name": "imageVolume", "image": {"reference": "gcr.io/300"}}]
+    pod = objects.parse_pod(body)
+    assert (pod.images, pod.container_count) == (("gcr.io/30:latest", "gcr.io/300:latest"), 1)
+    plugin = image_locality.new(None, Handle())
+    assert scores(plugin, pod, b.snapshot(nodes)) == [12, 0]
