@@ -65,5 +65,12 @@ def test_cluster_run_stops_on_sigterm_with_its_pod_watch_open(
             lambda: harness.condition_status(cluster, "NodeAgentMemoryPressure") == "False",
             timeout=20,
         )
-        harness.wait_for("the pod watch", lambda: api.requests_to("GET", r"/api/v1/pods$")[1:])
+        # the informer lists by streaming: its one request is the watch (a list, then a
+        # watch, where the server does not stream)
+        harness.wait_for(
+            "the pod watch",
+            lambda: [
+                r for r in api.requests_to("GET", r"/api/v1/pods$") if r.param("watch") == "true"
+            ],
+        )
         assert agent.terminate() < STOP_WITHIN
