@@ -119,7 +119,9 @@ def bound_at_most_once(
 ) -> None:
     """No second binding of any pod (it would be a 409: only a ``doomed`` pod, deleted
     during the burst, may have a binding refused), one Scheduled event per pod and one
-    for every pod still bound (the events are written asynchronously: waited for)."""
+    for every pod still bound. The events are written asynchronously, and a binding's
+    answer is counted in the scheduler's metrics after the API shows the pod bound (the
+    binding process reports it back): both are waited for."""
 
     def scheduled() -> collections.Counter[str]:
         counts: collections.Counter[str] = collections.Counter()
@@ -127,17 +129,18 @@ def bound_at_most_once(
             counts[event["involvedObject"]["name"]] += event.get("count") or 1
         return counts
 
-    codes = binding_codes(process, token)
     assert refused(process, namespace) <= doomed, process.tail()
+
+    def settled() -> tuple[collections.Counter[str], collections.Counter[str]] | None:
+        counts, codes = scheduled(), binding_codes(process, token)
+        if survivors <= set(counts) and sum(counts.values()) == codes["201"]:
+            return counts, codes
+        return None
+
+    counts, codes = eventually(settled, what="a Scheduled event per binding counted")
     if not doomed:
         assert codes["409"] == 0, f"a binding of a bound pod: {codes}"
-    eventually(
-        lambda: survivors <= set(scheduled()) and sum(scheduled().values()) >= codes["201"],
-        what="a Scheduled event per binding",
-    )
-    counts = scheduled()
     assert all(n == 1 for n in counts.values()), f"a pod reported bound twice: {counts}"
-    assert sum(counts.values()) == codes["201"], (codes, counts)
 
 
 def fits(placed: dict[str, str], node: str, allocatable: int) -> None:
