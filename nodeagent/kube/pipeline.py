@@ -1,4 +1,4 @@
-"""Pipelined POSTs: many requests in flight on a few kept-alive HTTP/1.1 connections.
+"""Pipelined writes: many requests in flight on a few kept-alive HTTP/1.1 connections.
 
 The scheduler writes two objects per pod it places (the binding and its ``Scheduled``
 event), and at a thousand pods a second how they are written is most of what the
@@ -25,8 +25,12 @@ particular to pipelining:
   409 AlreadyExists, both answers the callers already handle);
 * a connection with an answer owed for longer than the read timeout is closed.
 
-A call never blocks its caller: :meth:`Poster.post` returns at once and the outcome
-arrives through the callback, on the loop's thread.
+A call never blocks its caller: :meth:`Poster.post` (and :meth:`Poster.send`, for
+another method or a caller that wants the stored object back) returns at once and the
+outcome arrives through the callback, on the loop's thread. A PUT is retried on faults
+like a POST: it carries the resourceVersion it was read at, so one that did reach the
+server before its connection broke is answered 409 when sent again, which the caller
+sees as the Conflict it is (DynamicResources' PreBind re-reads the claim on one).
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ log = logging.getLogger(__name__)
 Done = Callable[[errors.KubeAPIError | None], None]
 """Called once per call: None when it was answered 2xx, else the error it ended with."""
 
+Answered = Callable[[errors.KubeAPIError | None, int, bytes], None]
+"""Called once per :meth:`Poster.send`: the error it ended with (None when answered
+2xx), the last answer's status and body (0 and empty when there was no answer)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
@@ -65,10 +73,29 @@ class Limits:
 
 
 class _Call:
-    __slots__ = ("attempts", "body", "done", "path", "resource", "verb", "what")
+    __slots__ = (
+        "answered",
+        "attempts",
+        "body",
+        "done",
+        "method",
+        "path",
+        "resource",
+        "verb",
+        "what",
+    )
 
     def __init__(
-        self, verb: str, resource: str, *, what: str, path: str, body: bytes, done: Done
+        self,
+        verb: str,
+        resource: str,
+        *,
+        what: str,
+        path: str,
+        body: bytes,
+        done: Done | None = None,
+        method: str = "POST",
+        answered: Answered | None = None,
     ) -> None:
         self.verb = verb
         self.resource = resource
@@ -76,6 +103,8 @@ class _Call:
         self.path = path
         self.body = body
         self.done = done
+        self.method = method
+        self.answered = answered
         self.attempts = 0
 
 
@@ -175,7 +204,8 @@ class _Connection(asyncio.Protocol):
 
 
 class Poster:
-    """POSTs of serialised JSON to one API server, pipelined over kept-alive
+    """Writes (POSTs, and PUTs or PATCHes through :meth:`send`) of serialised JSON to
+    one API server, pipelined over kept-alive
     connections, on the running asyncio loop. Not thread-safe: the loop's thread
     alone calls it."""
 
@@ -226,6 +256,24 @@ class Poster:
         """POST ``body`` to ``path``; ``done`` gets the outcome. ``verb`` and
         ``resource`` name it for the observer, ``what`` for error messages."""
         self._take_token(_Call(verb, resource, what=what, path=path, body=body, done=done))
+
+    def send(
+        self,
+        method: str,
+        verb: str,
+        resource: str,
+        *,
+        what: str,
+        path: str,
+        body: bytes,
+        answered: Answered,
+    ) -> None:
+        """Send ``body`` to ``path`` with ``method``; ``answered`` gets the outcome with
+        the answer's status and body (the object as stored, on a 2xx)."""
+        call = _Call(
+            verb, resource, what=what, path=path, body=body, method=method, answered=answered
+        )
+        self._take_token(call)
 
     def drop_waiting(self) -> list[_Call]:
         """Take back the calls not written yet (their callbacks are not called)."""
@@ -288,7 +336,7 @@ class Poster:
             self._auth = "".join(f"{k}: {v}\r\n" for k, v in self._credentials().items())
             self._auth_checked = now
         return (
-            f"POST {self._address.prefix}{call.path} HTTP/1.1\r\n{self._head}{self._auth}"
+            f"{call.method} {self._address.prefix}{call.path} HTTP/1.1\r\n{self._head}{self._auth}"
             f"Content-Length: {len(call.body)}\r\n\r\n"
         ).encode("latin-1") + call.body
 
@@ -334,12 +382,12 @@ class Poster:
     def _answered(self, call: _Call, status: int, body: bytes, retry_after: str | None) -> None:
         self._observer.api_request(call.verb, call.resource, str(status))
         if 200 <= status <= 299:
-            _finish(call, None)
+            _finish(call, None, status, body)
         else:
             error = kube_errors.from_status(
                 status, body, what=call.what, retry_after_header=retry_after
             )
-            self._failed(call, error)
+            self._failed(call, error, status, body)
         self._dispatch()
 
     def _lost(self, connection: _Connection, why: str) -> None:
@@ -357,21 +405,26 @@ class Poster:
             self._failed(call, kube_errors.Unavailable(f"{call.what}: no answer: {why}"))
         self._dispatch()
 
-    def _failed(self, call: _Call, error: errors.KubeAPIError) -> None:
+    def _failed(
+        self, call: _Call, error: errors.KubeAPIError, status: int = 0, body: bytes = b""
+    ) -> None:
         if (
             self._closed
             or not kube_errors.is_retryable(error)
             or call.attempts >= self._retry.attempts
         ):
-            _finish(call, error)
+            _finish(call, error, status, body)
             return
         delay = self._retry.wait_seconds(call.attempts, error, retry.JITTER.random())
         self._observer.api_retry(call.verb, call.resource, type(error).__name__)
         self._later(delay, call)
 
 
-def _finish(call: _Call, error: errors.KubeAPIError | None) -> None:
+def _finish(call: _Call, error: errors.KubeAPIError | None, status: int, body: bytes) -> None:
     try:
-        call.done(error)
+        if call.answered is not None:
+            call.answered(error, status, body)
+        elif call.done is not None:
+            call.done(error)
     except Exception:  # the caller's bug must not break the connection it came from
         log.exception("handling the outcome of %s failed", call.what)

@@ -12,17 +12,27 @@ has its own), so a slow events API never holds a binding back: at most
 ``reporter.EVENT_QUEUE`` events wait, and the rest are dropped and counted, as
 client-go's broadcaster drops.
 
+The scheduler's other writes of a binding cycle, DynamicResources' PreBind's claim
+updates (the finalizer, then the allocation and reservation: two PUTs per pod in
+scheduler_perf's claim-template shapes), come here as well and go out on the bindings'
+connections: over TLS from the scheduler's own interpreter they were a quarter of its
+CPU in that shape. A write's answer carries the stored object back, unparsed; the
+scheduler turns a failure into the same error its own client raises.
+
 The wire: each message is a 4-byte length and a msgpack document. The scheduler sends
-``[id, namespace, name, uid, node]`` per binding, a map of headers when the
+``[id, namespace, name, uid, node]`` per binding, ``[id, method, path, body, verb,
+resource, what]`` per other write (``body`` the JSON bytes), a map of headers when the
 credentials changed (a rotated token: the scheduler's client library reads them, this
 process imports no ``kubernetes``), or nil for "finish what was sent, then exit". This
-side answers ``[answers, requests, retries, dropped, logs]``: the outcome of
+side answers ``[answers, requests, retries, dropped, logs, written]``: the outcome of
 each binding as ``[id, outcome, message]`` (outcome a :class:`~nodeagent.scheduler.
 api.BindResult` value), the (verb, resource, code) of each HTTP exchange and the (verb,
 resource, reason) of each retry since the last message (for the scheduler's metrics),
 the events dropped meanwhile, and its log records as ``[level, logger, message]`` (the
 scheduler logs them with its own handlers, so the child's lines come out in the
-scheduler's format and at its level). Answers go out once per turn of the loop, so what was
+scheduler's format and at its level), and the outcome of each other write as ``[id,
+status, body]``: the last answer's status and body, or 0 and the fault's message when
+none came. Answers go out once per turn of the loop, so what was
 answered together is one message.
 
 The socket closing (the scheduler is gone) drops what was not sent and ends the process
@@ -69,6 +79,16 @@ _decode = msgspec.msgpack.Decoder().decode
 
 Request = tuple[int, str, str, str, str]
 """(id, namespace, name, uid, node)."""
+
+Write = tuple[int, str, str, bytes, str, str, str]
+"""(id, method, path, body, verb, resource, what): a write other than a binding."""
+
+Written = tuple[int, int, bytes]
+"""A write's outcome: (id, status, body), status 0 and the fault's message for no
+answer."""
+
+WRITE_METHODS = frozenset({"POST", "PUT"})
+"""What a write may be (its body is sent as ``application/json``)."""
 
 
 def frame(message: Any) -> bytes:
@@ -194,6 +214,7 @@ class _Child:
         self._frames = frames
         self._observed = client.RecordingObserver()
         self._answers: list[tuple[int, str, str]] = []
+        self._written: list[Written] = []
         self._logs: list[tuple[int, str, str]] = []
         self._dropped = 0
         self._flush_due = False
@@ -269,6 +290,8 @@ class _Child:
                 self._finishing = True
             elif isinstance(message, dict):
                 self._credentials = message
+            elif len(message) == 7:
+                self._write(message)
             else:
                 self._bind(message)
         self._check_done()
@@ -284,7 +307,30 @@ class _Child:
             done=functools.partial(self._bound, request),
         )
 
+    def _write(self, request: list[Any]) -> None:
+        key, method, path, body, verb, resource, what = request
+        if method not in WRITE_METHODS:
+            message = f"{what}: method {method!r} not written here (allowed: POST, PUT)"
+            self._wrote(key, errors.KubeAPIError(message), 0, b"")
+            return
+        self._bindings.send(
+            method,
+            verb,
+            resource,
+            what=what,
+            path=path,
+            body=body,
+            answered=functools.partial(self._wrote, key),
+        )
+
     # --- answers ------------------------------------------------------------------------
+    def _wrote(self, key: int, error: errors.KubeAPIError | None, status: int, body: bytes) -> None:
+        if status == 0:  # no answer: the fault is all there is to say
+            body = str(error).encode()
+        self._written.append((key, status, body))
+        self._flush_soon()
+        self._check_done()
+
     def _bound(self, request: list[Any], error: errors.KubeAPIError | None) -> None:
         key, namespace, name, uid, node = request
         if error is None:
@@ -346,10 +392,15 @@ class _Child:
         self._flush_due = False
         observed = self._observed
         logs = self._logs
-        if not (self._answers or observed.requests or observed.retries or self._dropped or logs):
+        written = self._written
+        if (
+            not (self._answers or observed.requests or observed.retries or self._dropped or logs)
+            and not written
+        ):
             return
-        message = (self._answers, observed.requests, observed.retries, self._dropped, logs)
+        message = (self._answers, observed.requests, observed.retries, self._dropped, logs, written)
         self._answers, observed.requests, observed.retries = [], [], []
+        self._written = []
         self._dropped = 0
         self._logs = []
         if self._orphaned:

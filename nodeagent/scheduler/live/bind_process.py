@@ -20,6 +20,10 @@ rate limit), reports each request and retry back for the scheduler's metrics, an
 when its socket closes (the scheduler is gone) or when asked. A child that dies fails
 the bindings in flight (they back off and are retried; a binding that did reach the API
 server is then answered 409 and not retried) and is started again for the next binding.
+
+DynamicResources' PreBind writes its claims the same way (:meth:`ProcessBinder.write`):
+the binding thread waits for the stored object, or for the error the scheduler's own
+client would have raised, so PreBind's retry on a Conflict is unchanged.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Protocol
 
 from nodeagent.base import errors
 from nodeagent.kube import client, retry
+from nodeagent.kube import errors as kube_errors
 from nodeagent.kube.address import Address
 from nodeagent.scheduler import api
 from nodeagent.scheduler.api import BindResult, FinalBindError
@@ -140,6 +145,27 @@ class _Answer:
 
     def give(self, result: BindResult, why: str) -> None:
         self.result, self.why = result, why
+        self.done.release()
+
+
+class _Written:
+    """One blocking :meth:`ProcessBinder.write`'s answer. It stands where a binding's
+    ``done`` does (so a child's death or a timeout fails it the same way) and takes the
+    write's own answer through :meth:`written`."""
+
+    __slots__ = ("body", "done", "status")
+
+    def __init__(self) -> None:
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.status = 0
+        self.body = b""
+
+    def __call__(self, result: BindResult, why: str) -> None:
+        self.written(0, why.encode())
+
+    def written(self, status: int, body: bytes) -> None:
+        self.status, self.body = status, body
         self.done.release()
 
 
@@ -316,6 +342,49 @@ class ProcessBinder:
             return api.error(answer.why)
         return api.SUCCESS
 
+    def write(
+        self, method: str, path: str, body: bytes, *, verb: str, resource: str, what: str
+    ) -> bytes:
+        """Send a write (``method`` POST or PUT, ``body`` JSON) through the child and
+        wait for it: the stored object's JSON, or the error the scheduler's own client
+        would raise (:func:`nodeagent.kube.errors.from_status`; a fault after the
+        retries, the child unreachable or the scheduler stopping: Unavailable).
+        ``verb`` and ``resource`` name it in the request metrics, ``what`` in errors."""
+        if method not in bind_child.WRITE_METHODS:
+            raise ValueError(f"method {method!r} is not written by the binding process")
+        answer = _Written()
+        with self._lock:
+            if self._closed:
+                raise kube_errors.Unavailable(f"{what}: the scheduler is stopping")
+            try:
+                child = self._running()
+            except _Restarting as exc:
+                raise kube_errors.Unavailable(f"{what}: {exc}") from exc
+            key = self._next_id
+            self._next_id += 1
+            child.waiting[key] = (answer, self._clock())
+            try:
+                child.sock.sendall(
+                    bind_child.frame((key, method, path, body, verb, resource, what))
+                )
+            except OSError as exc:  # the child died under us
+                child.waiting.pop(key, None)
+                raise kube_errors.Unavailable(
+                    f"{what}: binding process unreachable: {exc}"
+                ) from exc
+        if not answer.done.acquire(timeout=self._answer_timeout + 1.0):
+            with self._lock:
+                child.waiting.pop(key, None)
+            raise kube_errors.Unavailable(
+                f"{what}: binding process did not answer within {self._answer_timeout:g} s"
+            )
+        status = answer.status
+        if 200 <= status <= 299:
+            return answer.body
+        if status == 0:
+            raise kube_errors.Unavailable(answer.body.decode("utf-8", "replace"))
+        raise kube_errors.from_status(status, answer.body, what=what)
+
     def _read(self, child: _Child) -> None:
         """Hand each answer to whoever waits for it; fail what waited too long; when the
         child is gone, fail what it left unanswered."""
@@ -336,7 +405,7 @@ class ProcessBinder:
                 break
             if not data:
                 break
-            for answers, requests, retries, dropped, logs in frames.feed(data):
+            for answers, requests, retries, dropped, logs, written in frames.feed(data):
                 for level, name, message in logs:
                     logging.getLogger(name).log(level, "binding process: %s", message)
                 for request in requests:
@@ -351,6 +420,12 @@ class ProcessBinder:
                 for (_, result, why), entry in zip(answers, waiting, strict=True):
                     if entry is not None:
                         entry[0](BindResult(result), why)
+                if written:
+                    with self._lock:
+                        writers = [child.waiting.pop(key, None) for key, _, _ in written]
+                    for (_, status, body), entry in zip(written, writers, strict=True):
+                        if entry is not None and isinstance(entry[0], _Written):
+                            entry[0].written(status, body)
         with self._lock:
             child.alive = False  # the next binding starts another
             left, child.waiting = child.waiting, {}

@@ -179,7 +179,9 @@ class LiveScheduler:
         self.storage = volumes.StorageInformers(
             kube, self.handle.volumes, self._event, watch_timeout=watch_timeout
         )
-        self.handle.resources.writer = resources.APIClaimWriter(kube, self.recorder)  # DRA
+        self.handle.resources.writer = resources.APIClaimWriter(  # DRA
+            kube, self.recorder, self.process_binder
+        )
         self.handle.resources.observer = self.metrics
         self.resources = resources.ResourceInformers(
             kube, self.handle.resources, self._resource_event, watch_timeout=watch_timeout
