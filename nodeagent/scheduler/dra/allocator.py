@@ -97,16 +97,49 @@ class Verdict(StrEnum):
     scheduling attempt instead of trying other nodes."""
 
 
-@dataclass(frozen=True, slots=True)
 class Outcome:
-    verdict: Verdict
-    allocations: tuple[AllocationResult, ...] = ()
-    """One per claim passed in, in order (a claim already allocated keeps its allocation)."""
-    reason: str = ""
+    """What :meth:`Allocator.allocate` found on a node. The allocation results are built
+    when first read: Filter asks every node and needs only the verdict, Reserve reads
+    the results of the one node chosen (building them was a sixth of the scheduler's
+    time in scheduler_perf's claim-template shapes, 5000pods_500nodes)."""
+
+    __slots__ = ("_allocations", "_build", "count", "reason", "verdict")
+
+    def __init__(
+        self,
+        verdict: Verdict,
+        allocations: tuple[AllocationResult, ...] = (),
+        reason: str = "",
+        *,
+        build: Callable[[], tuple[AllocationResult, ...]] | None = None,
+        count: int = 0,
+    ) -> None:
+        """``build`` (with the ``count`` of results it makes): what builds the
+        allocations, instead of ``allocations``."""
+        self.verdict = verdict
+        self.reason = reason
+        self._allocations = allocations if build is None else None
+        self._build = build
+        self.count = len(allocations) if build is None else count
+        """How many allocations there are (without building them)."""
+
+    @property
+    def allocations(self) -> tuple[AllocationResult, ...]:
+        """One per claim passed in, in order (a claim already allocated keeps its
+        allocation)."""
+        found = self._allocations
+        if found is None:
+            assert self._build is not None
+            found = self._allocations = self._build()
+            self._build = None
+        return found
 
     @property
     def ok(self) -> bool:
         return self.verdict is Verdict.ALLOCATED
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.verdict!r}, count={self.count}, reason={self.reason!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -725,16 +758,17 @@ class Allocator:
             return Outcome(Verdict.ALLOCATED, tuple(c.allocation for c in claims if c.allocation))
         try:
             search = _Search(self, node, pending, should_stop)
-            found = search.run()
+            if not search.run():
+                return Outcome(Verdict.UNSCHEDULABLE, reason=search.failure)
+            if search.node_local():  # building the results cannot fail: later, if asked
+                return Outcome(
+                    Verdict.ALLOCATED,
+                    build=lambda: _aligned(claims, search.solution()),
+                    count=len(claims),
+                )
+            return Outcome(Verdict.ALLOCATED, _aligned(claims, search.solution()))
         except _Fatal as exc:
             return Outcome(Verdict.ERROR, reason=str(exc))
-        if found is None:
-            return Outcome(Verdict.UNSCHEDULABLE, reason=search.failure)
-        fresh = iter(found)
-        return Outcome(
-            Verdict.ALLOCATED,
-            tuple(c.allocation if c.allocation is not None else next(fresh) for c in claims),
-        )
 
     def available_counters(self, pool: _Pool) -> dict[str, dict[str, Decimal]]:
         """What the pool's counter sets have left after devices allocated elsewhere."""
@@ -761,6 +795,14 @@ class Allocator:
         with self._lock:
             self._available[pool.id] = available
         return available
+
+
+def _aligned(
+    claims: Sequence[ResourceClaim], found: list[AllocationResult]
+) -> tuple[AllocationResult, ...]:
+    """One allocation per claim: its own if it had one, else the next one ``found``."""
+    fresh = iter(found)
+    return tuple(c.allocation if c.allocation is not None else next(fresh) for c in claims)
 
 
 _RequestKey = tuple[int, int, int]
@@ -898,7 +940,8 @@ class _Search:
 
     # -- the search -----------------------------------------------------------------
 
-    def run(self) -> list[AllocationResult] | None:
+    def run(self) -> bool:
+        """Whether a solution was found (:meth:`solution` builds it)."""
         prepared = self.owner.prepared(self.claims)
         steps: int | None
         if prepared is not None:  # plain claims, validated on an earlier node
@@ -910,16 +953,35 @@ class _Search:
             if steps is not None:
                 self.owner.remember(self.claims, self.requests, steps)
         if steps is not None and self._greedy(steps):
-            return [self._result(i) for i in range(len(self.claims))]
+            return True
         try:
             done = self._allocate_one(0, 0, 0, 0)
         except _MaxSizeExceeded:
             done = False
-        if not done:
-            if any(p.invalid for p in self.pools):
-                self.failure = MSG_INVALID_POOLS
-            return None
+        if not done and any(p.invalid for p in self.pools):
+            self.failure = MSG_INVALID_POOLS
+        return done
+
+    def solution(self) -> list[AllocationResult]:
+        """The solution :meth:`run` found, one allocation result per claim."""
         return [self._result(i) for i in range(len(self.claims))]
+
+    def node_local(self) -> bool:
+        """Whether every claim's first device is local to the node (or binds to it):
+        its node selector is then the node itself, and building the results cannot
+        fail (``createNodeSelector`` refuses only selectors it reaches before that)."""
+        for results in self.results:
+            if not results:
+                continue
+            first = results[0]
+            node_name = (
+                first.device.node_name
+                if first.slice.per_device_node_selection
+                else first.slice.node_name
+            )
+            if not (node_name or first.device.binds_to_node):
+                return False
+        return True
 
     def _plain_steps(self) -> int | None:
         """For plain claims (``exactly`` requests for a count of devices, no constraints,

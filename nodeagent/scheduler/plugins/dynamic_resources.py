@@ -188,6 +188,26 @@ class _Extended:
     by_node: dict[str, _Variant] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """What the allocator found on one node. The results are built when read (Reserve
+    reads the chosen node's, Score each node's only for ``firstAvailable`` requests)."""
+
+    outcome: allocator.Outcome | None
+    """None: only the extended-resource claim, which this node does not need."""
+    skipped: int = -1
+    """The index in ``to_allocate``'s claims left out of the allocation (the
+    extended-resource claim, not needed on this node), or -1."""
+
+    def allocations(self, to_allocate: Sequence[int]) -> list[model.AllocationResult | None]:
+        """Aligned with ``to_allocate`` (``None``: the extended-resource claim, not
+        needed there: the node's device plugin has those resources)."""
+        if self.outcome is None:
+            return [None]
+        results = iter(self.outcome.allocations)
+        return [None if i == self.skipped else next(results) for i in to_allocate]
+
+
 @dataclass(slots=True)
 class _State:
     claims: list[ResourceClaim]
@@ -198,9 +218,8 @@ class _State:
     to_allocate: list[int] = field(default_factory=list)
     """Indices into ``claims`` of those the scheduler allocates."""
     allocator: NodeAllocator | None = None
-    by_node: dict[str, list[model.AllocationResult | None]] = field(default_factory=dict)
-    """Per node, aligned with ``to_allocate`` (``None``: the extended-resource claim,
-    not needed there: the node's device plugin has those resources)."""
+    by_node: dict[str, _Found] = field(default_factory=dict)
+    """Per node that passed Filter, what the allocator found there."""
     unavailable: set[int] = field(default_factory=set)
     binding_blocked: frozenset[int] = frozenset()
     """Allocated claims whose binding conditions failed or timed out: unavailable on
@@ -463,7 +482,7 @@ class DynamicResources:
         ]
         if not wanted:  # only the extended-resource claim, not needed on this node
             with found.lock:
-                found.by_node[node.name] = [None]
+                found.by_node[node.name] = _Found(None)
             return api.SUCCESS
         should_stop = None
         if self._filter_timeout:
@@ -478,12 +497,10 @@ class DynamicResources:
             return api.error(outcome.reason)
         if not outcome.ok:
             return _unresolvable(outcome.reason or REASON_CANNOT_ALLOCATE)
-        if len(outcome.allocations) != len(wanted):
+        if outcome.count != len(wanted):
             return _unresolvable(REASON_CANNOT_ALLOCATE)
-        results = iter(outcome.allocations)
-        aligned = [None if i == skipped else next(results) for i in found.to_allocate]
         with found.lock:
-            found.by_node[node.name] = aligned
+            found.by_node[node.name] = _Found(outcome, skipped)
             if extended is not None and variant is not None:
                 extended.by_node[node.name] = variant
         return api.SUCCESS
@@ -640,10 +657,10 @@ class DynamicResources:
     def _node_score(found: _State, node_name: str) -> int:
         """``computeScore``: per ``firstAvailable`` request, the max size less the index
         of the subrequest allocated."""
-        allocations = found.by_node.get(node_name)
-        if allocations is None:
+        on_node = found.by_node.get(node_name)
+        if on_node is None:
             return 0
-        pending = iter(allocations)
+        pending = iter(on_node.allocations(found.to_allocate))
         score = 0
         for index, claim in enumerate(found.claims):
             allocation = claim.allocation
@@ -670,12 +687,13 @@ class DynamicResources:
         found = state.read(_STATE, _State)
         if found is None or not found.to_allocate:
             return api.SUCCESS
-        allocations = found.by_node.get(node_name)
+        on_node = found.by_node.get(node_name)
         extended = found.extended
-        if allocations is None:
+        if on_node is None:
             if extended is not None and found.to_allocate == [extended.index]:
                 return api.SUCCESS  # the node's device plugin has the pod's resources
             return api.error("claim allocation not found for node")
+        allocations = on_node.allocations(found.to_allocate)
         if len(allocations) != len(found.to_allocate):
             return api.error(
                 f"internal error, have {len(allocations)} allocations,"

@@ -6,8 +6,12 @@ node labels change."""
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
+
+import pytest
 
 from nodeagent.scheduler import api
+from nodeagent.scheduler.dra import allocator as allocator_module
 from nodeagent.scheduler.dra import model
 from nodeagent.scheduler.dra.allocator import (
     Allocator,
@@ -264,3 +268,52 @@ def test_node_selector_matching_ignores_empty_and_unparsable_terms() -> None:
 
 def test_in_use_default_is_empty() -> None:
     assert InUse().devices == frozenset()
+
+
+def test_results_on_node_local_devices_are_built_only_for_the_node_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    classes, slices, claims = parse_all(
+        [class_(CLASS_A, DRIVER_A)],
+        [
+            slice_with_one_device("s1", NODE1, POOL1, DRIVER_A),
+            slice_with_one_device("s2", NODE2, POOL2, DRIVER_A),
+        ],
+        [claim_with_request(CLAIM0, REQ0, CLASS_A)],
+    )
+    built: list[str] = []
+    result = allocator_module._Search._result
+
+    def counted(search: Any, claim_index: int) -> model.AllocationResult:
+        built.append(search.node.name)
+        return result(search, claim_index)
+
+    monkeypatch.setattr(allocator_module._Search, "_result", counted)
+    allocator = Allocator(classes, Inventory(slices))
+    one = allocator.allocate(node(NODE1, REGION1), claims)
+    two = allocator.allocate(node(NODE2, REGION2), claims)
+    assert one.ok and two.ok and one.count == two.count == 1
+    assert built == []  # Filter's verdicts cost no results
+    assert chosen(two.allocations) == [[f"{DRIVER_A}/{POOL2}/{DEVICE1}"]]
+    assert two.allocations[0].node_selector == model.NodeSelector(
+        (api.SelectorTerm(match_fields=(api.Requirement("metadata.name", "In", (NODE2,)),)),)
+    )
+    assert two.allocations is two.allocations
+    assert built == [NODE2]
+
+
+def test_a_node_selector_upstream_cannot_make_fails_the_filter_not_the_reserve() -> None:
+    two_terms = {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "region", "operator": "In", "values": [REGION1]}]},
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z"]}]},
+        ]
+    }
+    classes, slices, claims = parse_all(
+        [class_(CLASS_A, DRIVER_A)],
+        [slice_with_one_device("s1", two_terms, POOL1, DRIVER_A)],
+        [claim_with_request(CLAIM0, REQ0, CLASS_A)],
+    )
+    outcome = Allocator(classes, Inventory(slices)).allocate(node(NODE1, REGION1), claims)
+    assert outcome.verdict is Verdict.ERROR
+    assert "unsupported ResourceSlice.NodeSelector with 2 terms" in outcome.reason
