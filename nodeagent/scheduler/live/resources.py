@@ -179,9 +179,19 @@ class ResourceInformers(informer.InformerGroup):
         if value is None:
             return
         wiring = _WIRING[kind]
+        before = None if old is None else self._parsed(kind, old, value)
         wiring.store(self._catalog, value, True)
-        before = None if old is None else _read(kind, old)
         self._on_event(wiring.added if old is None else wiring.updated, before, value)
+
+    def _parsed(self, kind: client.ResourceKind, old: client.KubeObject, new: Any) -> Any:
+        """``old`` parsed: for a claim, the catalog's reading of that very object when it
+        holds it (each claim the scheduler writes comes back twice a pod: the parse
+        was paid when ``old`` arrived)."""
+        if isinstance(new, ResourceClaim):
+            known = self._catalog.api_claim(new.namespace, new.name)
+            if known is not None and known.raw is old:
+                return known
+        return _read(kind, old)
 
 
 def may_wait_for(claim: object) -> Callable[[api.Pod], bool] | None:
