@@ -632,3 +632,70 @@ def test_preemption_after_a_deallocation_judges_the_claim_as_the_cycle_read_it()
     assert placement.status is planner.Outcome.UNSCHEDULABLE, placement
     assert placement.victims == ()
     assert "deallocation of ResourceClaim completed" in (placement.message or "")
+
+
+def test_reserve_allocates_what_filter_found_on_the_node_chosen() -> None:
+    """Filter keeps no allocation per node (Score reads none here): Reserve asks the
+    cycle's allocator again for the node chosen and puts in flight the device Filter
+    found there; a node that failed Filter has no allocation to reserve."""
+    catalog = ResourceCatalog()
+    catalog.set_claim(resource_claims.parse_resource_claim(b.claim_dict(owner=None)))
+    catalog.set_claim(
+        resource_claims.parse_resource_claim(
+            b.claim_dict("other", uid="other", owner=None, allocated=[("b", "instance-0")])
+        )
+    )
+    catalog.set_class(resource_claims.parse_device_class(b.device_class()))
+    for name, devices in (("a", 0), ("b", 2), ("c", 2)):
+        if devices:
+            catalog.set_slice(resource_claims.parse_resource_slice(b.node_slice(name, devices)))
+    plugin = DynamicResources(dynamic_resources.Args(), framework.Handle(resources=catalog))
+    snapshot = builders.snapshot([builders.node(n) for n in ("a", "b", "c")])
+    pod = b.pod_with_claim()
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, snapshot)[1].is_success
+    assert filter_statuses(plugin, state, pod, snapshot) == {"a": CANNOT, "b": OK, "c": OK}
+    failed = plugin.reserve(state, pod, "a")
+    assert failed.code is api.Code.ERROR
+    assert failed.message == "claim allocation not found for node"
+    assert plugin.reserve(state, pod, "b").is_success
+    pending = catalog.pending("claim-uid")
+    assert pending is not None and pending.allocation is not None
+    assert [str(r.device_id) for r in pending.allocation.results] == [
+        f"{b.DRIVER}/b/instance-1"  # instance-0 is the other claim's
+    ]
+    assert pending.allocation.node_selector == model.NodeSelector(
+        (api.SelectorTerm(match_fields=(api.Requirement("metadata.name", "In", ("b",)),)),)
+    )
+
+
+def test_score_reads_the_subrequest_each_node_chose() -> None:
+    """firstAvailable: the allocations Filter found are kept for Score, which ranks a
+    node where the first subrequest was met above one where only the second was."""
+    catalog = ResourceCatalog()
+    catalog.set_claim(
+        resource_claims.parse_resource_claim(
+            b.claim_dict(owner=None, first_available=["big", b.CLASS])
+        )
+    )
+    catalog.set_class(resource_claims.parse_device_class(b.device_class()))
+    catalog.set_class(
+        resource_claims.parse_device_class(
+            b.device_class("big", selector='device.driver == "big-driver"')
+        )
+    )
+    catalog.set_slice(resource_claims.parse_resource_slice(b.node_slice("small", 1)))
+    catalog.set_slice(
+        resource_claims.parse_resource_slice(b.node_slice("large", 1, driver="big-driver"))
+    )
+    plugin = DynamicResources(dynamic_resources.Args(), framework.Handle(resources=catalog))
+    snapshot = builders.snapshot([builders.node("small"), builders.node("large")])
+    pod = b.pod_with_claim()
+    state = CycleState()
+    assert plugin.pre_filter(state, pod, snapshot)[1].is_success
+    assert filter_statuses(plugin, state, pod, snapshot) == {"small": OK, "large": OK}
+    import numpy as np
+
+    assert plugin.pre_score(state, pod, snapshot, np.arange(2)).is_success
+    small, large = plugin.score(state, pod, snapshot, np.arange(2)).tolist()
+    assert large > small > 0

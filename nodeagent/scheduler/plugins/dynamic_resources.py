@@ -208,6 +208,22 @@ class _Found:
         return [None if i == self.skipped else next(results) for i in to_allocate]
 
 
+def _wanted(found: _State, variant: _Variant | None) -> tuple[list[model.ResourceClaim], int]:
+    """The claims the allocator is asked for on a node (the extended-resource claim in
+    the node's ``variant``, or left out when the node needs none), and the index in
+    ``to_allocate``'s claims left out (-1: none)."""
+    extended = found.extended
+    skipped = -1 if extended is None or variant is not None else extended.index
+    wanted = [
+        variant.claim.parsed
+        if variant is not None and extended is not None and i == extended.index
+        else found.seen[i].parsed
+        for i in found.to_allocate
+        if i != skipped
+    ]
+    return wanted, skipped
+
+
 @dataclass(slots=True)
 class _State:
     claims: list[ResourceClaim]
@@ -218,8 +234,19 @@ class _State:
     to_allocate: list[int] = field(default_factory=list)
     """Indices into ``claims`` of those the scheduler allocates."""
     allocator: NodeAllocator | None = None
+    passed: dict[str, api.Node] = field(default_factory=dict)
+    """The nodes on which the allocator found the claims' devices (by name)."""
     by_node: dict[str, _Found] = field(default_factory=dict)
-    """Per node that passed Filter, what the allocator found there."""
+    """What the allocator found on each of :attr:`passed`, kept only when Score reads it
+    (``firstAvailable`` requests, :attr:`prioritized`). Reserve asks the allocator
+    again for the one node chosen otherwise: the same search on the same inputs (the
+    cycle's allocator, its devices in use as PreFilter read them) finds the same
+    devices, and Filter keeps nothing per node but the node (scheduler_perf's
+    claim-template shapes: what Filter kept alive per node until the cycle ended made
+    the collector's work a sixth of the plugin's)."""
+    prioritized: bool = False
+    """Some request of the claims is a ``firstAvailable`` list (Score reads the
+    subrequest each node's allocation chose)."""
     unavailable: set[int] = field(default_factory=set)
     binding_blocked: frozenset[int] = frozenset()
     """Allocated claims whose binding conditions failed or timed out: unavailable on
@@ -403,6 +430,7 @@ class DynamicResources:
         if to_allocate:
             found.allocator = self._new_allocator(self._catalog)
         found.claims, found.to_allocate, found.seen = claims, to_allocate, tuple(claims)
+        found.prioritized = self._prioritized(found)
         found.binding_blocked = frozenset(blocked)
         return api.SUCCESS
 
@@ -472,17 +500,12 @@ class DynamicResources:
             return _unresolvable(REASON_NOT_AVAILABLE)
         if found.allocator is None:
             return api.SUCCESS
-        skipped = -1 if extended is None or variant is not None else extended.index
-        wanted = [
-            variant.claim.parsed
-            if variant is not None and extended is not None and i == extended.index
-            else found.seen[i].parsed
-            for i in found.to_allocate
-            if i != skipped
-        ]
+        wanted, skipped = _wanted(found, variant)
         if not wanted:  # only the extended-resource claim, not needed on this node
             with found.lock:
-                found.by_node[node.name] = _Found(None)
+                found.passed[node.name] = node
+                if extended is not None and variant is not None:
+                    extended.by_node[node.name] = variant
             return api.SUCCESS
         should_stop = None
         if self._filter_timeout:
@@ -500,10 +523,32 @@ class DynamicResources:
         if outcome.count != len(wanted):
             return _unresolvable(REASON_CANNOT_ALLOCATE)
         with found.lock:
-            found.by_node[node.name] = _Found(outcome, skipped)
+            found.passed[node.name] = node
+            if found.prioritized:
+                found.by_node[node.name] = _Found(outcome, skipped)
             if extended is not None and variant is not None:
                 extended.by_node[node.name] = variant
         return api.SUCCESS
+
+    @staticmethod
+    def _found_on(found: _State, node_name: str) -> _Found | None:
+        """What the allocator found on a node that passed Filter: kept, or asked for
+        again (:attr:`_State.by_node`); ``None`` if the node did not pass."""
+        kept = found.by_node.get(node_name)
+        if kept is not None:
+            return kept
+        node = found.passed.get(node_name)
+        if node is None or found.allocator is None:
+            return None
+        extended = found.extended
+        variant = None if extended is None else extended.by_node.get(node_name)
+        wanted, skipped = _wanted(found, variant)
+        if not wanted:
+            return _Found(None)
+        outcome = found.allocator.allocate(node, wanted)
+        if not outcome.ok or outcome.count != len(wanted):
+            return None  # not what Filter found: Reserve fails, the pod is tried again
+        return _Found(outcome, skipped)
 
     def _extended_on(
         self, found: _State, extended: _Extended, node: api.Node
@@ -687,7 +732,7 @@ class DynamicResources:
         found = state.read(_STATE, _State)
         if found is None or not found.to_allocate:
             return api.SUCCESS
-        on_node = found.by_node.get(node_name)
+        on_node = self._found_on(found, node_name)
         extended = found.extended
         if on_node is None:
             if extended is not None and found.to_allocate == [extended.index]:
