@@ -43,6 +43,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from enum import StrEnum
@@ -147,7 +148,7 @@ class InUse:
     """Devices already taken (``structured.AllocatedState``): from claims' allocations
     and allocations in flight. Admin-access results never count."""
 
-    devices: frozenset[DeviceID] = frozenset()
+    devices: AbstractSet[DeviceID] = frozenset()
     """Dedicated devices (a result without a share ID)."""
     shared: frozenset[tuple[DeviceID, str]] = frozenset()
     """Shares of devices that allow multiple allocations: (device, share ID)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -187,7 +188,7 @@ class DeviceCounts:
         self._catalog = catalog
         self._generation = -1
         self._found: dict[tuple[str, str], tuple[int, int]] = {}
-        self._in_use: frozenset[model.DeviceID] = frozenset()
+        self._in_use: AbstractSet[model.DeviceID] = frozenset()
         self._compiler = cel.shared_compiler()
 
     def __call__(self, device_class: model.DeviceClass, node: api.Node) -> tuple[int, int]:
