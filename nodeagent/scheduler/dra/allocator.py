@@ -758,10 +758,15 @@ class Allocator:
         if not pending:
             return Outcome(Verdict.ALLOCATED, tuple(c.allocation for c in claims if c.allocation))
         try:
-            search = _Search(self, node, pending, should_stop)
-            if not search.run():
-                return Outcome(Verdict.UNSCHEDULABLE, reason=search.failure)
-            if search.node_local():  # building the results cannot fail: later, if asked
+            prepared = self.prepared(pending)
+            search = None
+            if prepared is not None:
+                search = self._plain_search(node, pending, prepared, should_stop)
+            if search is None:
+                search = _Search(self, node, pending, should_stop)
+                if not search.run(descend=prepared is None):
+                    return Outcome(Verdict.UNSCHEDULABLE, reason=search.failure)
+            if _node_local(search.results):  # building them cannot fail: later, if asked
                 return Outcome(
                     Verdict.ALLOCATED,
                     build=lambda: _aligned(claims, search.solution()),
@@ -770,6 +775,27 @@ class Allocator:
             return Outcome(Verdict.ALLOCATED, _aligned(claims, search.solution()))
         except _Fatal as exc:
             return Outcome(Verdict.ERROR, reason=str(exc))
+
+    def _plain_search(
+        self,
+        node: api.Node,
+        claims: Sequence[ResourceClaim],
+        prepared: tuple[dict[_RequestKey, _RequestData], int],
+        should_stop: Callable[[], bool] | None,
+    ) -> _Search | None:
+        """The search's solution found by its first descent (:func:`_descend`), for
+        claims validated as plain on an earlier node (``prepared``: their requests and
+        the search's step count); ``None``: the full search runs."""
+        requests, steps = prepared
+        try:
+            node_pools = self.inventory.node_pools(node)
+        except _Fatal:
+            return None  # the search reports it
+        found = _descend(self, node_pools, claims, requests, should_stop)
+        if found is None:
+            return None
+        self.invocations += steps
+        return _Search(self, node, claims, None, solved=(requests, found))
 
     def available_counters(self, pool: _Pool) -> dict[str, dict[str, Decimal]]:
         """What the pool's counter sets have left after devices allocated elsewhere."""
@@ -810,6 +836,79 @@ _RequestKey = tuple[int, int, int]
 """(claim index, request index, subrequest index)."""
 
 
+def _descend(
+    owner: Allocator,
+    node_pools: _NodePools,
+    claims: Sequence[ResourceClaim],
+    requests: Mapping[_RequestKey, _RequestData],
+    should_stop: Callable[[], bool] | None,
+) -> list[list[_Result]] | None:
+    """The depth-first search's first descent, without its recursion, for plain claims
+    (:meth:`_Search._plain_steps`) on pools of plain devices: per claim, the devices
+    chosen, or ``None`` when it does not place them all. Nothing then couples one device
+    to another, so a descent that places every device *is* the search's first solution
+    (same devices, same errors on the way). When it fails, the search runs from
+    scratch: another choice for an earlier request might leave room for a later one."""
+    if not node_pools.plain:
+        return None
+    inventory = owner.inventory
+    in_use = owner.in_use
+    devices_in_use = in_use.devices
+    consumed = in_use.consumed_capacity
+    taken: set[DeviceID] = set()
+    found: list[list[_Result]] = []
+    for claim_index, claim in enumerate(claims):
+        results: list[_Result] = []
+        found.append(results)
+        for request_index in range(len(claim.spec.requests)):
+            data = requests[(claim_index, request_index, 0)]
+            spec = data.spec
+            needed = data.num_devices
+            if should_stop is not None and should_stop():
+                raise _Fatal("filter operation aborted: timed out trying to allocate devices")
+            candidates = inventory.plain_candidates(node_pools, data.device_class, spec)
+            if candidates is None:
+                return None  # the search meets the error where upstream does
+            for _, s, device, device_id in candidates:
+                if device_id in taken or device_id in devices_in_use:
+                    continue
+                # _Search._fits with nothing being allocated yet
+                if not (
+                    device.plain_capacity
+                    and not spec.capacity_requests
+                    and (not consumed or device_id not in consumed)
+                ) and not _fits_capacity(spec, device, consumed.get(device_id), None):
+                    continue
+                if device.taints and not _tolerated(device, spec):
+                    continue
+                taken.add(device_id)
+                results.append(_Result(spec.name, None, spec, device_id, device, s))
+                needed -= 1
+                if not needed:
+                    break
+            if needed:
+                return None
+    return found
+
+
+def _node_local(found: list[list[_Result]]) -> bool:
+    """Whether every claim's first device is local to the node (or binds to it): its
+    node selector is then the node itself, and building the results cannot fail
+    (``createNodeSelector`` refuses only selectors it reaches before that)."""
+    for results in found:
+        if not results:
+            continue
+        first = results[0]
+        node_name = (
+            first.device.node_name
+            if first.slice.per_device_node_selection
+            else first.slice.node_name
+        )
+        if not (node_name or first.device.binds_to_node):
+            return False
+    return True
+
+
 class _Search:
     """One ``Allocate`` call: the per-call state of upstream's ``allocator`` struct."""
 
@@ -819,7 +918,11 @@ class _Search:
         node: api.Node,
         claims: Sequence[ResourceClaim],
         should_stop: Callable[[], bool] | None,
+        *,
+        solved: tuple[dict[_RequestKey, _RequestData], list[list[_Result]]] | None = None,
     ) -> None:
+        """``solved``: the validated requests and the devices chosen for them (the
+        search's solution found without it; what :meth:`solution` builds from)."""
         self.owner = owner
         self.inventory = owner.inventory
         self.in_use = owner.in_use
@@ -829,7 +932,11 @@ class _Search:
         self.failure = MSG_CANNOT_ALLOCATE
         self.requests: dict[_RequestKey, _RequestData] = {}
         self.constraints: list[list[_Constraint]] = []
-        self.results: list[list[_Result]] = [[] for _ in claims]
+        self.results: list[list[_Result]] = []
+        if solved is not None:
+            self.requests, self.results = solved
+            return
+        self.results = [[] for _ in claims]
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Decimal]] = {}
         self.consumed_counters: dict[PoolID, dict[str, dict[str, Decimal]]] = {}
@@ -941,8 +1048,9 @@ class _Search:
 
     # -- the search -----------------------------------------------------------------
 
-    def run(self) -> bool:
-        """Whether a solution was found (:meth:`solution` builds it)."""
+    def run(self, *, descend: bool = True) -> bool:
+        """Whether a solution was found (:meth:`solution` builds it). ``descend``:
+        try the first descent (:func:`_descend`) first, unless it was tried already."""
         prepared = self.owner.prepared(self.claims)
         steps: int | None
         if prepared is not None:  # plain claims, validated on an earlier node
@@ -953,7 +1061,7 @@ class _Search:
             steps = self._plain_steps()
             if steps is not None:
                 self.owner.remember(self.claims, self.requests, steps)
-        if steps is not None and self._greedy(steps):
+        if steps is not None and descend and self._greedy(steps):
             return True
         try:
             done = self._allocate_one(0, 0, 0, 0)
@@ -966,23 +1074,6 @@ class _Search:
     def solution(self) -> list[AllocationResult]:
         """The solution :meth:`run` found, one allocation result per claim."""
         return [self._result(i) for i in range(len(self.claims))]
-
-    def node_local(self) -> bool:
-        """Whether every claim's first device is local to the node (or binds to it):
-        its node selector is then the node itself, and building the results cannot
-        fail (``createNodeSelector`` refuses only selectors it reaches before that)."""
-        for results in self.results:
-            if not results:
-                continue
-            first = results[0]
-            node_name = (
-                first.device.node_name
-                if first.slice.per_device_node_selection
-                else first.slice.node_name
-            )
-            if not (node_name or first.device.binds_to_node):
-                return False
-        return True
 
     def _plain_steps(self) -> int | None:
         """For plain claims (``exactly`` requests for a count of devices, no constraints,
@@ -1007,47 +1098,12 @@ class _Search:
         return steps
 
     def _greedy(self, steps: int) -> bool:
-        """The depth-first search's first descent, without its recursion, for plain
-        claims (:meth:`_plain_steps`) on pools of plain devices. Nothing then couples one
-        device to another, so when this descent places every device it *is* the search's
-        first solution (same devices, same errors on the way; the step count is added
-        as the search would count it). When it fails, the search runs from scratch:
-        another choice for an earlier request might leave room for a later one."""
-        if not self.node_pools.plain:
+        """:func:`_descend` on this node: when it places every device, its results are
+        the search's (and the step count is added as the search would count it)."""
+        found = _descend(self.owner, self.node_pools, self.claims, self.requests, self.should_stop)
+        if found is None:
             return False
-        taken: set[DeviceID] = set()
-        in_use = self.in_use.devices
-        should_stop = self.should_stop
-        for claim_index, claim in enumerate(self.claims):
-            results = self.results[claim_index]
-            for request_index in range(len(claim.spec.requests)):
-                key = (claim_index, request_index, 0)
-                data = self.requests[key]
-                spec = data.spec
-                needed = data.num_devices
-                if should_stop is not None and should_stop():
-                    raise _Fatal("filter operation aborted: timed out trying to allocate devices")
-                candidates = self.inventory.plain_candidates(
-                    self.node_pools, data.device_class, spec
-                )
-                if candidates is None:
-                    return False  # the search meets the error where upstream does
-                for _, s, device, device_id in candidates:
-                    if device_id in taken or device_id in in_use:
-                        continue
-                    if not self._fits(spec, device, device_id):
-                        continue
-                    if device.taints and not _tolerated(device, spec):
-                        continue
-                    taken.add(device_id)
-                    results.append(_Result(spec.name, None, spec, device_id, device, s))
-                    needed -= 1
-                    if not needed:
-                        break
-                if needed:
-                    for results in self.results:
-                        results.clear()
-                    return False
+        self.results = found
         self.owner.invocations += steps
         return True
 
