@@ -244,6 +244,12 @@ class _State:
     devices, and Filter keeps nothing per node but the node (scheduler_perf's
     claim-template shapes: what Filter kept alive per node until the cycle ended made
     the collector's work a sixth of the plugin's)."""
+    constrained: tuple[int, ...] = ()
+    """The claims Filter checks on each node before any allocation: allocated ones
+    (their node selector) and those whose binding conditions failed."""
+    wanted: tuple[list[model.ResourceClaim], int] = ([], -1)
+    """What the allocator is asked for on a node that needs no extended-resource
+    variant (:func:`_wanted`): the same for every such node, made once."""
     prioritized: bool = False
     """Some request of the claims is a ``firstAvailable`` list (Score reads the
     subrequest each node's allocation chose)."""
@@ -432,6 +438,10 @@ class DynamicResources:
         found.claims, found.to_allocate, found.seen = claims, to_allocate, tuple(claims)
         found.prioritized = self._prioritized(found)
         found.binding_blocked = frozenset(blocked)
+        found.constrained = tuple(
+            i for i, claim in enumerate(claims) if i in blocked or claim.node_selector is not None
+        )
+        found.wanted = _wanted(found, None)
         return api.SUCCESS
 
     def _extended_resources(self, pod: api.Pod) -> dict[str, int] | None:
@@ -487,11 +497,11 @@ class DynamicResources:
                 return api.SUCCESS  # no claim of its own; the device plugin has the rest
         unavailable = [
             index
-            for index, claim in enumerate(found.seen)
+            for index in found.constrained
             if index in found.binding_blocked
             or (
-                claim.node_selector is not None
-                and not node_affinity.required_matches(claim.node_selector, node)
+                (selector := found.seen[index].node_selector) is not None
+                and not node_affinity.required_matches(selector, node)
             )
         ]
         if unavailable:
@@ -500,7 +510,7 @@ class DynamicResources:
             return _unresolvable(REASON_NOT_AVAILABLE)
         if found.allocator is None:
             return api.SUCCESS
-        wanted, skipped = _wanted(found, variant)
+        wanted, skipped = found.wanted if variant is None else _wanted(found, variant)
         if not wanted:  # only the extended-resource claim, not needed on this node
             with found.lock:
                 found.passed[node.name] = node
