@@ -749,6 +749,9 @@ class DynamicResources:
                 return api.SUCCESS  # the node's device plugin has the pod's resources
             return api.error("claim allocation not found for node")
         allocations = on_node.allocations(found.to_allocate)
+        # what Filter found on the other nodes is not read again (the state lives on with
+        # the binding, which may wait behind others)
+        found.passed, found.by_node = {}, {}
         if len(allocations) != len(found.to_allocate):
             return api.error(
                 f"internal error, have {len(allocations)} allocations,"
