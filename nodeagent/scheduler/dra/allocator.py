@@ -757,12 +757,14 @@ class Allocator:
         claim) is not allocated again: its node selector must admit the node, and its
         allocation is returned as it is. ``should_stop`` is polled during the search (the
         plugin's filter timeout); when it says so the outcome is an error."""
-        for claim in claims:
-            if claim.allocation is not None and not node_selector_matches(
-                claim.allocation.node_selector, node
-            ):
-                return Outcome(Verdict.UNSCHEDULABLE, reason=MSG_NOT_ON_NODE)
-        pending = [c for c in claims if c.allocation is None]
+        pending = claims  # that very sequence while none is allocated (:meth:`prepared`)
+        if any(c.allocation is not None for c in claims):
+            for claim in claims:
+                if claim.allocation is not None and not node_selector_matches(
+                    claim.allocation.node_selector, node
+                ):
+                    return Outcome(Verdict.UNSCHEDULABLE, reason=MSG_NOT_ON_NODE)
+            pending = [c for c in claims if c.allocation is None]
         if not pending:
             return Outcome(Verdict.ALLOCATED, tuple(c.allocation for c in claims if c.allocation))
         try:

@@ -495,7 +495,7 @@ class DynamicResources:
                 return status
             if variant is None and len(found.seen) == 1:
                 return api.SUCCESS  # no claim of its own; the device plugin has the rest
-        unavailable = [
+        unavailable = found.constrained and [
             index
             for index in found.constrained
             if index in found.binding_blocked
