@@ -26,6 +26,7 @@ those writes were a quarter of its CPU in scheduler_perf's claim-template shapes
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -175,13 +176,33 @@ class ResourceInformers(informer.InformerGroup):
     def _changed(
         self, kind: client.ResourceKind, old: client.KubeObject | None, obj: client.KubeObject
     ) -> None:
-        value = _read(kind, obj)
+        value = self._written(obj) if kind is Kind.RESOURCE_CLAIMS else None
+        if value is None:
+            value = _read(kind, obj)
         if value is None:
             return
         wiring = _WIRING[kind]
         before = None if old is None else self._parsed(kind, old, value)
         wiring.store(self._catalog, value, True)
         self._on_event(wiring.added if old is None else wiring.updated, before, value)
+
+    def _written(self, obj: client.KubeObject) -> ResourceClaim | None:
+        """The claim ``obj`` is, when the catalog already read that very version: the
+        one PreBind wrote and assumed (its PUT's answer, parsed then), which the watch
+        now echoes. Same resourceVersion and UID, same object: not parsed again."""
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping):
+            return None
+        known = self._catalog.claim(str(meta.get("namespace", "")), str(meta.get("name", "")))
+        version = meta.get("resourceVersion")
+        if (
+            known is None
+            or not version
+            or known.resource_version != version
+            or known.uid != meta.get("uid")
+        ):
+            return None
+        return dataclasses.replace(known, raw=obj)
 
     def _parsed(self, kind: client.ResourceKind, old: client.KubeObject, new: Any) -> Any:
         """``old`` parsed: for a claim, the catalog's reading of that very object when it

@@ -80,3 +80,33 @@ def test_an_old_claim_the_catalog_does_not_hold_is_parsed_afresh() -> None:
     _, old, _ = seen[1]
     assert old == resource_claims.parse_resource_claim(first)
     assert old is not catalog.api_claim("default", "c1")
+
+
+def test_the_echo_of_a_claim_the_scheduler_wrote_is_not_parsed_again() -> None:
+    catalog = ResourceCatalog()
+    seen: list[tuple[ClusterEvent, object, object]] = []
+    informers = resources.ResourceInformers(
+        FakeKubeClient(FakeCluster()), catalog, lambda *event: seen.append(event)
+    )
+    claims = claim_informer(informers)
+    claims.apply(client.WatchEvent(client.WatchEventType.ADDED, claim("1")))
+    # PreBind's PUT answered with version 2, assumed until the watch brings it
+    written = resource_claims.parse_resource_claim(claim("2", [resource_claims.FINALIZER]))
+    catalog.assume(written)
+    echo = claim("2", [resource_claims.FINALIZER])  # the watch's copy of that version
+    claims.apply(client.WatchEvent(client.WatchEventType.MODIFIED, echo))
+    _, _, new = seen[1]
+    assert isinstance(new, resource_claims.ResourceClaim)
+    assert new.parsed is written.parsed  # the reading PreBind made
+    assert new == resource_claims.parse_resource_claim(echo)
+    stored = catalog.api_claim("default", "c1")
+    assert stored is not None and stored.raw is echo  # the informer's object
+    # a later version, someone else's write: parsed
+    later = claim("3")
+    claims.apply(client.WatchEvent(client.WatchEventType.MODIFIED, later))
+    _, old, newest = seen[2]
+    assert old is new
+    assert isinstance(newest, resource_claims.ResourceClaim)
+    assert newest.parsed is not written.parsed
+    assert newest == resource_claims.parse_resource_claim(later)
+    assert newest.finalizers == ()
