@@ -5,7 +5,7 @@ API server.
 
     python -m benchmarks.bench_startup [--rounds 15] [--tree DIR ...]
     python -m benchmarks.bench_startup --scheduler [--nodes 5000] [--pods 10000]
-        [--rounds 5] [--tree DIR ...]
+        [--rounds 5] [--tree DIR ...] [--profile DIR]
 
 Each ``--tree`` is a checkout (default: this one); its ``nodeagent`` package is copied and
 compiled to bytecode first, as an installation has it (this machine sets
@@ -29,7 +29,9 @@ each tree in turn (the manifests' configuration, no leader election, qps = burst
 and stops it once it has logged "informers synced". Printed per tree: the wall time
 from the process start to that line, and the scheduler process's CPU time (user +
 system, its binding process not counted) by then: the CPU is what a loaded machine
-does not change, the wall time is what an operator waits.
+does not change, the wall time is what an operator waits. ``--profile DIR``: after the
+rounds, one more start per tree under py-spy (``DIR/tree<n>.txt``, collapsed stacks of
+every thread, idle samples left out, for a flame graph or ``sort | uniq``); not timed.
 """
 
 from __future__ import annotations
@@ -210,6 +212,12 @@ def scheduler_startup(trees: list[Path], paths: list[Path], args: argparse.Names
                     f" {cpu:.2f} s of CPU (load {load:.1f})",
                     flush=True,
                 )
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            for n, path in enumerate(paths):
+                out = args.profile / f"tree{n}.txt"
+                _until_synced(path, plane.scheduler_kubeconfig, config, work, profile=out)
+                print(f"{trees[n]}: py-spy profile to informers synced in {out}")
     print(f"\n{args.rounds} rounds, trees interleaved; medians (fastest)")
     for n, tree in enumerate(trees):
         print(
@@ -219,13 +227,19 @@ def scheduler_startup(trees: list[Path], paths: list[Path], args: argparse.Names
         )
 
 
-def _until_synced(path: Path, kubeconfig: Path, config: Path, work: Path) -> tuple[float, float]:
+def _until_synced(
+    path: Path, kubeconfig: Path, config: Path, work: Path, profile: Path | None = None
+) -> tuple[float, float]:
     """Wall and CPU seconds of one ``nodeagent scheduler`` from its start to the
-    "informers synced" line of its log."""
+    "informers synced" line of its log; ``profile``: run it under py-spy, writing there
+    (the times are then py-spy's process's, not the scheduler's)."""
     log = work / "scheduler.log"
     env = {**environment(path), "KUBERNETES_SERVICE_HOST": ""}
     argv = [sys.executable, "-m", "nodeagent", "scheduler", f"--kubeconfig={kubeconfig}"]
     argv += [f"--config={config}", "--metrics-address=127.0.0.1:0", "--metrics-auth=none"]
+    if profile is not None:
+        spy = ["py-spy", "record", "--rate", "500", "--format", "raw", "--threads"]
+        argv = [*spy, "--output", str(profile), "--", *argv]
     ticks = os.sysconf("SC_CLK_TCK")
     started = time.perf_counter()
     with log.open("wb") as out:
@@ -241,7 +255,10 @@ def _until_synced(path: Path, kubeconfig: Path, config: Path, work: Path) -> tup
         fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
     finally:
-        process.terminate()
+        if profile is not None:  # py-spy writes its profile when the scheduler ends
+            subprocess.run(["pkill", "-INT", "-P", str(process.pid)], check=False)
+        else:
+            process.terminate()
         process.wait(30)
     return wall, cpu
 
@@ -261,6 +278,9 @@ def main() -> None:
     )
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument(
+        "--profile", type=Path, help="with --scheduler: also profile one start per tree here"
+    )
     args = parser.parse_args()
     trees: list[Path] = args.tree or [ROOT]
     with tempfile.TemporaryDirectory(prefix="nodeagent-startup-") as work:

@@ -57,6 +57,14 @@ server's bound and not one client's:
 * **nodeagent's** (its binding process's pipelined posters, :mod:`nodeagent.kube.pipeline`:
   JSON over 8 HTTP/1.1 connections of 8 requests in flight, a core/v1 Event).
 
+Each client's ceiling is printed with what the whole machine spent on it (``/proc/stat``:
+how busy its cores were, and CPU ms per pod over every process, the client's own
+included); the **server's CPU per pod** is that less the client's own. A scheduler bound
+by the machine's CPU cannot pass ``cores / (server's CPU per pod + its own CPU per pod)``:
+each run prints that **CPU-bound limit** as a share of the ceiling beside its own share,
+and how busy the machine was while it ran. A share of the ceiling close to the limit is
+a scheduler the machine's cores hold back, not its design.
+
 Each run then also prints the time from the scheduler's process start to its **first
 binding**, and its pods/s from start as a share of the ceiling (no scheduler can pass
 it: it is these writes with nothing before them). For nodeagent it prints where that
@@ -96,6 +104,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import signal
 import statistics
 import subprocess
@@ -576,25 +585,75 @@ CEILING_CLIENTS = ("kube-scheduler's client", "nodeagent's client")
 
 
 @dataclasses.dataclass(frozen=True)
+class MachineCPU:
+    """The machine's CPU time (``/proc/stat``: every core, every process) at an instant."""
+
+    busy: float
+    total: float
+
+    @classmethod
+    def now(cls) -> MachineCPU:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        ticks = os.sysconf("SC_CLK_TCK")
+        idle = fields[3] + fields[4]  # idle, iowait
+        total = sum(fields[:8])  # guest time is counted in user already
+        return cls((total - idle) / ticks, total / ticks)
+
+    def since(self, before: MachineCPU) -> tuple[float, float]:
+        """(CPU seconds spent, share of the machine busy) since ``before``."""
+        busy = self.busy - before.busy
+        return busy, busy / max(1e-9, self.total - before.total)
+
+
+@dataclasses.dataclass(frozen=True)
 class Ceiling:
-    """One repetition's ceiling: pods/s per client, and the faster."""
+    """One repetition's ceiling: pods/s per client, and the faster; per client, the
+    machine's CPU per pod (every process) and its own, and how busy the machine was."""
 
     rates: dict[str, float]
+    machine_ms_per_pod: dict[str, float]
+    client_ms_per_pod: dict[str, float]
+    busy: dict[str, float]
+
+    @property
+    def fastest(self) -> str:
+        return max(self.rates, key=self.rates.__getitem__)
 
     @property
     def best(self) -> float:
-        return max(self.rates.values())
+        return self.rates[self.fastest]
+
+    @property
+    def server_ms_per_pod(self) -> float:
+        """What the writes cost the machine beside their client, at the faster client."""
+        fastest = self.fastest
+        return self.machine_ms_per_pod[fastest] - self.client_ms_per_pod[fastest]
 
     def __str__(self) -> str:
-        each = ", ".join(f"{client} {rate:.0f}" for client, rate in self.rates.items())
+        each = ", ".join(
+            f"{client} {rate:.0f} (machine {100 * self.busy[client]:.0f}% busy,"
+            f" {self.machine_ms_per_pod[client]:.2f} CPU ms/pod,"
+            f" the client's own {self.client_ms_per_pod[client]:.2f})"
+            for client, rate in self.rates.items()
+        )
         return f"{self.best:.0f} pods/s ({each})"
+
+
+def cpu_bound_limit(server_ms_per_pod: float, scheduler_ms_per_pod: float) -> float:
+    """Pods/s the machine's cores allow a scheduler spending ``scheduler_ms_per_pod``
+    beside the writes' ``server_ms_per_pod`` (module docstring)."""
+    cores = os.cpu_count() or 1
+    return 1000 * cores / (server_ms_per_pod + scheduler_ms_per_pod)
 
 
 def bind_ceiling(plane: ControlPlane, pods: int, nodes: int, repetition: int) -> Ceiling:
     """The API server's ceiling for a binding and its Scheduled event per pod: the
     faster of kube-scheduler's client and nodeagent's (module docstring)."""
     order = CEILING_CLIENTS if repetition % 2 == 0 else CEILING_CLIENTS[::-1]
-    rates = {}
+    rates: dict[str, float] = {}
+    machine: dict[str, float] = {}
+    own: dict[str, float] = {}
+    busy: dict[str, float] = {}
     for client in order:
         create_all(
             plane.admin,
@@ -603,12 +662,21 @@ def bind_ceiling(plane: ControlPlane, pods: int, nodes: int, repetition: int) ->
         )
         listed = plane.admin.get(f"/api/v1/namespaces/{NAMESPACE}/pods")["items"]
         targets = [(p["metadata"]["name"], p["metadata"]["uid"]) for p in listed]
+        before = MachineCPU.now()
         if client == CEILING_CLIENTS[0]:
-            rates[client] = go_bind_ceiling(plane, targets, nodes)
+            rates[client], client_seconds = go_bind_ceiling(plane, targets, nodes)
         else:
-            rates[client] = python_bind_ceiling(plane, targets, nodes)
+            rates[client], client_seconds = python_bind_ceiling(plane, targets, nodes)
+        spent, busy[client] = MachineCPU.now().since(before)
+        machine[client] = 1000 * spent / len(targets)
+        own[client] = 1000 * client_seconds / len(targets)
         delete_pending_namespace_pods(plane)
-    return Ceiling({c: rates[c] for c in CEILING_CLIENTS})
+    return Ceiling(
+        {c: rates[c] for c in CEILING_CLIENTS},
+        {c: machine[c] for c in CEILING_CLIENTS},
+        {c: own[c] for c in CEILING_CLIENTS},
+        {c: busy[c] for c in CEILING_CLIENTS},
+    )
 
 
 BINDCLIENT = cluster.HERE / "bindclient"
@@ -640,8 +708,12 @@ def bindclient() -> Path:
     return binary
 
 
-def go_bind_ceiling(plane: ControlPlane, targets: list[tuple[str, str]], nodes: int) -> float:
-    """Pods/s of kube-scheduler's client writing the bindings and events."""
+def go_bind_ceiling(
+    plane: ControlPlane, targets: list[tuple[str, str]], nodes: int
+) -> tuple[float, float]:
+    """Pods/s of kube-scheduler's client writing the bindings and events, and its CPU
+    seconds."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [
             str(bindclient()),
@@ -662,11 +734,16 @@ def go_bind_ceiling(plane: ControlPlane, targets: list[tuple[str, str]], nodes: 
         raise RuntimeError(f"ceiling: {result['failures']} writes failed, e.g. {result['error']}")
     if result["retries"]:
         print(f"  (kube-scheduler's client tried {result['retries']} writes again)")
-    return float(result["pods"]) / float(result["seconds"])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+    return float(result["pods"]) / float(result["seconds"]), cpu
 
 
-def python_bind_ceiling(plane: ControlPlane, targets: list[tuple[str, str]], nodes: int) -> float:
-    """Pods/s of nodeagent's binding process's posters writing the bindings and events."""
+def python_bind_ceiling(
+    plane: ControlPlane, targets: list[tuple[str, str]], nodes: int
+) -> tuple[float, float]:
+    """Pods/s of nodeagent's binding process's posters writing the bindings and events
+    (from this process, which does nothing else meanwhile), and its CPU seconds."""
     spec = http.ConnectionSpec(
         plane.scheduler_kubeconfig,
         qps=100_000,
@@ -726,10 +803,12 @@ def python_bind_ceiling(plane: ControlPlane, targets: list[tuple[str, str]], nod
         recorder.close()
         return elapsed
 
+    cpu = time.process_time()
     elapsed = asyncio.run(write_all())
+    cpu = time.process_time() - cpu
     if failures:
         raise RuntimeError(f"ceiling: {len(failures)} writes failed, e.g. {failures[0]}")
-    return len(targets) / elapsed
+    return len(targets) / elapsed, cpu
 
 
 def delete_pending_namespace_pods(plane: ControlPlane) -> None:
@@ -911,6 +990,7 @@ def one_run(
     apiserver = psutil.Process(plane.pid("kube-apiserver"))
     etcd = psutil.Process(plane.pid("etcd"))
     api_cpu, etcd_cpu = cpu_seconds([apiserver]), cpu_seconds([etcd])
+    machine = MachineCPU.now()
     started, started_wall = time.monotonic(), time.time()
     scheduler = start_scheduler(plane, which, directory)
     churn = Churn(plane, extra.churn, extra.nodes) if never_fit and extra.churn else None
@@ -922,6 +1002,7 @@ def one_run(
             if time.monotonic() - started > 1800:
                 raise RuntimeError(f"{which}: {watch.count}/{pods} bound after 30 min")
         procs = tree(root)
+        _, busy = MachineCPU.now().since(machine)
         if churn is not None:
             churn.stop()
         result = {
@@ -933,6 +1014,7 @@ def one_run(
             "peak_rss_mib": peak_rss_mib(procs),
             "apiserver_cpu_ms_per_pod": 1000 * (cpu_seconds([apiserver]) - api_cpu) / pods,
             "etcd_cpu_ms_per_pod": 1000 * (cpu_seconds([etcd]) - etcd_cpu) / pods,
+            "machine_busy_percent": 100 * busy,
         }
         synced = informers_synced(scheduler.log) if which == "nodeagent" else None
         if synced is not None:
@@ -988,6 +1070,7 @@ FIELDS = (
     ("peak_rss_mib", "peak RSS MiB", "{:.0f}"),
     ("apiserver_cpu_ms_per_pod", "apiserver CPU ms/pod", "{:.2f}"),
     ("etcd_cpu_ms_per_pod", "etcd CPU ms/pod", "{:.2f}"),
+    ("machine_busy_percent", "machine busy %", "{:.0f}"),
     ("wasted_retries_per_pod", "wasted retries/never-fit pod", "{:.2f}"),
 )
 
@@ -1103,6 +1186,7 @@ def main() -> None:
         args.json.write_text(json.dumps({f"{s}/{w}": r for (s, w), r in runs.items()}, indent=2))
     print(f"\nmedians of {args.repeat} ({args.nodes} nodes, {args.pods} pods per run):")
     ceiling = statistics.median(c.best for c in ceilings) if ceilings else None
+    server_ms = statistics.median(c.server_ms_per_pod for c in ceilings) if ceilings else 0.0
     if ceiling is not None:
         each = ", ".join(
             f"{client} {statistics.median(c.rates[client] for c in ceilings):.0f}"
@@ -1110,7 +1194,8 @@ def main() -> None:
         )
         print(
             f"  apiserver ceiling (binding + Scheduled event): {ceiling:.0f} pods/s"
-            f" (the faster client of each repetition; medians: {each})"
+            f" (the faster client of each repetition; medians: {each});"
+            f" the server's CPU per pod {server_ms:.2f} ms"
         )
     for shape in shapes:
         medians = {
@@ -1124,7 +1209,11 @@ def main() -> None:
         for which in schedulers:
             share = ""
             if ceiling is not None:
-                share = f", {100 * medians[which]['pods_per_second'] / ceiling:.0f}% of the ceiling"
+                limit = cpu_bound_limit(server_ms, medians[which]["cpu_ms_per_pod"])
+                share = (
+                    f", {100 * medians[which]['pods_per_second'] / ceiling:.0f}% of the ceiling"
+                    f" (its CPU-bound limit: {100 * min(limit, ceiling) / ceiling:.0f}%)"
+                )
             print(f"  {shape:13} {which:14} {describe(medians[which])}{share}")
         timed = [
             r for r in runs.get((shape, "nodeagent"), []) if "first_bound_answered_seconds" in r

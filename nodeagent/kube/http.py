@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.client
+import io
 import json
 import os
 import queue
@@ -1043,23 +1044,43 @@ class _HTTPWatch:
 
     def __iter__(self) -> Iterator[client.WatchEvent]:
         buffer = b""
+        blocks = self._blocks()
         try:
-            while not self._closed.is_set():
+            while True:
                 try:
-                    chunk = self._response.read1(65536)
+                    block = next(blocks, b"")
                 except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError) as exc:
                     if self._closed.is_set():
                         return
                     raise kube_errors.Unavailable(f"{self._what}: stream broke: {exc}") from exc
-                if not chunk:
-                    return  # the server ended the watch (timeoutSeconds)
-                buffer += chunk
+                if not block:
+                    return  # the server ended the watch (timeoutSeconds), or we closed it
+                buffer += block
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
                     if line.strip():
                         yield self._event(line)
         finally:
             self._release()
+
+    def _blocks(self) -> Iterator[bytes]:
+        """The body as it arrives: what each read of the socket brought, unchunked. The
+        API server flushes every event as a chunk of its own (a couple of kilobytes for
+        a pod), and ``http.client`` returns one chunk per read, with a line read for its
+        size: most of a streamed list's reading. So the body is read from the socket's
+        buffer in large blocks and unchunked here, many chunks a read."""
+        source = _chunked_source(self._response)
+        if source is None:  # not chunked, or encoded: the library unchunks and decodes
+            while not self._closed.is_set():
+                block = self._response.read1(65536)
+                if not block:
+                    return  # the server ended the watch (timeoutSeconds)
+                yield block
+            return
+        for block in unchunked(source.read1):
+            if self._closed.is_set():
+                return
+            yield block
 
     def _event(self, line: bytes) -> client.WatchEvent:
         try:
@@ -1090,6 +1111,55 @@ class _HTTPWatch:
             self._response.release_conn()
         except (OSError, urllib3.exceptions.HTTPError):
             pass
+
+
+def _chunked_source(response: urllib3.BaseHTTPResponse) -> io.BufferedReader | None:
+    """The buffered socket under ``response`` when its body is chunked, not encoded, and
+    not read yet (so reading it directly skips nothing); else None."""
+    inner = getattr(response, "_fp", None)
+    if not isinstance(inner, http.client.HTTPResponse):
+        return None
+    if not inner.chunked or inner.chunk_left is not None:
+        return None
+    if response.headers.get("Content-Encoding", "identity") != "identity":
+        return None
+    source = inner.fp
+    return source if isinstance(source, io.BufferedReader) else None
+
+
+def unchunked(read: Callable[[int], bytes]) -> Iterator[bytes]:
+    """HTTP/1.1 chunked transfer coding (RFC 9112 section 7.1) undone: ``read(n)`` gives up
+    to ``n`` bytes as they arrive (b"" at the end of the stream); each block yielded is
+    the data of the whole chunks one read completed. Ends at the last chunk (trailers
+    are skipped); a stream that ends before it raises ValueError, as does a malformed
+    chunk size."""
+    pending = bytearray()
+    while True:
+        data = read(65536)
+        if not data:
+            raise ValueError("the stream ended inside its chunked body")
+        pending += data
+        blocks: list[bytes] = []
+        start = 0
+        while True:
+            eol = pending.find(b"\r\n", start)
+            if eol < 0:
+                break
+            size = int(bytes(pending[start:eol]).partition(b";")[0], 16)
+            if size == 0:  # the last chunk: the rest is trailers
+                if blocks:
+                    yield b"".join(blocks)
+                return
+            begin = eol + 2
+            end = begin + size
+            if end + 2 > len(pending):
+                break
+            blocks.append(bytes(pending[begin:end]))
+            start = end + 2
+        if start:
+            del pending[:start]
+        if blocks:
+            yield b"".join(blocks)
 
 
 def _prefetching(pages: Iterator[T], name: str) -> Iterator[T]:

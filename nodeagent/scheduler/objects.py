@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ from decimal import InvalidOperation
 from enum import StrEnum
 from typing import Any, TypeVar
 
+import msgspec
 import yaml
 
 from nodeagent.base.errors import ConfigError
@@ -40,6 +42,7 @@ from nodeagent.k8s.resources import (
     CPU,
     MEMORY,
     NON_ZERO_DEFAULTS,
+    STATUS_FIELDS,
     PodResources,
     pod_requests,
     read_pod_resources,
@@ -557,6 +560,112 @@ def _priority(
     return _int(priority, swhere / "priority")
 
 
+@dataclass(frozen=True, slots=True)
+class _SpecReading:
+    """What :func:`parse_pod` reads from a pod's spec alone: the same for every pod of one
+    template (a ReplicaSet's, a Job's), so it is read once per distinct spec."""
+
+    scheduler_name: str
+    node_name: str
+    node_selector: dict[str, str]
+    affinity: api.NodeAffinity | None
+    tolerations: tuple[api.Toleration, ...]
+    scheduling_gates: tuple[str, ...]
+    requests: dict[str, int]
+    nonzero_cpu: int
+    nonzero_memory: int
+    host_ports: tuple[api.HostPort, ...]
+    images: tuple[str, ...]
+    container_count: int
+    preemption_policy: str
+    volumes: tuple[api.PodVolume, ...]
+    resource_claims: tuple[api.PodResourceClaim, ...]
+    unsupported: tuple[str, ...]
+
+
+SPEC_READINGS_KEPT = 4096
+"""Distinct specs whose reading :func:`parse_pod` keeps (a few hundred bytes each, the
+values shared with the pods parsed from them); when full it starts again."""
+
+_spec_readings: dict[bytes, _SpecReading] = {}
+_encode_json = msgspec.json.Encoder().encode
+
+_TOKEN_VOLUME = re.compile(rb'"kube-api-access-[a-z0-9]{5}"')
+_TOKEN_VOLUME_PREFIX = "kube-api-access-"
+"""The ServiceAccount admission plugin gives every pod's projected token volume (and its
+mounts) a name of its own, ``kube-api-access-`` and five random characters: the one
+difference between the specs of a template's pods. No reading keeps that volume (it is
+not one a plugin reads), so the name is left out of the key; a reading that keeps a
+volume so named is not shared."""
+
+
+_RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
+_STATUS_RESOURCES = frozenset(STATUS_FIELDS) - {"conditions"}
+
+
+def _status_may_count(status: Mapping[str, Any]) -> bool:
+    """Whether the pod-requests rule reads anything in ``status`` (``reads_status``), other
+    than conditions of no resize: a pending pod's ``PodScheduled`` (gated, unschedulable)
+    leaves its requests its spec's."""
+    if not reads_status(status):
+        return False
+    if len(status.keys() & _STATUS_RESOURCES):
+        return True
+    conditions = status.get("conditions")
+    return not isinstance(conditions, list) or any(
+        not isinstance(c, Mapping) or c.get("type") in _RESIZE_CONDITIONS for c in conditions
+    )
+
+
+def _template_key(spec: Mapping[str, Any]) -> bytes:
+    return _TOKEN_VOLUME.sub(b'"kube-api-access-"', _encode_json(spec))
+
+
+def _read_spec(
+    spec: Mapping[str, Any],
+    swhere: FieldPath,
+    status: Mapping[str, Any],
+    stwhere: FieldPath | None,
+) -> _SpecReading:
+    """The spec's part of a pod; ``stwhere``: the status counts too (a resize's
+    resources, ``reads_status``)."""
+    containers = _read_containers(spec, swhere, status, stwhere)
+    nonzero = pod_requests(containers.resources, non_zero_defaults=NON_ZERO_DEFAULTS)
+    affinity = _mapping(spec.get("affinity"), swhere / "affinity")
+    gates = _sequence(spec.get("schedulingGates"), swhere / "schedulingGates")
+    preemption_policy = spec.get("preemptionPolicy") or api.PREEMPT_LOWER_PRIORITY
+    if preemption_policy not in (api.PREEMPT_LOWER_PRIORITY, api.PREEMPT_NEVER):
+        raise (swhere / "preemptionPolicy").fail(
+            preemption_policy, f"expected {api.PREEMPT_LOWER_PRIORITY} or {api.PREEMPT_NEVER}"
+        )
+    return _SpecReading(
+        scheduler_name=_text(spec.get("schedulerName"), swhere / "schedulerName")
+        or api.DEFAULT_SCHEDULER_NAME,
+        node_name=_text(spec.get("nodeName"), swhere / "nodeName"),
+        node_selector=_string_map(spec.get("nodeSelector"), swhere / "nodeSelector"),
+        affinity=parse_node_affinity(
+            affinity.get("nodeAffinity"), swhere / "affinity" / "nodeAffinity", admitted=True
+        ),
+        tolerations=parse_tolerations(spec.get("tolerations"), swhere / "tolerations"),
+        scheduling_gates=tuple(
+            str(_mapping(g, swhere / "schedulingGates" / i).get("name", ""))
+            for i, g in enumerate(gates)
+        ),
+        requests=pod_requests(containers.resources),
+        nonzero_cpu=nonzero.get(CPU, 0),
+        nonzero_memory=nonzero.get(MEMORY, 0),
+        host_ports=containers.host_ports,
+        images=containers.images + _image_volumes(spec.get("volumes"), swhere / "volumes"),
+        container_count=len(containers.images),
+        preemption_policy=str(preemption_policy),
+        volumes=parse_pod_volumes(spec.get("volumes"), swhere / "volumes"),
+        resource_claims=parse_pod_resource_claims(
+            spec.get("resourceClaims"), swhere / "resourceClaims"
+        ),
+        unsupported=_unsupported(spec),
+    )
+
+
 def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None = None) -> api.Pod:
     meta = _mapping(obj.get("metadata"), FieldPath("Pod", "metadata"))
     namespace = _text(meta.get("namespace"), FieldPath("Pod", "metadata.namespace")) or "default"
@@ -569,62 +678,57 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
     awhere = swhere / "affinity"
     spec = _mapping(obj.get("spec"), swhere)
     status = _mapping(obj.get("status"), stwhere)
-
-    containers = _read_containers(spec, swhere, status, stwhere if reads_status(status) else None)
-    requests = pod_requests(containers.resources)
-    nonzero = pod_requests(containers.resources, non_zero_defaults=NON_ZERO_DEFAULTS)
-    affinity = _mapping(spec.get("affinity"), awhere)
-    gates = _sequence(spec.get("schedulingGates"), swhere / "schedulingGates")
+    if _status_may_count(status):  # a resize's resources may count: read afresh
+        reading = _read_spec(spec, swhere, status, stwhere)
+    else:
+        # a pending pod's spec is its template's: thousands of pods, a few specs
+        key = _template_key(spec)
+        found = _spec_readings.get(key)
+        if found is None:
+            found = _read_spec(spec, swhere, status, None)  # raises naming this pod
+            if not any(v.name.startswith(_TOKEN_VOLUME_PREFIX) for v in found.volumes):
+                if len(_spec_readings) >= SPEC_READINGS_KEPT:
+                    _spec_readings.clear()
+                _spec_readings[key] = found
+        reading = found
     labels = _labels(meta.get("labels"), mwhere / "labels")
-    preemption_policy = spec.get("preemptionPolicy") or api.PREEMPT_LOWER_PRIORITY
-    if preemption_policy not in (api.PREEMPT_LOWER_PRIORITY, api.PREEMPT_NEVER):
-        raise (swhere / "preemptionPolicy").fail(
-            preemption_policy, f"expected {api.PREEMPT_LOWER_PRIORITY} or {api.PREEMPT_NEVER}"
-        )
+    affinity = _mapping(spec.get("affinity"), awhere)
     start_time = status.get("startTime")
     return api.Pod(
         namespace=namespace,
         name=name,
         uid=_text(meta.get("uid"), mwhere / "uid") or f"{namespace}/{name}",
-        scheduler_name=_text(spec.get("schedulerName"), swhere / "schedulerName")
-        or api.DEFAULT_SCHEDULER_NAME,
-        node_name=_text(spec.get("nodeName"), swhere / "nodeName"),
+        scheduler_name=reading.scheduler_name,
+        node_name=reading.node_name,
         nominated_node_name=_text(status.get("nominatedNodeName"), stwhere / "nominatedNodeName"),
         priority=_priority(spec, swhere, priority_classes),
         labels=labels,
-        node_selector=_string_map(spec.get("nodeSelector"), swhere / "nodeSelector"),
-        affinity=parse_node_affinity(
-            affinity.get("nodeAffinity"), awhere / "nodeAffinity", admitted=True
-        ),
-        tolerations=parse_tolerations(spec.get("tolerations"), swhere / "tolerations"),
-        scheduling_gates=tuple(
-            str(_mapping(g, swhere / "schedulingGates" / i).get("name", ""))
-            for i, g in enumerate(gates)
-        ),
-        requests=requests,
-        nonzero_cpu=nonzero.get(CPU, 0),
-        nonzero_memory=nonzero.get(MEMORY, 0),
-        host_ports=containers.host_ports,
-        images=containers.images + _image_volumes(spec.get("volumes"), swhere / "volumes"),
-        container_count=len(containers.images),
+        node_selector=reading.node_selector,
+        affinity=reading.affinity,
+        tolerations=reading.tolerations,
+        scheduling_gates=reading.scheduling_gates,
+        requests=reading.requests,
+        nonzero_cpu=reading.nonzero_cpu,
+        nonzero_memory=reading.nonzero_memory,
+        host_ports=reading.host_ports,
+        images=reading.images,
+        container_count=reading.container_count,
         created=_timestamp(meta.get("creationTimestamp"), mwhere / "creationTimestamp"),
         deleting=bool(meta.get("deletionTimestamp")),
         pod_affinity=parse_pod_affinity(affinity, awhere, labels),
         spread_constraints=parse_spread_constraints(
             spec.get("topologySpreadConstraints"), swhere / "topologySpreadConstraints", labels
         ),
-        preemption_policy=str(preemption_policy),
+        preemption_policy=reading.preemption_policy,
         start_time=None if not start_time else _timestamp(start_time, stwhere / "startTime"),
         preempted=_preempted(status, stwhere / "conditions"),
         controller=_controller(meta, mwhere / "ownerReferences"),
-        volumes=parse_pod_volumes(spec.get("volumes"), swhere / "volumes"),
-        resource_claims=parse_pod_resource_claims(
-            spec.get("resourceClaims"), swhere / "resourceClaims"
-        ),
+        volumes=reading.volumes,
+        resource_claims=reading.resource_claims,
         claim_statuses=_claim_statuses(
             status.get("resourceClaimStatuses"), stwhere / "resourceClaimStatuses"
         ),
-        unsupported=_unsupported(spec),
+        unsupported=reading.unsupported,
         raw=obj,
     )
 
@@ -904,7 +1008,9 @@ _IN_TREE_VOLUMES: Mapping[str, tuple[api.VolumeKind, str]] = {
 
 
 def parse_pod_volumes(value: Any, where: FieldPath) -> tuple[api.PodVolume, ...]:
-    """``spec.volumes``, each reduced to its kind and what identifies its disk."""
+    """``spec.volumes``, each reduced to its kind and what identifies its disk; a volume
+    no plugin reads (a secret, a config map, the service account's projected token,
+    an emptyDir) is left out."""
     out = []
     for i, raw in enumerate(_sequence(value, where)):
         here = where / i
@@ -936,8 +1042,6 @@ def parse_pod_volumes(value: Any, where: FieldPath) -> tuple[api.PodVolume, ...]
                     read_only = _bool(source.get("readOnly"), here / key / "readOnly")
                     out.append(api.PodVolume(name, kind, "", read_only, disk))
                     break
-            else:
-                out.append(api.PodVolume(name))
     return tuple(out)
 
 

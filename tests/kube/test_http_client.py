@@ -8,7 +8,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -196,6 +196,35 @@ def test_watch_streams_events_and_closes_promptly(
     request = seeded.requests_to("GET", "/api/v1/pods$")[-1]
     assert request.param("allowWatchBookmarks") == "true"
     assert request.param("resourceVersion") == listed.resource_version
+
+
+def test_a_streamed_list_is_read_in_blocks_of_many_chunks(
+    seeded: FakeAPIServer, kube: http.HTTPKubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's one chunk per event is unchunked here from large reads of the
+    socket, not a chunk per read: the reads are fewer than the events."""
+    for n in range(300):
+        seeded.cluster.create("pods", objects.pod(f"bulk-{n}"))
+    reads: list[int] = []
+    unchunked = http.unchunked
+
+    def counting(read: Callable[[int], bytes]) -> Iterator[bytes]:
+        def counted(limit: int) -> bytes:
+            reads.append(limit)
+            return read(limit)
+
+        return unchunked(counted)
+
+    monkeypatch.setattr(http, "unchunked", counting)
+    stream = kube.watch_list(client.Collection.PODS, timeout_seconds=30)
+    names = []
+    for event in stream:
+        if event.type is client.WatchEventType.BOOKMARK:
+            break
+        names.append(event.object["metadata"]["name"])
+    stream.close()
+    assert {f"bulk-{n}" for n in range(300)} <= set(names)
+    assert 0 < len(reads) < len(names)
 
 
 @pytest.mark.parametrize("as_status", [False, True], ids=["error-event", "http-410"])

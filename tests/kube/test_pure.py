@@ -5,6 +5,7 @@ the actuation settings' parsing."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from nodeagent.base import errors
 from nodeagent.base.clock import FakeClock
 from nodeagent.k8s.pods import QOSClass, qos_class
 from nodeagent.kube import errors as kube_errors
-from nodeagent.kube import ratelimit, retry, selectors
+from nodeagent.kube import http, ratelimit, retry, selectors
 from tests.doubles import merge
 from tests.fakeapi import objects
 
@@ -378,3 +379,61 @@ def test_list_settings_from_environment() -> None:
     )
     assert config.protected_namespaces == ["kube-system", "monitoring"]
     assert config.protected_labels == ["tier in (db,cache),team", "app=critical"]
+
+
+def _reads(raw: bytes, sizes: list[int]) -> Callable[[int], bytes]:
+    """``read(n)`` over ``raw``, each call giving the next of ``sizes`` bytes at most (a
+    socket delivering the stream in those pieces), then b"" (the peer closed)."""
+    pieces = iter(sizes)
+    at = 0
+
+    def read(limit: int) -> bytes:
+        nonlocal at
+        take = min(limit, next(pieces, limit))
+        out, at = raw[at : at + take], at + take
+        return out
+
+    return read
+
+
+CHUNKED = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n1\r\n\n\r\n0\r\nTrailer: x\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        pytest.param([len(CHUNKED)], id="one-read"),
+        pytest.param([1] * len(CHUNKED), id="a-byte-a-read"),
+        pytest.param([3, 9, 2, 20, 100], id="split-inside-sizes-and-data"),
+    ],
+)
+def test_unchunked_gives_the_body_whatever_the_reads(sizes: list[int]) -> None:
+    blocks = list(http.unchunked(_reads(CHUNKED, sizes)))
+    assert b"".join(blocks) == b"hello, world\n"
+    assert all(blocks)  # no empty block: an empty block would read as the end
+
+
+def test_unchunked_gives_every_whole_chunk_of_a_read_at_once() -> None:
+    assert list(http.unchunked(_reads(CHUNKED, [len(CHUNKED)]))) == [b"hello, world\n"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        pytest.param(b"5\r\nhel", "ended inside", id="cut-in-data"),
+        pytest.param(b"5\r\nhello\r\n", "ended inside", id="no-last-chunk"),
+        pytest.param(b"zz\r\nhello\r\n0\r\n\r\n", "invalid literal", id="bad-size"),
+    ],
+)
+def test_unchunked_refuses_a_broken_stream(raw: bytes, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        list(http.unchunked(_reads(raw, [len(raw)])))
+
+
+@given(
+    st.lists(st.binary(min_size=1, max_size=40), max_size=12),
+    st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=50),
+)
+def test_unchunked_undoes_any_chunking(chunks: list[bytes], sizes: list[int]) -> None:
+    raw = b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+    assert b"".join(http.unchunked(_reads(raw, sizes))) == b"".join(chunks)

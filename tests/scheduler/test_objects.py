@@ -233,3 +233,141 @@ def test_disruption_budgets_are_read() -> None:
     assert cluster.disruption_budgets == (
         api.DisruptionBudget("shop", "web", api.LabelSelector((("app", "web"),)), 1),
     )
+
+
+def _template_pod(
+    name: str, *, labels: dict[str, str], priority_class: str = ""
+) -> dict[str, object]:
+    spec: dict[str, object] = {
+        "schedulerName": "custom",
+        "nodeSelector": {"disk": "ssd"},
+        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "containers": [
+            {
+                "name": "app",
+                "image": "nginx",
+                "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}},
+                "ports": [{"containerPort": 80, "hostPort": 8080}],
+            }
+        ],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+                "matchLabelKeys": ["rev"],
+            }
+        ],
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "labels": labels},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_pods_of_one_template_read_as_each_read_alone() -> None:
+    """The spec's reading is kept per distinct spec: a second pod of the template gets
+    the same values a fresh reading gives, with its own name, labels and priority."""
+    first = objects.parse_pod(_template_pod("a", labels={"app": "web", "rev": "1"}))
+    second = objects.parse_pod(
+        _template_pod("b", labels={"app": "web", "rev": "2"}, priority_class="high"),
+        {"high": 1000},
+    )
+    objects._spec_readings.clear()
+    alone = objects.parse_pod(
+        _template_pod("b", labels={"app": "web", "rev": "2"}, priority_class="high"),
+        {"high": 1000},
+    )
+    assert second == alone
+    assert (second.name, second.uid, second.priority) == ("b", "uid-b", 1000)
+    assert first.requests == second.requests == {"cpu": 250, "memory": 64 * 1024**2}
+    assert first.host_ports == second.host_ports
+    # matchLabelKeys reads the pod's own labels: not shared between the two
+    assert first.spread_constraints != second.spread_constraints
+
+
+def test_a_bad_spec_is_refused_for_every_pod_that_has_it() -> None:
+    bad = _template_pod("a", labels={})
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"  # type: ignore[index]
+    for name in ("a", "b"):
+        bad["metadata"]["name"] = name  # type: ignore[index]
+        with pytest.raises(ConfigError, match=f"Pod ns/{name}: spec.containers"):
+            objects.parse_pod(bad)
+
+
+def test_a_resize_in_the_status_is_read_per_pod() -> None:
+    """A status with resources (a resize not yet actuated) changes the requests: read
+    per pod, not as its template's."""
+    plain = objects.parse_pod(_template_pod("a", labels={}))
+    resized_doc = _template_pod("b", labels={})
+    resized_doc["status"] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {"name": "app", "resources": {"requests": {"cpu": "500m", "memory": "64Mi"}}}
+        ],
+    }
+    resized = objects.parse_pod(resized_doc)
+    assert plain.requests["cpu"] == 250
+    assert resized.requests["cpu"] == 500
+
+
+def _with_token_volume(doc: dict[str, object], suffix: str, *, as_claim: bool = False) -> None:
+    """The ServiceAccount admission plugin's volume and mount, as the API server stores
+    them (``as_claim``: a claim volume that happens to have such a name)."""
+    name = f"kube-api-access-{suffix}"
+    spec = doc["spec"]
+    assert isinstance(spec, dict)
+    source: dict[str, object] = (
+        {"persistentVolumeClaim": {"claimName": "data"}}
+        if as_claim
+        else {"projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}
+    )
+    spec["volumes"] = [{"name": name, **source}]
+    spec["containers"][0]["volumeMounts"] = [{"name": name, "mountPath": "/var/run"}]
+
+
+def test_the_service_account_token_volume_does_not_part_a_template() -> None:
+    objects._spec_readings.clear()
+    pods = []
+    for suffix in ("x7k2p", "b4wqz"):
+        doc = _template_pod(f"p-{suffix}", labels={})
+        _with_token_volume(doc, suffix)
+        pods.append(objects.parse_pod(doc))
+    assert len(objects._spec_readings) == 1
+    assert pods[0].volumes == pods[1].volumes == ()  # no plugin reads a projected volume
+
+
+def test_a_claim_volume_named_like_the_token_volume_is_read_per_pod() -> None:
+    objects._spec_readings.clear()
+    names = []
+    for suffix in ("x7k2p", "b4wqz"):
+        doc = _template_pod(f"p-{suffix}", labels={})
+        _with_token_volume(doc, suffix, as_claim=True)
+        names.append([v.name for v in objects.parse_pod(doc).volumes])
+    assert names == [["kube-api-access-x7k2p"], ["kube-api-access-b4wqz"]]
+
+
+@pytest.mark.parametrize(
+    ("condition", "shared"),
+    [
+        pytest.param("PodScheduled", True, id="unschedulable"),
+        pytest.param("PodResizePending", False, id="resize-pending"),
+        pytest.param("PodResizeInProgress", False, id="resize-in-progress"),
+    ],
+)
+def test_only_a_resize_condition_keeps_a_pod_from_its_template(
+    condition: str, shared: bool
+) -> None:
+    objects._spec_readings.clear()
+    doc = _template_pod("a", labels={})
+    doc["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": condition, "status": "False", "reason": "Infeasible"}],
+    }
+    objects.parse_pod(doc)
+    assert len(objects._spec_readings) == (1 if shared else 0)
