@@ -683,10 +683,12 @@ class LiveScheduler:
         self.reporter.start()
         self.timeline.starting_informers()
         with heap.building() if freeze_heap else contextlib.nullcontext():
-            self.storage.start()  # the volume plugins' objects, before the pods they serve
-            self.resources.start()  # DynamicResources' claims, slices and classes, likewise
-            for inf in (self.nodes, self.budgets, self.pods):
+            # the longest lists first (each informer's first request opens a connection
+            # of its own): all must sync before the first cycle, whatever their order
+            for inf in (self.pods, self.nodes, self.budgets):
                 inf.start()
+            self.storage.start()  # the volume plugins' objects
+            self.resources.start()  # DynamicResources' claims, slices and classes
             if not self._wait_synced(sync_timeout, stop):
                 return False
         self.queue.recheck_gated(ClusterEvent.RESOURCE_CLAIM_ADD)  # see _resource_event
