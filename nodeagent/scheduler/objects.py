@@ -596,8 +596,9 @@ class _SpecReading:
 
 
 SPEC_READINGS_KEPT = 4096
-"""Distinct specs whose reading :func:`parse_pod` keeps (a few hundred bytes each, the
-values shared with the pods parsed from them); when full it starts again."""
+"""Distinct specs whose reading :func:`parse_pod` keeps (about two kilobytes each with
+its key, the spec's JSON; the values are shared with the pods parsed from them); when
+full it starts again."""
 
 _spec_readings: dict[bytes, _SpecReading] = {}
 _encode_json = msgspec.json.Encoder().encode
@@ -629,8 +630,14 @@ def _status_may_count(status: Mapping[str, Any]) -> bool:
     )
 
 
-def _template_key(spec: Mapping[str, Any]) -> bytes:
-    return _TOKEN_VOLUME.sub(b'"kube-api-access-"', _encode_json(spec))
+def _template_key(spec: Mapping[str, Any]) -> bytes | None:
+    """The key of ``spec``'s reading; None for a spec JSON cannot hold (a cluster file's
+    YAML may carry values no API server would send): read, not kept."""
+    try:
+        encoded = _encode_json(spec)
+    except (TypeError, msgspec.EncodeError):
+        return None
+    return _TOKEN_VOLUME.sub(b'"kube-api-access-"', encoded)
 
 
 def _read_spec(
@@ -695,10 +702,12 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
     else:
         # a pending pod's spec is its template's: thousands of pods, a few specs
         key = _template_key(spec)
-        found = _spec_readings.get(key)
+        found = None if key is None else _spec_readings.get(key)
         if found is None:
             found = _read_spec(spec, swhere, status, None)  # raises naming this pod
-            if not any(v.name.startswith(_TOKEN_VOLUME_PREFIX) for v in found.volumes):
+            if key is not None and not any(
+                v.name.startswith(_TOKEN_VOLUME_PREFIX) for v in found.volumes
+            ):
                 if len(_spec_readings) >= SPEC_READINGS_KEPT:
                     _spec_readings.clear()
                 _spec_readings[key] = found

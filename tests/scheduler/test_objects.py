@@ -371,3 +371,14 @@ def test_only_a_resize_condition_keeps_a_pod_from_its_template(
     }
     objects.parse_pod(doc)
     assert len(objects._spec_readings) == (1 if shared else 0)
+
+
+def test_a_spec_json_cannot_hold_is_read_and_not_kept() -> None:
+    """A cluster file's YAML may hold values no API server sends (here an object of no
+    JSON type, in a field the scheduler does not read): the pod is read all the same."""
+    objects._spec_readings.clear()
+    doc = _template_pod("a", labels={})
+    doc["spec"]["containers"][0]["env"] = [{"name": "X", "value": object()}]  # type: ignore[index]
+    pod = objects.parse_pod(doc)
+    assert pod.requests == {"cpu": 250, "memory": 64 * 1024**2}
+    assert not objects._spec_readings
