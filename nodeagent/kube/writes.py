@@ -20,6 +20,11 @@ def binding_path(namespace: str, name: str) -> str:
     return f"/api/v1/namespaces/{segment(namespace)}/pods/{segment(name)}/binding"
 
 
+def pod_status_path(namespace: str, name: str) -> str:
+    """A pod's status subresource, for the scheduler's strategic merge patches."""
+    return f"/api/v1/namespaces/{segment(namespace)}/pods/{segment(name)}/status"
+
+
 def resource_claim_path(namespace: str, name: str, *, status: bool = False) -> str:
     """A ResourceClaim (``status``: its status subresource), for a PUT."""
     path = (

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -254,6 +256,34 @@ def test_events_are_created_and_patched(seeded: FakeAPIServer, kube: http.HTTPKu
     assert created["reason"] == "EvictionThresholdMet"
     kube.patch_event("default", "node-a.x", {"count": 4})
     assert seeded.cluster.get("events", "default", "node-a.x")["count"] == 4
+
+
+def test_a_pod_status_patch_is_a_strategic_merge_without_the_generated_module(
+    seeded: FakeAPIServer, tmp_path: Path
+) -> None:
+    """The scheduler's first unschedulable pod patches its status: in a fresh process,
+    that write must not import the generated CoreV1Api module (0.2-0.4 s of CPU under
+    the scheduling loop), and it is a strategic merge (a condition list merged by type)."""
+    seeded.cluster.create("pods", objects.pod("patched"))
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", seeded.url)
+    script = f"""
+import sys
+from pathlib import Path
+from nodeagent.kube import http
+kube = http.HTTPKubeClient.connect(http.load_configuration(Path({str(kubeconfig)!r})))
+condition = {{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}}
+kube.patch_pod_status("default", "patched", {{"status": {{"conditions": [condition]}}}})
+print("kubernetes.client.api.core_v1_api" in sys.modules)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+    request = seeded.requests_to("PATCH", "/pods/patched/status$")[-1]
+    assert request.content_type == "application/strategic-merge-patch+json"
+    conditions = seeded.cluster.get("pods", "default", "patched")["status"]["conditions"]
+    assert [c["reason"] for c in conditions if c["type"] == "PodScheduled"] == ["Unschedulable"]
 
 
 def test_load_configuration_errors_name_the_source() -> None:
