@@ -91,12 +91,14 @@ def test_working_set_and_pods_match_the_kernel(tmp_path: Path, with_pids_hierarc
     assert allocatable is not None
     assert allocatable.capacity == KUBEPODS_LIMIT
 
-    # The 64 MiB touched are in the working set; the 16 MiB written are inactive
-    # page cache and are not.
+    # The 64 MiB touched are in the working set. The 16 MiB written are page cache: the
+    # kernel usually leaves them on the inactive list (not in the working set), but may
+    # count some or all of them active, as it did in one CI run (84 MiB grown); the
+    # reading matches the kernel's either way (asserted above).
     before_memory = before.value(Signal.MEMORY_AVAILABLE)
     assert before_memory is not None
     grown = before_memory.available - memory.available
-    assert 60 * MIB <= grown <= 80 * MIB, grown
+    assert 60 * MIB <= grown <= (64 + 16 + 8) * MIB, grown
 
     pod = after.pods[PodUID(uid)]
     assert pod.memory is not None
