@@ -73,17 +73,7 @@ class Limits:
 
 
 class _Call:
-    __slots__ = (
-        "answered",
-        "attempts",
-        "body",
-        "done",
-        "method",
-        "path",
-        "resource",
-        "verb",
-        "what",
-    )
+    __slots__ = ("answered", "attempts", "body", "method", "path", "resource", "verb", "what")
 
     def __init__(
         self,
@@ -93,16 +83,14 @@ class _Call:
         what: str,
         path: str,
         body: bytes,
-        done: Done | None = None,
+        answered: Answered,
         method: str = "POST",
-        answered: Answered | None = None,
     ) -> None:
         self.verb = verb
         self.resource = resource
         self.what = what
         self.path = path
         self.body = body
-        self.done = done
         self.method = method
         self.answered = answered
         self.attempts = 0
@@ -255,7 +243,7 @@ class Poster:
     ) -> None:
         """POST ``body`` to ``path``; ``done`` gets the outcome. ``verb`` and
         ``resource`` name it for the observer, ``what`` for error messages."""
-        self._take_token(_Call(verb, resource, what=what, path=path, body=body, done=done))
+        self.send("POST", verb, resource, what=what, path=path, body=body, answered=_only(done))
 
     def send(
         self,
@@ -420,11 +408,13 @@ class Poster:
         self._later(delay, call)
 
 
+def _only(done: Done) -> Answered:
+    """A :data:`Done` as an :data:`Answered` (a POST's caller reads no answer)."""
+    return lambda error, _status, _body: done(error)
+
+
 def _finish(call: _Call, error: errors.KubeAPIError | None, status: int, body: bytes) -> None:
     try:
-        if call.answered is not None:
-            call.answered(error, status, body)
-        elif call.done is not None:
-            call.done(error)
+        call.answered(error, status, body)
     except Exception:  # the caller's bug must not break the connection it came from
         log.exception("handling the outcome of %s failed", call.what)

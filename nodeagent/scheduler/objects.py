@@ -622,7 +622,7 @@ def _status_may_count(status: Mapping[str, Any]) -> bool:
     leaves its requests its spec's."""
     if not reads_status(status):
         return False
-    if len(status.keys() & _STATUS_RESOURCES):
+    if not status.keys().isdisjoint(_STATUS_RESOURCES):
         return True
     conditions = status.get("conditions")
     return not isinstance(conditions, list) or any(
