@@ -805,8 +805,11 @@ def _watch_event(
         return client.WatchEvent(client.WatchEventType.ADDED, _copy(change.new))
     if now and was:
         return client.WatchEvent(client.WatchEventType.MODIFIED, _copy(change.new))
-    if was and not now:
-        gone = _copy(change.new)  # the new state, at the new resourceVersion
+    if was and not now and change.old is not None:
+        # the state it last matched in, at the new resourceVersion, as kube-apiserver's
+        # watch cache sends it (cacheWatcher.convertToWatchEvent)
+        gone = _copy(change.old)
+        gone["metadata"]["resourceVersion"] = str(change.resource_version)
         return client.WatchEvent(client.WatchEventType.DELETED, gone)
     return None
 

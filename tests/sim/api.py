@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 
 from nodeagent.base import errors
 from nodeagent.base.clock import FakeClock
-from nodeagent.kube import client
+from nodeagent.kube import client, selectors
 from nodeagent.kube import errors as kube_errors
 
 Key = tuple[str, str]
@@ -297,10 +297,6 @@ def _terminating(pod: client.KubeObject) -> None:
     pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
 
 
-def _not_terminal(pod: client.KubeObject) -> bool:
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
 class SimClient:
     """One component's client of the :class:`SimAPI` (``sender`` names it in records)."""
 
@@ -312,12 +308,8 @@ class SimClient:
     # --- reads --------------------------------------------------------------------------
     def list_pods(self, *, field_selector: str = "", label_selector: str = "") -> Any:
         self.faults.check_up("list pods")
-        node = ""
-        if field_selector.startswith("spec.nodeName="):
-            node = field_selector.split("=", 1)[1].split(",", 1)[0]
         return self.api.listed(
-            "pods",
-            lambda p: _not_terminal(p) and (not node or p["spec"].get("nodeName") == node),
+            "pods", selectors.matcher(field_selector=field_selector, label_selector=label_selector)
         )
 
     def list_nodes(self) -> Any:

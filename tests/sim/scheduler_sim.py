@@ -175,6 +175,44 @@ def fits(pod: client.KubeObject, node: client.KubeObject, usage: dict[str, dict[
     return has_room(pod, node, usage)
 
 
+PENDING_PODS = "pending-pods"
+"""The scheduler's second pod informer; its events come from the pods' history."""
+SOURCE = {PENDING_PODS: "pods"}
+
+
+def _not_terminal(pod: client.KubeObject) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+SELECTED: dict[str, Callable[[client.KubeObject], bool]] = {
+    "pods": lambda pod: bool(pod["spec"].get("nodeName")) and _not_terminal(pod),
+    PENDING_PODS: lambda pod: not pod["spec"].get("nodeName") and _not_terminal(pod),
+}
+"""The pod informers' field selectors (``spec.nodeName!=`` / ``spec.nodeName=``, both
+not terminal)."""
+
+
+def _selected(
+    event: client.WatchEvent, informer: Informer, matches: Callable[[client.KubeObject], bool]
+) -> client.WatchEvent | None:
+    """``event`` as a watch with a field selector shows it (kube-apiserver's
+    ``cacheWatcher.convertToWatchEvent``): a pod that starts matching is ADDED, one that
+    stops matching DELETED with the state it last matched in (at the new
+    resourceVersion), one that never matched not at all."""
+    obj = event.object
+    meta = obj["metadata"]
+    stored = informer.get((str(meta.get("namespace") or ""), str(meta["name"])))
+    now = event.type is not client.WatchEventType.DELETED and matches(obj)
+    if now:
+        kind = client.WatchEventType.ADDED if stored is None else client.WatchEventType.MODIFIED
+        return client.WatchEvent(kind, obj)
+    if stored is None:
+        return None
+    gone = dict(stored)
+    gone["metadata"] = {**stored["metadata"], "resourceVersion": meta.get("resourceVersion")}
+    return client.WatchEvent(client.WatchEventType.DELETED, gone)
+
+
 # --- replicas -------------------------------------------------------------------------------
 @dataclass(eq=False)
 class Replica:
@@ -621,7 +659,7 @@ class SchedulerSimulation:
             elif roll < 0.93:
                 moved |= self.schedule(replica)
             else:
-                moved |= self.deliver(replica, "pods")
+                moved |= self.deliver(replica, "pods" if roll < 0.965 else PENDING_PODS)
         if not moved:
             self.clock.advance(timeout)
             self.timers()
@@ -650,7 +688,8 @@ class SchedulerSimulation:
             stepped=True,
         )
         informers = {"nodes": scheduler.nodes, "poddisruptionbudgets": scheduler.budgets}
-        informers["pods"] = scheduler.pods
+        informers["pods"] = scheduler.assigned_pods
+        informers[PENDING_PODS] = scheduler.pending_pods
         replica = Replica(scheduler, informers)
         for kind in informers:
             replica.needs_list[kind] = True
@@ -681,7 +720,7 @@ class SchedulerSimulation:
             (replica.informers if main else replica.storage)[kind].sync_once()
         except errors.KubeAPIError:
             return False
-        replica.cursor[kind] = len(self.api.history[kind])
+        replica.cursor[kind] = len(self.api.history[SOURCE.get(kind, kind)])
         (replica.needs_list if main else replica.storage_needs_list)[kind] = False
         self.note(f"{replica.identity} listed {kind}")
         storage_listed = not self.storage_on or not any(replica.storage_needs_list.values())
@@ -697,12 +736,19 @@ class SchedulerSimulation:
         needs_list = replica.needs_list if main else replica.storage_needs_list
         if needs_list[kind] or self.faults.down:
             return False
-        history = self.api.history[kind]
-        position = replica.cursor[kind]
-        if position >= len(history):
-            return False
-        event = history[position]
-        replica.cursor[kind] = position + 1
+        history = self.api.history[SOURCE.get(kind, kind)]
+        while True:  # the next event this informer's watch shows
+            position = replica.cursor[kind]
+            if position >= len(history):
+                return False
+            replica.cursor[kind] = position + 1
+            if kind not in SELECTED:
+                event = history[position]
+                break
+            selected = _selected(history[position], replica.informers[kind], SELECTED[kind])
+            if selected is not None:
+                event = selected
+                break
         self.note(
             f"{replica.identity} <- {event.type.value} {kind} "
             f"{event.object['metadata'].get('name')} rv={event.resource_version}"
@@ -759,8 +805,9 @@ class SchedulerSimulation:
         try:
             for _ in range(self.rng.choice((0, 0, 1, 3))):
                 replica = self.rng.choice(self.replicas)
-                if self.rng.random() < 0.8:
-                    self.deliver(replica, "pods")
+                roll = self.rng.random()
+                if roll < 0.8:
+                    self.deliver(replica, "pods" if roll < 0.4 else PENDING_PODS)
                 else:
                     self.schedule(replica)
         finally:
@@ -1028,9 +1075,12 @@ class SchedulerSimulation:
             if kinds:
                 self.relist(replica, rng.choice(kinds))
             else:
-                self.deliver(replica, rng.choice(("pods", "pods", "nodes", "poddisruptionbudgets")))
+                self.deliver(
+                    replica, rng.choice(("pods", PENDING_PODS, "nodes", "poddisruptionbudgets"))
+                )
         elif roll < 0.33:
-            replica.needs_list[rng.choice(("pods", "nodes", "poddisruptionbudgets"))] = True
+            gone = ("pods", PENDING_PODS, "nodes", "poddisruptionbudgets")
+            replica.needs_list[rng.choice(gone)] = True
             self.note(f"{replica.identity}: a watch answered 410 Gone")
         elif roll < 0.48:
             self.schedule(replica)

@@ -135,16 +135,17 @@ class TestOrderings:
         s, replica = _stepped()
         scheduler = replica.scheduler
         _pod(s, "a", "3000m")
-        assert s.deliver(replica, "pods") and s.schedule(replica)
+        assert s.deliver(replica, sim.PENDING_PODS) and s.schedule(replica)
         s.api.update("pods", "default", "a", sim._annotate("late"))  # before the bind
-        assert s.bind(replica)  # 201; the watch still shows the pod unbound
+        assert s.bind(replica)  # 201; the watches still show the pod unbound
         uid = s.api.objects["pods"][("default", "a")]["metadata"]["uid"]
-        assert s.deliver(replica, "pods")  # the late annotation
+        assert s.deliver(replica, sim.PENDING_PODS)  # the late annotation
         assert scheduler.queue.where(uid) is None, "an assumed pod's update must not queue it"
         assert not s.schedule(replica)
         assert s.deliver(replica, "pods")  # now bound
+        assert s.deliver(replica, sim.PENDING_PODS)  # and no longer pending
         _pod(s, "b", "1000m")  # exactly what is left
-        assert s.deliver(replica, "pods") and s.schedule(replica) and s.bind(replica)
+        assert s.deliver(replica, sim.PENDING_PODS) and s.schedule(replica) and s.bind(replica)
         sent = [(b.pod, b.outcome) for b in s.api.bindings]
         assert sent == [("default/a", BindOutcome.CREATED), ("default/b", BindOutcome.CREATED)]
         s.settle()
@@ -154,7 +155,7 @@ class TestOrderings:
         s, replica = _stepped()
         scheduler = replica.scheduler
         _pod(s, "a", "3000m")
-        assert s.deliver(replica, "pods") and s.schedule(replica)
+        assert s.deliver(replica, sim.PENDING_PODS) and s.schedule(replica)
         s.faults.lost_response = 1.0  # applied, the answer lost; the retries run out
         s.faults.rng = _Always(0.0)
         assert s.bind(replica)
@@ -162,14 +163,15 @@ class TestOrderings:
         assert scheduler.queue.where(uid) is Where.ERROR_BACKOFF
         assert s.report(replica)  # "Binding rejected" written onto the bound pod
         s.faults.heal()
-        replica.needs_list["pods"] = True  # 410: the relist shows it bound and patched
-        assert s.relist(replica, "pods")
+        for kind in ("pods", sim.PENDING_PODS):  # 410: the relists show it bound and patched
+            replica.needs_list[kind] = True
+            assert s.relist(replica, kind)
         assert scheduler.queue.where(uid) is None
         s.clock.advance(20)
         s.timers()
         assert not s.schedule(replica), "a bound pod is never scheduled again"
         _pod(s, "b", "1000m")
-        assert s.deliver(replica, "pods") and s.schedule(replica) and s.bind(replica)
+        assert s.deliver(replica, sim.PENDING_PODS) and s.schedule(replica) and s.bind(replica)
         assert [b.outcome for b in s.api.bindings] == [BindOutcome.LOST, BindOutcome.CREATED]
 
 

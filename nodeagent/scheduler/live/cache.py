@@ -297,6 +297,11 @@ class SchedulerCache:
                 self._account(entry.pod, -1)
             return entry is not None
 
+    def is_bound(self, uid: str) -> bool:
+        """Seen bound by the watch (not only assumed)."""
+        with self._lock:
+            return uid in self._bound
+
     def is_assumed(self, uid: str) -> bool:
         with self._lock:
             return uid in self._assumed

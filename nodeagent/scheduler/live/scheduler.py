@@ -1,15 +1,21 @@
 """The live scheduler: informers -> cache and queue -> scheduling loop -> binding pool.
 
-Threads: three informers (pods, nodes, PodDisruptionBudgets; their handlers update the
-cache and the queue) and six for the volume plugins' storage kinds (:mod:`.volumes`),
-the scheduling loop (one pod at a time, as kube-scheduler), the binding workers, the
-queue flusher (backoff expiry every second, the 5-minute unschedulable flush, expired
-assumptions), the reporter, leader election and the metrics server.
+Threads: four informers (bound pods, pending pods, nodes, PodDisruptionBudgets; their
+handlers update the cache and the queue) and six for the volume plugins' storage kinds
+(:mod:`.volumes`), the scheduling loop (one pod at a time, as kube-scheduler), the
+binding workers, the queue flusher (backoff expiry every second, the 5-minute
+unschedulable flush, expired assumptions), the reporter, leader election and the
+metrics server.
 
-Which pods: kube-scheduler's choice (``addAllEventHandlers``). Pods are listed and watched with
-``status.phase!=Succeeded,status.phase!=Failed``; a pod with a node feeds the cache, a
+Which pods: kube-scheduler's choice (``addAllEventHandlers``): pods not terminal
+(``status.phase!=Succeeded,status.phase!=Failed``); a pod with a node feeds the cache, a
 pod without one whose ``schedulerName`` is a profile and that is not being deleted feeds
-the queue. Nothing is fetched per pod: the informers carry everything.
+the queue. Nothing is fetched per pod: the informers carry everything. The two halves
+are two informers (``spec.nodeName!=`` and ``spec.nodeName=``, as kube-scheduler's
+factory had them before its shared informer), so that scheduling can begin once the
+nodes and the bound pods are in, while the pending pods are still being listed
+(:meth:`LiveScheduler.start`): a binding shows as a pod leaving the pending watch and
+joining the bound one, in either order.
 
 One scheduling cycle (:meth:`LiveScheduler.schedule_one`): the framework filters (with
 nominated pods of higher or equal priority counted on their nodes) and scores on the
@@ -59,7 +65,11 @@ from nodeagent.serving.health import ProbeResult
 
 log = logging.getLogger("nodeagent.scheduler")
 
-POD_FIELD_SELECTOR = NOT_TERMINAL_FIELD_SELECTOR
+ASSIGNED_POD_SELECTOR = f"spec.nodeName!=,{NOT_TERMINAL_FIELD_SELECTOR}"
+PENDING_POD_SELECTOR = f"spec.nodeName=,{NOT_TERMINAL_FIELD_SELECTOR}"
+NOMINATED_POD_SELECTOR = f"{PENDING_POD_SELECTOR},status.nominatedNodeName!="
+"""Pending pods holding a nomination: if there are any when the scheduler starts, it
+waits for every pending pod before its first cycle (see :meth:`LiveScheduler.start`)."""
 FLUSH_INTERVAL = 1.0
 STATIC_REFRESH_INTERVAL = 10.0
 """Seconds between refreshes of plugins' per-node caches (published pressure ages)."""
@@ -175,7 +185,9 @@ class LiveScheduler:
             0 if stepped else self._binding_threads(bind_target), self._binding_done
         )
         self.metrics.watch_bindings(lambda: self.binder.in_flight)
-        self.pods, self.nodes, self.budgets = self._informers(kube, watch_timeout)
+        self.assigned_pods, self.pending_pods, self.nodes, self.budgets = self._informers(
+            kube, watch_timeout
+        )
         self.storage = volumes.StorageInformers(
             kube, self.handle.volumes, self._event, watch_timeout=watch_timeout
         )
@@ -194,6 +206,10 @@ class LiveScheduler:
         self.times = {"algorithm": 0.0, "assume": 0.0, "failure": 0.0, "cycles": 0.0}
         self.bound_count = 0
         self._bound_lock = threading.Lock()
+        self._left_pending: list[tuple[str, informer.Key, float]] = []
+        """``(uid, key, when)`` of pods that left the pending watch not seen bound, in
+        order (:meth:`_settle_left`)."""
+        self._left_lock = threading.Lock()
 
     # --- the parts ----------------------------------------------------------------------
     def _elector(self, kube: client.ClusterClient) -> LeaderElector:
@@ -257,13 +273,20 @@ class LiveScheduler:
 
     def _informers(
         self, kube: client.ClusterClient, watch_timeout: int
-    ) -> tuple[informer.Informer, informer.Informer, informer.Informer]:
-        """The pod, node and PodDisruptionBudget informers, feeding the handlers below."""
-        pods = informer.Informer(
-            informer.pods(kube, field_selector=POD_FIELD_SELECTOR),
-            informer.Handlers(self._pod_added, self._pod_updated, self._pod_deleted),
+    ) -> tuple[informer.Informer, informer.Informer, informer.Informer, informer.Informer]:
+        """The bound pods', pending pods', node and PodDisruptionBudget informers, feeding
+        the handlers below."""
+        assigned = informer.Informer(
+            informer.pods(kube, field_selector=ASSIGNED_POD_SELECTOR),
+            informer.Handlers(self._assigned_added, self._assigned_updated, self._assigned_deleted),
             watch_timeout=watch_timeout,
-            name="pod-informer",
+            name="assigned-pod-informer",
+        )
+        pending = informer.Informer(
+            informer.pods(kube, field_selector=PENDING_POD_SELECTOR),
+            informer.Handlers(self._pending_added, self._pending_updated, self._pending_deleted),
+            watch_timeout=watch_timeout,
+            name="pending-pod-informer",
         )
         nodes = informer.Informer(
             informer.nodes(kube),
@@ -281,7 +304,7 @@ class LiveScheduler:
             watch_timeout=watch_timeout,
             name="pdb-informer",
         )
-        return pods, nodes, budgets
+        return assigned, pending, nodes, budgets
 
     # --- leadership ---------------------------------------------------------------------
     def may_schedule(self) -> bool:
@@ -321,57 +344,80 @@ class LiveScheduler:
         name = spec.get("schedulerName") or api.DEFAULT_SCHEDULER_NAME
         return not spec.get("nodeName") and name not in self.frameworks
 
-    def _pod_added(self, obj: client.KubeObject) -> None:
+    def _assigned_added(self, obj: client.KubeObject) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        self.queue.delete(uid)  # the pending watch may not have shown it leave yet
+        # our own binding, seen bound: the assumed pod is the bound one, if nothing else
+        # changed since (the watch may show the binding and a resize at once, as
+        # kube-scheduler's cache updates the assumed pod from the informer's: cache.AddPod)
+        was_pending = self.pending_pods.get(
+            (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        )
+        if (
+            was_pending is not None
+            and _accounted(was_pending) == _accounted(obj)
+            and self.cache.confirm(uid, str((obj.get("spec") or {}).get("nodeName") or ""))
+        ):
+            self._event(ClusterEvent.ASSIGNED_POD_ADD, None, self.cache.bound(uid))
+            return
+        pod = self._parse_pod(obj)
+        if pod is None:
+            return
+        self.cache.set_nominated(pod)  # bound: forgets any nomination
+        before = self.cache.bound(pod.uid) if self.cache.is_bound(pod.uid) else None
+        self.cache.add_bound(pod)
+        if before is None:  # new, or our assumption confirmed
+            self._event(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
+        else:  # a relist after a 410 (the store replaced) reports it added again
+            for event in framework.pod_update_events(before, pod):
+                self._event(event, before, pod)
+
+    def _assigned_updated(self, _old_obj: client.KubeObject, obj: client.KubeObject) -> None:
+        pod = self._parse_pod(obj)
+        if pod is None:
+            return
+        before = self.cache.bound(pod.uid)
+        self.cache.add_bound(pod)
+        if before is None:
+            self._event(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
+        else:
+            # a resize down frees room (isPodResourcesResizedDown)
+            for event in framework.pod_update_events(before, pod):
+                self._event(event, before, pod)
+
+    def _assigned_deleted(self, obj: client.KubeObject) -> None:
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        self.queue.delete(uid)
+        self.reporter.forget(uid)
+        gone = self.cache.remove_bound(uid)
+        if gone is not None:
+            self._event(ClusterEvent.ASSIGNED_POD_DELETE, gone, None)
+
+    def _pending_added(self, obj: client.KubeObject) -> None:
         if self._others_pending(obj):
             return
         pod = self._parse_pod(obj)
         if pod is None:
             return
-        if pod.node_name:
-            self.queue.delete(pod.uid)
-            self.cache.set_nominated(pod)  # bound: forgets any nomination
-            self.cache.add_bound(pod)
-            self._event(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
-        elif self._responsible(pod) and not self.cache.accounts(pod.uid):
+        if self._responsible(pod) and not self.cache.accounts(pod.uid):
             self.cache.set_nominated(pod)
             self.queue.add(pod)
 
-    def _pod_updated(self, old_obj: client.KubeObject, obj: client.KubeObject) -> None:
+    def _pending_updated(self, old_obj: client.KubeObject, obj: client.KubeObject) -> None:
         if self._others_pending(obj):
             return
-        node_name = (obj.get("spec") or {}).get("nodeName")
-        if node_name and not (old_obj.get("spec") or {}).get("nodeName"):
-            uid = str((obj.get("metadata") or {}).get("uid") or "")
-            # the shortcut holds only if nothing else changed since: the watch may show the
-            # binding and a resize at once, as kube-scheduler's cache updates the assumed
-            # pod from the informer's (cache.AddPod)
-            if _accounted(old_obj) == _accounted(obj) and self.cache.confirm(uid, node_name):
-                # our own binding, seen bound: the assumed pod is the bound one
-                self.queue.delete(uid)
-                self._event(ClusterEvent.ASSIGNED_POD_ADD, None, self.cache.bound(uid))
-                return
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if self.cache.accounts(uid):
+            # assumed (its binding in flight or not yet seen) or already seen bound (the
+            # two watches are not ordered with each other): an older version of the pod
+            # (a late update, our own status patch) must not queue it again
+            # (kube-scheduler's updatePodInSchedulingQueue)
+            return
         pod = self._parse_pod(obj)
         if pod is None:
             return
-        if pod.node_name:
-            newly_bound = not ((old_obj.get("spec") or {}).get("nodeName"))
-            self.queue.delete(pod.uid)
-            if newly_bound:
-                self.cache.set_nominated(pod)  # bound: forgets any nomination
-            before = None if newly_bound else self.cache.bound(pod.uid)
-            self.cache.add_bound(pod)
-            if before is None:
-                self._event(ClusterEvent.ASSIGNED_POD_ADD, None, pod)
-            else:
-                # a resize down frees room (isPodResourcesResizedDown)
-                for event in framework.pod_update_events(before, pod):
-                    self._event(event, before, pod)
-        elif self.cache.accounts(pod.uid):
-            # assumed (its binding in flight or not yet seen) or already seen bound: an
-            # older version of the pod (a late update, our own status patch) must not
-            # queue it again (kube-scheduler's updatePodInSchedulingQueue)
-            return
-        elif self._responsible(pod):
+        if self._responsible(pod):
             old_nomination = (old_obj.get("status") or {}).get("nominatedNodeName")
             if not pod.nominated_node_name and not old_nomination:
                 # an update racing our own nomination (its status patch not seen yet):
@@ -385,19 +431,26 @@ class LiveScheduler:
             self.queue.delete(pod.uid)
             self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
 
-    def _pod_deleted(self, obj: client.KubeObject) -> None:
+    def _pending_deleted(self, obj: client.KubeObject) -> None:
+        """The pod left the pending pods: deleted, gone terminal, or bound (its bound
+        state comes on the other watch, before or after this)."""
         uid = str((obj.get("metadata") or {}).get("uid") or "")
         self.queue.delete(uid)
-        self.reporter.forget(uid)
-        gone = self.cache.remove_bound(uid)
-        if gone is None and self._others_pending(obj):
+        if self.cache.is_bound(uid):
+            return  # seen bound: the bound pods' watch says when it goes
+        if self._others_pending(obj):
+            return
+        with self._left_lock:
+            # deleted, or bound and not yet seen so on the other watch (ours, assumed;
+            # or a binding whose answer was lost): settled at a flush (_settle_left)
+            self._left_pending.append((uid, informer.object_key(obj), self._clock.now()))
+        if self.cache.accounts(uid):
             return
         pod = self._parse_pod(obj)
-        if pod is not None:
-            self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
-        if gone is not None:
-            self._event(ClusterEvent.ASSIGNED_POD_DELETE, gone, None)
-        elif pod is not None and pod.nominated_node_name and not pod.node_name:
+        if pod is None:
+            return
+        self.cache.set_nominated(dataclasses.replace(pod, nominated_node_name=""))
+        if pod.nominated_node_name:
             # the room nominated to it is free again
             self._event(ClusterEvent.UNSCHEDULED_POD_DELETE, pod, None)
 
@@ -653,11 +706,52 @@ class LiveScheduler:
         self.queue.flush()
         for expired in self.cache.expire_assumed():
             self._event(ClusterEvent.ASSIGNED_POD_DELETE, expired, None)
+        self._settle_left()
         self.reporter.retry_failed()
         self.recorder.flush()
         if self._clock.now() - self._last_refresh >= STATIC_REFRESH_INTERVAL:
             self.cache.refresh_static()
             self._last_refresh = self._clock.now()
+
+    def _settle_left(self) -> None:
+        """The pods that left the pending watch a flush interval ago or more and are
+        not seen bound yet: bound (the bound pods' watch shows it later), or deleted.
+        The two watches are not ordered with each other, so the API server says which.
+        A deleted one's assumption is dropped (deleted while its binding was in flight,
+        or bound and deleted while the bound pods' watch was re-listing: as
+        kube-scheduler's cache removes an assumed pod its informer reports deleted), and
+        the reporter forgets it (a failed status patch kept for it must not reach a new
+        pod of the same name)."""
+        settled = self._clock.now() - FLUSH_INTERVAL
+        with self._left_lock:
+            count = 0
+            for *_, left_at in self._left_pending:
+                if left_at > settled:
+                    break
+                count += 1
+            due, self._left_pending = self._left_pending[:count], self._left_pending[count:]
+        unknown = []
+        for uid, key, left_at in due:
+            held = self.assigned_pods.get(key)
+            if self.cache.is_bound(uid) or (held or {}).get("metadata", {}).get("uid") == uid:
+                continue
+            try:
+                now = self._kube.list_pods(
+                    field_selector=f"metadata.namespace={key[0]},metadata.name={key[1]}"
+                ).items
+            except errors.KubeAPIError:
+                unknown.append((uid, key, left_at))  # asked again at the next flush
+                continue
+            current = next((o for o in now if (o.get("metadata") or {}).get("uid") == uid), None)
+            if current is not None and (current.get("spec") or {}).get("nodeName"):
+                continue  # bound: the bound pods' watch will show it
+            assumed = self.cache.remove_bound(uid)
+            if assumed is not None:
+                self._event(ClusterEvent.ASSIGNED_POD_DELETE, assumed, None)
+            self.reporter.forget(uid)
+        if unknown:
+            with self._left_lock:
+                self._left_pending[:0] = unknown
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -672,41 +766,99 @@ class LiveScheduler:
         stop: threading.Event | None = None,
         freeze_heap: bool = False,
     ) -> bool:
-        """Start informers and the reporter, wait for the informers to sync, then lead
-        (or stand by). Returns False if the informers did not sync in time, or ``stop``
-        was set meanwhile (SIGTERM while the API is unreachable). ``freeze_heap``: the
-        informers list with the collector off and what they listed is then taken out of
-        its reach (:func:`nodeagent.base.heap.building`), for a process that is the scheduler
-        (not a test run, which starts many)."""
+        """Start informers and the reporter, wait for what a cycle reads to sync, then
+        lead (or stand by). Returns False if the informers did not sync in time, or
+        ``stop`` was set meanwhile (SIGTERM while the API is unreachable).
+
+        A cycle needs every node and every bound pod (else it would place a pod on room
+        already taken), not every pending pod: the pending pods' list opens once the
+        rest is in and the loop starts beside it, taking pods as they are listed, as it
+        would had they been created over that time. (kube-scheduler waits for its one
+        pod informer, which lists both.) One thing a pending pod can hold is room on a
+        node: a nomination. If any pending pod of this scheduler holds one (a restart
+        during a preemption), the loop waits for the whole pending list, so every
+        nomination is counted from its first cycle.
+
+        ``freeze_heap``: the informers list with the collector off and what they listed
+        is then taken out of its reach (:func:`nodeagent.base.heap.building`), for a
+        process that is the scheduler (not a test run, which starts many)."""
         if self.process_binder is not None:
             self.process_binder.start()  # its start-up overlaps the informers' lists
         self.reporter.start()
         self.timeline.starting_informers()
-        with heap.building() if freeze_heap else contextlib.nullcontext():
+        building = contextlib.ExitStack()
+        if freeze_heap:
+            building.enter_context(heap.building())  # closed once the pending pods are in
+        try:
             # the longest lists first (each informer's first request opens a connection
             # of its own): all must sync before the first cycle, whatever their order
-            for inf in (self.pods, self.nodes, self.budgets):
+            for inf in (self.nodes, self.assigned_pods, self.budgets):
                 inf.start()
             self.storage.start()  # the volume plugins' objects
             self.resources.start()  # DynamicResources' claims, slices and classes
-            if not self._wait_synced(sync_timeout, stop):
-                return False
+            synced = self._wait_synced(lambda: self.cache_synced, sync_timeout, stop)
+            if synced:
+                every_pending = self._nominations_pending()
+                self.pending_pods.start()
+                if every_pending:
+                    log.info("pending pods hold nominations: listing them all first")
+                    synced = self._wait_synced(lambda: self.synced, sync_timeout, stop)
+        except BaseException:
+            building.close()
+            raise
+        if not synced:
+            building.close()
+            return False
         self.queue.recheck_gated(ClusterEvent.RESOURCE_CLAIM_ADD)  # see _resource_event
-        informers = (self.nodes, self.budgets, self.pods, *self.storage.informers)
-        timeline = self.timeline.synced((*informers, *self.resources.informers))
+        cache_informers = (self.nodes, self.budgets, self.assigned_pods, *self.storage.informers)
+        timeline = self.timeline.synced((*cache_informers, *self.resources.informers))
         log.info(
-            "informers synced",
-            extra={FIELDS: {"nodes": len(self.nodes), "pods": len(self.pods), **timeline}},
+            "cache synced",
+            extra={FIELDS: {"nodes": len(self.nodes), "pods": len(self.assigned_pods), **timeline}},
         )
+        self._spawn(lambda: self._pending_listed(building), "pending-listed")
         self._spawn(self._flush_loop, "queue-flush")
         self._spawn(self._scheduling_loop, "scheduling")
         if self.elector is not None:
             self.elector.start()
         return True
 
-    def _wait_synced(self, timeout: float | None, stop: threading.Event | None) -> bool:
+    def _nominations_pending(self) -> bool:
+        """Whether a pending pod of this scheduler holds a nomination (True when the API
+        server cannot say: waiting for the whole list is the safe side)."""
+        try:
+            listed = self._kube.list_pods(field_selector=NOMINATED_POD_SELECTOR)
+        except errors.KubeAPIError as exc:
+            log.warning("cannot list the nominated pods (%s): listing every pending pod first", exc)
+            return True
+        return any(not self._others_pending(obj) for obj in listed.items)
+
+    def _pending_listed(self, building: contextlib.ExitStack) -> None:
+        """Wait for the pending pods' first list, then log "informers synced" and end
+        ``building`` (the heap listed so far frozen, the collector back)."""
+        try:
+            while not self.pending_pods.wait_synced(0.1):
+                if self._stopping.is_set():
+                    return
+            timeline = self.timeline.synced((self.pending_pods,))
+            log.info(
+                "informers synced",
+                extra={
+                    FIELDS: {
+                        "nodes": len(self.nodes),
+                        "pods": len(self.assigned_pods) + len(self.pending_pods),
+                        **timeline,
+                    }
+                },
+            )
+        finally:
+            building.close()
+
+    def _wait_synced(
+        self, synced: Callable[[], bool], timeout: float | None, stop: threading.Event | None
+    ) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.synced:
+        while not synced():
             if stop is not None and stop.is_set():
                 return False
             if deadline is not None and time.monotonic() >= deadline:
@@ -736,7 +888,7 @@ class LiveScheduler:
             self.process_binder.close(bind_timeout)
         if self.elector is not None:
             self.elector.stop(release=not self._lost.is_set())
-        for inf in (self.pods, self.nodes, self.budgets):
+        for inf in (self.pending_pods, self.assigned_pods, self.nodes, self.budgets):
             inf.stop(2.0)
         self.storage.stop(2.0)
         self.resources.stop(2.0)
@@ -746,10 +898,17 @@ class LiveScheduler:
 
     # --- probes -------------------------------------------------------------------------
     @property
-    def synced(self) -> bool:
+    def cache_synced(self) -> bool:
+        """What a scheduling cycle reads is listed: every informer's first list is in
+        but the pending pods'."""
         return (self.storage.synced and self.resources.synced) and all(
-            i.synced for i in (self.pods, self.nodes, self.budgets)
+            i.synced for i in (self.assigned_pods, self.nodes, self.budgets)
         )
+
+    @property
+    def synced(self) -> bool:
+        """Every informer's first list is in, the pending pods' too."""
+        return self.cache_synced and self.pending_pods.synced
 
     def liveness(self) -> ProbeResult:
         silence = self._clock.now() - self._last_beat

@@ -111,7 +111,7 @@ def test_a_leader_that_cannot_renew_stops_at_once(
             eventually(lambda: binder.pid is None, timeout=5, what="binding process killed")
         fake_api.clear_faults()
         cluster.create("pods", h.pod("late"))
-        eventually(lambda: scheduler.pods.get(("default", "late")) is not None, what="seen")
+        eventually(lambda: scheduler.pending_pods.get(("default", "late")) is not None, what="seen")
         uid = str(cluster.get("pods", "default", "late")["metadata"]["uid"])
         # seen and queued, never popped: the scheduling loop does not pop without the
         # lease, and the binder refuses without it

@@ -83,14 +83,14 @@ def test_other_schedulers_pods_and_assigned_pods_are_left_alone(
     eventually(lambda: node_of(fake_api, "ours") == "n1")
     cluster.patch("pods", "default", "theirs", {"metadata": {"labels": {"x": "y"}}})
     cluster.delete("pods", "default", "theirs")
-    eventually(lambda: running.pods.get(("default", "theirs")) is None)
+    eventually(lambda: running.pending_pods.get(("default", "theirs")) is None)
     # kube-scheduler's informer filter (responsibleForPod): not even parsed
     assert "theirs" not in parsed and "ours" in parsed
     cluster.create("pods", h.pod("theirs", scheduler="default-scheduler"))
-    eventually(lambda: running.pods.get(("default", "theirs")) is not None)
+    eventually(lambda: running.pending_pods.get(("default", "theirs")) is not None)
     theirs = str(cluster.get("pods", "default", "theirs")["metadata"]["uid"])
     # seen before ours (resourceVersion order) and never queued: nothing can bind it
-    assert running.pods.get(("default", "theirs")) is not None
+    assert running.pending_pods.get(("default", "theirs")) is not None
     assert running.queue.where(theirs) is None
     assert node_of(fake_api, "theirs") == ""
     assert condition(fake_api, "theirs") is None
@@ -206,10 +206,10 @@ def test_an_api_outage_mid_run_loses_nothing(
         with fake_api.outage(refuse=True):
             for i in range(10):
                 cluster.create("pods", h.pod(f"b{i}"))
-            eventually(lambda: scheduler.pods.stats.failures >= 1, what="the watch cut")
-        failures = scheduler.pods.stats.failures
+            eventually(lambda: scheduler.pending_pods.stats.failures >= 1, what="the watch cut")
+        failures = scheduler.pending_pods.stats.failures
         with fake_api.outage(status=503):
-            eventually(lambda: scheduler.pods.stats.failures > failures, what="503s seen")
+            eventually(lambda: scheduler.pending_pods.stats.failures > failures, what="503s seen")
         eventually(lambda: all(node_of(fake_api, f"b{i}") for i in range(10)), timeout=20)
         assert len(cluster.bindings) == 20
     finally:
@@ -266,7 +266,7 @@ def test_throttling_and_expired_watches_lose_nothing(fake_api: FakeAPIServer) ->
         for i in range(5, 10):
             cluster.create("pods", h.pod(f"t{i}"))
         eventually(lambda: all(node_of(fake_api, f"t{i}") for i in range(10)), timeout=20)
-        assert scheduler.pods.stats.relists_after_gone >= 1
+        assert scheduler.pending_pods.stats.relists_after_gone >= 1
         assert len(cluster.bindings) == 10
     finally:
         scheduler.stop(bind_timeout=2)

@@ -80,7 +80,7 @@ class TestOrderings:
         binding.release()  # bound after the update; the watch shows neither yet
         eventually(lambda: scheduler.bound_count == 1, what="the scheduler has its 201")
         watch.release_through(late)  # the update (a unbound), and not yet a bound
-        eventually(lambda: scheduler.pods.resource_version == late, what="the update seen")
+        eventually(lambda: scheduler.pending_pods.resource_version == late, what="the update seen")
         uid = str(cluster.get("pods", "default", "a")["metadata"]["uid"])
         assert scheduler.queue.where(uid) is None, "an update of an assumed pod never queues it"
         watch.release()
@@ -178,7 +178,7 @@ class TestOrderings:
         cluster.create("pods", h.pod("last", cpu="500m"))  # exactly what is left
         eventually(lambda: node_of(fake_api, "last") == "n1", what="the last pod bound")
         bound_once(fake_api)
-        assert scheduler.pods.stats.relists_after_gone >= 1
+        assert scheduler.pending_pods.stats.relists_after_gone >= 1
 
     @staticmethod
     def _uid(api: FakeAPIServer, name: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from nodeagent.base.logs import FIELDS
 from nodeagent.kube import informer
 from nodeagent.scheduler.live import startup
+from nodeagent.scheduler.live.scheduler import LiveScheduler
 from tests.doubles.kube import FakeKubeClient
 from tests.fakeapi.server import FakeAPIServer
 from tests.scheduler.live import harness as h
@@ -103,13 +105,91 @@ def test_the_scheduler_logs_its_timeline_when_synced_and_at_its_first_binding(
         eventually(lambda: _fields(caplog, "first binding"), what="the first binding logged")
     finally:
         scheduler.stop()
-    synced = _fields(caplog, "informers synced")
+    cache = _fields(caplog, "cache synced")
+    assert cache is not None
+    assert {"nodes", "pods"} <= set(cache["listSeconds"])
+    assert 0 < cache["informersStartedAt"] <= cache["sinceStart"]
+    synced = _fields(caplog, "informers synced")  # the pending pods' list too
     assert synced is not None
-    assert {"nodes", "pods"} <= set(synced["listSeconds"])
-    assert 0 < synced["informersStartedAt"] <= synced["sinceStart"]
+    assert set(synced["listSeconds"]) == {"pods"}
+    assert cache["sinceStart"] <= synced["sinceStart"]
     first = _fields(caplog, "first binding")
     assert first is not None and first["pod"] == "default/p0"
-    assert synced["sinceStart"] <= first["firstScheduledAt"] <= first["sinceStart"]
+    assert cache["sinceStart"] <= first["firstScheduledAt"] <= first["sinceStart"]
+
+
+def _unstarted(api: FakeAPIServer) -> LiveScheduler:
+    return LiveScheduler(h.connect(api), h.settings(), seed=1, watch_timeout=30)
+
+
+def _pending_list_held(scheduler: LiveScheduler) -> threading.Event:
+    """The pending pods' informer starts only once the returned event is set."""
+    release = threading.Event()
+    start = scheduler.pending_pods.start
+
+    def held() -> None:
+        threading.Thread(target=lambda: release.wait(10) and start(), daemon=True).start()
+
+    scheduler.pending_pods.start = held  # type: ignore[method-assign]
+    return release
+
+
+def test_scheduling_begins_with_the_nodes_and_bound_pods_before_the_pending_pods(
+    fake_api: FakeAPIServer,
+) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1", cpu="1"))
+    cluster.create("pods", h.pod("bound", cpu="600m", node_name="n1"))
+    cluster.create("pods", h.pod("big", cpu="500m"))
+    cluster.create("pods", h.pod("small", cpu="300m"))
+    scheduler = _unstarted(fake_api)
+    release = _pending_list_held(scheduler)
+    try:
+        assert scheduler.start(sync_timeout=10)
+        # the loop runs with the cache in: the bound pod counted, no pending pod listed
+        assert scheduler.cache_synced and not scheduler.synced
+        assert not scheduler.readiness().ok
+        assert scheduler.cache.accounts(_uid(fake_api, "bound"))
+        release.set()
+        eventually(lambda: h.node_of(fake_api, "small") == "n1", what="small bound")
+        eventually(lambda: scheduler.synced, what="the pending pods listed")
+        assert h.node_of(fake_api, "big") == "", "the bound pod's room was counted"
+        assert scheduler.readiness().ok
+    finally:
+        release.set()
+        scheduler.stop()
+
+
+def test_a_pending_pod_holding_a_nomination_makes_the_start_wait_for_every_pending_pod(
+    fake_api: FakeAPIServer,
+) -> None:
+    cluster = fake_api.cluster
+    cluster.create("nodes", h.node("n1", cpu="1"))
+    preemptor = h.pod("preemptor", cpu="800m", priority=100)
+    preemptor["status"]["nominatedNodeName"] = "n1"  # its victims gone before a restart
+    cluster.create("pods", preemptor)
+    cluster.create("pods", h.pod("low", cpu="500m"))
+    scheduler = _unstarted(fake_api)
+    release = _pending_list_held(scheduler)
+    started: list[bool] = []
+    starting = threading.Thread(target=lambda: started.append(scheduler.start(sync_timeout=10)))
+    try:
+        starting.start()
+        time.sleep(0.5)
+        assert not started, "no cycle before the nominated pod is known"
+        release.set()
+        starting.join(10)
+        assert started == [True] and scheduler.synced
+        eventually(lambda: h.node_of(fake_api, "preemptor") == "n1", what="preemptor bound")
+        assert h.node_of(fake_api, "low") == "", "the nominated room was kept"
+    finally:
+        release.set()
+        starting.join(10)
+        scheduler.stop()
+
+
+def _uid(api: FakeAPIServer, name: str) -> str:
+    return str(api.cluster.get("pods", "default", name)["metadata"]["uid"])
 
 
 def _fields(caplog: pytest.LogCaptureFixture, message: str) -> dict[str, Any] | None:
