@@ -339,9 +339,13 @@ class Informer:
     ) -> client.ObjectList | None:
         """A streamed list's objects up to its closing bookmark, reported as they come
         into an ``empty`` store (else collected), and the bookmark's resourceVersion;
-        None if the informer was stopped meanwhile."""
+        None if the informer was stopped meanwhile. Changes made after the list's
+        snapshot may come before that bookmark (kube-apiserver sends it at its next
+        bookmark tick, up to a second later, and a scheduler binding the pods it lists
+        changes them meanwhile): they are applied in order, as client-go's reflector
+        applies them to its temporary store (``watchList``)."""
         on_add = self._handlers.on_add
-        collected: list[client.KubeObject] = []
+        collected: dict[Key, client.KubeObject] = {}
         for event in events:
             if self._stop.is_set():
                 return None
@@ -349,15 +353,16 @@ class Informer:
             if event.type is client.WatchEventType.BOOKMARK:
                 annotations = (obj.get("metadata") or {}).get("annotations") or {}
                 if annotations.get(client.INITIAL_EVENTS_END) == "true":
-                    return client.ObjectList(tuple(collected), event.resource_version)
+                    return client.ObjectList(tuple(collected.values()), event.resource_version)
+                continue
+            if not empty:
+                if event.type is client.WatchEventType.DELETED:
+                    collected.pop(object_key(obj), None)
+                else:
+                    collected[object_key(obj)] = obj
                 continue
             if event.type is not client.WatchEventType.ADDED:
-                raise kube_errors.Unavailable(
-                    f"{self._name}: a {event.type.value} event before the initial state"
-                    " was complete"
-                )
-            if not empty:
-                collected.append(obj)
+                self.apply(event)  # a change since the snapshot, in order
                 continue
             with self._lock:
                 self._store[object_key(obj)] = obj

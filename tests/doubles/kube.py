@@ -157,6 +157,10 @@ class FakeCluster:
         self.bookmark_interval = bookmark_interval
         """Seconds between BOOKMARK events on watches that asked for them (None: only
         when :meth:`send_bookmarks` is called)."""
+        self.initial_events_end_delay = 0.0
+        """Seconds from a streamed list's last initial event to its initial-events-end
+        bookmark: kube-apiserver sends that bookmark at its next bookmark tick, so the
+        changes made meanwhile come before it. 0: right after the initial events."""
         self.disruption_budgets: list[DisruptionBudget] = []
         self.eviction_status: dict[Key, int] = {}
         """Injected answer per pod for the next evictions (e.g. 500), consulted first."""
@@ -560,8 +564,11 @@ class FakeCluster:
                     for (ns, _), obj in sorted(self._objects[kind].items())
                     if (namespace is None or ns == namespace) and matches(obj)
                 ]
+                end_due = None
                 if not send_initial_events:
                     initial = []
+                elif allow_bookmarks and self.initial_events_end_delay > 0:
+                    end_due = time.monotonic() + self.initial_events_end_delay
                 elif allow_bookmarks:
                     api_version, kind_name = KIND_NAMES[kind]
                     meta = {
@@ -587,6 +594,7 @@ class FakeCluster:
                         status=410,
                     )
                 initial = []
+                end_due = None
         yield from initial
         last_bookmark = time.monotonic()
         while not stop.is_set():
@@ -620,6 +628,18 @@ class FakeCluster:
                 position = change.resource_version
                 if event is not None:
                     yield event
+            if end_due is not None and time.monotonic() >= end_due:
+                end_due = None
+                position = max(position, current_rv)
+                api_version, kind_name = KIND_NAMES[kind]
+                meta = {
+                    "resourceVersion": str(position),
+                    "annotations": {client.INITIAL_EVENTS_END: "true"},
+                }
+                yield client.WatchEvent(
+                    client.WatchEventType.BOOKMARK,
+                    {"apiVersion": api_version, "kind": kind_name, "metadata": meta},
+                )
             if send_bookmark:
                 position = max(position, current_rv)
                 last_bookmark = time.monotonic()

@@ -468,3 +468,53 @@ def test_a_stream_broken_before_its_bookmark_is_listed_again_reporting_the_diffe
     assert recorder.seen()[2:] == [("delete", "n1"), ("add", "n3")]
     assert nodes.synced and nodes.resource_version == "9"
     assert sorted(o["metadata"]["name"] for o in nodes.items()) == ["n2", "n3"]
+
+
+def _changed(kind: client.WatchEventType, name: str, version: str) -> client.WatchEvent:
+    node = objects.node(name)
+    node["metadata"]["resourceVersion"] = version
+    node["metadata"]["labels"] = {"seen": version}
+    return client.WatchEvent(kind, node)
+
+
+@pytest.mark.parametrize("relist", [False, True])
+def test_changes_streamed_before_the_closing_bookmark_are_applied_in_order(relist: bool) -> None:
+    """kube-apiserver sends the initial-events-end bookmark at its next bookmark tick:
+    changes made since the list's snapshot (pods bound by the scheduler reading them)
+    may come first. client-go's reflector applies them; a list refused for them would
+    be asked again for as long as something changes."""
+    modified, deleted = client.WatchEventType.MODIFIED, client.WatchEventType.DELETED
+    script = [
+        _added("n1", "5"),
+        _added("n2", "6"),
+        _changed(deleted, "n1", "10"),
+        _changed(modified, "n2", "11"),
+        _changed(client.WatchEventType.ADDED, "n4", "12"),
+        _end("12"),
+    ]
+    streams = [ScriptedStream([_added("n1", "3"), _added("n3", "4"), _end("4")])] if relist else []
+    streams.append(ScriptedStream(script))
+
+    def watch_list(timeout: int) -> client.WatchStream:
+        return streams.pop(0)
+
+    def unused(*_: object) -> client.WatchStream:
+        raise AssertionError("a streamed list is not followed by another watch here")
+
+    recorder = Recorder()
+    nodes = informer.Informer(
+        informer.ListWatch("nodes", lambda: client.ObjectList((), ""), unused, None, watch_list),
+        recorder.handlers(),
+    )
+    before = 0
+    if relist:  # a store that has objects: the list is collected, then replaces it
+        assert nodes._sync_streamed() is not None
+        before = len(recorder.seen())
+    assert nodes._sync_streamed() is not None
+    assert nodes.synced and nodes.resource_version == "12"
+    stored = {o["metadata"]["name"]: o["metadata"].get("labels") for o in nodes.items()}
+    assert stored == {"n2": {"seen": "11"}, "n4": {"seen": "12"}}
+    expected = [("add", "n1"), ("add", "n2"), ("delete", "n1"), ("update", "n2"), ("add", "n4")]
+    if relist:
+        expected = [("delete", "n1"), ("delete", "n3"), ("add", "n2"), ("add", "n4")]
+    assert recorder.seen()[before:] == expected
