@@ -90,7 +90,8 @@ def _streamed(
     )
 
 
-def pods(kube: client.KubeClient, *, field_selector: str = "") -> ListWatch:
+def pods(kube: client.KubeClient, *, field_selector: str = "", streamed: bool = True) -> ListWatch:
+    """``streamed=False``: listed in pages even where the API server streams lists."""
     return ListWatch(
         "pods",
         lambda: kube.list_pods(field_selector=field_selector),
@@ -98,7 +99,7 @@ def pods(kube: client.KubeClient, *, field_selector: str = "") -> ListWatch:
             resource_version=rv, field_selector=field_selector, timeout_seconds=timeout
         ),
         _pages(kube, client.Collection.PODS, field_selector),
-        _streamed(kube, client.Collection.PODS, field_selector),
+        _streamed(kube, client.Collection.PODS, field_selector) if streamed else None,
     )
 
 

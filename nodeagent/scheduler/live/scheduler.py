@@ -283,7 +283,12 @@ class LiveScheduler:
             name="assigned-pod-informer",
         )
         pending = informer.Informer(
-            informer.pods(kube, field_selector=PENDING_POD_SELECTOR),
+            # in pages: a streamed list of the pods this scheduler binds while it lists
+            # them is cut by kube-apiserver (the watcher's buffer of new changes fills
+            # while it still sends the initial state: "Forcing watcher close due to
+            # unresponsiveness") and would start over each time; pages are requests of
+            # their own on one snapshot, and the watch after them resumes where it stops
+            informer.pods(kube, field_selector=PENDING_POD_SELECTOR, streamed=False),
             informer.Handlers(self._pending_added, self._pending_updated, self._pending_deleted),
             watch_timeout=watch_timeout,
             name="pending-pod-informer",
