@@ -670,6 +670,8 @@ class LiveScheduler:
 
     # --- loops --------------------------------------------------------------------------
     def _scheduling_loop(self) -> None:
+        with self.cache.cycle():
+            pass  # the snapshot built while the first pending pods are on their way
         while not self._stopping.is_set():
             self._last_beat = self._clock.now()
             if not self.may_schedule():
@@ -803,8 +805,8 @@ class LiveScheduler:
             self.resources.start()  # DynamicResources' claims, slices and classes
             synced = self._wait_synced(lambda: self.cache_synced, sync_timeout, stop)
             if synced:
+                self.pending_pods.start()  # its first page is on its way meanwhile
                 every_pending = self._nominations_pending()
-                self.pending_pods.start()
                 if every_pending:
                     log.info("pending pods hold nominations: listing them all first")
                     synced = self._wait_synced(lambda: self.synced, sync_timeout, stop)
