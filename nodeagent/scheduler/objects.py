@@ -228,12 +228,26 @@ def _label_value(value: str, where: FieldPath) -> str:
     return value
 
 
+_VALID_LABELS: set[tuple[str, str]] = set()
+"""Label pairs already validated: a cluster's nodes and pods repeat a few thousand of
+them (zones, roles, app names), and a regular expression per label and object was a
+fifth of reading a node. Cleared when it holds :data:`VALID_LABELS_KEPT`."""
+VALID_LABELS_KEPT = 65_536
+
+
 def _labels(value: Any, where: FieldPath) -> dict[str, str]:
     """``metadata.labels`` (or a ``matchLabels``/``nodeSelector`` map), validated."""
     labels = _string_map(value, where)
-    for key, text in labels.items():
+    valid = _VALID_LABELS
+    for pair in labels.items():
+        if pair in valid:
+            continue
+        key, text = pair
         _label_key(key, where / key)
         _label_value(text, where / key)
+        if len(valid) >= VALID_LABELS_KEPT:
+            valid.clear()
+        valid.add(pair)
     return labels
 
 
@@ -578,7 +592,6 @@ class _SpecReading:
     template (a ReplicaSet's, a Job's), so it is read once per distinct spec."""
 
     scheduler_name: str
-    node_name: str
     node_selector: dict[str, str]
     affinity: api.NodeAffinity | None
     tolerations: tuple[api.Toleration, ...]
@@ -632,7 +645,10 @@ def _status_may_count(status: Mapping[str, Any]) -> bool:
 
 def _template_key(spec: Mapping[str, Any]) -> bytes | None:
     """The key of ``spec``'s reading; None for a spec JSON cannot hold (a cluster file's
-    YAML may carry values no API server would send): read, not kept."""
+    YAML may carry values no API server would send): read, not kept. ``nodeName`` is
+    read per pod, so the bound pods of a template share a reading too."""
+    if "nodeName" in spec:
+        spec = {k: v for k, v in spec.items() if k != "nodeName"}
     try:
         encoded = _encode_json(spec)
     except (TypeError, msgspec.EncodeError):
@@ -660,7 +676,6 @@ def _read_spec(
     return _SpecReading(
         scheduler_name=_text(spec.get("schedulerName"), swhere / "schedulerName")
         or api.DEFAULT_SCHEDULER_NAME,
-        node_name=_text(spec.get("nodeName"), swhere / "nodeName"),
         node_selector=_string_map(spec.get("nodeSelector"), swhere / "nodeSelector"),
         affinity=parse_node_affinity(
             affinity.get("nodeAffinity"), swhere / "affinity" / "nodeAffinity", admitted=True
@@ -720,7 +735,7 @@ def parse_pod(obj: Mapping[str, Any], priority_classes: Mapping[str, int] | None
         name=name,
         uid=_text(meta.get("uid"), mwhere / "uid") or f"{namespace}/{name}",
         scheduler_name=reading.scheduler_name,
-        node_name=reading.node_name,
+        node_name=_text(spec.get("nodeName"), swhere / "nodeName"),
         nominated_node_name=_text(status.get("nominatedNodeName"), stwhere / "nominatedNodeName"),
         priority=_priority(spec, swhere, priority_classes),
         labels=labels,

@@ -50,19 +50,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
-
-from cel_expr_python import cel  # type: ignore[import-untyped]  # stubs, no py.typed
-from cel_expr_python.ext import (  # type: ignore[import-untyped]
-    ext_bindings,
-    ext_math,
-    ext_optional,
-    ext_strings,
-)
-from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+from typing import TYPE_CHECKING, Any
 
 from nodeagent.k8s import quantities
 from nodeagent.scheduler.dra.model import AttributeValue, Device, SemVer
+
+if TYPE_CHECKING:
+    from cel_expr_python import cel  # type: ignore[import-untyped]  # stubs, no py.typed
+    from google.protobuf import descriptor_pool, message
 
 __all__ = [
     "CelError",
@@ -86,10 +81,25 @@ class CelError(Exception):
 
 # --- the Kubernetes types as protobuf messages ---------------------------------------
 
-_POOL = descriptor_pool.DescriptorPool()
+
+@functools.cache
+def _library() -> Any:
+    """cel-expr-python, imported on first use: with protobuf's descriptors it is a tenth
+    of the scheduler's imports, and a cluster without device selectors never needs it."""
+    from cel_expr_python import cel  # noqa: PLC0415  # type: ignore[import-untyped]
+
+    return cel
 
 
-def _build_types() -> tuple[type[message.Message], type[message.Message]]:
+@functools.cache
+def _types() -> tuple[descriptor_pool.DescriptorPool, type[message.Message], type[message.Message]]:
+    """The private descriptor pool and its ``Semver`` message (the parsed version, build
+    metadata dropped, so equality is semver's) and ``Quantity`` message (the exact value
+    as a normalized decimal string, so ``==`` is by value, ``1Gi == 1024Mi``, as
+    ``resource.Quantity.Equal``), built on first use."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: PLC0415
+
+    pool = descriptor_pool.DescriptorPool()
     proto = descriptor_pb2.FileDescriptorProto(
         name="nodeagent/dra/cel_types.proto", package="kubernetes", syntax="proto3"
     )
@@ -105,22 +115,18 @@ def _build_types() -> tuple[type[message.Message], type[message.Message]]:
         semver.field.add(name=name, number=number, type=kind, label=optional)
     quantity = proto.message_type.add(name="Quantity")
     quantity.field.add(name="value", number=1, type=string, label=optional)
-    _POOL.Add(proto)
+    pool.Add(proto)
     return (
-        message_factory.GetMessageClass(_POOL.FindMessageTypeByName("kubernetes.Semver")),
-        message_factory.GetMessageClass(_POOL.FindMessageTypeByName("kubernetes.Quantity")),
+        pool,
+        message_factory.GetMessageClass(pool.FindMessageTypeByName("kubernetes.Semver")),
+        message_factory.GetMessageClass(pool.FindMessageTypeByName("kubernetes.Quantity")),
     )
-
-
-_SemverMessage, _QuantityMessage = _build_types()
-"""``Semver``: the parsed version (build metadata dropped, so equality is semver's);
-``Quantity``: the exact value as a normalized decimal string (so ``==`` is by value,
-``1Gi == 1024Mi``, as ``resource.Quantity.Equal``)."""
 
 
 def semver_message(version: SemVer) -> message.Message:
     pre = ".".join(str(p) for p in version.pre)
-    return _SemverMessage(major=version.major, minor=version.minor, patch=version.patch, pre=pre)
+    semver = _types()[1]
+    return semver(major=version.major, minor=version.minor, patch=version.patch, pre=pre)
 
 
 def _semver_of(msg: Any) -> SemVer:
@@ -135,7 +141,7 @@ def _canonical(value: Decimal) -> str:
 
 
 def quantity_message(value: Decimal) -> message.Message:
-    return _QuantityMessage(value=_canonical(value))
+    return _types()[2](value=_canonical(value))
 
 
 def _decimal(msg: Any) -> Decimal:
@@ -218,18 +224,19 @@ def _compare(a: Any, b: Any) -> int:
 def _ordered(name: str, suffix: str, ret: Any, outcome: Callable[[int], Any]) -> cel.FunctionDecl:
     """A comparison both types have. cel-cpp's runtime keys overloads by argument *kind*
     (both are messages), so one implementation serves both declared overloads."""
-    sem, qty = cel.Type("kubernetes.Semver"), cel.Type("kubernetes.Quantity")
-    return cel.FunctionDecl(
+    lib = _library()
+    sem, qty = lib.Type("kubernetes.Semver"), lib.Type("kubernetes.Quantity")
+    return lib.FunctionDecl(
         name,
         [
-            cel.Overload(
+            lib.Overload(
                 f"semver_{suffix}",
                 ret,
                 [sem, sem],
                 is_member=True,
                 impl=lambda a, b: outcome(_compare(a, b)),
             ),
-            cel.Overload(f"quantity_{suffix}", ret, [qty, qty], is_member=True),
+            lib.Overload(f"quantity_{suffix}", ret, [qty, qty], is_member=True),
         ],
     )
 
@@ -272,48 +279,49 @@ def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
 
 
 def _functions() -> list[cel.FunctionDecl]:
-    t = cel.Type
+    lib = _library()
+    t = lib.Type
     sem, qty = t("kubernetes.Semver"), t("kubernetes.Quantity")
 
     def member(
         name: str, params: list[cel.Type], ret: cel.Type, impl: Callable[..., Any]
     ) -> cel.Overload:
-        return cel.Overload(name, ret, params, is_member=True, impl=impl)
+        return lib.Overload(name, ret, params, is_member=True, impl=impl)
 
     def glob(
         name: str, params: list[cel.Type], ret: cel.Type, impl: Callable[..., Any]
     ) -> cel.Overload:
-        return cel.Overload(name, ret, params, impl=impl)
+        return lib.Overload(name, ret, params, impl=impl)
 
     qty_pair = [qty, qty]
     return [
-        cel.FunctionDecl(
+        lib.FunctionDecl(
             "semver",
             [
                 glob("string_to_semver", [t.STRING], sem, _to_semver),
                 glob("string_bool_to_semver", [t.STRING, t.BOOL], sem, _to_semver),
             ],
         ),
-        cel.FunctionDecl(
+        lib.FunctionDecl(
             "isSemver",
             [
                 glob("is_semver_string", [t.STRING], t.BOOL, _is_semver),
                 glob("is_semver_string_bool", [t.STRING, t.BOOL], t.BOOL, _is_semver),
             ],
         ),
-        cel.FunctionDecl("quantity", [glob("string_to_quantity", [t.STRING], qty, _to_quantity)]),
-        cel.FunctionDecl(
+        lib.FunctionDecl("quantity", [glob("string_to_quantity", [t.STRING], qty, _to_quantity)]),
+        lib.FunctionDecl(
             "isQuantity", [glob("is_quantity_string", [t.STRING], t.BOOL, _is_quantity)]
         ),
         _ordered("isGreaterThan", "is_greater_than", t.BOOL, lambda c: c > 0),
         _ordered("isLessThan", "is_less_than", t.BOOL, lambda c: c < 0),
         _ordered("compareTo", "compare_to", t.INT, lambda c: c),
         # ext.Sets (cel-go) and the Kubernetes regex library (``regex.go``: find, findAll).
-        cel.FunctionDecl(
+        lib.FunctionDecl(
             "sets.contains",
             [glob("list_sets_contains_list", [t.List(t.DYN)] * 2, t.BOOL, _sets_contains)],
         ),
-        cel.FunctionDecl(
+        lib.FunctionDecl(
             "sets.equivalent",
             [
                 glob(
@@ -324,12 +332,12 @@ def _functions() -> list[cel.FunctionDecl]:
                 )
             ],
         ),
-        cel.FunctionDecl(
+        lib.FunctionDecl(
             "sets.intersects",
             [glob("list_sets_intersects_list", [t.List(t.DYN)] * 2, t.BOOL, _sets_intersects)],
         ),
-        cel.FunctionDecl("find", [member("string_find_n", [t.STRING, t.STRING], t.STRING, _find)]),
-        cel.FunctionDecl(
+        lib.FunctionDecl("find", [member("string_find_n", [t.STRING, t.STRING], t.STRING, _find)]),
+        lib.FunctionDecl(
             "findAll",
             [
                 member("string_find_all", [t.STRING, t.STRING], t.List(t.STRING), _find_all),
@@ -338,19 +346,19 @@ def _functions() -> list[cel.FunctionDecl]:
                 ),
             ],
         ),
-        cel.FunctionDecl("major", [member("semver_major", [sem], t.INT, lambda a: a.major)]),
-        cel.FunctionDecl("minor", [member("semver_minor", [sem], t.INT, lambda a: a.minor)]),
-        cel.FunctionDecl("patch", [member("semver_patch", [sem], t.INT, lambda a: a.patch)]),
-        cel.FunctionDecl(
+        lib.FunctionDecl("major", [member("semver_major", [sem], t.INT, lambda a: a.major)]),
+        lib.FunctionDecl("minor", [member("semver_minor", [sem], t.INT, lambda a: a.minor)]),
+        lib.FunctionDecl("patch", [member("semver_patch", [sem], t.INT, lambda a: a.patch)]),
+        lib.FunctionDecl(
             "sign", [member("quantity_sign", [qty], t.INT, lambda a: _cmp(_decimal(a), Decimal(0)))]
         ),
-        cel.FunctionDecl(
+        lib.FunctionDecl(
             "asApproximateFloat",
             [member("quantity_get_float", [qty], t.DOUBLE, lambda a: float(_decimal(a)))],
         ),
-        cel.FunctionDecl("asInteger", [member("quantity_get_int", [qty], t.INT, _as_integer)]),
-        cel.FunctionDecl("isInteger", [member("quantity_is_integer", [qty], t.BOOL, _is_integer)]),
-        cel.FunctionDecl(
+        lib.FunctionDecl("asInteger", [member("quantity_get_int", [qty], t.INT, _as_integer)]),
+        lib.FunctionDecl("isInteger", [member("quantity_is_integer", [qty], t.BOOL, _is_integer)]),
+        lib.FunctionDecl(
             "add",
             [
                 member(
@@ -367,7 +375,7 @@ def _functions() -> list[cel.FunctionDecl]:
                 ),
             ],
         ),
-        cel.FunctionDecl(
+        lib.FunctionDecl(
             "sub",
             [
                 member(
@@ -423,7 +431,7 @@ class CompiledSelector:
         value = result.value()
         if isinstance(value, bool):
             return value
-        if result.type() == cel.Type.ERROR:
+        if result.type() == _library().Type.ERROR:
             raise CelError(_error_text(str(value)))
         raise CelError(
             f"CEL result of type {result.type().name().lower()} could not be converted to bool"
@@ -458,17 +466,7 @@ class SelectorCompiler:
     entries of devices no longer published."""
 
     def __init__(self) -> None:
-        self._env = cel.NewEnv(
-            descriptor_pool=_POOL,
-            variables={"device": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
-            extensions=[
-                ext_bindings.ExtBindings(),
-                ext_strings.ExtStrings(),
-                ext_math.ExtMath(),
-                ext_optional.ExtOptional(),
-            ],
-            functions=_functions(),
-        )
+        self._built: Any = None
         self._lock = threading.Lock()
         self._compiled: dict[str, CompiledSelector | CelError] = {}
         self._domains: frozenset[str] = frozenset()
@@ -476,6 +474,34 @@ class SelectorCompiler:
             OrderedDict()
         )
         self._verdicts: dict[tuple[str, int], tuple[Device, bool | CelError]] = {}
+
+    @property
+    def _env(self) -> Any:
+        """The CEL environment, built at the first selector (the library imported then)."""
+        if self._built is None:
+            from cel_expr_python.ext import (  # type: ignore[import-untyped]  # noqa: PLC0415
+                ext_bindings,
+                ext_math,
+                ext_optional,
+                ext_strings,
+            )
+
+            lib = _library()
+            env = lib.NewEnv(
+                descriptor_pool=_types()[0],
+                variables={"device": lib.Type.Map(lib.Type.STRING, lib.Type.DYN)},
+                extensions=[
+                    ext_bindings.ExtBindings(),
+                    ext_strings.ExtStrings(),
+                    ext_math.ExtMath(),
+                    ext_optional.ExtOptional(),
+                ],
+                functions=_functions(),
+            )
+            with self._lock:
+                if self._built is None:
+                    self._built = env
+        return self._built
 
     def matches(self, expression: str, device: DeviceInput) -> bool:
         """Whether ``device`` matches ``expression``, evaluated once per device; raises
@@ -529,7 +555,8 @@ class SelectorCompiler:
         except RuntimeError as exc:
             return CelError(f"compilation failed: {_error_text(str(exc))}", at_compile=True)
         output = program.return_type()
-        if output not in (cel.Type.BOOL, cel.Type.DYN):
+        lib = _library()
+        if output not in (lib.Type.BOOL, lib.Type.DYN):
             return CelError(
                 f"must evaluate to bool or the unknown type, not {output.name().lower()}",
                 at_compile=True,

@@ -299,6 +299,8 @@ class SchedulingQueue:
         if not hints.interested(event):
             return 0
         with self._lock:
+            if not self._unschedulable and not self._counts[Where.IN_FLIGHT]:
+                return 0  # nothing to move, no cycle to tell (an informer's first list)
             now = self._clock()
             if self._counts[Where.IN_FLIGHT]:
                 self._event_sequence += 1
