@@ -438,12 +438,11 @@ def _end(version: str) -> client.WatchEvent:
     return client.WatchEvent(client.WatchEventType.BOOKMARK, {"metadata": meta})
 
 
-def test_a_stream_broken_before_its_bookmark_is_listed_again_reporting_the_differences() -> None:
-    streams = [
-        ScriptedStream([_added("n1", "5"), _added("n2", "6")]),  # breaks: no bookmark
-        ScriptedStream([_added("n2", "6"), _added("n3", "8"), _end("9")]),
-    ]
-    opened: list[ScriptedStream] = []
+def _streamed_informer(
+    streams: list[ScriptedStream], opened: list[ScriptedStream]
+) -> tuple[informer.Informer, Recorder]:
+    """A node informer whose streamed lists are ``streams``, in turn (each appended to
+    ``opened`` when asked for), driven by hand through ``_sync_streamed``."""
 
     def watch_list(timeout: int) -> client.WatchStream:
         opened.append(streams.pop(0))
@@ -457,6 +456,16 @@ def test_a_stream_broken_before_its_bookmark_is_listed_again_reporting_the_diffe
         informer.ListWatch("nodes", lambda: client.ObjectList((), ""), unused, None, watch_list),
         recorder.handlers(),
     )
+    return nodes, recorder
+
+
+def test_a_stream_broken_before_its_bookmark_is_listed_again_reporting_the_differences() -> None:
+    streams = [
+        ScriptedStream([_added("n1", "5"), _added("n2", "6")]),  # breaks: no bookmark
+        ScriptedStream([_added("n2", "6"), _added("n3", "8"), _end("9")]),
+    ]
+    opened: list[ScriptedStream] = []
+    nodes, recorder = _streamed_informer(streams, opened)
     first = nodes._sync_streamed  # the informer loop's list step, driven by hand
     with pytest.raises(errors.KubeAPIError):
         first()
@@ -494,18 +503,7 @@ def test_changes_streamed_before_the_closing_bookmark_are_applied_in_order(relis
     ]
     streams = [ScriptedStream([_added("n1", "3"), _added("n3", "4"), _end("4")])] if relist else []
     streams.append(ScriptedStream(script))
-
-    def watch_list(timeout: int) -> client.WatchStream:
-        return streams.pop(0)
-
-    def unused(*_: object) -> client.WatchStream:
-        raise AssertionError("a streamed list is not followed by another watch here")
-
-    recorder = Recorder()
-    nodes = informer.Informer(
-        informer.ListWatch("nodes", lambda: client.ObjectList((), ""), unused, None, watch_list),
-        recorder.handlers(),
-    )
+    nodes, recorder = _streamed_informer(streams, [])
     before = 0
     if relist:  # a store that has objects: the list is collected, then replaces it
         assert nodes._sync_streamed() is not None
