@@ -174,6 +174,31 @@ class TestOrderings:
         assert s.deliver(replica, sim.PENDING_PODS) and s.schedule(replica) and s.bind(replica)
         assert [b.outcome for b in s.api.bindings] == [BindOutcome.LOST, BindOutcome.CREATED]
 
+    def test_a_pod_bound_and_deleted_while_the_bound_watch_relists_leaves_no_usage(
+        self,
+    ) -> None:
+        """The binding shows on the pending watch (the pod leaves it), the bound watch
+        re-lists after the pod is gone and never shows it: a flush later the API server
+        is asked, and the assumption goes."""
+        s, replica = _stepped()
+        scheduler = replica.scheduler
+        _pod(s, "a", "3000m")
+        assert s.deliver(replica, sim.PENDING_PODS) and s.schedule(replica) and s.bind(replica)
+        uid = s.api.objects["pods"][("default", "a")]["metadata"]["uid"]
+        s.api.delete("pods", "default", "a")
+        assert s.deliver(replica, sim.PENDING_PODS)  # a leaves the pending pods: bound
+        replica.needs_list["pods"] = True  # 410: the relist shows no pod a
+        assert s.relist(replica, "pods")
+        assert scheduler.cache.accounts(uid), "still assumed: its binding succeeded"
+        s.clock.advance(2)
+        s.timers()
+        assert not scheduler.cache.accounts(uid), "gone from the API: the assumption too"
+        _pod(s, "b", "4000m")  # the whole node
+        while s.deliver(replica, sim.PENDING_PODS):
+            pass
+        assert s.schedule(replica) and s.bind(replica)
+        assert s.api.bindings[-1].outcome is BindOutcome.CREATED
+
 
 class _Always(random.Random):
     """A Random whose ``random()`` is fixed (to force one fault's branch)."""
