@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from nodeagent.scheduler.framework import EventHint
+from nodeagent.scheduler.live import scheduler as live_scheduler
 from nodeagent.scheduler.live.queue import Where
 from nodeagent.scheduler.plugins import (
     node_volume_limits,
@@ -198,6 +199,43 @@ class TestOrderings:
             pass
         assert s.schedule(replica) and s.bind(replica)
         assert s.api.bindings[-1].outcome is BindOutcome.CREATED
+
+    def test_a_flush_asks_about_a_few_pods_and_the_bound_watch_settles_the_rest(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Pods bound faster than the bound watch shows them: each flush asks the API
+        server about ``SETTLE_LOOKUPS`` of them at most, and once the watch shows them
+        nothing is asked."""
+        monkeypatch.setattr(live_scheduler, "SETTLE_LOOKUPS", 3)
+        s, replica = _stepped()
+        scheduler = replica.scheduler
+        asked: list[str] = []
+        list_pods = scheduler._kube.list_pods
+
+        def counted(**kwargs: str) -> Any:
+            asked.append(kwargs.get("field_selector", ""))
+            return list_pods(**kwargs)
+
+        monkeypatch.setattr(scheduler._kube, "list_pods", counted)
+        for i in range(8):
+            _pod(s, f"p{i}", "100m")
+        while s.deliver(replica, sim.PENDING_PODS):
+            pass
+        while s.schedule(replica):
+            pass
+        while s.bind(replica):
+            pass
+        while s.deliver(replica, sim.PENDING_PODS):  # each pod leaves the pending pods
+            pass
+        s.clock.advance(2)
+        scheduler.flush_once()
+        assert len(asked) == 3, asked
+        while s.deliver(replica, "pods"):  # the bound watch catches up
+            pass
+        s.clock.advance(2)
+        scheduler.flush_once()
+        assert len(asked) == 3, "nothing asked once the bound watch shows them"
+        assert all(scheduler.cache.is_bound(str(p["metadata"]["uid"])) for p in s.api.items("pods"))
 
 
 class _Always(random.Random):

@@ -209,8 +209,8 @@ class LiveScheduler:
         self.bound_count = 0
         self._bound_lock = threading.Lock()
         self._left_pending: list[tuple[str, informer.Key, float]] = []
-        """``(uid, key, when)`` of pods that left the pending watch not seen bound, in
-        order (:meth:`_settle_left`)."""
+        """``(uid, key, when)`` of pods that left the pending watch not seen bound, by
+        ``when`` (:meth:`_settle_left`)."""
         self._left_lock = threading.Lock()
 
     # --- the parts ----------------------------------------------------------------------
@@ -760,14 +760,19 @@ class LiveScheduler:
                 continue
             current = next((o for o in now if (o.get("metadata") or {}).get("uid") == uid), None)
             if current is not None and (current.get("spec") or {}).get("nodeName"):
-                continue  # bound: the bound pods' watch will show it
+                # bound: the bound pods' watch will show it, unless it re-lists after the
+                # pod is gone (then only asking again tells): kept until one of them does
+                unknown.append((uid, key, self._clock.now()))
+                continue
             assumed = self.cache.remove_bound(uid)
             if assumed is not None:
                 self._event(ClusterEvent.ASSIGNED_POD_DELETE, assumed, None)
             self.reporter.forget(uid)
         if unknown:
             with self._left_lock:
-                self._left_pending[:0] = unknown
+                self._left_pending = sorted(
+                    [*unknown, *self._left_pending], key=lambda entry: entry[2]
+                )
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
