@@ -358,9 +358,7 @@ class LiveScheduler:
         # our own binding, seen bound: the assumed pod is the bound one, if nothing else
         # changed since (the watch may show the binding and a resize at once, as
         # kube-scheduler's cache updates the assumed pod from the informer's: cache.AddPod)
-        was_pending = self.pending_pods.get(
-            (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        )
+        was_pending = self.pending_pods.get(informer.object_key(obj))
         if (
             was_pending is not None
             and _accounted(was_pending) == _accounted(obj)
@@ -752,13 +750,13 @@ class LiveScheduler:
                 continue
             lookups += 1
             try:
-                now = self._kube.list_pods(
+                listed = self._kube.list_pods(
                     field_selector=f"metadata.namespace={key[0]},metadata.name={key[1]}"
                 ).items
             except errors.KubeAPIError:
                 unknown.append((uid, key, left_at))  # asked again at the next flush
                 continue
-            current = next((o for o in now if (o.get("metadata") or {}).get("uid") == uid), None)
+            current = next((o for o in listed if (o.get("metadata") or {}).get("uid") == uid), None)
             if current is not None and (current.get("spec") or {}).get("nodeName"):
                 # bound: the bound pods' watch will show it, unless it re-lists after the
                 # pod is gone (then only asking again tells): kept until one of them does
